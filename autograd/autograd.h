@@ -1,0 +1,38 @@
+// The autograd entry points: backward over several roots, grad() without touching .grad, the
+// per-tensor state (AutogradMeta), and the guards of grad_mode.h.
+#pragma once
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/tensor.h"
+
+namespace ember {
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  uint32_t output_nr = 0;
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only
+  std::vector<std::pair<int, Tensor::Hook>> hooks;  // leaves: run before accumulation
+  std::vector<Tensor::PostAccumulateHook> post_accumulate_hooks;
+  int next_hook_id = 0;
+};
+
+namespace autograd {
+
+// Runs backward from `roots` (each with its gradient, or ones for one-element roots given an
+// undefined gradient) and accumulates into the .grad of every leaf reached.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
+              bool retain_graph = false);
+
+// Returns d(sum of outputs . grad_outputs)/d(inputs) without accumulating into .grad. An input
+// not reached gets an undefined Tensor, or an error unless allow_unused.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
+}  // namespace autograd
+}  // namespace ember

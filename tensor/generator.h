@@ -1,0 +1,50 @@
+// Random numbers: a counter-based Philox4x32-10 generator (seed, offset) per device. CUDA kernels
+// use cuRAND's device Philox; the CPU replicates it bit for bit, so one seed gives the same numbers
+// on both (see random_kernel in ops/kernels.h for how elements map to Philox subsequences).
+// For CUDA graphs the offset can live on the device: between capture_begin and capture_end every
+// draw reads a device base offset plus a host-known increment, and capture_end enqueues (into the
+// capture) a kernel that advances the base, so each replay draws new numbers.
+#pragma once
+#include <cstdint>
+#include <mutex>
+
+#include "ops/kernels.h"
+#include "tensor/device.h"
+
+namespace ember {
+
+inline constexpr uint64_t kDefaultSeed = 67280421310721ull;
+
+class Generator {
+ public:
+  explicit Generator(Device device, uint64_t seed = kDefaultSeed);
+  void manual_seed(uint64_t seed);  // also resets the offset to 0
+  uint64_t seed() const;
+  uint64_t offset() const;  // host offset (excludes draws made inside a captured region)
+  void set_offset(uint64_t offset);
+  Device device() const { return device_; }
+
+  // Reserves `increment` 32-bit values per subsequence and returns the params a kernel draws with
+  // (kind and bounds to be filled by the caller).
+  RandomParams reserve(uint64_t increment = 4);
+
+  // CUDA only. See the file comment.
+  void capture_begin();
+  uint64_t capture_end();  // returns the increment one replay consumes
+  bool capturing() const { return capturing_; }
+
+ private:
+  mutable std::mutex mutex_;
+  Device device_;
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+  bool capturing_ = false;
+  uint64_t capture_increment_ = 0;
+  uint64_t* device_offset_ = nullptr;  // device memory, allocated on first capture
+};
+
+Generator& default_generator(Device device);
+// Seeds the default generators of the CPU and of every GPU.
+void manual_seed(uint64_t seed);
+
+}  // namespace ember
