@@ -413,25 +413,25 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
   return self;
 }
 
-void check_inplace(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others) {
+void check_inplace(const char* op, const Tensor& self) {
   check_defined(op, self, "self");
   if (!autograd::grad_enabled()) return;
   EMBER_CHECK(!(self.requires_grad() && self.is_leaf()), op, ": a leaf tensor that requires grad "
               "(shape ", self.shape_str(), ") cannot be modified in place; wrap parameter updates in "
               "NoGradGuard or use the out-of-place op");
-  (void)others;
 }
 
+// f(self, other) computes the result out of place. On the differentiable path self (and other,
+// when it shares self's storage) are cloned first, so values saved for backward stay intact.
 template <typename OutOfPlace>
-Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor*> others,
-                OutOfPlace f) {
-  check_inplace(op, self, others);
-  if (autograd::needs_grad(others) || (autograd::grad_enabled() && self.requires_grad())) {
-    // Differentiable path: compute from a clone so the old value stays saved for backward.
+Tensor& inplace(const char* op, Tensor& self, const Tensor& other, OutOfPlace f) {
+  check_inplace(op, self);
+  if (autograd::needs_grad({&self, &other})) {
     Tensor old = self.clone();
-    return assign_inplace(op, self, f(old));
+    bool aliased = other.defined() && other.storage() == self.storage();
+    return assign_inplace(op, self, f(old, aliased ? other.clone() : other));
   }
-  return assign_inplace(op, self, f(self));
+  return assign_inplace(op, self, f(self, other));
 }
 }  // namespace
 
@@ -448,7 +448,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
     a.bump_version();
     return a;
   }
-  return inplace("add_", a, {&b}, [&](const Tensor& s) { return add(s, b, alpha); });
+  return inplace("add_", a, b, [alpha](const Tensor& s, const Tensor& o) { return add(s, o, alpha); });
 }
 Tensor& sub_(Tensor& a, const Tensor& b, double alpha) { return add_(a, b, -alpha); }
 Tensor& mul_(Tensor& a, const Tensor& b) {
@@ -461,10 +461,10 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
     a.bump_version();
     return a;
   }
-  return inplace("mul_", a, {&b}, [&](const Tensor& s) { return mul(s, b); });
+  return inplace("mul_", a, b, [](const Tensor& s, const Tensor& o) { return mul(s, o); });
 }
 Tensor& div_(Tensor& a, const Tensor& b) {
-  return inplace("div_", a, {&b}, [&](const Tensor& s) { return div(s, b); });
+  return inplace("div_", a, b, [](const Tensor& s, const Tensor& o) { return div(s, o); });
 }
 namespace {
 Tensor& unary_inplace(const char* op, Tensor& a, UnaryOp uop, UnaryParams p,
@@ -477,7 +477,7 @@ Tensor& unary_inplace(const char* op, Tensor& a, UnaryOp uop, UnaryParams p,
     a.bump_version();
     return a;
   }
-  return inplace(op, a, {}, out_of_place);
+  return inplace(op, a, Tensor(), [&](const Tensor& s, const Tensor&) { return out_of_place(s); });
 }
 }  // namespace
 Tensor& add_(Tensor& a, double b) {

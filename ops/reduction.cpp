@@ -183,11 +183,11 @@ ValuesIndices max_min_dim(const char* op, const Tensor& a, int64_t dim, bool kee
   run_reduce(a, p, is_max ? ReduceOp::max : ReduceOp::min, values, &indices, 0);
   if (autograd::needs_grad({&a})) {
     autograd::record_backward(op, {a}, {&values},
-        [idx = indices, d, keepdim, in = a.sizes(), dt = a.dtype(), dev = a.device()](
+        [idx = indices, d, in = a.sizes(), dt = a.dtype(), dev = a.device()](
             const Grads& g, const auto&) {
-          Tensor gk = keepdim ? g[0] : g[0].unsqueeze(d);
+          // The node is recorded on the keepdim-shaped values; squeezing is a view after it.
           Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
-          return Grads{scatter_add(r, d, idx, gk)};
+          return Grads{scatter_add(r, d, idx, g[0])};
         });
   }
   if (!keepdim) {

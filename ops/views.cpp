@@ -20,7 +20,7 @@ std::optional<Shape> view_strides(const Tensor& t, const Shape& shape) {
   const Shape& os = t.sizes();
   const Shape& ost = t.strides();
   Shape nst(shape.size());
-  if (t.numel() == 0) return contiguous_strides(shape);
+  if (t.numel() == 0 || t.dim() == 0) return contiguous_strides(shape);
   int64_t view_d = int64_t(shape.size()) - 1;
   int64_t chunk_base_stride = ost.empty() ? 1 : ost.back();
   int64_t tensor_numel = 1, view_numel = 1;

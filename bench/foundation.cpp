@@ -1,0 +1,103 @@
+// Foundation benchmarks (GPU): a large elementwise add against the copy bandwidth, GEMMs through
+// Ember's cuBLAS wrapper, and the host cost of issuing one tiny CUDA op from C++. The PyTorch
+// side is bench/foundation.py; scripts/gpu_run.sh runs both in one session and bench/report.py
+// prints the ratios. Prints one JSON line per measurement.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "ember.h"
+
+using namespace ember;
+
+namespace {
+
+// Median time in ms of `iters` back-to-back calls of f, from CUDA events, after warm-up.
+template <typename F>
+double time_ms(F f, int iters = 20, int reps = 5) {
+  Stream s = current_stream(Device::cuda());
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    Event a(true), b(true);
+    a.record(s);
+    for (int i = 0; i < iters; ++i) f();
+    b.record(s);
+    b.synchronize();
+    t.push_back(a.elapsed_ms(b) / iters);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void emit(const char* bench, const char* impl, const char* shape, double ms, const char* metric,
+          double value) {
+  std::printf("{\"bench\":\"%s\",\"impl\":\"%s\",\"shape\":\"%s\",\"ms\":%.6f,\"%s\":%.3f}\n", bench,
+              impl, shape, ms, metric, value);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::is_available()) {
+    std::printf("{\"bench\":\"foundation\",\"skipped\":\"no GPU\"}\n");
+    return 0;
+  }
+  Device dev = Device::cuda();
+  auto opts = TensorOptions().with_device(dev);
+  manual_seed(0);
+
+  // 1) Elementwise add, fp32 and bf16: 2 reads + 1 write.
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const int64_t n = int64_t(1) << 28;
+    Tensor a = randn({n}, TensorOptions(dt).with_device(dev)), b = randn({n}, TensorOptions(dt).with_device(dev));
+    Tensor out = empty({n}, TensorOptions(dt).with_device(dev));
+    // The op the user calls allocates its output; the caching allocator reuses the block.
+    double ms = time_ms([&] { out = a + b; });
+    double gbs = 3.0 * double(n) * double(element_size(dt)) / (ms * 1e6);
+    emit("add", "ember", dt == DType::f32 ? "2^28 f32" : "2^28 bf16", ms, "GBps", gbs);
+  }
+
+  // 2) GEMMs through the wrapper.
+  struct G { int64_t m, n, k; DType dt; bool tf32; const char* name; };
+  for (G g : {G{8192, 8192, 8192, DType::bf16, false, "8192^3 bf16"},
+              G{4096, 4096, 4096, DType::bf16, false, "4096^3 bf16"},
+              G{8192, 8192, 8192, DType::f32, true, "8192^3 tf32"},
+              G{4096, 4096, 4096, DType::f32, false, "4096^3 fp32"},
+              G{1024, 1024, 1024, DType::bf16, false, "1024^3 bf16"}}) {
+    set_matmul_allow_tf32(g.tf32);
+    Tensor a = randn({g.m, g.k}, TensorOptions(g.dt).with_device(dev));
+    Tensor b = randn({g.k, g.n}, TensorOptions(g.dt).with_device(dev));
+    Tensor c;
+    double ms = time_ms([&] { c = matmul(a, b); }, g.m >= 8192 ? 5 : 20);
+    emit("matmul", "ember", g.name, ms, "TFLOPs", 2.0 * g.m * g.n * g.k / (ms * 1e9));
+  }
+  set_matmul_allow_tf32(false);
+
+  // 3) Host cost of one tiny CUDA op (in-place add on a one-element tensor), issued from C++.
+  {
+    Tensor x = zeros({1}, opts);
+    for (int i = 0; i < 1000; ++i) add_(x, 1.0);
+    current_stream(dev).synchronize();
+    const int n = 100000;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) add_(x, 1.0);
+    auto t1 = std::chrono::steady_clock::now();
+    current_stream(dev).synchronize();
+    double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
+    bool correct = x.item() == double(n + 1000);
+    std::printf("{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"add_ 1 elem\",\"us_per_op\":%.3f,\"correct\":%s}\n",
+                us, correct ? "true" : "false");
+    // The same with the out-of-place op (allocates its output from the caching allocator).
+    Tensor y = zeros({1}, opts), z;
+    auto t2 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) z = y + 1.0;
+    auto t3 = std::chrono::steady_clock::now();
+    current_stream(dev).synchronize();
+    std::printf("{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"y + 1 (allocates)\",\"us_per_op\":%.3f}\n",
+                std::chrono::duration<double, std::micro>(t3 - t2).count() / n);
+  }
+  return 0;
+}

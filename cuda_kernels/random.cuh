@@ -1,0 +1,25 @@
+// CUDA random numbers: the launchers that keep a CUDA graph's Philox offset on the device (used by
+// tensor/generator.cpp) and a cuRAND reference for the tests. The random_kernel fill itself is
+// registered from random.cu and reached through the kernel table (ops/kernels.h).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ember::cuda {
+
+// *base += increment, ordered on `stream`. Enqueued into a capture, it makes every replay of the
+// graph advance the offset its random kernels read, so replays draw new numbers.
+void philox_offset_advance(uint64_t* base, uint64_t increment, cudaStream_t stream);
+
+// *base = value, ordered on `stream` (initialisation and reseeding, never inside a capture).
+void philox_offset_set(uint64_t* base, uint64_t value, cudaStream_t stream);
+
+// For tests: what cuRAND itself returns for each group g < groups right after
+// curand_init(seed, g, offset): curand4 into bits[4g..4g+3], curand_uniform4 into uniforms[..] and
+// curand_normal4 into normals[..] (each from a fresh init; all pointers 16-byte aligned device
+// memory). random_kernel computes these with tensor/philox.h and must match them bit for bit.
+void philox_curand_reference(uint32_t* bits, float* uniforms, float* normals, int64_t groups,
+                             uint64_t seed, uint64_t offset, cudaStream_t stream);
+
+}  // namespace ember::cuda

@@ -1,0 +1,115 @@
+// Internal to dispatch/algo_cache*.cpp: the AlgoCache's storage (sharded hash maps with an LRU
+// clock, the dynamic-shape policy's per-slot state, statistics) and the helpers the decision code
+// and the persistence code share. Not installed for users; include dispatch/algo_cache.h instead.
+#pragma once
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dispatch/algo_cache.h"
+
+namespace ember::dispatch {
+
+// A key with its hash computed once: the shard index and the map both use it.
+struct StoredKey {
+  AlgoKey key;
+  uint64_t hash = 0;
+};
+struct KeyRef {
+  const AlgoKey* key;
+  uint64_t hash;
+};
+struct StoredKeyHash {
+  using is_transparent = void;
+  size_t operator()(const StoredKey& k) const { return size_t(k.hash); }
+  size_t operator()(const KeyRef& k) const { return size_t(k.hash); }
+};
+struct StoredKeyEqual {
+  using is_transparent = void;
+  bool operator()(const StoredKey& a, const StoredKey& b) const {
+    return a.hash == b.hash && a.key == b.key;
+  }
+  bool operator()(const KeyRef& a, const StoredKey& b) const {
+    return a.hash == b.hash && *a.key == b.key;
+  }
+  bool operator()(const StoredKey& a, const KeyRef& b) const {
+    return a.hash == b.hash && a.key == *b.key;
+  }
+};
+
+struct CacheEntry {
+  int16_t algorithm = -1;  // index in the key's slot
+  ChoiceSource source = ChoiceSource::heuristic;
+  float time_ms = 0;
+  // LRU clock: the cache epoch at the last use. Written only when it changes, so a hot key read
+  // by many threads does not bounce its cache line.
+  std::atomic<uint64_t> last_used{0};
+};
+
+struct alignas(64) CacheShard {
+  mutable std::shared_mutex mutex;
+  std::unordered_map<StoredKey, CacheEntry, StoredKeyHash, StoredKeyEqual> map;
+  std::atomic<uint64_t> hits{0};  // per shard, so hits on different shards share no counter
+};
+
+// A key the dynamic-shape policy may reuse, with its benchmarked choice.
+struct BenchmarkedKey {
+  AlgoKey key;
+  int algorithm;
+};
+
+struct AlgoCache::Impl {
+  static constexpr int kNumShards = 16;
+  std::array<CacheShard, kNumShards> shards;
+
+  std::atomic<size_t> capacity{kDefaultCapacity};
+  std::atomic<size_t> entries{0};
+  std::atomic<uint64_t> epoch{0};
+  std::mutex evict_mutex;  // one evictor at a time, so the bound is never overshot by a race
+
+  // Dynamic-shape policy, per slot index.
+  std::atomic<int> max_benchmarked_keys{kDefaultMaxBenchmarkedKeysPerOp};
+  std::array<std::atomic<uint32_t>, kMaxAlgoSlots> benchmarked_count{};  // this process
+  std::mutex policy_mutex;  // guards benchmarked_keys
+  std::unordered_map<int, std::vector<BenchmarkedKey>> benchmarked_keys;
+
+  // Held while benchmarking: concurrent timings would disturb each other, and a second thread
+  // missing on the same key waits and then finds the first one's result. Recursive because an
+  // algorithm may itself dispatch through the cache.
+  std::recursive_mutex benchmark_mutex;
+
+  std::atomic<bool> dirty{false};
+
+  // Statistics (hits live in the shards).
+  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0},
+      benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0}, capture_fallbacks{0},
+      forced_choices{0}, workspace_fallbacks{0}, evictions{0}, loaded_entries{0};
+
+  CacheShard& shard_of(uint64_t hash) { return shards[hash >> 60]; }
+  const CacheShard& shard_of(uint64_t hash) const { return shards[hash >> 60]; }
+
+  // Inserts or overwrites; evicts the least recently used entries beyond capacity. A benchmarked
+  // entry makes the cache dirty (worth saving) unless it came from a file.
+  void insert(const AlgoKey& key, uint64_t hash, int algorithm, ChoiceSource source,
+              float time_ms, bool from_file = false);
+  // Evicts least recently used entries until at most `capacity` remain.
+  void evict_to_capacity();
+  void remember_benchmarked(int slot_index, const AlgoKey& key, int algorithm);
+};
+static_assert(AlgoCache::Impl::kNumShards == 16, "shard_of uses the top 4 bits of the hash");
+
+// The slot a key belongs to (op, direction and device type are in the key).
+inline AlgoSlot& slot_of(const AlgoKey& key) {
+  return algo_slot(key.op, Direction(key.direction), DeviceType(key.device_type));
+}
+
+// Writes one line to the algorithm log (stderr or the sink).
+void algo_log(const std::string& line);
+// Prints a warning about the algorithm cache to stderr (always, not only when logging).
+void algo_warn(const std::string& message);
+
+}  // namespace ember::dispatch

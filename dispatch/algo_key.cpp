@@ -1,0 +1,199 @@
+// AlgoKey helpers: op-name interning, direction names, filling a key from tensors and devices,
+// the readable form used in logs, and the size distance of the dynamic-shape policy.
+#include "dispatch/algo_key.h"
+
+#include <cmath>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ember::dispatch {
+
+const char* direction_name(Direction d) {
+  switch (d) {
+    case Direction::forward: return "forward";
+    case Direction::backward_data: return "backward_data";
+    case Direction::backward_filter: return "backward_filter";
+    case Direction::backward: return "backward";
+  }
+  return "?";
+}
+
+Direction direction_from_name(std::string_view name) {
+  for (int i = 0; i < kNumDirections; ++i)
+    if (name == direction_name(Direction(i))) return Direction(i);
+  EMBER_THROW(bad_param, "unknown algorithm direction '", name,
+              "'; expected forward, backward_data, backward_filter or backward");
+}
+
+const char* operand_layout_name(OperandLayout l) {
+  switch (l) {
+    case OperandLayout::contiguous: return "contiguous";
+    case OperandLayout::channels_last: return "channels_last";
+    case OperandLayout::strided: return "strided";
+  }
+  return "?";
+}
+
+namespace {
+// The interned op names. Names are appended, never removed, and the vector is reserved up front,
+// so op_name() may return a reference that stays valid while other threads intern new names.
+struct OpNames {
+  std::mutex mutex;
+  std::vector<std::string> names;
+  OpNames() { names.reserve(kMaxAlgoOps); }
+};
+OpNames& op_names() {
+  static OpNames* table = new OpNames();  // leaked: used by static destructors and atexit saves
+  return *table;
+}
+}  // namespace
+
+OpId op_id(std::string_view name) {
+  EMBER_CHECK(!name.empty(), "dispatch::op_id: an op name must not be empty");
+  OpNames& t = op_names();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (size_t i = 0; i < t.names.size(); ++i)
+    if (t.names[i] == name) return OpId(i);
+  EMBER_CHECK_STATUS(t.names.size() < size_t(kMaxAlgoOps), internal, "dispatch::op_id: more than ",
+                     kMaxAlgoOps, " op names interned (while adding '", name,
+                     "'); raise kMaxAlgoOps in dispatch/algo_key.h");
+  t.names.emplace_back(name);
+  return OpId(t.names.size() - 1);
+}
+
+const std::string& op_name(OpId id) {
+  OpNames& t = op_names();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  EMBER_INTERNAL_ASSERT(id < t.names.size(), "op id ", id, " was never interned");
+  return t.names[id];
+}
+
+uint8_t workspace_bucket(size_t limit_bytes) {
+  if (limit_bytes == kNoWorkspaceLimit) return 255;
+  if (limit_bytes == 0) return 0;
+  int log2 = 63 - __builtin_clzll(uint64_t(limit_bytes));
+  return uint8_t(1 + log2);
+}
+
+namespace {
+OperandLayout layout_of(const Tensor& t) {
+  if (t.is_contiguous()) return OperandLayout::contiguous;
+  if ((t.dim() == 4 || t.dim() == 5) && t.is_contiguous(MemoryFormat::channels_last))
+    return OperandLayout::channels_last;
+  return OperandLayout::strided;
+}
+
+uint8_t alignment_of(const void* p) {
+  auto bits = reinterpret_cast<uintptr_t>(p);
+  if (bits == 0) return 16;  // empty tensors: nothing is loaded through the pointer
+  uintptr_t lowest = bits & (~bits + 1);
+  return uint8_t(lowest >= 16 ? 16 : lowest);
+}
+}  // namespace
+
+void AlgoKey::describe(Operand which, const Tensor& t) {
+  EMBER_CHECK(t.defined(), "AlgoKey::describe: the operand tensor is undefined");
+  EMBER_CHECK(t.dim() <= kMaxDims, "AlgoKey::describe: operand has ", t.dim(),
+              " dims (shape ", t.shape_str(), "); algorithm keys hold at most ", kMaxDims);
+  int64_t* sizes = which == Operand::input    ? input_sizes
+                   : which == Operand::weight ? weight_sizes
+                                              : output_sizes;
+  for (int i = 0; i < kMaxDims; ++i) sizes[i] = i < t.dim() ? t.size(i) : 0;
+  uint8_t dt = uint8_t(t.dtype());
+  uint8_t lay = uint8_t(layout_of(t));
+  switch (which) {
+    case Operand::input: input_dtype = dt; input_layout = lay; break;
+    case Operand::weight: weight_dtype = dt; weight_layout = lay; break;
+    case Operand::output: output_dtype = dt; output_layout = lay; break;
+  }
+  if (uint8_t(t.dim()) > rank) rank = uint8_t(t.dim());
+  uint8_t align = t.numel() > 0 ? alignment_of(t.data_ptr()) : uint8_t(16);
+  if (alignment_bytes == 0 || align < alignment_bytes) alignment_bytes = align;
+}
+
+AlgoKey make_algo_key(OpId op, Direction direction, Device device) {
+  AlgoKey key;
+  key.op = op;
+  key.direction = uint8_t(direction);
+  key.device_type = uint8_t(device.type);
+  if (device.is_cuda()) {
+    const cuda::DeviceProperties& props = cuda::device_properties(device.index);
+    key.cc_major = uint8_t(props.major);
+    key.cc_minor = uint8_t(props.minor);
+    key.sm_count = uint16_t(props.sm_count);
+  }
+  return key;
+}
+
+namespace {
+void print_sizes(std::ostream& os, const int64_t* sizes, int rank) {
+  os << '[';
+  for (int i = 0; i < rank; ++i) os << (i ? "," : "") << sizes[i];
+  os << ']';
+}
+void print_spatial(std::ostream& os, const int64_t* v) {
+  int n = AlgoKey::kMaxSpatialDims;
+  while (n > 1 && v[n - 1] == 0) --n;  // unused trailing spatial dims are zero
+  print_sizes(os, v, n);
+}
+}  // namespace
+
+std::string AlgoKey::to_string() const {
+  std::ostringstream os;
+  os << op_name(op) << '.' << direction_name(Direction(direction)) << ' '
+     << (DeviceType(device_type) == DeviceType::CUDA ? "cuda" : "cpu");
+  if (DeviceType(device_type) == DeviceType::CUDA)
+    os << " cc=" << int(cc_major) << '.' << int(cc_minor) << " sms=" << sm_count;
+  auto operand = [&](const char* label, const int64_t* sizes, uint8_t dt, uint8_t lay) {
+    os << ' ' << label << '=';
+    print_sizes(os, sizes, rank);
+    os << ' ' << dtype_name(DType(dt)) << ' ' << operand_layout_name(OperandLayout(lay));
+  };
+  operand("in", input_sizes, input_dtype, input_layout);
+  operand("w", weight_sizes, weight_dtype, weight_layout);
+  operand("out", output_sizes, output_dtype, output_layout);
+  os << " stride=";
+  print_spatial(os, stride);
+  os << " pad=";
+  print_spatial(os, padding);
+  os << " dil=";
+  print_spatial(os, dilation);
+  os << " groups=" << groups;
+  bool any_extra = false;
+  for (int64_t e : extra) any_extra |= e != 0;
+  if (any_extra) {
+    os << " extra=";
+    print_sizes(os, extra, kNumExtra);
+  }
+  os << " align=" << int(alignment_bytes) << " tf32=" << int(allow_tf32)
+     << " deterministic=" << int(deterministic) << " ws_bucket=";
+  if (workspace_bucket == 255)
+    os << "unlimited";
+  else
+    os << int(workspace_bucket);
+  return os.str();
+}
+
+double size_distance(const AlgoKey& a, const AlgoKey& b) {
+  AlgoKey a_shape_free = a, b_shape_free = b;
+  for (AlgoKey* k : {&a_shape_free, &b_shape_free}) {
+    std::memset(k->input_sizes, 0, sizeof(k->input_sizes));
+    std::memset(k->weight_sizes, 0, sizeof(k->weight_sizes));
+    std::memset(k->output_sizes, 0, sizeof(k->output_sizes));
+  }
+  if (a_shape_free != b_shape_free) return std::numeric_limits<double>::infinity();
+  double d = 0;
+  auto add = [&](const int64_t* x, const int64_t* y) {
+    for (int i = 0; i < AlgoKey::kMaxDims; ++i)
+      d += std::fabs(std::log1p(double(x[i])) - std::log1p(double(y[i])));
+  };
+  add(a.input_sizes, b.input_sizes);
+  add(a.weight_sizes, b.weight_sizes);
+  add(a.output_sizes, b.output_sizes);
+  return d;
+}
+
+}  // namespace ember::dispatch

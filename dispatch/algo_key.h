@@ -1,0 +1,135 @@
+// AlgoKey: the exact description of one problem that the AlgoCache files an algorithm choice under
+// (op and direction, sizes, layouts, dtypes, op parameters, math mode, device architecture), plus
+// the small vocabulary around it: op ids, directions and the size distance the dynamic-shape policy
+// uses. The key is a zeroed standard-layout POD hashed and compared as bytes (as PyTorch's
+// ParamsHash does for cuDNN): no padding, so two equal problems always have equal bytes.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+
+namespace ember {
+class Tensor;
+}
+
+namespace ember::dispatch {
+
+// Which computation of an op an algorithm performs. Convolutions use forward / backward_data /
+// backward_filter (as cuDNN names them); ops with a single backward use `backward`.
+enum class Direction : uint8_t { forward, backward_data, backward_filter, backward };
+inline constexpr int kNumDirections = 4;
+const char* direction_name(Direction d);
+// Inverse of direction_name; throws bad_param for an unknown name.
+Direction direction_from_name(std::string_view name);
+
+// Ops are identified by name ("conv2d", "lstm"); the id is a small integer interned per process
+// (files store names, never ids). Interning is thread-safe; ops call it once and keep the id.
+using OpId = uint16_t;
+inline constexpr int kMaxAlgoOps = 256;
+OpId op_id(std::string_view name);
+const std::string& op_name(OpId id);
+
+// How an operand's elements are laid out (kernels choose by it; the key keeps algorithms that
+// need a dense layout apart from strided views).
+enum class OperandLayout : uint8_t { contiguous, channels_last, strided };
+const char* operand_layout_name(OperandLayout l);
+
+inline constexpr size_t kNoWorkspaceLimit = std::numeric_limits<size_t>::max();
+// The workspace limit as stored in keys: 0 for 0, 255 for no limit, else 1 + floor(log2(limit)).
+// Limits in one bucket share cache entries; a hit whose workspace exceeds the exact limit is
+// re-checked (see algo_cache.cpp), so bucketing never breaks a limit.
+uint8_t workspace_bucket(size_t limit_bytes);
+
+struct AlgoKey {
+  static constexpr int kMaxDims = 5;         // sizes of up to 5-D operands (NCDHW)
+  static constexpr int kMaxSpatialDims = 3;  // stride/padding/dilation for up to 3-D convolution
+  static constexpr int kNumExtra = 4;        // op parameters beyond convolution's (LSTM sizes...)
+
+  // ---- header: 24 bytes ----
+  uint16_t op;              // OpId
+  uint8_t direction;        // Direction
+  uint8_t device_type;      // DeviceType
+  uint8_t rank;             // dims used in the size arrays
+  uint8_t input_dtype;      // DType of each operand
+  uint8_t weight_dtype;
+  uint8_t output_dtype;
+  uint8_t input_layout;     // OperandLayout of each operand
+  uint8_t weight_layout;
+  uint8_t output_layout;
+  uint8_t alignment_bytes;  // smallest base-pointer alignment of the operands, capped at 16
+  uint8_t allow_tf32;       // math mode: fp32 may run on TF32 tensor cores
+  uint8_t deterministic;    // filled by the cache from the current mode
+  uint8_t workspace_bucket; // filled by the cache from the current workspace limit
+  uint8_t cc_major;         // compute capability (0.0 on the CPU)
+  uint8_t cc_minor;
+  uint8_t reserved0;
+  uint16_t sm_count;        // streaming multiprocessors (0 on the CPU)
+  uint16_t reserved1;
+  uint16_t reserved2;
+  // ---- sizes and op parameters ----
+  int64_t input_sizes[kMaxDims];
+  int64_t weight_sizes[kMaxDims];
+  int64_t output_sizes[kMaxDims];
+  int64_t stride[kMaxSpatialDims];
+  int64_t padding[kMaxSpatialDims];
+  int64_t dilation[kMaxSpatialDims];
+  int64_t groups;
+  int64_t extra[kNumExtra];
+
+  // Every byte zero, padding fields included: keys are hashed and compared as bytes.
+  AlgoKey() { std::memset(static_cast<void*>(this), 0, sizeof(AlgoKey)); }
+
+  bool operator==(const AlgoKey& o) const { return std::memcmp(this, &o, sizeof(AlgoKey)) == 0; }
+  bool operator!=(const AlgoKey& o) const { return !(*this == o); }
+
+  // 64-bit hash of the bytes: four independent multiply-rotate lanes over 8-byte words, so the
+  // hot lookup is not one long dependency chain.
+  uint64_t hash() const {
+    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+    uint64_t words[sizeof(AlgoKey) / 8];
+    std::memcpy(words, this, sizeof(AlgoKey));
+    uint64_t lane[4] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull,
+                        0x082EFA98EC4E6C89ull};
+    for (size_t i = 0; i < sizeof(AlgoKey) / 8; i += 4)
+      for (int l = 0; l < 4; ++l) {
+        uint64_t x = (lane[l] ^ words[i + l]) * kMul;
+        lane[l] = (x << 29) | (x >> 35);
+      }
+    uint64_t h = lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7);
+    h ^= h >> 31;
+    h *= kMul;
+    h ^= h >> 29;
+    return h;
+  }
+
+  // Fills sizes, dtype and layout of one operand from a tensor (at most kMaxDims dims) and lowers
+  // alignment_bytes to the tensor's base-pointer alignment. Sets rank to the largest rank seen.
+  enum class Operand : uint8_t { input, weight, output };
+  void describe(Operand which, const Tensor& t);
+
+  // One line for logs: "conv2d.forward cpu in=[2,3,7,7] f32 contiguous w=[...] ... groups=1 ...".
+  std::string to_string() const;
+};
+
+static_assert(std::is_standard_layout_v<AlgoKey>, "AlgoKey is hashed as bytes");
+static_assert(std::is_trivially_copyable_v<AlgoKey>, "AlgoKey is hashed as bytes");
+static_assert(std::has_unique_object_representations_v<AlgoKey>,
+              "AlgoKey must have no padding: every byte takes part in hash and equality");
+static_assert(sizeof(AlgoKey) % 32 == 0, "AlgoKey::hash walks four 8-byte lanes");
+
+// A key for `op`/`direction` on `device` with the device's architecture filled in (compute
+// capability and SM count of the GPU; zeros on the CPU); everything else zero.
+AlgoKey make_algo_key(OpId op, Direction direction, Device device);
+
+// The dynamic-shape policy's distance between two keys: infinity unless they are equal in every
+// field but the three size arrays; otherwise the sum over sizes of |ln(1 + a) - ln(1 + b)|, so
+// doubling a dimension costs the same at every scale.
+double size_distance(const AlgoKey& a, const AlgoKey& b);
+
+}  // namespace ember::dispatch

@@ -1,0 +1,212 @@
+// conv2d: argument checks, output shape, autograd formula (backward-data, backward-filter and the
+// bias gradient), and the glue to the algorithm cache (ConvProblem keys, slots, running).
+#include "ops/conv.h"
+
+#include <atomic>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "ops/ops.h"
+
+namespace ember {
+
+using dispatch::Direction;
+
+namespace {
+std::atomic<bool> g_conv_allow_tf32{true};
+
+std::string ints(const std::array<int64_t, 2>& v) {
+  return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
+}
+
+// Checks everything a user can get wrong and returns the output shape [N, K, P, Q].
+Shape check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p) {
+  EMBER_CHECK(input.defined() && weight.defined(), "conv2d: input and weight must be defined");
+  EMBER_CHECK(input.dim() == 4, "conv2d: input must be 4-D [N, C, H, W], got shape ",
+              input.shape_str(), (input.dim() == 3 ? "; add a batch dim with unsqueeze(0)" : ""));
+  EMBER_CHECK(weight.dim() == 4, "conv2d: weight must be 4-D [K, C / groups, R, S], got shape ",
+              weight.shape_str());
+  EMBER_CHECK(input.device() == weight.device(), "conv2d: input is on ", input.device().str(),
+              " but weight is on ", weight.device().str(), "; move them to one device");
+  EMBER_CHECK(input.dtype() == weight.dtype(), "conv2d: input has dtype ",
+              dtype_name(input.dtype()), " but weight has ", dtype_name(weight.dtype()),
+              "; convert one with .to(dtype)");
+  EMBER_CHECK_STATUS(is_floating(input.dtype()), not_supported, "conv2d: dtype ",
+                     dtype_name(input.dtype()),
+                     " is not supported; use float32, float64, float16 or bfloat16");
+  for (int i = 0; i < 2; ++i) {
+    EMBER_CHECK(p.stride[i] >= 1, "conv2d: stride must be >= 1, got ", ints(p.stride));
+    EMBER_CHECK(p.dilation[i] >= 1, "conv2d: dilation must be >= 1, got ", ints(p.dilation));
+    EMBER_CHECK(p.padding[i] >= 0, "conv2d: padding must be >= 0, got ", ints(p.padding));
+  }
+  const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
+  const int64_t K = weight.size(0), R = weight.size(2), S = weight.size(3);
+  EMBER_CHECK(p.groups >= 1, "conv2d: groups must be >= 1, got ", p.groups);
+  EMBER_CHECK(C % p.groups == 0, "conv2d: input channels (", C, ", input shape ",
+              input.shape_str(), ") are not divisible by groups = ", p.groups);
+  EMBER_CHECK(K % p.groups == 0, "conv2d: output channels (", K, ", weight shape ",
+              weight.shape_str(), ") are not divisible by groups = ", p.groups);
+  EMBER_CHECK(weight.size(1) * p.groups == C, "conv2d: weight ", weight.shape_str(),
+              " expects ", weight.size(1) * p.groups, " input channels (", weight.size(1),
+              " per group x ", p.groups, " groups) but input ", input.shape_str(), " has ", C,
+              "; weight must be [K, C / groups, R, S]");
+  const int64_t R_eff = p.dilation[0] * (R - 1) + 1, S_eff = p.dilation[1] * (S - 1) + 1;
+  const int64_t H_pad = H + 2 * p.padding[0], W_pad = W + 2 * p.padding[1];
+  EMBER_CHECK(R >= 1 && S >= 1 && R_eff <= H_pad && S_eff <= W_pad,
+              "conv2d: the kernel (", R, " x ", S, ", ", R_eff, " x ", S_eff,
+              " with dilation ", ints(p.dilation), ") is larger than the padded input (", H_pad,
+              " x ", W_pad, " for input ", input.shape_str(), " and padding ", ints(p.padding),
+              "); use a smaller kernel or more padding");
+  if (bias.defined()) {
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == K, "conv2d: bias must be [", K,
+                "] (one value per output channel of weight ", weight.shape_str(), "), got ",
+                bias.shape_str());
+    EMBER_CHECK(bias.device() == input.device(), "conv2d: bias is on ", bias.device().str(),
+                " but input is on ", input.device().str(), "; move them to one device");
+    EMBER_CHECK(bias.dtype() == input.dtype(), "conv2d: bias has dtype ",
+                dtype_name(bias.dtype()), " but input has ", dtype_name(input.dtype()));
+  }
+  const int64_t P = (H_pad - R_eff) / p.stride[0] + 1;
+  const int64_t Q = (W_pad - S_eff) / p.stride[1] + 1;
+  return {N, K, P, Q};
+}
+
+// Runs one direction, or writes zeros when the reduction is empty (no channels or no images):
+// algorithms are never handed empty problems.
+void run_or_zero(const ConvProblem& pr) {
+  const Tensor& written = pr.written();
+  if (written.numel() == 0) return;
+  if (pr.input.numel() == 0 || pr.weight.numel() == 0 || pr.output.numel() == 0) {
+    Tensor w = written;
+    w.zero_();
+    return;
+  }
+  conv2d_run(pr);
+}
+
+// The CPU algorithms read dense NCHW tensors.
+Tensor dense_for(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t; }
+}  // namespace
+
+bool conv_allow_tf32() { return g_conv_allow_tf32.load(std::memory_order_relaxed); }
+void set_conv_allow_tf32(bool allow) { g_conv_allow_tf32 = allow; }
+
+// ---- kernel interface -------------------------------------------------------------------------
+
+const Tensor& ConvProblem::written() const {
+  switch (direction) {
+    case Direction::backward_data: return input;
+    case Direction::backward_filter: return weight;
+    default: return output;
+  }
+}
+
+ConvProblem ConvProblem::with_scratch_outputs() const {
+  ConvProblem scratch = *this;
+  switch (direction) {
+    case Direction::backward_data: scratch.input = empty_like(input); break;
+    case Direction::backward_filter: scratch.weight = empty_like(weight); break;
+    default: scratch.output = empty_like(output); break;
+  }
+  return scratch;
+}
+
+dispatch::OpId conv2d_op() {
+  static const dispatch::OpId id = dispatch::op_id("conv2d");
+  return id;
+}
+
+dispatch::AlgoSlot& conv2d_slot(Direction direction, DeviceType device_type) {
+  return dispatch::algo_slot(conv2d_op(), direction, device_type);
+}
+
+dispatch::AlgoKey conv2d_key(const ConvProblem& pr) {
+  using Operand = dispatch::AlgoKey::Operand;
+  dispatch::AlgoKey key = dispatch::make_algo_key(conv2d_op(), pr.direction, pr.device());
+  key.describe(Operand::input, pr.input);
+  key.describe(Operand::weight, pr.weight);
+  key.describe(Operand::output, pr.output);
+  for (int i = 0; i < 2; ++i) {
+    key.stride[i] = pr.params.stride[i];
+    key.padding[i] = pr.params.padding[i];
+    key.dilation[i] = pr.params.dilation[i];
+  }
+  key.groups = pr.params.groups;
+  key.allow_tf32 = pr.allow_tf32;
+  return key;
+}
+
+const dispatch::Algorithm<ConvProblem>& conv2d_choose(const ConvProblem& pr) {
+  return dispatch::algo_cache().choose(conv2d_slot(pr.direction, pr.device().type),
+                                       conv2d_key(pr), pr);
+}
+
+void conv2d_run(const ConvProblem& pr) {
+  dispatch::algo_cache().run(conv2d_slot(pr.direction, pr.device().type), conv2d_key(pr), pr);
+}
+
+// ---- the op -----------------------------------------------------------------------------------
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const Conv2dParams& p) {
+  const Shape out_shape = check_conv2d(input, weight, bias, p);
+  const DType dtype = input.dtype();
+
+  if (input.device().is_cpu() && (dtype == DType::f16 || dtype == DType::bf16)) {
+    // The CPU has no 16-bit arithmetic worth having: compute in fp32 (fp32 accumulation, as on
+    // the GPU) through differentiable casts, so gradients come back in the caller's dtype.
+    Tensor bias32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
+    return cast(conv2d(cast(input, DType::f32), cast(weight, DType::f32), bias32, p), dtype);
+  }
+
+  const bool has_bias = bias.defined();
+  std::vector<Tensor> inputs = {input, weight};
+  if (has_bias) inputs.push_back(bias);
+  const bool record = autograd::needs_grad(inputs);
+  const bool tf32 = conv_allow_tf32();
+
+  Tensor x, w, out;
+  {
+    autograd::NoGradGuard no_grad;
+    x = dense_for(input.detach());
+    w = dense_for(weight.detach());
+    out = empty(out_shape, dtype, input.device());
+    ConvProblem forward{Direction::forward, x, w, out, p, tf32};
+    run_or_zero(forward);
+    if (has_bias) add_(out, bias.detach().view({1, out_shape[1], 1, 1}));
+  }
+
+  if (record) {
+    // Save only what backward needs: x for the weight gradient, w for the input gradient.
+    autograd::SavedTensor saved_x, saved_w;
+    if (weight.requires_grad()) saved_x = autograd::SavedTensor(x, "conv2d");
+    if (input.requires_grad()) saved_w = autograd::SavedTensor(w, "conv2d");
+    Shape x_shape = input.sizes(), w_shape = weight.sizes();
+    Device device = input.device();
+    autograd::record_backward(
+        "Conv2dBackward", inputs, {&out},
+        [saved_x, saved_w, x_shape, w_shape, device, dtype, p, tf32, has_bias](
+            const std::vector<Tensor>& grads, const autograd::Node& node) {
+          std::vector<Tensor> result(has_bias ? 3 : 2);
+          if (!grads[0].defined()) return result;
+          Tensor grad_out = dense_for(grads[0]);
+          if (node.needs_input_grad(0)) {
+            Tensor grad_input = empty(x_shape, dtype, device);
+            run_or_zero({Direction::backward_data, grad_input, saved_w.unpack(), grad_out, p, tf32});
+            result[0] = grad_input;
+          }
+          if (node.needs_input_grad(1)) {
+            Tensor grad_weight = empty(w_shape, dtype, device);
+            run_or_zero(
+                {Direction::backward_filter, saved_x.unpack(), grad_weight, grad_out, p, tf32});
+            result[1] = grad_weight;
+          }
+          if (has_bias && node.needs_input_grad(2)) result[2] = sum(grad_out, {0, 2, 3});
+          return result;
+        });
+  }
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,71 @@
+// Convolution: the public conv2d op (argument checks, output shape, autograd), and below it the
+// kernel interface its algorithms implement: ConvProblem, one per call and direction, chosen among
+// by the AlgoCache (dispatch/algo_cache.h) from the slots "conv2d.forward", "conv2d.backward_data"
+// and "conv2d.backward_filter". CPU algorithms register in cpu_kernels/conv2d.cpp, CUDA ones in
+// cuda_kernels/.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "dispatch/algo_cache.h"
+#include "tensor/tensor.h"
+
+namespace ember {
+
+struct Conv2dParams {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+// 2-D convolution (cross-correlation, as torch.nn.functional.conv2d).
+//   input  [N, C, H, W]          (channels_last accepted; the CPU computes on an NCHW copy)
+//   weight [K, C / groups, R, S]
+//   bias   [K] or undefined
+//   output [N, K, P, Q] with P = (H + 2 * padding[0] - dilation[0] * (R - 1) - 1) / stride[0] + 1,
+//          and Q likewise along W.
+// float32 and float64; float16 and bfloat16 compute in float32 on the CPU. Differentiable in
+// input, weight and bias; the backward runs the backward-data and backward-filter algorithms
+// through the algorithm cache.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              const Conv2dParams& p = {});
+
+// Whether float32 convolutions may use TF32 tensor cores (on by default, as PyTorch's
+// torch.backends.cudnn.allow_tf32). Part of every conv algorithm key.
+bool conv_allow_tf32();
+void set_conv_allow_tf32(bool allow);
+
+// ---- kernel interface -------------------------------------------------------------------------
+
+// One convolution computation. The three tensors are named by their forward role; which one is
+// written depends on the direction (as cuDNN's forward / backward-data / backward-filter):
+//   forward          reads input, weight;       writes output
+//   backward_data    reads output (= grad of output), weight; writes input (= grad of input)
+//   backward_filter  reads input, output (= grad of output); writes weight (= grad of weight)
+// The written tensor is overwritten, never accumulated into (autograd accumulates). All three have
+// one dtype and device; shapes are as for conv2d.
+struct ConvProblem {
+  dispatch::Direction direction = dispatch::Direction::forward;
+  Tensor input;   // [N, C, H, W]
+  Tensor weight;  // [K, C / groups, R, S]
+  Tensor output;  // [N, K, P, Q]
+  Conv2dParams params;
+  bool allow_tf32 = true;
+
+  Device device() const { return input.device(); }
+  // The tensor this direction writes.
+  const Tensor& written() const;
+  // The same problem with the written tensor replaced by a fresh one of its shape (benchmarking).
+  ConvProblem with_scratch_outputs() const;
+};
+
+// The op id of "conv2d" and the slot of each direction on a device type.
+dispatch::OpId conv2d_op();
+dispatch::AlgoSlot& conv2d_slot(dispatch::Direction direction, DeviceType device_type);
+// The algorithm-cache key of a problem (sizes, layouts, dtypes, parameters, math mode, device).
+dispatch::AlgoKey conv2d_key(const ConvProblem& problem);
+// The algorithm the cache picks for `problem` under the current settings (tests, introspection).
+const dispatch::Algorithm<ConvProblem>& conv2d_choose(const ConvProblem& problem);
+// Chooses through algo_cache() and runs; the op's forward and backward call this.
+void conv2d_run(const ConvProblem& problem);
+
+}  // namespace ember

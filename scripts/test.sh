@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Ember's test command (the README's, and what CI runs): installs the packages (scripts/setup.sh),
+# builds (scripts/build.sh), runs the ctest suites (CPU ones; CUDA ones skip without a GPU), then
+# checks that Ember can be used from another CMake project, both installed (find_package) and as
+# a subdirectory (add_subdirectory). Ends with one line `summary: N passed, N failed, N skipped`.
+# Environment: EMBER_SKIP_SETUP=1 skips setup; EMBER_SKIP_CONSUMER=1 skips the consumer checks;
+# EMBER_BUILD_DIR, EMBER_JOBS, EMBER_CUDA_ARCH as in scripts/build.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$PWD
+build_dir=${EMBER_BUILD_DIR:-build}
+jobs=${EMBER_JOBS:-$(nproc)}
+export EMBER_BUILD_DIR=$build_dir EMBER_JOBS=$jobs
+
+step() { printf '\n=== test: %s ===\n' "$*"; }
+
+if [[ ${EMBER_SKIP_SETUP:-0} != 1 ]]; then
+  step "setup (scripts/setup.sh)"
+  bash scripts/setup.sh
+fi
+
+step "build (scripts/build.sh into $build_dir)"
+if ! bash scripts/build.sh; then
+  echo "test: the build failed (its errors are above); no test was run"
+  exit 1
+fi
+
+passed=0 failed=0 skipped=0
+failures=()
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/ember-test.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
+step "ctest (ctest --test-dir $build_dir --output-on-failure -j $jobs)"
+ctest_rc=0
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" 2>&1 | tee "$scratch/ctest.log" ||
+  ctest_rc=$?
+# ctest's closing line: "NN% tests passed, F tests failed out of T"; skipped tests count as passed
+# there and are listed as "(Skipped)" under "The following tests did not run".
+ctest_total=$(sed -n 's/.* tests failed out of \([0-9]*\).*/\1/p' "$scratch/ctest.log" | tail -n 1)
+ctest_failed=$(sed -n 's/.*, \([0-9]*\) tests failed out of .*/\1/p' "$scratch/ctest.log" |
+               tail -n 1)
+ctest_skipped=$(grep -c '([Ss]kipped)' "$scratch/ctest.log" || true)
+ctest_total=${ctest_total:-0} ctest_failed=${ctest_failed:-0}
+if ((ctest_rc != 0 && ctest_failed == 0)); then
+  ctest_failed=1  # ctest itself failed (no build tree, a crash in ctest), not a test
+  failures+=("ctest exited with status $ctest_rc")
+elif ((ctest_failed > 0)); then
+  failures+=("ctest: $ctest_failed of $ctest_total tests failed")
+fi
+((passed += ctest_total - ctest_failed - ctest_skipped, failed += ctest_failed,
+  skipped += ctest_skipped)) || true
+
+# Runs one consumer check, its output in a log that is printed only when the check fails.
+consumer_check() {
+  local name=$1
+  shift
+  local log="$scratch/$name.log"
+  echo "test: consumer ($name) ..."
+  if "$@" >"$log" 2>&1; then
+    grep '^ember_consumer:' "$log" | sed 's/^/  /' || true
+    echo "test: consumer ($name) passed"
+    ((passed += 1))
+  else
+    echo "test: consumer ($name) FAILED; its log:"
+    tail -n 60 "$log"
+    ((failed += 1))
+    failures+=("consumer ($name)")
+  fi
+}
+
+consumer_installed() {
+  cmake --install "$build_dir" --prefix "$scratch/prefix" &&
+    cmake -S tests/consumer -B "$scratch/consumer-installed" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$scratch/prefix" &&
+    cmake --build "$scratch/consumer-installed" -j "$jobs" &&
+    "$scratch/consumer-installed/ember_consumer"
+}
+
+# The library is built a second time here, CPU-only: this keeps the check cheap on 2 cores and is
+# the one place where the EMBER_WITH_CUDA=OFF configuration is compiled at all.
+consumer_subdirectory() {
+  cmake -S tests/consumer -B "$scratch/consumer-subdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DEMBER_SOURCE_DIR="$repo" -DEMBER_WITH_CUDA=OFF &&
+    cmake --build "$scratch/consumer-subdir" -j "$jobs" &&
+    "$scratch/consumer-subdir/ember_consumer"
+}
+
+if [[ ${EMBER_SKIP_CONSUMER:-0} != 1 ]]; then
+  step "install + find_package(ember) consumer"
+  consumer_check find_package consumer_installed
+  step "add_subdirectory consumer (Ember built CPU-only inside tests/consumer)"
+  consumer_check add_subdirectory consumer_subdirectory
+fi
+
+echo
+if ((${#failures[@]} > 0)); then
+  printf 'test: failed: %s\n' "${failures[@]}"
+fi
+echo "test: took $((SECONDS / 60)) min $((SECONDS % 60)) s"
+echo "summary: $passed passed, $failed failed, $skipped skipped"
+((failed == 0))

@@ -1,0 +1,32 @@
+// The op table shared by the gradcheck suite (CPU, fp64) and the CUDA parity suite: one row per
+// differentiable op. A new op joins both suites by adding a row in op_table.cpp.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+
+namespace ember::testing {
+
+struct OpCase {
+  std::string name;
+  std::vector<Shape> shapes;  // one per tensor input
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+  double low = -1, high = 1;  // range of the random input values
+  bool bf16_ok = true;        // compared in bf16 on CUDA too
+  bool fp64_gradcheck = true; // false for ops that round through a lower precision
+};
+
+const std::vector<OpCase>& op_cases();
+
+enum class Layout { contiguous, transposed, channels_last };
+
+// Deterministic inputs for a case: uniform in [low, high), made on the CPU from `seed` and moved
+// to `device`/`dtype`. `transposed` gives each input of >= 2 dims reversed strides (a permuted
+// view of a dense tensor), `channels_last` gives 4-D inputs NHWC strides; values are identical
+// across devices and layouts.
+std::vector<Tensor> make_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed,
+                                Layout layout, bool requires_grad);
+
+}  // namespace ember::testing
