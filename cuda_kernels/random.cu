@@ -77,14 +77,7 @@ __device__ __forceinline__ int64_t memory_offset(const RandomLaunch& L, int64_t 
 // when offset % 4 == 0 where curand_init + curand4 evaluate two.
 __device__ __forceinline__ philox::U32x4 group_bits(const RandomLaunch& L, uint64_t group,
                                                     uint64_t offset) {
-#ifdef EMBER_SCRATCH_CURAND
-  curandStatePhilox4_32_10_t state;
-  curand_init(L.seed, group, offset, &state);
-  const uint4 b = curand4(&state);
-  return philox::U32x4{b.x, b.y, b.z, b.w};
-#else
   return philox::draw4(L.seed, group, offset);
-#endif
 }
 
 template <typename T>

@@ -159,6 +159,15 @@ MemoryFormat Tensor::suggest_memory_format() const {
 
 std::string Tensor::shape_str() const { return ::ember::shape_str(sizes()); }
 
+void Tensor::set_data(const Tensor& other) {
+  EMBER_CHECK(defined() && other.defined(), "set_data: undefined tensor");
+  impl_->storage = other.impl()->storage;
+  impl_->sizes = other.impl()->sizes;
+  impl_->strides = other.impl()->strides;
+  impl_->offset = other.impl()->offset;
+  impl_->dtype = other.impl()->dtype;
+}
+
 // ---- printing ----
 namespace {
 void print_recursive(std::ostringstream& os, const std::vector<double>& v, const Shape& sizes,

@@ -115,6 +115,10 @@ class Tensor {
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor& copy_(const Tensor& src);  // broadcasts src; converts dtype and device
+  // Makes this tensor (and every handle to it) refer to `other`'s data, sizes and dtype, keeping
+  // its autograd identity (requires_grad, hooks, .grad: the caller converts or drops .grad).
+  // Modules use it to move parameters between devices and dtypes in place, like PyTorch's .data.
+  void set_data(const Tensor& other);
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
 
