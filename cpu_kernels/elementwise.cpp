@@ -32,8 +32,8 @@ template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
  public:
   template <typename F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>)
-  FunctionRef(F&& f)  // NOLINT: implicit by design, the callable outlives the call
+  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>)
+      FunctionRef(F&& f)  // NOLINT: implicit by design, the callable outlives the call
       : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
         call_([](void* object, Args... args) -> R {
           return (*static_cast<std::remove_reference_t<F>*>(object))(std::forward<Args>(args)...);
@@ -111,61 +111,110 @@ inline T scalar_as(double v) {
 
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::abs: return "abs";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::sin: return "sin";
-    case UnaryOp::cos: return "cos";
-    case UnaryOp::sign: return "sign";
-    case UnaryOp::reciprocal: return "reciprocal";
-    case UnaryOp::square: return "square";
-    case UnaryOp::log1p: return "log1p";
-    case UnaryOp::expm1: return "expm1";
-    case UnaryOp::floor: return "floor";
-    case UnaryOp::ceil: return "ceil";
-    case UnaryOp::round: return "round";
-    case UnaryOp::logical_not: return "logical_not";
-    case UnaryOp::isnan: return "isnan";
-    case UnaryOp::isfinite: return "isfinite";
-    case UnaryOp::clamp: return "clamp";
-    case UnaryOp::pow_scalar: return "pow";
-    case UnaryOp::add_scalar: return "add";
-    case UnaryOp::mul_scalar: return "mul";
-    case UnaryOp::rsub_scalar: return "rsub";
-    case UnaryOp::rdiv_scalar: return "div";
-    case UnaryOp::fill: return "fill";
+    case UnaryOp::neg:
+      return "neg";
+    case UnaryOp::exp:
+      return "exp";
+    case UnaryOp::log:
+      return "log";
+    case UnaryOp::sqrt:
+      return "sqrt";
+    case UnaryOp::rsqrt:
+      return "rsqrt";
+    case UnaryOp::abs:
+      return "abs";
+    case UnaryOp::tanh:
+      return "tanh";
+    case UnaryOp::sigmoid:
+      return "sigmoid";
+    case UnaryOp::relu:
+      return "relu";
+    case UnaryOp::sin:
+      return "sin";
+    case UnaryOp::cos:
+      return "cos";
+    case UnaryOp::sign:
+      return "sign";
+    case UnaryOp::reciprocal:
+      return "reciprocal";
+    case UnaryOp::square:
+      return "square";
+    case UnaryOp::log1p:
+      return "log1p";
+    case UnaryOp::expm1:
+      return "expm1";
+    case UnaryOp::floor:
+      return "floor";
+    case UnaryOp::ceil:
+      return "ceil";
+    case UnaryOp::round:
+      return "round";
+    case UnaryOp::logical_not:
+      return "logical_not";
+    case UnaryOp::isnan:
+      return "isnan";
+    case UnaryOp::isfinite:
+      return "isfinite";
+    case UnaryOp::clamp:
+      return "clamp";
+    case UnaryOp::pow_scalar:
+      return "pow";
+    case UnaryOp::add_scalar:
+      return "add";
+    case UnaryOp::mul_scalar:
+      return "mul";
+    case UnaryOp::rsub_scalar:
+      return "rsub";
+    case UnaryOp::rdiv_scalar:
+      return "div";
+    case UnaryOp::fill:
+      return "fill";
   }
   return "unary op";
 }
 
 const char* binary_op_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-    case BinaryOp::pow: return "pow";
-    case BinaryOp::maximum: return "maximum";
-    case BinaryOp::minimum: return "minimum";
-    case BinaryOp::atan2: return "atan2";
-    case BinaryOp::remainder: return "remainder";
-    case BinaryOp::eq: return "eq";
-    case BinaryOp::ne: return "ne";
-    case BinaryOp::lt: return "lt";
-    case BinaryOp::le: return "le";
-    case BinaryOp::gt: return "gt";
-    case BinaryOp::ge: return "ge";
-    case BinaryOp::logical_and: return "logical_and";
-    case BinaryOp::logical_or: return "logical_or";
-    case BinaryOp::relu_backward: return "relu_backward";
-    case BinaryOp::sigmoid_backward: return "sigmoid_backward";
-    case BinaryOp::tanh_backward: return "tanh_backward";
+    case BinaryOp::add:
+      return "add";
+    case BinaryOp::sub:
+      return "sub";
+    case BinaryOp::mul:
+      return "mul";
+    case BinaryOp::div:
+      return "div";
+    case BinaryOp::pow:
+      return "pow";
+    case BinaryOp::maximum:
+      return "maximum";
+    case BinaryOp::minimum:
+      return "minimum";
+    case BinaryOp::atan2:
+      return "atan2";
+    case BinaryOp::remainder:
+      return "remainder";
+    case BinaryOp::eq:
+      return "eq";
+    case BinaryOp::ne:
+      return "ne";
+    case BinaryOp::lt:
+      return "lt";
+    case BinaryOp::le:
+      return "le";
+    case BinaryOp::gt:
+      return "gt";
+    case BinaryOp::ge:
+      return "ge";
+    case BinaryOp::logical_and:
+      return "logical_and";
+    case BinaryOp::logical_or:
+      return "logical_or";
+    case BinaryOp::relu_backward:
+      return "relu_backward";
+    case BinaryOp::sigmoid_backward:
+      return "sigmoid_backward";
+    case BinaryOp::tanh_backward:
+      return "tanh_backward";
   }
   return "binary op";
 }
@@ -268,7 +317,8 @@ struct ElementwiseLoop {
         for (int k = 0; k < NIn; ++k) {
           const char* src = ptrs[k + 1] + i * strides[k + 1];
           const int64_t stride = strides[k + 1];
-          for (int64_t j = 0; j < take; ++j) in_buf[k][filled + j] = load_compute<In>(src + j * stride);
+          for (int64_t j = 0; j < take; ++j)
+            in_buf[k][filled + j] = load_compute<In>(src + j * stride);
         }
         filled += take;
         i += take;
@@ -308,16 +358,23 @@ bool try_unary_predicate(const ElementwiseIter& iter, UnaryOp op) {
     ElementwiseLoop<bool, T, 1>::run(iter, unary_span<bool, C>(pred));
   };
   switch (op) {
-    case UnaryOp::logical_not: run([](C x) { return x == C(0); }); return true;
+    case UnaryOp::logical_not:
+      run([](C x) { return x == C(0); });
+      return true;
     case UnaryOp::isnan:
-      if constexpr (kIsFloating<T>) run([](C x) { return x != x; });
-      else run([](C) { return false; });
+      if constexpr (kIsFloating<T>)
+        run([](C x) { return x != x; });
+      else
+        run([](C) { return false; });
       return true;
     case UnaryOp::isfinite:
-      if constexpr (kIsFloating<T>) run([](C x) { return std::isfinite(x); });
-      else run([](C) { return true; });
+      if constexpr (kIsFloating<T>)
+        run([](C x) { return std::isfinite(x); });
+      else
+        run([](C) { return true; });
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -328,28 +385,47 @@ void unary_floating(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& 
   auto run = [&](auto f) { ElementwiseLoop<T, T, 1>::run(iter, unary_span<C, C>(f)); };
   const C a = C(p.a);
   switch (op) {
-    case UnaryOp::neg: return run([](C x) { return -x; });
-    case UnaryOp::exp: return run([](C x) { return std::exp(x); });
-    case UnaryOp::log: return run([](C x) { return std::log(x); });
-    case UnaryOp::sqrt: return run([](C x) { return std::sqrt(x); });
-    case UnaryOp::rsqrt: return run([](C x) { return C(1) / std::sqrt(x); });
-    case UnaryOp::abs: return run([](C x) { return std::abs(x); });
-    case UnaryOp::tanh: return run([](C x) { return std::tanh(x); });
-    case UnaryOp::sigmoid: return run([](C x) { return C(1) / (C(1) + std::exp(-x)); });
+    case UnaryOp::neg:
+      return run([](C x) { return -x; });
+    case UnaryOp::exp:
+      return run([](C x) { return std::exp(x); });
+    case UnaryOp::log:
+      return run([](C x) { return std::log(x); });
+    case UnaryOp::sqrt:
+      return run([](C x) { return std::sqrt(x); });
+    case UnaryOp::rsqrt:
+      return run([](C x) { return C(1) / std::sqrt(x); });
+    case UnaryOp::abs:
+      return run([](C x) { return std::abs(x); });
+    case UnaryOp::tanh:
+      return run([](C x) { return std::tanh(x); });
+    case UnaryOp::sigmoid:
+      return run([](C x) { return C(1) / (C(1) + std::exp(-x)); });
     // NaN < 0 is false: NaN passes through, as PyTorch's relu (clamp_min) does.
-    case UnaryOp::relu: return run([](C x) { return x < C(0) ? C(0) : x; });
-    case UnaryOp::sin: return run([](C x) { return std::sin(x); });
-    case UnaryOp::cos: return run([](C x) { return std::cos(x); });
+    case UnaryOp::relu:
+      return run([](C x) { return x < C(0) ? C(0) : x; });
+    case UnaryOp::sin:
+      return run([](C x) { return std::sin(x); });
+    case UnaryOp::cos:
+      return run([](C x) { return std::cos(x); });
     // (0 < x) - (x < 0), as PyTorch: sign(NaN) = 0.
-    case UnaryOp::sign: return run([](C x) { return C(int(C(0) < x) - int(x < C(0))); });
-    case UnaryOp::reciprocal: return run([](C x) { return C(1) / x; });
-    case UnaryOp::square: return run([](C x) { return x * x; });
-    case UnaryOp::log1p: return run([](C x) { return std::log1p(x); });
-    case UnaryOp::expm1: return run([](C x) { return std::expm1(x); });
-    case UnaryOp::floor: return run([](C x) { return std::floor(x); });
-    case UnaryOp::ceil: return run([](C x) { return std::ceil(x); });
+    case UnaryOp::sign:
+      return run([](C x) { return C(int(C(0) < x) - int(x < C(0))); });
+    case UnaryOp::reciprocal:
+      return run([](C x) { return C(1) / x; });
+    case UnaryOp::square:
+      return run([](C x) { return x * x; });
+    case UnaryOp::log1p:
+      return run([](C x) { return std::log1p(x); });
+    case UnaryOp::expm1:
+      return run([](C x) { return std::expm1(x); });
+    case UnaryOp::floor:
+      return run([](C x) { return std::floor(x); });
+    case UnaryOp::ceil:
+      return run([](C x) { return std::ceil(x); });
     // Half to even, as torch.round (nearbyint in the default rounding mode).
-    case UnaryOp::round: return run([](C x) { return std::nearbyint(x); });
+    case UnaryOp::round:
+      return run([](C x) { return std::nearbyint(x); });
     case UnaryOp::clamp: {
       // NaN bound = no bound. Two steps so that min > max gives max, as torch.clamp; a NaN input
       // fails both comparisons and passes through.
@@ -370,19 +446,25 @@ void unary_floating(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& 
       if (p.a == -1) return run([](C x) { return C(1) / x; });
       if (p.a == -2) return run([](C x) { return C(1) / (x * x); });
       return run([a](C x) { return std::pow(x, a); });
-    case UnaryOp::add_scalar: return run([a](C x) { return x + a; });
-    case UnaryOp::mul_scalar: return run([a](C x) { return x * a; });
-    case UnaryOp::rsub_scalar: return run([a](C x) { return a - x; });
-    case UnaryOp::rdiv_scalar: return run([a](C x) { return a / x; });
-    default: throw_unsupported(unary_op_name(op), dtype_of<T>::value);
+    case UnaryOp::add_scalar:
+      return run([a](C x) { return x + a; });
+    case UnaryOp::mul_scalar:
+      return run([a](C x) { return x * a; });
+    case UnaryOp::rsub_scalar:
+      return run([a](C x) { return a - x; });
+    case UnaryOp::rdiv_scalar:
+      return run([a](C x) { return a / x; });
+    default:
+      throw_unsupported(unary_op_name(op), dtype_of<T>::value);
   }
 }
 
 // The integer scalar of an integer op; a fractional scalar means the op forgot to promote.
 template <typename T>
 T integral_scalar(const char* op, double v) {
-  EMBER_CHECK(std::trunc(v) == v, op, ": the scalar ", v, " is not an integer but the tensor has dtype ",
-              dtype_name(dtype_of<T>::value), "; convert the tensor to a floating dtype first");
+  EMBER_CHECK(std::trunc(v) == v, op, ": the scalar ", v,
+              " is not an integer but the tensor has dtype ", dtype_name(dtype_of<T>::value),
+              "; convert the tensor to a floating dtype first");
   return scalar_as<T>(v);
 }
 
@@ -406,21 +488,30 @@ void unary_integral(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& 
   if (try_unary_predicate<T>(iter, op)) return;
   auto run = [&](auto f) { ElementwiseLoop<T, T, 1>::run(iter, unary_span<T, T>(f)); };
   switch (op) {
-    case UnaryOp::neg: return run([](T x) { return T(U(0) - U(x)); });
+    case UnaryOp::neg:
+      return run([](T x) { return T(U(0) - U(x)); });
     case UnaryOp::abs:
-      if constexpr (std::is_signed_v<T>) return run([](T x) { return x < 0 ? T(U(0) - U(x)) : x; });
-      else return run([](T x) { return x; });
+      if constexpr (std::is_signed_v<T>)
+        return run([](T x) { return x < 0 ? T(U(0) - U(x)) : x; });
+      else
+        return run([](T x) { return x; });
     case UnaryOp::sign:
-      if constexpr (std::is_signed_v<T>) return run([](T x) { return T(int(T(0) < x) - int(x < T(0))); });
-      else return run([](T x) { return T(x != 0); });
-    case UnaryOp::square: return run([](T x) { return T(U(x) * U(x)); });
+      if constexpr (std::is_signed_v<T>)
+        return run([](T x) { return T(int(T(0) < x) - int(x < T(0))); });
+      else
+        return run([](T x) { return T(x != 0); });
+    case UnaryOp::square:
+      return run([](T x) { return T(U(x) * U(x)); });
     case UnaryOp::relu:
-      if constexpr (std::is_signed_v<T>) return run([](T x) { return x < 0 ? T(0) : x; });
-      else return run([](T x) { return x; });
+      if constexpr (std::is_signed_v<T>)
+        return run([](T x) { return x < 0 ? T(0) : x; });
+      else
+        return run([](T x) { return x; });
     // Integers are already whole.
     case UnaryOp::floor:
     case UnaryOp::ceil:
-    case UnaryOp::round: return run([](T x) { return x; });
+    case UnaryOp::round:
+      return run([](T x) { return x; });
     case UnaryOp::clamp: {
       const T lo = integral_bound<T>(p.a, true), hi = integral_bound<T>(p.b, false);
       return run([lo, hi](T x) {
@@ -440,7 +531,8 @@ void unary_integral(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& 
       const U a = U(integral_scalar<T>("rsub", p.a));
       return run([a](T x) { return T(a - U(x)); });
     }
-    default: throw_unsupported(unary_op_name(op), dtype_of<T>::value);
+    default:
+      throw_unsupported(unary_op_name(op), dtype_of<T>::value);
   }
 }
 
@@ -469,13 +561,20 @@ void unary_cpu(const ElementwiseIter& iter, UnaryOp op, UnaryParams p) {
                         " operands");
   const DType in_dtype = iter.dtypes[1];
   switch (in_dtype) {
-    case DType::f32: return unary_floating<float>(iter, op, p);
-    case DType::f64: return unary_floating<double>(iter, op, p);
-    case DType::f16: return unary_floating<Half>(iter, op, p);
-    case DType::bf16: return unary_floating<BFloat16>(iter, op, p);
-    case DType::i32: return unary_integral<int32_t>(iter, op, p);
-    case DType::i64: return unary_integral<int64_t>(iter, op, p);
-    case DType::u8: return unary_integral<uint8_t>(iter, op, p);
+    case DType::f32:
+      return unary_floating<float>(iter, op, p);
+    case DType::f64:
+      return unary_floating<double>(iter, op, p);
+    case DType::f16:
+      return unary_floating<Half>(iter, op, p);
+    case DType::bf16:
+      return unary_floating<BFloat16>(iter, op, p);
+    case DType::i32:
+      return unary_integral<int32_t>(iter, op, p);
+    case DType::i64:
+      return unary_integral<int64_t>(iter, op, p);
+    case DType::u8:
+      return unary_integral<uint8_t>(iter, op, p);
     case DType::boolean:
       if (try_unary_predicate<bool>(iter, op)) return;
       throw_unsupported(unary_op_name(op), in_dtype);
@@ -488,19 +587,34 @@ void unary_cpu(const ElementwiseIter& iter, UnaryOp op, UnaryParams p) {
 template <typename T>
 bool try_binary_predicate(const ElementwiseIter& iter, BinaryOp op) {
   using C = compute_t<T>;
-  auto run = [&](auto pred) {
-    ElementwiseLoop<bool, T, 2>::run(iter, binary_span<bool, C>(pred));
-  };
+  auto run = [&](auto pred) { ElementwiseLoop<bool, T, 2>::run(iter, binary_span<bool, C>(pred)); };
   switch (op) {
-    case BinaryOp::eq: run([](C a, C b) { return a == b; }); return true;
-    case BinaryOp::ne: run([](C a, C b) { return a != b; }); return true;
-    case BinaryOp::lt: run([](C a, C b) { return a < b; }); return true;
-    case BinaryOp::le: run([](C a, C b) { return a <= b; }); return true;
-    case BinaryOp::gt: run([](C a, C b) { return a > b; }); return true;
-    case BinaryOp::ge: run([](C a, C b) { return a >= b; }); return true;
-    case BinaryOp::logical_and: run([](C a, C b) { return a != C(0) && b != C(0); }); return true;
-    case BinaryOp::logical_or: run([](C a, C b) { return a != C(0) || b != C(0); }); return true;
-    default: return false;
+    case BinaryOp::eq:
+      run([](C a, C b) { return a == b; });
+      return true;
+    case BinaryOp::ne:
+      run([](C a, C b) { return a != b; });
+      return true;
+    case BinaryOp::lt:
+      run([](C a, C b) { return a < b; });
+      return true;
+    case BinaryOp::le:
+      run([](C a, C b) { return a <= b; });
+      return true;
+    case BinaryOp::gt:
+      run([](C a, C b) { return a > b; });
+      return true;
+    case BinaryOp::ge:
+      run([](C a, C b) { return a >= b; });
+      return true;
+    case BinaryOp::logical_and:
+      run([](C a, C b) { return a != C(0) && b != C(0); });
+      return true;
+    case BinaryOp::logical_or:
+      run([](C a, C b) { return a != C(0) || b != C(0); });
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -511,15 +625,23 @@ void binary_floating(const ElementwiseIter& iter, BinaryOp op, double alpha) {
   auto run = [&](auto f) { ElementwiseLoop<T, T, 2>::run(iter, binary_span<C, C>(f)); };
   const C al = C(alpha);
   switch (op) {
-    case BinaryOp::add: return run([al](C a, C b) { return a + al * b; });
-    case BinaryOp::sub: return run([al](C a, C b) { return a - al * b; });
-    case BinaryOp::mul: return run([](C a, C b) { return a * b; });
-    case BinaryOp::div: return run([](C a, C b) { return a / b; });
-    case BinaryOp::pow: return run([](C a, C b) { return std::pow(a, b); });
+    case BinaryOp::add:
+      return run([al](C a, C b) { return a + al * b; });
+    case BinaryOp::sub:
+      return run([al](C a, C b) { return a - al * b; });
+    case BinaryOp::mul:
+      return run([](C a, C b) { return a * b; });
+    case BinaryOp::div:
+      return run([](C a, C b) { return a / b; });
+    case BinaryOp::pow:
+      return run([](C a, C b) { return std::pow(a, b); });
     // NaN in either input gives NaN, as torch.maximum/minimum.
-    case BinaryOp::maximum: return run([](C a, C b) { return (a > b || a != a) ? a : b; });
-    case BinaryOp::minimum: return run([](C a, C b) { return (a < b || a != a) ? a : b; });
-    case BinaryOp::atan2: return run([](C a, C b) { return std::atan2(a, b); });
+    case BinaryOp::maximum:
+      return run([](C a, C b) { return (a > b || a != a) ? a : b; });
+    case BinaryOp::minimum:
+      return run([](C a, C b) { return (a < b || a != a) ? a : b; });
+    case BinaryOp::atan2:
+      return run([](C a, C b) { return std::atan2(a, b); });
     // Python's modulo: the result takes the divisor's sign (torch.remainder).
     case BinaryOp::remainder:
       return run([](C a, C b) {
@@ -527,10 +649,14 @@ void binary_floating(const ElementwiseIter& iter, BinaryOp op, double alpha) {
         if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
         return r;
       });
-    case BinaryOp::relu_backward: return run([](C a, C b) { return b > C(0) ? a : C(0); });
-    case BinaryOp::sigmoid_backward: return run([](C a, C b) { return a * b * (C(1) - b); });
-    case BinaryOp::tanh_backward: return run([](C a, C b) { return a * (C(1) - b * b); });
-    default: throw_unsupported(binary_op_name(op), dtype_of<T>::value);
+    case BinaryOp::relu_backward:
+      return run([](C a, C b) { return b > C(0) ? a : C(0); });
+    case BinaryOp::sigmoid_backward:
+      return run([](C a, C b) { return a * b * (C(1) - b); });
+    case BinaryOp::tanh_backward:
+      return run([](C a, C b) { return a * (C(1) - b * b); });
+    default:
+      throw_unsupported(binary_op_name(op), dtype_of<T>::value);
   }
 }
 
@@ -559,44 +685,52 @@ void binary_integral(const ElementwiseIter& iter, BinaryOp op, double alpha) {
       const U al = U(integral_scalar<T>("sub (alpha)", alpha));
       return run([al](T a, T b) { return T(U(a) - al * U(b)); });
     }
-    case BinaryOp::mul: return run([](T a, T b) { return T(U(a) * U(b)); });
-    case BinaryOp::maximum: return run([](T a, T b) { return a > b ? a : b; });
-    case BinaryOp::minimum: return run([](T a, T b) { return a < b ? a : b; });
+    case BinaryOp::mul:
+      return run([](T a, T b) { return T(U(a) * U(b)); });
+    case BinaryOp::maximum:
+      return run([](T a, T b) { return a > b ? a : b; });
+    case BinaryOp::minimum:
+      return run([](T a, T b) { return a < b ? a : b; });
     case BinaryOp::pow:
       // Checked per span, before any value of the span is written.
-      return ElementwiseLoop<T, T, 2>::run(iter, [](T* out, const std::array<const T*, 2>& in, int64_t n) {
-        if constexpr (std::is_signed_v<T>) {
-          for (int64_t i = 0; i < n; ++i)
-            EMBER_CHECK(in[1][i] >= 0, "pow: integers to negative integer powers are not allowed (exponent ",
-                        int64_t(in[1][i]), "); convert the base to a floating dtype");
-        }
-        for (int64_t i = 0; i < n; ++i) out[i] = integer_pow(in[0][i], in[1][i]);
-      });
-    case BinaryOp::remainder:
-      return ElementwiseLoop<T, T, 2>::run(iter, [](T* out, const std::array<const T*, 2>& in, int64_t n) {
-        for (int64_t i = 0; i < n; ++i)
-          EMBER_CHECK(in[1][i] != 0, "remainder: integer division by zero (the divisor has a zero at ",
-                      "some position); use a floating dtype for IEEE semantics");
-        for (int64_t i = 0; i < n; ++i) {
-          const T a = in[0][i], b = in[1][i];
-          if constexpr (std::is_signed_v<T>) {
-            if (b == T(-1)) {  // a % -1 traps on x86 for the lowest value
-              out[i] = 0;
-              continue;
+      return ElementwiseLoop<T, T, 2>::run(
+          iter, [](T* out, const std::array<const T*, 2>& in, int64_t n) {
+            if constexpr (std::is_signed_v<T>) {
+              for (int64_t i = 0; i < n; ++i)
+                EMBER_CHECK(in[1][i] >= 0,
+                            "pow: integers to negative integer powers are not allowed (exponent ",
+                            int64_t(in[1][i]), "); convert the base to a floating dtype");
             }
-            T r = T(a % b);
-            if (r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
-            out[i] = r;
-          } else {
-            out[i] = T(a % b);
-          }
-        }
-      });
+            for (int64_t i = 0; i < n; ++i) out[i] = integer_pow(in[0][i], in[1][i]);
+          });
+    case BinaryOp::remainder:
+      return ElementwiseLoop<T, T, 2>::run(
+          iter, [](T* out, const std::array<const T*, 2>& in, int64_t n) {
+            for (int64_t i = 0; i < n; ++i)
+              EMBER_CHECK(in[1][i] != 0,
+                          "remainder: integer division by zero (the divisor has a zero at ",
+                          "some position); use a floating dtype for IEEE semantics");
+            for (int64_t i = 0; i < n; ++i) {
+              const T a = in[0][i], b = in[1][i];
+              if constexpr (std::is_signed_v<T>) {
+                if (b == T(-1)) {  // a % -1 traps on x86 for the lowest value
+                  out[i] = 0;
+                  continue;
+                }
+                T r = T(a % b);
+                if (r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
+                out[i] = r;
+              } else {
+                out[i] = T(a % b);
+              }
+            }
+          });
     case BinaryOp::div:
       EMBER_THROW(not_supported, "div: dtype ", dtype_name(dtype_of<T>::value),
                   " is not supported (division is true division); convert the inputs to a "
                   "floating dtype first");
-    default: throw_unsupported(binary_op_name(op), dtype_of<T>::value);
+    default:
+      throw_unsupported(binary_op_name(op), dtype_of<T>::value);
   }
 }
 
@@ -604,10 +738,13 @@ void binary_bool(const ElementwiseIter& iter, BinaryOp op) {
   if (try_binary_predicate<bool>(iter, op)) return;
   auto run = [&](auto f) { ElementwiseLoop<bool, bool, 2>::run(iter, binary_span<bool, bool>(f)); };
   switch (op) {
-    case BinaryOp::maximum: return run([](bool a, bool b) { return a || b; });
+    case BinaryOp::maximum:
+      return run([](bool a, bool b) { return a || b; });
     case BinaryOp::minimum:
-    case BinaryOp::mul: return run([](bool a, bool b) { return a && b; });
-    default: throw_unsupported(binary_op_name(op), DType::boolean);
+    case BinaryOp::mul:
+      return run([](bool a, bool b) { return a && b; });
+    default:
+      throw_unsupported(binary_op_name(op), DType::boolean);
   }
 }
 
@@ -624,14 +761,22 @@ void binary_cpu(const ElementwiseIter& iter, BinaryOp op, double alpha) {
                         " does not match the op");
   const DType in_dtype = iter.dtypes[1];
   switch (in_dtype) {
-    case DType::f32: return binary_floating<float>(iter, op, alpha);
-    case DType::f64: return binary_floating<double>(iter, op, alpha);
-    case DType::f16: return binary_floating<Half>(iter, op, alpha);
-    case DType::bf16: return binary_floating<BFloat16>(iter, op, alpha);
-    case DType::i32: return binary_integral<int32_t>(iter, op, alpha);
-    case DType::i64: return binary_integral<int64_t>(iter, op, alpha);
-    case DType::u8: return binary_integral<uint8_t>(iter, op, alpha);
-    case DType::boolean: return binary_bool(iter, op);
+    case DType::f32:
+      return binary_floating<float>(iter, op, alpha);
+    case DType::f64:
+      return binary_floating<double>(iter, op, alpha);
+    case DType::f16:
+      return binary_floating<Half>(iter, op, alpha);
+    case DType::bf16:
+      return binary_floating<BFloat16>(iter, op, alpha);
+    case DType::i32:
+      return binary_integral<int32_t>(iter, op, alpha);
+    case DType::i64:
+      return binary_integral<int64_t>(iter, op, alpha);
+    case DType::u8:
+      return binary_integral<uint8_t>(iter, op, alpha);
+    case DType::boolean:
+      return binary_bool(iter, op);
   }
 }
 
@@ -650,15 +795,17 @@ void where_loop(const ElementwiseIter& iter) {
     } else {
       for (int64_t i = 0; i < n; ++i) {
         const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
-        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(c ? p[2] + i * s[2] : p[3] + i * s[3]);
+        *reinterpret_cast<T*>(p[0] + i * s[0]) =
+            *reinterpret_cast<const T*>(c ? p[2] + i * s[2] : p[3] + i * s[3]);
       }
     }
   });
 }
 
 void where_cpu(const ElementwiseIter& iter) {
-  EMBER_INTERNAL_ASSERT(iter.num_operands == 4, "where expects (out, cond, a, b), the iterator has ",
-                        iter.num_operands, " operands");
+  EMBER_INTERNAL_ASSERT(iter.num_operands == 4,
+                        "where expects (out, cond, a, b), the iterator has ", iter.num_operands,
+                        " operands");
   EMBER_INTERNAL_ASSERT(iter.dtypes[1] == DType::boolean && iter.dtypes[2] == iter.dtypes[0] &&
                             iter.dtypes[3] == iter.dtypes[0],
                         "where: operand dtypes (", dtype_name(iter.dtypes[0]), ", ",

@@ -35,8 +35,8 @@ IndexReader index_reader(const char* op, const Tensor& index) {
 void check_index_value(const char* op, int64_t value, int64_t size, int64_t dim) {
   if (value >= 0 && value < size) [[likely]]
     return;
-  const std::string where =
-      dim >= 0 ? detail::concat("dimension ", dim, " of size ", size) : detail::concat("a dimension of size ", size);
+  const std::string where = dim >= 0 ? detail::concat("dimension ", dim, " of size ", size)
+                                     : detail::concat("a dimension of size ", size);
   if (size == 0)
     EMBER_THROW(bad_param, op, "(): index ", value, " is out of range for ", where,
                 ": the dimension is empty, so no index is valid");
@@ -45,7 +45,8 @@ void check_index_value(const char* op, int64_t value, int64_t size, int64_t dim)
 }
 
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using compute_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 // ---- index_select / index_add ([outer, size, inner] views) -------------------------------------
 
@@ -55,9 +56,10 @@ void index_select_cpu(const Tensor& out, const Tensor& in, const Tensor& index, 
   const int64_t num_indices = index.numel();
   EMBER_INTERNAL_ASSERT(out.dtype() == in.dtype(), "index_select: out ", dtype_name(out.dtype()),
                         " vs in ", dtype_name(in.dtype()));
-  EMBER_INTERNAL_ASSERT(in.numel() == outer * in_size * inner && out.numel() == outer * num_indices * inner,
-                        "index_select: [outer, size, inner] = [", outer, ", ", in_size, ", ", inner,
-                        "] does not match the tensors");
+  EMBER_INTERNAL_ASSERT(
+      in.numel() == outer * in_size * inner && out.numel() == outer * num_indices * inner,
+      "index_select: [outer, size, inner] = [", outer, ", ", in_size, ", ", inner,
+      "] does not match the tensors");
   for (int64_t i = 0; i < num_indices; ++i) check_index_value("index_select", idx[i], in_size, -1);
   // A pure copy of `inner`-element runs: bytes, whatever the dtype.
   const size_t run_bytes = size_t(inner) * out.element_size();
@@ -87,17 +89,30 @@ void index_add_cpu(const Tensor& out, const Tensor& index, const Tensor& src, in
   const int64_t num_indices = index.numel();
   EMBER_INTERNAL_ASSERT(out.dtype() == src.dtype(), "index_add: out ", dtype_name(out.dtype()),
                         " vs src ", dtype_name(src.dtype()));
-  EMBER_INTERNAL_ASSERT(out.numel() == outer * out_size * inner && src.numel() == outer * num_indices * inner,
-                        "index_add: [outer, size, inner] = [", outer, ", ", out_size, ", ", inner,
-                        "] does not match the tensors");
+  EMBER_INTERNAL_ASSERT(
+      out.numel() == outer * out_size * inner && src.numel() == outer * num_indices * inner,
+      "index_add: [outer, size, inner] = [", outer, ", ", out_size, ", ", inner,
+      "] does not match the tensors");
   for (int64_t i = 0; i < num_indices; ++i) check_index_value("index_add", idx[i], out_size, -1);
   switch (out.dtype()) {
-    case DType::f32: return index_add_typed(out.data<float>(), idx, src.data<float>(), num_indices, outer, out_size, inner);
-    case DType::f64: return index_add_typed(out.data<double>(), idx, src.data<double>(), num_indices, outer, out_size, inner);
-    case DType::f16: return index_add_typed(out.data<Half>(), idx, src.data<Half>(), num_indices, outer, out_size, inner);
-    case DType::bf16: return index_add_typed(out.data<BFloat16>(), idx, src.data<BFloat16>(), num_indices, outer, out_size, inner);
-    case DType::i32: return index_add_typed(out.data<int32_t>(), idx, src.data<int32_t>(), num_indices, outer, out_size, inner);
-    case DType::i64: return index_add_typed(out.data<int64_t>(), idx, src.data<int64_t>(), num_indices, outer, out_size, inner);
+    case DType::f32:
+      return index_add_typed(out.data<float>(), idx, src.data<float>(), num_indices, outer,
+                             out_size, inner);
+    case DType::f64:
+      return index_add_typed(out.data<double>(), idx, src.data<double>(), num_indices, outer,
+                             out_size, inner);
+    case DType::f16:
+      return index_add_typed(out.data<Half>(), idx, src.data<Half>(), num_indices, outer, out_size,
+                             inner);
+    case DType::bf16:
+      return index_add_typed(out.data<BFloat16>(), idx, src.data<BFloat16>(), num_indices, outer,
+                             out_size, inner);
+    case DType::i32:
+      return index_add_typed(out.data<int32_t>(), idx, src.data<int32_t>(), num_indices, outer,
+                             out_size, inner);
+    case DType::i64:
+      return index_add_typed(out.data<int64_t>(), idx, src.data<int64_t>(), num_indices, outer,
+                             out_size, inner);
     default:
       EMBER_THROW(not_supported, "index_add(): dtype ", dtype_name(out.dtype()),
                   " is not supported on the CPU; use a floating dtype, int32 or int64");
@@ -150,12 +165,13 @@ void walk_index(const IndexReader& idx, const Tensor& index, const Tensor& dense
   }
 }
 
-void check_same_rank(const char* op, const Tensor& index, const Tensor& dense, const Tensor& indexed,
-                     int64_t dim) {
+void check_same_rank(const char* op, const Tensor& index, const Tensor& dense,
+                     const Tensor& indexed, int64_t dim) {
   EMBER_INTERNAL_ASSERT(index.sizes() == dense.sizes(), op, ": index ", shape_str(index.sizes()),
                         " and ", shape_str(dense.sizes()), " must share a shape");
-  EMBER_INTERNAL_ASSERT(indexed.dim() == index.dim() && (index.dim() == 0 || (dim >= 0 && dim < index.dim())),
-                        op, ": rank mismatch or bad dim ", dim);
+  EMBER_INTERNAL_ASSERT(
+      indexed.dim() == index.dim() && (index.dim() == 0 || (dim >= 0 && dim < index.dim())), op,
+      ": rank mismatch or bad dim ", dim);
   for (int64_t d = 0; d < index.dim(); ++d)
     EMBER_INTERNAL_ASSERT(d == dim || index.size(d) <= indexed.size(d), op, ": index ",
                           shape_str(index.sizes()), " exceeds ", shape_str(indexed.sizes()),
@@ -179,13 +195,14 @@ void gather_typed(const Tensor& out, const Tensor& in, const IndexReader& idx, c
 
 void gather_cpu(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim) {
   const IndexReader idx = index_reader("gather", index);
-  EMBER_INTERNAL_ASSERT(out.dtype() == in.dtype(), "gather: out ", dtype_name(out.dtype()), " vs in ",
-                        dtype_name(in.dtype()));
+  EMBER_INTERNAL_ASSERT(out.dtype() == in.dtype(), "gather: out ", dtype_name(out.dtype()),
+                        " vs in ", dtype_name(in.dtype()));
   check_same_rank("gather", index, out, in, dim);
   const int64_t extent = indexed_extent(in, dim);
   walk_index(idx, index, out, in, dim,
              [&](int64_t v, int64_t, int64_t) { check_index_value("gather", v, extent, dim); });
-  EMBER_DISPATCH_ALL_DTYPES(out.dtype(), "gather", [&] { gather_typed<scalar_t>(out, in, idx, index, dim); });
+  EMBER_DISPATCH_ALL_DTYPES(out.dtype(), "gather",
+                            [&] { gather_typed<scalar_t>(out, in, idx, index, dim); });
 }
 
 template <typename T>
@@ -207,15 +224,22 @@ void scatter_add_cpu(const Tensor& out, const Tensor& index, const Tensor& src, 
                         " vs src ", dtype_name(src.dtype()));
   check_same_rank("scatter_add", index, src, out, dim);
   const int64_t extent = indexed_extent(out, dim);
-  walk_index(idx, index, src, out, dim,
-             [&](int64_t v, int64_t, int64_t) { check_index_value("scatter_add", v, extent, dim); });
+  walk_index(idx, index, src, out, dim, [&](int64_t v, int64_t, int64_t) {
+    check_index_value("scatter_add", v, extent, dim);
+  });
   switch (out.dtype()) {
-    case DType::f32: return scatter_add_typed<float>(out, idx, index, src, dim);
-    case DType::f64: return scatter_add_typed<double>(out, idx, index, src, dim);
-    case DType::f16: return scatter_add_typed<Half>(out, idx, index, src, dim);
-    case DType::bf16: return scatter_add_typed<BFloat16>(out, idx, index, src, dim);
-    case DType::i32: return scatter_add_typed<int32_t>(out, idx, index, src, dim);
-    case DType::i64: return scatter_add_typed<int64_t>(out, idx, index, src, dim);
+    case DType::f32:
+      return scatter_add_typed<float>(out, idx, index, src, dim);
+    case DType::f64:
+      return scatter_add_typed<double>(out, idx, index, src, dim);
+    case DType::f16:
+      return scatter_add_typed<Half>(out, idx, index, src, dim);
+    case DType::bf16:
+      return scatter_add_typed<BFloat16>(out, idx, index, src, dim);
+    case DType::i32:
+      return scatter_add_typed<int32_t>(out, idx, index, src, dim);
+    case DType::i64:
+      return scatter_add_typed<int64_t>(out, idx, index, src, dim);
     default:
       EMBER_THROW(not_supported, "scatter_add(): dtype ", dtype_name(out.dtype()),
                   " is not supported on the CPU; use a floating dtype, int32 or int64");
@@ -223,7 +247,7 @@ void scatter_add_cpu(const Tensor& out, const Tensor& index, const Tensor& src, 
 }
 
 // index_add and scatter_add do arithmetic: floating dtypes and the two index-like integers.
-constexpr std::initializer_list<DType> kAccumulateTypes = {DType::f32, DType::f64, DType::f16,
+constexpr std::initializer_list<DType> kAccumulateTypes = {DType::f32,  DType::f64, DType::f16,
                                                            DType::bf16, DType::i32, DType::i64};
 
 }  // namespace

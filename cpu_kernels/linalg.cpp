@@ -1,7 +1,8 @@
 // CPU GEMM kernel: row-major batched C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] on Eigen
 // (its blocked, vectorized GEMM; multithreaded when Eigen is built with OpenMP). float16 and
 // bfloat16 are converted to float, multiplied with float accumulation and rounded back once,
-// which is what the CUDA kernels compute too. allow_tf32 has no meaning on the CPU: fp32 stays fp32.
+// which is what the CUDA kernels compute too. allow_tf32 has no meaning on the CPU: fp32 stays
+// fp32.
 #include <Eigen/Core>
 #include <vector>
 
@@ -26,8 +27,8 @@ StoredShape stored_shape(bool transposed, int64_t rows, int64_t cols) {
 }
 
 void check_gemm_args(const GemmArgs& g) {
-  EMBER_INTERNAL_ASSERT(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm: negative size m=",
-                        g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
+  EMBER_INTERNAL_ASSERT(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0,
+                        "gemm: negative size m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
   const StoredShape a = stored_shape(g.trans_a, g.m, g.k), b = stored_shape(g.trans_b, g.k, g.n);
   EMBER_INTERNAL_ASSERT(a.rows == 0 || g.lda >= a.cols, "gemm: lda ", g.lda, " < ", a.cols);
   EMBER_INTERNAL_ASSERT(b.rows == 0 || g.ldb >= b.cols, "gemm: ldb ", g.ldb, " < ", b.cols);
@@ -41,8 +42,10 @@ void gemm_one(const GemmArgs& g, const T* a_ptr, const T* b_ptr, T* c_ptr) {
   const T alpha = T(g.alpha), beta = T(g.beta);
   if (g.k == 0 || alpha == T(0)) {
     // No product: C = beta * C, and C is not read when beta == 0 (it may hold NaN).
-    if (beta == T(0)) c.setZero();
-    else if (beta != T(1)) c *= beta;
+    if (beta == T(0))
+      c.setZero();
+    else if (beta != T(1))
+      c *= beta;
     return;
   }
   const StoredShape as = stored_shape(g.trans_a, g.m, g.k), bs = stored_shape(g.trans_b, g.k, g.n);
@@ -56,10 +59,14 @@ void gemm_one(const GemmArgs& g, const T* a_ptr, const T* b_ptr, T* c_ptr) {
       c.noalias() += alpha * op_a * op_b;
     }
   };
-  if (!g.trans_a && !g.trans_b) multiply(a, b);
-  else if (g.trans_a && !g.trans_b) multiply(a.transpose(), b);
-  else if (!g.trans_a && g.trans_b) multiply(a, b.transpose());
-  else multiply(a.transpose(), b.transpose());
+  if (!g.trans_a && !g.trans_b)
+    multiply(a, b);
+  else if (g.trans_a && !g.trans_b)
+    multiply(a.transpose(), b);
+  else if (!g.trans_a && g.trans_b)
+    multiply(a, b.transpose());
+  else
+    multiply(a.transpose(), b.transpose());
 }
 
 template <typename T>
@@ -107,10 +114,14 @@ void gemm_cpu(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   switch (g.dtype) {
-    case DType::f32: return gemm_native<float>(g);
-    case DType::f64: return gemm_native<double>(g);
-    case DType::f16: return gemm_half<Half>(g);
-    case DType::bf16: return gemm_half<BFloat16>(g);
+    case DType::f32:
+      return gemm_native<float>(g);
+    case DType::f64:
+      return gemm_native<double>(g);
+    case DType::f16:
+      return gemm_half<Half>(g);
+    case DType::bf16:
+      return gemm_half<BFloat16>(g);
     default:
       EMBER_THROW(not_supported, "gemm: dtype ", dtype_name(g.dtype),
                   " is not supported on the CPU; use float32, float64, float16 or bfloat16");

@@ -1,6 +1,6 @@
-// The CPU random_kernel (see ops/kernels.h): uniform, normal, bernoulli and randint fills drawn from
-// Philox4x32-10 exactly as the CUDA kernel draws them with cuRAND (tensor/philox.h). Element i of
-// the output, in logical order, takes lane i % 4 of the four values of subsequence i / 4 at the
+// The CPU random_kernel (see ops/kernels.h): uniform, normal, bernoulli and randint fills drawn
+// from Philox4x32-10 exactly as the CUDA kernel draws them with cuRAND (tensor/philox.h). Element i
+// of the output, in logical order, takes lane i % 4 of the four values of subsequence i / 4 at the
 // params' offset, so one (seed, offset) gives the same tensor on both backends.
 #include <algorithm>
 #include <cstdint>
@@ -15,10 +15,14 @@ namespace {
 
 const char* random_kind_name(RandomKind kind) {
   switch (kind) {
-    case RandomKind::uniform: return "uniform";
-    case RandomKind::normal: return "normal";
-    case RandomKind::bernoulli: return "bernoulli";
-    case RandomKind::randint: return "randint";
+    case RandomKind::uniform:
+      return "uniform";
+    case RandomKind::normal:
+      return "normal";
+    case RandomKind::bernoulli:
+      return "bernoulli";
+    case RandomKind::randint:
+      return "randint";
   }
   return "?";
 }
@@ -29,7 +33,9 @@ const char* random_kind_name(RandomKind kind) {
 class LogicalWalker {
  public:
   explicit LogicalWalker(const Tensor& t)
-      : sizes_(t.sizes()), strides_(t.strides()), contiguous_(t.is_contiguous()),
+      : sizes_(t.sizes()),
+        strides_(t.strides()),
+        contiguous_(t.is_contiguous()),
         index_(t.sizes().size(), 0) {}
   // Memory offset of the next logical element (call once per element, in order).
   int64_t next() {
@@ -120,8 +126,9 @@ void group_values(const RandomParams& p, uint64_t group, uint64_t randint_range,
 
 template <typename T>
 void random_fill(const Tensor& out, const RandomParams& p) {
-  EMBER_INTERNAL_ASSERT(p.device_offset == nullptr,
-                        "random_kernel: a CPU fill got a device offset (CPU generators never capture)");
+  EMBER_INTERNAL_ASSERT(
+      p.device_offset == nullptr,
+      "random_kernel: a CPU fill got a device offset (CPU generators never capture)");
   if constexpr (!kIsFloating<T>) {
     EMBER_CHECK_STATUS(p.kind == RandomKind::randint || p.kind == RandomKind::bernoulli,
                        not_supported, "random_kernel: ", random_kind_name(p.kind),

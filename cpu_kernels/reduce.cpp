@@ -25,34 +25,50 @@ using value_t = std::conditional_t<kIsFloating<T>, double, int64_t>;
 
 template <typename T>
 inline value_t<T> load_value(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return double(float(v));
-  else return value_t<T>(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return double(float(v));
+  else
+    return value_t<T>(v);
 }
 
 template <typename T>
 inline T store_value(value_t<T> v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(float(v));
-  else if constexpr (std::is_same_v<T, bool>) return v != 0;
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(float(v));
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != 0;
+  else
+    return static_cast<T>(v);
 }
 
 template <typename V>
 inline bool is_nan(V v) {
-  if constexpr (std::is_floating_point_v<V>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<V>)
+    return v != v;
+  else
+    return false;
 }
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::argmax: return "argmax";
-    case ReduceOp::argmin: return "argmin";
-    case ReduceOp::var: return "var";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::amax_abs: return "amax(abs)";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::argmax:
+      return "argmax";
+    case ReduceOp::argmin:
+      return "argmin";
+    case ReduceOp::var:
+      return "var";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::amax_abs:
+      return "amax(abs)";
   }
   return "reduce";
 }
@@ -97,15 +113,19 @@ void extreme(const T* in, T* values, int64_t* indices, ReduceShape s) {
   auto load = [](T x) {
     V v = load_value(x);
     if constexpr (kind == Extreme::max_abs && std::is_signed_v<V>) {
-      if constexpr (std::is_floating_point_v<V>) return std::abs(v);
-      else return v < 0 ? V(uint64_t(0) - uint64_t(v)) : v;  // wraps for the lowest int64
+      if constexpr (std::is_floating_point_v<V>)
+        return std::abs(v);
+      else
+        return v < 0 ? V(uint64_t(0) - uint64_t(v)) : v;  // wraps for the lowest int64
     } else {
       return v;
     }
   };
   auto better = [](V x, V best) {
-    if constexpr (kind == Extreme::min) return x < best || (is_nan(x) && !is_nan(best));
-    else return x > best || (is_nan(x) && !is_nan(best));
+    if constexpr (kind == Extreme::min)
+      return x < best || (is_nan(x) && !is_nan(best));
+    else
+      return x > best || (is_nan(x) && !is_nan(best));
   };
   const int64_t R = s.reduce, I = s.inner;
   if (R == 0) {  // only max of |x| reaches here empty: the norm of nothing is 0
@@ -160,41 +180,69 @@ void extreme(const T* in, T* values, int64_t* indices, ReduceShape s) {
 // Welford's running mean and M2 in double: accurate when the mean is large next to the spread,
 // where sum(x^2) - n*mean^2 cancels catastrophically. var = M2 / max(0, n - correction), which is
 // NaN or inf when the divisor is 0, as in PyTorch.
+struct WelfordState {
+  double count = 0, mean = 0, m2 = 0;
+  void add(double x) {
+    count += 1;
+    const double delta = x - mean;
+    mean += delta / count;
+    m2 += delta * (x - mean);
+  }
+  // Chan et al.'s pairwise merge of two partial results.
+  void merge(const WelfordState& o) {
+    if (o.count == 0) return;
+    const double n = count + o.count, delta = o.mean - mean;
+    mean += delta * (o.count / n);
+    m2 += o.m2 + delta * delta * (count * o.count / n);
+    count = n;
+  }
+};
+
+// Per-column Welford over `rows` rows of `cols` values (row stride `cols`): the columns are
+// independent, so the update vectorizes across them.
+template <typename T>
+void welford_columns(const T* in, int64_t rows, int64_t cols, double* mean, double* m2) {
+  std::fill(mean, mean + cols, 0.0);
+  std::fill(m2, m2 + cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = in + r * cols;
+    const double count = double(r + 1);
+    for (int64_t j = 0; j < cols; ++j) {
+      const double x = load_value(row[j]);
+      const double delta = x - mean[j];
+      mean[j] += delta / count;
+      m2[j] += delta * (x - mean[j]);
+    }
+  }
+}
+
 template <typename T>
 void variance_welford(const T* in, T* out, ReduceShape s, int64_t correction) {
   const int64_t R = s.reduce, I = s.inner;
   const double divisor = std::max<double>(0.0, double(R) - double(correction));
   if (I == 1) {
+    // A row is read as [R / kLanes, kLanes] columns (independent lanes instead of one serial
+    // chain), the lanes are merged, then the tail is added one by one.
+    constexpr int64_t kLanes = 8;
+    double lane_mean[kLanes], lane_m2[kLanes];
+    const int64_t blocks = R / kLanes;
     for (int64_t o = 0; o < s.outer; ++o) {
       const T* row = in + o * R;
-      double mean = 0, m2 = 0;
-      for (int64_t r = 0; r < R; ++r) {
-        const double x = load_value(row[r]);
-        const double delta = x - mean;
-        mean += delta / double(r + 1);
-        m2 += delta * (x - mean);
+      WelfordState total;
+      if (blocks > 0) {
+        welford_columns(row, blocks, kLanes, lane_mean, lane_m2);
+        for (int64_t l = 0; l < kLanes; ++l)
+          total.merge({double(blocks), lane_mean[l], lane_m2[l]});
       }
-      out[o] = store_value<T>(m2 / divisor);
+      for (int64_t r = blocks * kLanes; r < R; ++r) total.add(load_value(row[r]));
+      out[o] = store_value<T>(total.m2 / divisor);
     }
     return;
   }
   std::vector<double> mean(static_cast<size_t>(I)), m2(static_cast<size_t>(I));
   for (int64_t o = 0; o < s.outer; ++o) {
-    std::fill(mean.begin(), mean.end(), 0.0);
-    std::fill(m2.begin(), m2.end(), 0.0);
-    double* mu = mean.data();
-    double* sq = m2.data();
-    for (int64_t r = 0; r < R; ++r) {
-      const T* row = in + (o * R + r) * I;
-      const double count = double(r + 1);
-      for (int64_t j = 0; j < I; ++j) {
-        const double x = load_value(row[j]);
-        const double delta = x - mu[j];
-        mu[j] += delta / count;
-        sq[j] += delta * (x - mu[j]);
-      }
-    }
-    for (int64_t j = 0; j < I; ++j) out[o * I + j] = store_value<T>(sq[j] / divisor);
+    welford_columns(in + o * R * I, R, I, mean.data(), m2.data());
+    for (int64_t j = 0; j < I; ++j) out[o * I + j] = store_value<T>(m2[size_t(j)] / divisor);
   }
 }
 
@@ -216,12 +264,18 @@ void reduce_typed(const Tensor& out, const Tensor* indices, const Tensor& in_ten
   };
   switch (op) {
     case ReduceOp::sum:
-      if constexpr (std::is_same_v<T, bool>) unsupported();
-      else fold(in, out.data<T>(), s, Acc(0), load, [](Acc a, Acc x) { return Acc(a + x); }, to_out);
+      if constexpr (std::is_same_v<T, bool>)
+        unsupported();
+      else
+        fold(
+            in, out.data<T>(), s, Acc(0), load, [](Acc a, Acc x) { return Acc(a + x); }, to_out);
       return;
     case ReduceOp::prod:
-      if constexpr (std::is_same_v<T, bool>) unsupported();
-      else fold(in, out.data<T>(), s, Acc(1), load, [](Acc a, Acc x) { return Acc(a * x); }, to_out);
+      if constexpr (std::is_same_v<T, bool>)
+        unsupported();
+      else
+        fold(
+            in, out.data<T>(), s, Acc(1), load, [](Acc a, Acc x) { return Acc(a * x); }, to_out);
       return;
     case ReduceOp::mean:
       if constexpr (std::is_same_v<T, bool>) {
@@ -233,23 +287,33 @@ void reduce_typed(const Tensor& out, const Tensor* indices, const Tensor& in_ten
                       " reduction is NaN, which the integer output cannot hold; reduce over a "
                       "non-empty dim or convert the input to a floating dtype");
         // Integer means go through the exact int64 sum and truncate toward zero.
-        fold(in, out.data<T>(), s, Acc(0), load, [](Acc a, Acc x) { return Acc(a + x); },
-             [count](Acc a) {
-               if constexpr (kIsFloating<T>) return store_value<T>(a / count);
-               else return static_cast<T>(double(int64_t(a)) / count);
-             });
+        fold(
+            in, out.data<T>(), s, Acc(0), load, [](Acc a, Acc x) { return Acc(a + x); },
+            [count](Acc a) {
+              if constexpr (kIsFloating<T>)
+                return store_value<T>(a / count);
+              else
+                return static_cast<T>(double(int64_t(a)) / count);
+            });
       }
       return;
     case ReduceOp::max:
-      return extreme<T, Extreme::max>(in, out.data<T>(), indices ? indices->data<int64_t>() : nullptr, s);
+      return extreme<T, Extreme::max>(in, out.data<T>(),
+                                      indices ? indices->data<int64_t>() : nullptr, s);
     case ReduceOp::min:
-      return extreme<T, Extreme::min>(in, out.data<T>(), indices ? indices->data<int64_t>() : nullptr, s);
-    case ReduceOp::argmax: return extreme<T, Extreme::max>(in, nullptr, out.data<int64_t>(), s);
-    case ReduceOp::argmin: return extreme<T, Extreme::min>(in, nullptr, out.data<int64_t>(), s);
-    case ReduceOp::amax_abs: return extreme<T, Extreme::max_abs>(in, out.data<T>(), nullptr, s);
+      return extreme<T, Extreme::min>(in, out.data<T>(),
+                                      indices ? indices->data<int64_t>() : nullptr, s);
+    case ReduceOp::argmax:
+      return extreme<T, Extreme::max>(in, nullptr, out.data<int64_t>(), s);
+    case ReduceOp::argmin:
+      return extreme<T, Extreme::min>(in, nullptr, out.data<int64_t>(), s);
+    case ReduceOp::amax_abs:
+      return extreme<T, Extreme::max_abs>(in, out.data<T>(), nullptr, s);
     case ReduceOp::var:
-      if constexpr (kIsFloating<T>) variance_welford(in, out.data<T>(), s, correction);
-      else unsupported();
+      if constexpr (kIsFloating<T>)
+        variance_welford(in, out.data<T>(), s, correction);
+      else
+        unsupported();
       return;
   }
 }
@@ -261,8 +325,9 @@ void reduce_cpu(const Tensor& out, const Tensor* indices, const Tensor& in, Redu
   EMBER_INTERNAL_ASSERT(in.numel() == shape.outer * shape.reduce * shape.inner, reduce_op_name(op),
                         ": input of ", in.numel(), " elements viewed as [", shape.outer, ", ",
                         shape.reduce, ", ", shape.inner, "]");
-  EMBER_INTERNAL_ASSERT(out.numel() == shape.outer * shape.inner, reduce_op_name(op), ": output of ",
-                        out.numel(), " elements for [", shape.outer, ", ", shape.inner, "]");
+  EMBER_INTERNAL_ASSERT(out.numel() == shape.outer * shape.inner, reduce_op_name(op),
+                        ": output of ", out.numel(), " elements for [", shape.outer, ", ",
+                        shape.inner, "]");
   const bool needs_elements = op == ReduceOp::max || op == ReduceOp::min ||
                               op == ReduceOp::argmax || op == ReduceOp::argmin;
   if (indices) {
@@ -272,12 +337,14 @@ void reduce_cpu(const Tensor& out, const Tensor* indices, const Tensor& in, Redu
                           " elements for an output of ", out.numel());
   }
   if (shape.outer * shape.inner == 0) return;
-  EMBER_CHECK(shape.reduce > 0 || !needs_elements, reduce_op_name(op),
-              "(): cannot reduce over a zero-size dimension; the input of shape ", shape_str(in.sizes()),
-              " has no elements to compare along the reduced dims. Reduce over non-empty dims or use "
-              "a reduction with an identity (sum, prod)");
-  EMBER_DISPATCH_ALL_DTYPES(in.dtype(), reduce_op_name(op),
-                            [&] { reduce_typed<scalar_t>(out, indices, in, shape, op, correction); });
+  EMBER_CHECK(
+      shape.reduce > 0 || !needs_elements, reduce_op_name(op),
+      "(): cannot reduce over a zero-size dimension; the input of shape ", shape_str(in.sizes()),
+      " has no elements to compare along the reduced dims. Reduce over non-empty dims or use "
+      "a reduction with an identity (sum, prod)");
+  EMBER_DISPATCH_ALL_DTYPES(in.dtype(), reduce_op_name(op), [&] {
+    reduce_typed<scalar_t>(out, indices, in, shape, op, correction);
+  });
 }
 
 }  // namespace

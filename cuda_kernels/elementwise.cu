@@ -19,6 +19,9 @@ namespace {
 
 // Vectors each thread has in flight per grid-stride iteration (loads issued before any store).
 constexpr int kUnroll = 2;
+// Elements each thread of a strided kernel loads before computing any (memory-level parallelism:
+// one scalar access per thread at a time cannot cover HBM latency).
+constexpr int kStridedUnroll = 4;
 
 // ---- math on the accumulation type (float or double overloads picked at compile time) ----------
 #define EMBER_DEFINE_MATH1(name, float_fn, double_fn)                   \
@@ -286,13 +289,26 @@ unary_strided_kernel(UnaryFunctor<T> f, OffsetCalc<2> oc, char* out, const char*
                      bool out_bool) {
   using acc_t = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    int64_t off[2];
-    oc.get(i, off);
-    const acc_t x = in != nullptr ? convert<acc_t>(*reinterpret_cast<const T*>(in + off[1])) : acc_t(0);
-    const acc_t y = f(x);
-    if (out_bool) *reinterpret_cast<bool*>(out + off[0]) = convert<bool>(y);
-    else *reinterpret_cast<T*>(out + off[0]) = convert<T>(y);
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; base < n; base += step * kStridedUnroll) {
+    int64_t out_off[kStridedUnroll];
+    acc_t x[kStridedUnroll];
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u) {
+      if (base + u * step < n) {
+        int64_t off[2];
+        oc.get(base + u * step, off);
+        out_off[u] = off[0];
+        x[u] = in != nullptr ? convert<acc_t>(*reinterpret_cast<const T*>(in + off[1])) : acc_t(0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u) {
+      if (base + u * step < n) {
+        const acc_t y = f(x[u]);
+        if (out_bool) *reinterpret_cast<bool*>(out + out_off[u]) = convert<bool>(y);
+        else *reinterpret_cast<T*>(out + out_off[u]) = convert<T>(y);
+      }
+    }
   }
 }
 
@@ -313,7 +329,7 @@ void launch_unary(const ElementwiseIter& iter, UnaryOp op, UnaryParams p, bool o
         has_input ? reinterpret_cast<const T*>(iter.data[1]) : nullptr, n);
     EMBER_CUDA_LAUNCH_CHECK();
   } else {
-    unary_strided_kernel<T><<<grid_for(n, device), kBlockThreads, 0, stream>>>(
+    unary_strided_kernel<T><<<grid_for((n + kStridedUnroll - 1) / kStridedUnroll, device), kBlockThreads, 0, stream>>>(
         f, make_offset_calc<2>(iter), iter.data[0], has_input ? iter.data[1] : nullptr, n, out_bool);
     EMBER_CUDA_LAUNCH_CHECK();
   }
@@ -443,13 +459,27 @@ binary_strided_kernel(BinaryFunctor<T> f, OffsetCalc<3> oc, char* out, const cha
                       const char* b, int64_t n, bool out_bool) {
   using acc_t = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    int64_t off[3];
-    oc.get(i, off);
-    const acc_t y = f(convert<acc_t>(*reinterpret_cast<const T*>(a + off[1])),
-                      convert<acc_t>(*reinterpret_cast<const T*>(b + off[2])));
-    if (out_bool) *reinterpret_cast<bool*>(out + off[0]) = convert<bool>(y);
-    else *reinterpret_cast<T*>(out + off[0]) = convert<T>(y);
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; base < n; base += step * kStridedUnroll) {
+    int64_t out_off[kStridedUnroll];
+    acc_t xa[kStridedUnroll], xb[kStridedUnroll];
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u) {
+      if (base + u * step < n) {
+        int64_t off[3];
+        oc.get(base + u * step, off);
+        out_off[u] = off[0];
+        xa[u] = convert<acc_t>(*reinterpret_cast<const T*>(a + off[1]));
+        xb[u] = convert<acc_t>(*reinterpret_cast<const T*>(b + off[2]));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u) {
+      if (base + u * step < n) {
+        const acc_t y = f(xa[u], xb[u]);
+        if (out_bool) *reinterpret_cast<bool*>(out + out_off[u]) = convert<bool>(y);
+        else *reinterpret_cast<T*>(out + out_off[u]) = convert<T>(y);
+      }
+    }
   }
 }
 
@@ -474,7 +504,7 @@ void launch_binary(const ElementwiseIter& iter, BinaryOp op, double alpha, bool 
         reinterpret_cast<const T*>(iter.data[2]), n, scalar[0], scalar[1]);
     EMBER_CUDA_LAUNCH_CHECK();
   } else {
-    binary_strided_kernel<T><<<grid_for(n, device), kBlockThreads, 0, stream>>>(
+    binary_strided_kernel<T><<<grid_for((n + kStridedUnroll - 1) / kStridedUnroll, device), kBlockThreads, 0, stream>>>(
         f, make_offset_calc<3>(iter), iter.data[0], iter.data[1], iter.data[2], n, out_bool);
     EMBER_CUDA_LAUNCH_CHECK();
   }
@@ -511,11 +541,22 @@ __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 where_strided_kernel(OffsetCalc<4> oc, char* out, const char* cond, const char* a, const char* b,
                      int64_t n) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    int64_t off[4];
-    oc.get(i, off);
-    const bool c = *reinterpret_cast<const bool*>(cond + off[1]);
-    *reinterpret_cast<S*>(out + off[0]) = *reinterpret_cast<const S*>(c ? a + off[2] : b + off[3]);
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; base < n; base += step * kStridedUnroll) {
+    int64_t out_off[kStridedUnroll];
+    S v[kStridedUnroll];
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u) {
+      if (base + u * step < n) {
+        int64_t off[4];
+        oc.get(base + u * step, off);
+        out_off[u] = off[0];
+        const bool c = *reinterpret_cast<const bool*>(cond + off[1]);
+        v[u] = *reinterpret_cast<const S*>(c ? a + off[2] : b + off[3]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u)
+      if (base + u * step < n) *reinterpret_cast<S*>(out + out_off[u]) = v[u];
   }
 }
 
@@ -532,7 +573,7 @@ void where_cuda(const ElementwiseIter& iter) {
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
   const OffsetCalc<4> oc = make_offset_calc<4>(iter);
-  const unsigned grid = grid_for(iter.numel, iter.device.index);
+  const unsigned grid = grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll, iter.device.index);
   char* const* d = iter.data;
   switch (element_size(iter.dtypes[0])) {
     case 1: where_strided_kernel<uint8_t><<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel); break;
@@ -580,10 +621,21 @@ template <typename To>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 copy_strided_kernel(OffsetCalc<2> oc, char* out, const char* in, DType in_dtype, int64_t n) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    int64_t off[2];
-    oc.get(i, off);
-    *reinterpret_cast<To*>(out + off[0]) = load_as<To>(in + off[1], in_dtype);
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; base < n; base += step * kStridedUnroll) {
+    int64_t out_off[kStridedUnroll];
+    To v[kStridedUnroll];
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u) {
+      if (base + u * step < n) {
+        int64_t off[2];
+        oc.get(base + u * step, off);
+        out_off[u] = off[0];
+        v[u] = load_as<To>(in + off[1], in_dtype);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStridedUnroll; ++u)
+      if (base + u * step < n) *reinterpret_cast<To*>(out + out_off[u]) = v[u];
   }
 }
 
@@ -631,7 +683,8 @@ void copy_cuda(const ElementwiseIter& iter) {
   }
   const OffsetCalc<2> oc = make_offset_calc<2>(iter);
   EMBER_CUDA_DISPATCH_ALL_DTYPES(to, "copy_kernel", [&] {
-    copy_strided_kernel<scalar_t><<<grid_for(iter.numel, iter.device.index), kBlockThreads, 0, stream>>>(
+    copy_strided_kernel<scalar_t><<<grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll, iter.device.index),
+                                    kBlockThreads, 0, stream>>>(
         oc, iter.data[0], iter.data[1], from, iter.numel);
     EMBER_CUDA_LAUNCH_CHECK();
   });

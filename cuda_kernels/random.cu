@@ -182,17 +182,22 @@ void launch_random_fill(RandomLaunch L, int device, cudaStream_t stream) {
   const int64_t groups = (L.numel + 3) / 4;
   // Enough blocks to fill the GPU several times over; the grid-stride loop covers the rest.
   const int64_t max_blocks = int64_t(cuda::device_properties(device).sm_count) * 8;
-  const int64_t blocks = std::max<int64_t>(1, std::min((groups + kThreads - 1) / kThreads, max_blocks));
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min((groups + kThreads - 1) / kThreads, max_blocks));
   random_fill_kernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(L);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
 const char* random_kind_name(RandomKind kind) {
   switch (kind) {
-    case RandomKind::uniform: return "uniform";
-    case RandomKind::normal: return "normal";
-    case RandomKind::bernoulli: return "bernoulli";
-    case RandomKind::randint: return "randint";
+    case RandomKind::uniform:
+      return "uniform";
+    case RandomKind::normal:
+      return "normal";
+    case RandomKind::bernoulli:
+      return "bernoulli";
+    case RandomKind::randint:
+      return "randint";
   }
   return "?";
 }
@@ -258,14 +263,30 @@ void random_cuda(const Tensor& out, const RandomParams& p) {
   DeviceGuard device_guard(device);
   auto stream = static_cast<cudaStream_t>(current_stream(device).handle);
   switch (dtype) {
-    case DType::f32: launch_random_fill<float>(L, device.index, stream); break;
-    case DType::f64: launch_random_fill<double>(L, device.index, stream); break;
-    case DType::f16: launch_random_fill<__half>(L, device.index, stream); break;
-    case DType::bf16: launch_random_fill<__nv_bfloat16>(L, device.index, stream); break;
-    case DType::i32: launch_random_fill<int32_t>(L, device.index, stream); break;
-    case DType::i64: launch_random_fill<int64_t>(L, device.index, stream); break;
-    case DType::u8: launch_random_fill<uint8_t>(L, device.index, stream); break;
-    case DType::boolean: launch_random_fill<bool>(L, device.index, stream); break;
+    case DType::f32:
+      launch_random_fill<float>(L, device.index, stream);
+      break;
+    case DType::f64:
+      launch_random_fill<double>(L, device.index, stream);
+      break;
+    case DType::f16:
+      launch_random_fill<__half>(L, device.index, stream);
+      break;
+    case DType::bf16:
+      launch_random_fill<__nv_bfloat16>(L, device.index, stream);
+      break;
+    case DType::i32:
+      launch_random_fill<int32_t>(L, device.index, stream);
+      break;
+    case DType::i64:
+      launch_random_fill<int64_t>(L, device.index, stream);
+      break;
+    case DType::u8:
+      launch_random_fill<uint8_t>(L, device.index, stream);
+      break;
+    case DType::boolean:
+      launch_random_fill<bool>(L, device.index, stream);
+      break;
   }
 }
 
@@ -317,7 +338,7 @@ void philox_curand_reference(uint32_t* bits, float* uniforms, float* normals, in
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((groups + kThreads - 1) / kThreads, 4096);
   philox_curand_reference_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(bits, uniforms, normals,
-                                                                           groups, seed, offset);
+                                                                            groups, seed, offset);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

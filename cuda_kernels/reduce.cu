@@ -2,7 +2,8 @@
 // argmax/argmin, var and amax_abs over a dense input viewed as [outer, reduce, inner].
 //  - inner == 1 (row reductions): a group of up to 32 lanes per row (a warp, or fewer lanes for
 //    very short rows) combined with warp shuffles, or a 256-thread block per row for rows longer
-//    than 512, combined with shuffles and shared memory.
+//    than 512 loads, combined with shuffles and shared memory. Rows of whole 16-byte vectors are
+//    read with vector loads.
 //  - inner > 1 (column reductions): threads across inner (coalesced), the rest of the block
 //    across the reduce dim, combined in shared memory.
 // When the outputs alone cannot fill the GPU (a full sum, the batch-dim sum of a [4096, 16]
@@ -107,6 +108,31 @@ struct Reducer {
     }
   }
 
+  // The V elements of one aligned vector load, starting at index `first`. var folds them in with
+  // one Chan merge (their own mean and M2) instead of a Welford division per element.
+  template <int V>
+  __device__ __forceinline__ void add_vector(State& s, const AlignedVec<T, V>& v, int64_t first) const {
+    if constexpr (kFloating) {
+      if (op == ReduceOp::var) {
+        acc_t x[V];
+        acc_t sum = acc_t(0);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          x[j] = convert<acc_t>(v.v[j]);
+          sum += x[j];
+        }
+        const acc_t mean = sum / acc_t(V);
+        acc_t m2 = acc_t(0);
+#pragma unroll
+        for (int j = 0; j < V; ++j) m2 += (x[j] - mean) * (x[j] - mean);
+        merge(s, State{mean, m2, V});
+        return;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) add(s, convert<acc_t>(v.v[j]), first + j);
+  }
+
   __device__ __forceinline__ void merge(State& s, const State& o) const {
     switch (op) {
       case ReduceOp::sum: case ReduceOp::mean: s.a += o.a; break;
@@ -167,6 +193,7 @@ __device__ __forceinline__ ReduceState<A> shfl_xor_state(const ReduceState<A>& s
 struct ReduceConfig {
   int64_t outer = 1, reduce = 1, inner = 1;
   bool row_mode = true;      // inner == 1: threadIdx.x walks the row, threadIdx.y picks the row
+  bool vectorized = false;   // row mode: 16-byte loads (rows and chunks are whole vectors)
   int block_x = 32, block_y = 8;  // power-of-two sizes, block_x * block_y == kBlockThreads
   int64_t inner_blocks = 1;  // column mode: blocks across inner per outer index
   int splits = 1;            // blocks across the reduce dim (grid.y)
@@ -193,6 +220,25 @@ __device__ __forceinline__ void accumulate_range(const Reducer<T>& r, ReduceStat
   for (; i < end; i += step) r.add(s, convert<acc_t>(p[i * stride]), i);
 }
 
+// Same over whole 16-byte vectors [begin_v, end_v) of a row (vector i holds elements i*V..).
+template <typename T>
+__device__ __forceinline__ void accumulate_vectors(const Reducer<T>& r, ReduceState<OpMath<T>>& s,
+                                                   const T* row, int64_t begin_v, int64_t end_v,
+                                                   int64_t step) {
+  constexpr int V = 16 / sizeof(T);
+  using Vec = AlignedVec<T, V>;
+  const Vec* p = reinterpret_cast<const Vec*>(row);
+  int64_t i = begin_v;
+  for (; i + 3 * step < end_v; i += 4 * step) {
+    const Vec v0 = p[i], v1 = p[i + step], v2 = p[i + 2 * step], v3 = p[i + 3 * step];
+    r.add_vector(s, v0, i * V);
+    r.add_vector(s, v1, (i + step) * V);
+    r.add_vector(s, v2, (i + 2 * step) * V);
+    r.add_vector(s, v3, (i + 3 * step) * V);
+  }
+  for (; i < end_v; i += step) r.add_vector(s, p[i], i * V);
+}
+
 // One pass over the input. With splits == 1 it writes the outputs; otherwise the partial state of
 // (output, split) goes to partials[output * splits + split].
 template <typename T>
@@ -210,7 +256,11 @@ reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_
   if (c.row_mode) {
     out_index = int64_t(blockIdx.x) * c.block_y + y;
     valid = out_index < c.outer;
-    if (valid) accumulate_range(r, s, in + out_index * c.reduce, 1, begin + x, end, c.block_x);
+    if (valid) {
+      constexpr int V = 16 / sizeof(T);
+      if (c.vectorized) accumulate_vectors(r, s, in + out_index * c.reduce, begin / V + x, end / V, c.block_x);
+      else accumulate_range(r, s, in + out_index * c.reduce, 1, begin + x, end, c.block_x);
+    }
     // Lanes of one row are adjacent within a warp: butterfly over min(block_x, 32) lanes.
     for (int m = (c.block_x < 32 ? c.block_x : 32) / 2; m > 0; m /= 2) r.merge(s, shfl_xor_state(s, m));
     if (c.block_x > 32) {  // a block per row (block_y == 1): combine the warps' results
@@ -266,7 +316,8 @@ int next_pow2(int64_t v) {
   return p;
 }
 
-ReduceConfig plan_reduce(ReduceShape shape, int device) {
+// vec: elements per 16-byte vector; aligned: the input pointer is 16-byte aligned.
+ReduceConfig plan_reduce(ReduceShape shape, int device, int vec, bool aligned) {
   ReduceConfig c;
   c.outer = shape.outer;
   c.reduce = shape.reduce;
@@ -275,8 +326,10 @@ ReduceConfig plan_reduce(ReduceShape shape, int device) {
   int threads_along_reduce = 0;
   if (shape.inner == 1) {
     c.row_mode = true;
-    c.block_x = shape.reduce <= 512 ? std::min(next_pow2(std::max<int64_t>(shape.reduce, 1)), 32)
-                                    : kBlockThreads;
+    // Every row starts on a vector boundary when the base does and the length is whole vectors.
+    c.vectorized = aligned && shape.reduce % vec == 0 && shape.reduce >= 2 * vec;
+    const int64_t units = c.vectorized ? shape.reduce / vec : shape.reduce;  // loads per row
+    c.block_x = units <= 512 ? std::min(next_pow2(std::max<int64_t>(units, 1)), 32) : kBlockThreads;
     c.block_y = kBlockThreads / c.block_x;
     output_blocks = (shape.outer + c.block_y - 1) / c.block_y;
     threads_along_reduce = c.block_x;
@@ -288,9 +341,10 @@ ReduceConfig plan_reduce(ReduceShape shape, int device) {
     output_blocks = shape.outer * c.inner_blocks;
     threads_along_reduce = c.block_y;
   }
-  // Split the reduce dim when the outputs leave SMs idle, keeping >= 16 elements per thread.
+  // Split the reduce dim when the outputs leave SMs idle, keeping >= 16 elements (or 4 vectors)
+  // per thread.
   const int64_t target_blocks = int64_t(std::max(device_properties(device).sm_count, 1)) * kBlocksPerSm;
-  const int64_t min_chunk = int64_t(threads_along_reduce) * 16;
+  const int64_t min_chunk = int64_t(threads_along_reduce) * (c.vectorized ? 4 * vec : 16);
   int64_t splits = 1;
   if (output_blocks < target_blocks && shape.reduce > min_chunk) {
     splits = std::min<int64_t>((target_blocks + output_blocks - 1) / output_blocks,
@@ -298,6 +352,7 @@ ReduceConfig plan_reduce(ReduceShape shape, int device) {
     splits = std::min<int64_t>(splits, 65535);
   }
   c.chunk = std::max<int64_t>(1, (shape.reduce + splits - 1) / splits);
+  if (c.vectorized) c.chunk = (c.chunk + vec - 1) / vec * vec;  // splits start on vector boundaries
   c.splits = shape.reduce > 0 ? int((shape.reduce + c.chunk - 1) / c.chunk) : 1;
   return c;
 }
@@ -308,7 +363,7 @@ void launch_reduce(const Tensor& out, const Tensor* indices, const Tensor& in, R
   using State = ReduceState<OpMath<T>>;
   const int device = in.device().index;
   const Reducer<T> r{op, shape.reduce, correction};
-  const ReduceConfig c = plan_reduce(shape, device);
+  const ReduceConfig c = plan_reduce(shape, device, int(16 / sizeof(T)), is_aligned(in.data_ptr(), 16));
   const int64_t num_outputs = shape.outer * shape.inner;
   const int64_t output_blocks = c.row_mode ? (shape.outer + c.block_y - 1) / c.block_y
                                            : shape.outer * c.inner_blocks;
@@ -341,6 +396,7 @@ void reduce_cuda(const Tensor& out, const Tensor* indices, const Tensor& in, Red
                  ReduceOp op, int64_t correction) {
   const DType dtype = in.dtype();
   const char* name = reduce_op_name(op);
+  if (shape.outer * shape.inner == 0) return;  // nothing to write (checked first, as on the CPU)
   // The CPU kernel's coverage: var needs a floating dtype; bool has no sum, mean or prod.
   EMBER_CHECK_STATUS(is_floating(dtype) || op != ReduceOp::var, not_supported, "reduce op ", name,
                      ": dtype ", dtype_name(dtype),
@@ -349,14 +405,13 @@ void reduce_cuda(const Tensor& out, const Tensor* indices, const Tensor& in, Red
                          (op != ReduceOp::sum && op != ReduceOp::mean && op != ReduceOp::prod),
                      not_supported, "reduce op ", name,
                      ": dtype bool is not supported on CUDA; convert the bool tensor to int64 first");
-  EMBER_CHECK(is_floating(dtype) || op != ReduceOp::mean || shape.reduce > 0 ||
-                  shape.outer * shape.inner == 0,
+  EMBER_CHECK(is_floating(dtype) || op != ReduceOp::mean || shape.reduce > 0,
               "reduce op mean: the mean of an empty ", dtype_name(dtype),
               " reduction is NaN, which the integer output cannot hold; reduce over a non-empty "
               "dim or convert the input to a floating dtype");
   const bool needs_elements = op == ReduceOp::max || op == ReduceOp::min ||
                               op == ReduceOp::argmax || op == ReduceOp::argmin;
-  EMBER_CHECK(!needs_elements || shape.reduce > 0 || shape.outer * shape.inner == 0, "reduce op ",
+  EMBER_CHECK(!needs_elements || shape.reduce > 0, "reduce op ",
               name, ": cannot reduce over an empty dimension (input viewed as [", shape.outer,
               ", 0, ", shape.inner, "]); it has no ", name, " to return");
   EMBER_INTERNAL_ASSERT(in.is_cuda() && out.device() == in.device(), "reduce_kernel (CUDA): input on ",
@@ -376,7 +431,6 @@ void reduce_cuda(const Tensor& out, const Tensor* indices, const Tensor& in, Red
                               indices->is_contiguous() && indices->device() == in.device(),
                           "reduce_kernel: indices must be a dense int64 tensor like the output");
   }
-  if (shape.outer * shape.inner == 0) return;
   DeviceGuard device_guard(in.device());
   cudaStream_t stream = stream_of(in.device());
   EMBER_CUDA_DISPATCH_ALL_DTYPES(dtype, "reduce_kernel", [&] {

@@ -16,7 +16,7 @@ namespace {
 std::atomic<bool> g_conv_allow_tf32{true};
 
 std::string ints(const std::array<int64_t, 2>& v) {
-  return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
+  return detail::concat("[", v[0], ", ", v[1], "]");
 }
 
 // Checks everything a user can get wrong and returns the output shape [N, K, P, Q].

@@ -102,6 +102,8 @@ Tensor randn(const Shape& sizes, const TensorOptions& o, Generator* gen) {
 }
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& o, Generator* gen) {
   EMBER_CHECK(high > low, "randint: high (", high, ") must be greater than low (", low, ")");
+  EMBER_CHECK(high - low <= (int64_t(1) << 32), "randint: the range [", low, ", ", high,
+              ") is wider than 2^32, which the Philox mapping does not cover; split the range");
   Tensor t = empty(sizes, o.dtype, o.device, o.memory_format);
   fill_random(t, RandomKind::randint, double(low), double(high), gen);
   return t;
@@ -125,11 +127,11 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
 
 Tensor randperm(int64_t n, const TensorOptions& o, Generator* gen) {
   EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
-  // Sort random keys drawn on the CPU generator (deterministic per seed); ties by index.
+  // Sort 32-bit random keys drawn on the CPU generator (deterministic per seed); ties by index.
   Generator& g = gen ? *gen : default_generator(Device::cpu());
-  Tensor keys = empty({n}, DType::f64, Device::cpu());
-  fill_random(keys, RandomKind::uniform, 0, 1, &g);
-  const double* k = static_cast<const double*>(keys.data_ptr());
+  Tensor keys = empty({n}, DType::i64, Device::cpu());
+  fill_random(keys, RandomKind::randint, 0, double(int64_t(1) << 32), &g);
+  const int64_t* k = static_cast<const int64_t*>(keys.data_ptr());
   std::vector<int64_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
   std::stable_sort(idx.begin(), idx.end(), [k](int64_t a, int64_t b) { return k[a] < k[b]; });

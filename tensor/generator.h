@@ -18,6 +18,9 @@ inline constexpr uint64_t kDefaultSeed = 67280421310721ull;
 class Generator {
  public:
   explicit Generator(Device device, uint64_t seed = kDefaultSeed);
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
   void manual_seed(uint64_t seed);  // also resets the offset to 0
   uint64_t seed() const;
   uint64_t offset() const;  // host offset (excludes draws made inside a captured region)
@@ -40,7 +43,7 @@ class Generator {
   uint64_t offset_ = 0;
   bool capturing_ = false;
   uint64_t capture_increment_ = 0;
-  uint64_t* device_offset_ = nullptr;  // device memory, allocated on first capture
+  uint64_t* device_offset_ = nullptr;  // device memory, made at the first eager draw or capture_begin
 };
 
 Generator& default_generator(Device device);

@@ -139,10 +139,14 @@ EMBER_PHILOX_FN State init(uint64_t seed, uint64_t subsequence, uint64_t offset)
 // Four consecutive values starting at lane `first_lane` of block `cur`, continuing into `nxt`.
 EMBER_PHILOX_FN U32x4 four_from(const U32x4& cur, const U32x4& nxt, uint32_t first_lane) {
   switch (first_lane) {
-    case 1: return U32x4{cur.y, cur.z, cur.w, nxt.x};
-    case 2: return U32x4{cur.z, cur.w, nxt.x, nxt.y};
-    case 3: return U32x4{cur.w, nxt.x, nxt.y, nxt.z};
-    default: return cur;
+    case 1:
+      return U32x4{cur.y, cur.z, cur.w, nxt.x};
+    case 2:
+      return U32x4{cur.z, cur.w, nxt.x, nxt.y};
+    case 3:
+      return U32x4{cur.w, nxt.x, nxt.y, nxt.z};
+    default:
+      return cur;
   }
 }
 
@@ -183,14 +187,14 @@ EMBER_PHILOX_FN float uniform_from_bits(uint32_t bits) {
 EMBER_PHILOX_FN F32x2 box_muller(uint32_t radius_bits, uint32_t angle_bits) {
   const float u = uniform_from_bits(radius_bits);
 #if defined(__CUDA_ARCH__)
-  const float angle = fmaf(float(angle_bits), kTwoPiTimesTwoPowMinus32,
-                           kTwoPiTimesTwoPowMinus32 / 2.0f);
+  const float angle =
+      fmaf(float(angle_bits), kTwoPiTimesTwoPowMinus32, kTwoPiTimesTwoPowMinus32 / 2.0f);
   const float radius = sqrtf(-2.0f * logf(u));
   float sin_a, cos_a;
   __sincosf(angle, &sin_a, &cos_a);
 #else
-  const float angle = std::fma(float(angle_bits), kTwoPiTimesTwoPowMinus32,
-                               kTwoPiTimesTwoPowMinus32 / 2.0f);
+  const float angle =
+      std::fma(float(angle_bits), kTwoPiTimesTwoPowMinus32, kTwoPiTimesTwoPowMinus32 / 2.0f);
   const float radius = std::sqrt(-2.0f * std::log(u));
   const float sin_a = std::sin(angle);
   const float cos_a = std::cos(angle);
@@ -275,6 +279,8 @@ EMBER_PHILOX_FN uint64_t randint_from_bits(uint32_t bits, uint64_t range) {
 }
 
 // bernoulli(p): 1 when the half-open uniform is below p, so p = 0 never and p = 1 always fires.
-EMBER_PHILOX_FN bool bernoulli_from_uniform(float u, double p) { return double(to_half_open(u)) < p; }
+EMBER_PHILOX_FN bool bernoulli_from_uniform(float u, double p) {
+  return double(to_half_open(u)) < p;
+}
 
 }  // namespace ember::philox

@@ -27,15 +27,20 @@ std::string name_of(DType dtype) { return dtype_name(dtype); }
 
 template <typename T>
 T from_double(double v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(float(v));
-  else if constexpr (std::is_same_v<T, bool>) return v != 0;
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(float(v));
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != 0;
+  else
+    return static_cast<T>(v);
 }
 
 template <typename T>
 double to_double(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return double(float(v));
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return double(float(v));
+  else
+    return static_cast<double>(v);
 }
 
 // A contiguous CPU tensor holding `values` (row-major), converted to `dtype`.
@@ -78,11 +83,16 @@ double rounded(DType dtype, double v) {
 
 double tolerance(DType dtype) {
   switch (dtype) {
-    case DType::f64: return 1e-12;
-    case DType::f32: return 1e-6;
-    case DType::f16: return 1e-3;
-    case DType::bf16: return 8e-3;
-    default: return 0;
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 1e-6;
+    case DType::f16:
+      return 1e-3;
+    case DType::bf16:
+      return 8e-3;
+    default:
+      return 0;
   }
 }
 
@@ -111,7 +121,8 @@ void check_error(Fn&& fn, Status status, const std::vector<std::string>& parts) 
   } catch (const Error& e) {
     CHECK(e.status() == status);
     for (const std::string& part : parts)
-      CHECK_MESSAGE(e.message().find(part) != std::string::npos, "'", part, "' not in: ", e.message());
+      CHECK_MESSAGE(e.message().find(part) != std::string::npos, "'", part,
+                    "' not in: ", e.message());
   }
 }
 
@@ -236,8 +247,13 @@ TEST_CASE("unary kernel: integer and bool dtypes") {
   CHECK(values_of(is_nan) == std::vector<double>(6, 0));
 
   check_error([&] { unary(out, in, UnaryOp::exp); }, Status::not_supported, {"exp", "int32"});
-  check_error([&] { unary(flags_out, flags, UnaryOp::neg); }, Status::not_supported, {"neg", "bool"});
-  check_error([&] { unary(out, in, UnaryOp::add_scalar, {0.5, 0}); }, Status::bad_param, {"0.5", "int32"});
+  check_error([&] { unary(flags_out, flags, UnaryOp::neg); }, Status::not_supported,
+              {"neg", "bool"});
+  check_error(
+      [&] {
+        unary(out, in, UnaryOp::add_scalar, {0.5, 0});
+      },
+      Status::bad_param, {"0.5", "int32"});
 }
 
 TEST_CASE("unary kernel: fill writes every dtype, through strides") {
@@ -276,7 +292,8 @@ TEST_CASE("unary kernel: strided inputs and outputs give the contiguous result")
   unary(out_strided, strided, UnaryOp::square);
   unary(out_dense, dense, UnaryOp::square);
   std::vector<double> want_strided, want_dense;
-  for (int64_t i = 0; i < n; ++i) want_strided.push_back(ramp[size_t(2 * i + 1)] * ramp[size_t(2 * i + 1)]);
+  for (int64_t i = 0; i < n; ++i)
+    want_strided.push_back(ramp[size_t(2 * i + 1)] * ramp[size_t(2 * i + 1)]);
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t i = 0; i < n / 2; ++i) {
       const double x = ramp[size_t(3 + r * n + i)];
@@ -304,7 +321,11 @@ TEST_CASE("binary kernel: arithmetic ops, every floating dtype") {
       {BinaryOp::pow, 1, {2, 4, 9}, {3, 0.5, -0.5}, {8, 2, 1.0 / 3}},
       {BinaryOp::maximum, 1, {1, kNaN, 3}, {2, 1, kNaN}, {2, kNaN, kNaN}},
       {BinaryOp::minimum, 1, {1, kNaN, 3}, {2, 1, kNaN}, {1, kNaN, kNaN}},
-      {BinaryOp::atan2, 1, {1, 1, -1}, {1, 0, -1}, {0.7853981633974483, 1.5707963267948966, -2.356194490192345}},
+      {BinaryOp::atan2,
+       1,
+       {1, 1, -1},
+       {1, 0, -1},
+       {0.7853981633974483, 1.5707963267948966, -2.356194490192345}},
       {BinaryOp::remainder, 1, {5, -5, 5, -5, 5.5}, {3, 3, -3, -3, 2}, {2, 1, -1, -2, 1.5}},
       {BinaryOp::relu_backward, 1, {1, 2, 3}, {-1, 0, 2}, {0, 0, 3}},
       {BinaryOp::sigmoid_backward, 1, {1, 2}, {0.5, 0.25}, {0.25, 0.375}},
@@ -384,9 +405,11 @@ TEST_CASE("binary kernel: integer and bool dtypes") {
   CHECK(wrapped.data<int32_t>()[0] == std::numeric_limits<int32_t>::lowest());
 
   Tensor zero_div = make({4}, DType::i64, {1, 1, 0, 1});
-  check_error([&] { binary(out, a, zero_div, BinaryOp::remainder); }, Status::bad_param, {"remainder", "zero"});
+  check_error([&] { binary(out, a, zero_div, BinaryOp::remainder); }, Status::bad_param,
+              {"remainder", "zero"});
   Tensor negative = make({2}, DType::i32, {1, -1});
-  check_error([&] { binary(ipow, base, negative, BinaryOp::pow); }, Status::bad_param, {"negative"});
+  check_error([&] { binary(ipow, base, negative, BinaryOp::pow); }, Status::bad_param,
+              {"negative"});
   check_error([&] { binary(out, a, b, BinaryOp::div); }, Status::not_supported, {"div", "int64"});
 
   Tensor p = make({4}, DType::boolean, {0, 0, 1, 1}), q = make({4}, DType::boolean, {0, 1, 0, 1});
@@ -433,10 +456,14 @@ TEST_CASE("copy kernel: casts between dtypes with their rounding edge cases") {
   const double e8 = std::ldexp(1.0, -8), e11 = std::ldexp(1.0, -11), e24 = std::ldexp(1.0, -24);
   const std::vector<CastCase> cases = {
       // bfloat16 (8 significant bits): ties to even; just above a tie rounds up.
-      {DType::f32, DType::bf16, {1 + e8, 1 + 3 * e8, 1 + e8 + std::ldexp(1.0, -20), -0.0, kInf, kNaN},
+      {DType::f32,
+       DType::bf16,
+       {1 + e8, 1 + 3 * e8, 1 + e8 + std::ldexp(1.0, -20), -0.0, kInf, kNaN},
        {1, 1 + 4 * e8, 1 + 2 * e8, -0.0, kInf, kNaN}},
       // float16: ties to even, overflow at the 65520 tie, subnormals down to 2^-24.
-      {DType::f32, DType::f16, {1 + e11, 1 + 3 * e11, 65519, 65520, e24, e24 / 2, 1.5 * e24, -e24, 1e-8},
+      {DType::f32,
+       DType::f16,
+       {1 + e11, 1 + 3 * e11, 65519, 65520, e24, e24 / 2, 1.5 * e24, -e24, 1e-8},
        {1, 1 + 4 * e11, 65504, kInf, e24, 0, 2 * e24, -e24, 0}},
       {DType::f64, DType::f16, {0.1}, {0.0999755859375}},  // through float, as PyTorch
       {DType::bf16, DType::f16, {1.5, -2}, {1.5, -2}},
@@ -504,7 +531,8 @@ TEST_CASE("reduce kernel: sum, mean, prod, max, min over [outer, reduce, inner]"
     const ReduceShape middle{2, 3, 2}, rows{4, 3, 1};
     CHECK(reduce(x, middle, ReduceOp::sum) == std::vector<double>{6, 9, 24, 27});
     // 693 is not a bfloat16: the double product is rounded once on the way out.
-    CHECK(reduce(x, middle, ReduceOp::prod) == std::vector<double>{0, 15, 480, rounded(dtype, 693)});
+    CHECK(reduce(x, middle, ReduceOp::prod) ==
+          std::vector<double>{0, 15, 480, rounded(dtype, 693)});
     std::vector<double> indices;
     CHECK(reduce(x, middle, ReduceOp::max, 1, &indices) == std::vector<double>{4, 5, 10, 11});
     CHECK(indices == std::vector<double>{2, 2, 2, 2});
@@ -539,7 +567,8 @@ TEST_CASE("reduce kernel: argmax/argmin take the first extreme, NaN wins") {
     CHECK(indices == std::vector<double>{1, 2});
     CHECK(reduce(with_nan, {2, 4, 1}, ReduceOp::argmin) == std::vector<double>{1, 2});
     // Column-wise NaN: columns [1, 7], [NaN, 2], [5, NaN], [NaN, 9] as [reduce=2, inner=4].
-    check_close(reduce(with_nan, {1, 2, 4}, ReduceOp::max, 1, &indices), {7, kNaN, kNaN, kNaN}, 0, "max");
+    check_close(reduce(with_nan, {1, 2, 4}, ReduceOp::max, 1, &indices), {7, kNaN, kNaN, kNaN}, 0,
+                "max");
     CHECK(indices == std::vector<double>{1, 0, 1, 0});
 
     Tensor signed_values = make({4}, dtype, {-5, 3, 4, -1});
@@ -567,11 +596,24 @@ TEST_CASE("reduce kernel: var uses Welford (exact on a large mean) and Bessel's 
   for (double v : x) m2 += (v - mean) * (v - mean);
   const double want = m2 / double(x.size() - 1);
   const std::vector<double> row = reduce(make({8}, DType::f64, x), {1, 8, 1}, ReduceOp::var);
-  const std::vector<double> cols = reduce(make({8, 2}, DType::f64, column_pairs), {1, 8, 2}, ReduceOp::var);
+  const std::vector<double> cols =
+      reduce(make({8, 2}, DType::f64, column_pairs), {1, 8, 2}, ReduceOp::var);
   CHECK(std::abs(row[0] - want) <= 1e-6 * want);
   CHECK(std::abs(cols[0] - want) <= 1e-6 * want);
   CHECK(cols[1] == cols[0]);
-  // float32 data with a large mean: 1e6 + k/16 is exact in float; var of k/16, k = 0..7, is 0.0234375.
+  // A longer row (merged lanes plus a tail), same large mean, checked against two passes.
+  std::vector<double> long_row(203);
+  for (size_t i = 0; i < long_row.size(); ++i)
+    long_row[i] = 1e6 + double(int64_t(i * 37 % 17) - 8) * 1e-3;
+  double long_mean = 0, long_m2 = 0;
+  for (double v : long_row) long_mean += v / double(long_row.size());
+  for (double v : long_row) long_m2 += (v - long_mean) * (v - long_mean);
+  const double long_want = long_m2 / double(long_row.size());
+  const std::vector<double> long_got =
+      reduce(make({203}, DType::f64, long_row), {1, 203, 1}, ReduceOp::var, 0);
+  CHECK(std::abs(long_got[0] - long_want) <= 1e-6 * long_want);
+  // float32 data with a large mean: 1e6 + k/16 is exact in float; var of k/16, k = 0..7, is
+  // 0.0234375.
   std::vector<double> f(8);
   for (size_t k = 0; k < 8; ++k) f[k] = 1e6 + double(k) / 16;
   check_close(reduce(make({8}, DType::f32, f), {1, 8, 1}, ReduceOp::var), {6.0 / 256}, 1e-6, "f32");
@@ -589,13 +631,21 @@ TEST_CASE("reduce kernel: empty reductions and unsupported dtypes") {
   check_error([&] { reduce(empty_in, s, ReduceOp::max); }, Status::bad_param, {"max():"});
 
   // float16 sums accumulate wide: 1 + 2048 + 1 is 2050, not the 2048 of float16 arithmetic.
-  CHECK(reduce(make({3}, DType::f16, {1, 2048, 1}), {1, 3, 1}, ReduceOp::sum) == std::vector<double>{2050});
+  CHECK(reduce(make({3}, DType::f16, {1, 2048, 1}), {1, 3, 1}, ReduceOp::sum) ==
+        std::vector<double>{2050});
   Tensor flags = make({2, 2}, DType::boolean, {0, 1, 0, 0});
   CHECK(reduce(flags, {2, 2, 1}, ReduceOp::max) == std::vector<double>{1, 0});
   CHECK(reduce(flags, {2, 2, 1}, ReduceOp::argmax) == std::vector<double>{1, 0});
-  check_error([&] { reduce(flags, {2, 2, 1}, ReduceOp::sum); }, Status::not_supported, {"sum", "bool"});
-  check_error([&] { reduce(make({2}, DType::i32, {1, 2}), {1, 2, 1}, ReduceOp::var); },
-              Status::not_supported, {"var", "int32"});
+  check_error(
+      [&] {
+        reduce(flags, {2, 2, 1}, ReduceOp::sum);
+      },
+      Status::not_supported, {"sum", "bool"});
+  check_error(
+      [&] {
+        reduce(make({2}, DType::i32, {1, 2}), {1, 2, 1}, ReduceOp::var);
+      },
+      Status::not_supported, {"var", "int32"});
 }
 
 // ---- gemm ---------------------------------------------------------------------------------------
@@ -615,18 +665,22 @@ std::vector<double> transpose(const std::vector<double>& m, int64_t rows, int64_
 }
 
 TEST_CASE("gemm kernel: transposes, leading dims, batch, alpha and beta") {
-  const std::vector<double> A = {1, 2, 3, 4, 5, 6};         // 2 x 3
-  const std::vector<double> B = {7, 8, 9, 10, 11, 12};      // 3 x 2
-  const std::vector<double> AB = {58, 64, 139, 154};        // 2 x 2
+  const std::vector<double> A = {1, 2, 3, 4, 5, 6};     // 2 x 3
+  const std::vector<double> B = {7, 8, 9, 10, 11, 12};  // 3 x 2
+  const std::vector<double> AB = {58, 64, 139, 154};    // 2 x 2
   const int64_t m = 2, n = 2, k = 3, pad = 2, batch = 2;
   for (DType dtype : kFloatTypes) {
     for (int trans = 0; trans < 4; ++trans) {
       const bool ta = trans & 1, tb = trans & 2;
       INFO(name_of(dtype), " trans_a=", ta, " trans_b=", tb);
-      // Stored operands (transposed when asked), padded rows, two batch entries: the second A is 2A.
-      const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-      const std::vector<double> a_stored = padded(ta ? transpose(A, m, k) : A, a_rows, a_cols, a_cols + pad);
-      const std::vector<double> b_stored = padded(tb ? transpose(B, k, n) : B, b_rows, b_cols, b_cols + pad);
+      // Stored operands (transposed when asked), padded rows, two batch entries: the second A is
+      // 2A.
+      const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k,
+                    b_cols = tb ? k : n;
+      const std::vector<double> a_stored =
+          padded(ta ? transpose(A, m, k) : A, a_rows, a_cols, a_cols + pad);
+      const std::vector<double> b_stored =
+          padded(tb ? transpose(B, k, n) : B, b_rows, b_cols, b_cols + pad);
       std::vector<double> a_batch = a_stored, b_batch = b_stored;
       for (double v : a_stored) a_batch.push_back(2 * v);
       b_batch.insert(b_batch.end(), b_stored.begin(), b_stored.end());
@@ -672,7 +726,8 @@ TEST_CASE("gemm kernel: a blocked-size product matches a naive loop; k == 0 scal
   for (size_t i = 0; i < b.size(); ++i) b[i] = double(int64_t(i * 5 % 11) - 5) / 8;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t l = 0; l < k; ++l) want[size_t(i * n + j)] += a[size_t(i * k + l)] * b[size_t(l * n + j)];
+      for (int64_t l = 0; l < k; ++l)
+        want[size_t(i * n + j)] += a[size_t(i * k + l)] * b[size_t(l * n + j)];
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor ta = make({m, k}, dtype, a), tb = make({k, n}, dtype, b), tc = empty({m, n}, dtype);
     GemmArgs g;
@@ -718,14 +773,16 @@ TEST_CASE("index_select and index_add kernels") {
       check_error([&] { index_select_kernel().get(DeviceType::CPU, dtype)(out, in, bad, 2, 3, 2); },
                   Status::bad_param, {"index_select", "index 3", "0 to 2"});
       Tensor negative = make({3}, index_dtype, {0, -1, 1});
-      check_error([&] { index_add_kernel().get(DeviceType::CPU, dtype)(acc, negative, src, 1, 3, 2); },
-                  Status::bad_param, {"index_add", "index -1", "0 to 2"});
+      check_error(
+          [&] { index_add_kernel().get(DeviceType::CPU, dtype)(acc, negative, src, 1, 3, 2); },
+          Status::bad_param, {"index_add", "index -1", "0 to 2"});
       CHECK(values_of(acc) == std::vector<double>{6, 8, 0, 0, 3, 4});  // checked before writing
     }
   }
   Tensor floats = make({2}, DType::f32, {0, 1}), out = empty({2, 1, 1}, DType::f32);
-  check_error([&] { index_select_kernel().get(DeviceType::CPU, DType::f32)(out, out, floats, 2, 1, 1); },
-              Status::bad_param, {"int64 or int32", "float32"});
+  check_error(
+      [&] { index_select_kernel().get(DeviceType::CPU, DType::f32)(out, out, floats, 2, 1, 1); },
+      Status::bad_param, {"int64 or int32", "float32"});
 }
 
 TEST_CASE("gather and scatter_add kernels, including strided inputs") {
@@ -745,8 +802,8 @@ TEST_CASE("gather and scatter_add kernels, including strided inputs") {
     gather_kernel().get(DeviceType::CPU, dtype)(out_t, in_t, index_t, 0);
     CHECK(values_of(out_t) == std::vector<double>{3, 4, 1, 5});
     Tensor bad = make({2, 2}, DType::i64, {0, 3, 1, 1});
-    check_error([&] { gather_kernel().get(DeviceType::CPU, dtype)(out, in, bad, 1); }, Status::bad_param,
-                {"gather", "index 3", "dimension 1 of size 3"});
+    check_error([&] { gather_kernel().get(DeviceType::CPU, dtype)(out, in, bad, 1); },
+                Status::bad_param, {"gather", "index 3", "dimension 1 of size 3"});
 
     Tensor acc = make({2, 3}, dtype, std::vector<double>(6, 0));
     Tensor scatter_index = make({2, 3}, DType::i64, {0, 0, 2, 1, 1, 1});

@@ -62,9 +62,13 @@ TEST_CASE("philox4x32_10 reproduces the Random123 known-answer vectors") {
   };
   const Case cases[] = {
       {{0, 0, 0, 0}, 0, 0, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, 0xffffffff, 0xffffffff,
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       0xffffffff,
+       0xffffffff,
        {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, 0xa4093822, 0x299f31d0,
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       0xa4093822,
+       0x299f31d0,
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Case& c : cases) {
@@ -83,8 +87,11 @@ TEST_CASE("philox init lays out the counter and key like curand_init") {
       {0, 0, 0, {0, 0, 0, 0}, 0},
       {1, 2, 3, {0, 0, 2, 0}, 3},
       {7, 0x1'0000'0000ull, 4 * 0x1'0000'0000ull + 1, {0, 1, 0, 1}, 1},
-      {kSeed, 0xfedcba9876543210ull, 0x1111222233334446ull,
-       {0x8cccd111, 0x04444888, 0x76543210, 0xfedcba98}, 2},
+      {kSeed,
+       0xfedcba9876543210ull,
+       0x1111222233334446ull,
+       {0x8cccd111, 0x04444888, 0x76543210, 0xfedcba98},
+       2},
   };
   for (const Case& c : cases) {
     const philox::State s = philox::init(c.seed, c.subsequence, c.offset);
@@ -101,8 +108,18 @@ TEST_CASE("philox init lays out the counter and key like curand_init") {
 
 TEST_CASE("philox draws follow the stream: offsets in 32-bit values, block carries") {
   const uint64_t subsequences[] = {0, 1, 12345, 0xffffffffull, 0xffffffffffffffffull};
-  const uint64_t offsets[] = {0, 1, 2, 3, 4, 5, 6, 7, 1001, 4 * 0xffffffffull + 2,
-                              4 * 0xffffffffull + 3, (uint64_t(1) << 63) + 5};
+  const uint64_t offsets[] = {0,
+                              1,
+                              2,
+                              3,
+                              4,
+                              5,
+                              6,
+                              7,
+                              1001,
+                              4 * 0xffffffffull + 2,
+                              4 * 0xffffffffull + 3,
+                              (uint64_t(1) << 63) + 5};
   for (uint64_t q : subsequences) {
     for (uint64_t k : offsets) {
       CAPTURE(q);
@@ -161,10 +178,10 @@ TEST_CASE("philox uniforms and normals have sane statistics and depend on seed a
   const Moments mu = moments(u);
   CHECK(mu.min > 0);
   CHECK(mu.max <= 1);
-  CHECK(mu.mean == doctest::Approx(0.5).epsilon(0.01));        // sd of the mean ~0.0009
+  CHECK(mu.mean == doctest::Approx(0.5).epsilon(0.01));  // sd of the mean ~0.0009
   CHECK(mu.var == doctest::Approx(1.0 / 12).epsilon(0.02));
   const Moments mz = moments(z);
-  CHECK(std::fabs(mz.mean) < 0.02);                               // sd of the mean ~0.003
+  CHECK(std::fabs(mz.mean) < 0.02);  // sd of the mean ~0.003
   CHECK(std::sqrt(mz.var) == doctest::Approx(1.0).epsilon(0.02));
   CHECK(mz.max < 7);  // Box-Muller from float uniforms never exceeds ~6.7
   CHECK(mz.min > -7);
@@ -183,9 +200,13 @@ TEST_CASE("randint and bernoulli transforms") {
     uint64_t expected;
   };
   const RangeCase ranges[] = {
-      {0, 10, 0},           {0xffffffffu, 10, 9},          {0x80000000u, 10, 5},
-      {0xffffffffu, 1, 0},  {12345u, uint64_t(1) << 32, 12345u},
-      {0xffffffffu, uint64_t(1) << 32, 0xffffffffu},       {0x19999999u, 10, 0},
+      {0, 10, 0},
+      {0xffffffffu, 10, 9},
+      {0x80000000u, 10, 5},
+      {0xffffffffu, 1, 0},
+      {12345u, uint64_t(1) << 32, 12345u},
+      {0xffffffffu, uint64_t(1) << 32, 0xffffffffu},
+      {0x19999999u, 10, 0},
       {0x1999999au, 10, 1},
   };
   for (const RangeCase& c : ranges) CHECK(philox::randint_from_bits(c.bits, c.range) == c.expected);
@@ -194,7 +215,8 @@ TEST_CASE("randint and bernoulli transforms") {
   std::vector<int64_t> counts(7, 0);
   for (int64_t g = 0; g < 25000; ++g) {
     const U32x4 bits = philox::draw4(kSeed, uint64_t(g), 4);
-    for (int l = 0; l < 4; ++l) ++counts[size_t(philox::randint_from_bits(philox::lane(bits, l), 7))];
+    for (int l = 0; l < 4; ++l)
+      ++counts[size_t(philox::randint_from_bits(philox::lane(bits, l), 7))];
   }
   for (int64_t c : counts) CHECK(double(c) == doctest::Approx(100000.0 / 7).epsilon(0.05));
 
@@ -250,8 +272,8 @@ TEST_CASE("CPU random_kernel: element i takes lane i % 4 of subsequence i / 4") 
   fill(z, params(RandomKind::normal, 1.5, 2, 0));
   const double* zv = z.data<double>();
   for (int64_t i = 0; i < 10; ++i) {
-    const float n = philox::lane(philox::normal4_from_bits(philox::draw4(kSeed, uint64_t(i / 4), 0)),
-                                 int(i % 4));
+    const float n = philox::lane(
+        philox::normal4_from_bits(philox::draw4(kSeed, uint64_t(i / 4), 0)), int(i % 4));
     CHECK(zv[i] == std::fma(2.0, double(n), 1.5));
   }
   // A transposed (non-contiguous) output gets the same values at the same logical positions.
@@ -261,7 +283,8 @@ TEST_CASE("CPU random_kernel: element i takes lane i % 4 of subsequence i / 4") 
   ember::Tensor transposed = ember::make_view(base, {3, 5}, {1, 3}, 0);
   fill(transposed, params(RandomKind::uniform, 0, 1, 0));
   for (int64_t r = 0; r < 3; ++r)
-    for (int64_t c = 0; c < 5; ++c) CHECK(base.data<float>()[c * 3 + r] == dense.data<float>()[r * 5 + c]);
+    for (int64_t c = 0; c < 5; ++c)
+      CHECK(base.data<float>()[c * 3 + r] == dense.data<float>()[r * 5 + c]);
 }
 
 TEST_CASE("CPU random_kernel: ranges, rates and dtypes") {

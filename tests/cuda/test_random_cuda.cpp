@@ -123,13 +123,18 @@ TEST_CASE("CUDA random_kernel is bit-identical to the CPU kernel for uniform, be
     double a, b;
   };
   const Case cases[] = {
-      {RandomKind::uniform, DType::f32, 0, 1},      {RandomKind::uniform, DType::f32, -3, 5},
-      {RandomKind::uniform, DType::f64, -1, 1},     {RandomKind::uniform, DType::f16, 1, 2},
-      {RandomKind::uniform, DType::bf16, -2, 0.5},  {RandomKind::bernoulli, DType::f32, 0.3, 0},
+      {RandomKind::uniform, DType::f32, 0, 1},
+      {RandomKind::uniform, DType::f32, -3, 5},
+      {RandomKind::uniform, DType::f64, -1, 1},
+      {RandomKind::uniform, DType::f16, 1, 2},
+      {RandomKind::uniform, DType::bf16, -2, 0.5},
+      {RandomKind::bernoulli, DType::f32, 0.3, 0},
       {RandomKind::bernoulli, DType::boolean, 0.5, 0},
-      {RandomKind::bernoulli, DType::u8, 0.9, 0},   {RandomKind::randint, DType::i64, -5, 1000},
+      {RandomKind::bernoulli, DType::u8, 0.9, 0},
+      {RandomKind::randint, DType::i64, -5, 1000},
       {RandomKind::randint, DType::i32, 0, 4294967296.0},
-      {RandomKind::randint, DType::u8, 0, 256},     {RandomKind::randint, DType::f32, -7, 7},
+      {RandomKind::randint, DType::u8, 0, 256},
+      {RandomKind::randint, DType::f32, -7, 7},
   };
   for (const Case& c : cases) {
     for (int64_t n : kSizes) {
@@ -143,7 +148,8 @@ TEST_CASE("CUDA random_kernel is bit-identical to the CPU kernel for uniform, be
         Tensor on_gpu = ember::empty({n}, c.dtype, Device::cuda(0));
         fill(on_cpu, params(c.kind, c.a, c.b, offset));
         fill(on_gpu, params(c.kind, c.a, c.b, offset));
-        CHECK(first_difference(host_bytes(on_cpu), host_bytes(on_gpu), on_cpu.element_size()) == -1);
+        CHECK(first_difference(host_bytes(on_cpu), host_bytes(on_gpu), on_cpu.element_size()) ==
+              -1);
       }
     }
   }
@@ -199,8 +205,8 @@ TEST_CASE("CUDA random_kernel: strided outputs and the device-side offset" *
   // With device_offset set, the kernel draws at offset + *device_offset (what graph replays do).
   const uint64_t base_offset = (uint64_t(1) << 63) + 40;
   Tensor device_base = ember::empty({1}, DType::i64, Device::cuda(0));
-  EMBER_CUDA_CHECK(cudaMemcpy(device_base.data_ptr(), &base_offset, sizeof base_offset,
-                              cudaMemcpyHostToDevice));
+  EMBER_CUDA_CHECK(
+      cudaMemcpy(device_base.data_ptr(), &base_offset, sizeof base_offset, cudaMemcpyHostToDevice));
   ember::RandomParams relative = params(RandomKind::uniform, 0, 1, 8);
   relative.device_offset = static_cast<const uint64_t*>(device_base.data_ptr());
   Tensor on_gpu = ember::empty({1001}, DType::f32, Device::cuda(0));

@@ -462,6 +462,13 @@ TEST_CASE("during a capture, new memory comes only from private pools") {
     record_stream(freed_before.get(), user);
     record_stream(freed_during.get(), user);
     freed_before.reset();
+    // A block of `user` that the captured stream uses: an event recorded for it during the
+    // capture would land inside the graph, and querying it later is an error.
+    Buffer used_by_capture = [&] {
+      ember::StreamGuard on_user(user);
+      return Buffer(MiB, kGpu);
+    }();
+    record_stream(used_by_capture.get(), stream);
 
     cuda_ok(cudaStreamBeginCapture(raw(stream), cudaStreamCaptureModeGlobal));
     {
@@ -478,6 +485,7 @@ TEST_CASE("during a capture, new memory comes only from private pools") {
       CHECK(fresh.get() != nullptr);
     }
     freed_during.reset();
+    used_by_capture.reset();
     cudaGraph_t graph = nullptr;
     cuda_ok(cudaStreamEndCapture(raw(stream), &graph));
     cuda_ok(cudaGraphDestroy(graph));
@@ -495,6 +503,34 @@ TEST_CASE("during a capture, new memory comes only from private pools") {
   const uint64_t frees = memory_stats(0).num_driver_frees;
   release_mem_pool(0, pool);
   CHECK(memory_stats(0).num_driver_frees == frees + 1);
+}
+
+TEST_CASE("a failed cudaMalloc releases the cache and retries") {
+  if (!ember::cuda::is_available()) return;
+  using ember::cuda::memory_stats;
+  ember::cuda::empty_cache();
+  size_t free_bytes = 0, total_bytes = 0;
+  cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes));
+  // Two blocks of 60% of the free memory cannot both be held: the second fits only after the
+  // first one's cached segment has gone back to the driver.
+  const size_t big = free_bytes / 10 * 6;
+  const Stream a = private_stream(), b = private_stream();
+  {
+    ember::StreamGuard guard(a);
+    Buffer first(big, kGpu);
+  }
+  const MemoryStats cached = memory_stats(0);
+  CHECK(cached.reserved_bytes >= big);
+  {
+    ember::StreamGuard guard(b);  // a's cached block is not b's to reuse
+    Buffer second(big, kGpu);
+    CHECK(second.get() != nullptr);
+  }
+  const MemoryStats after = memory_stats(0);
+  CHECK(after.num_alloc_retries == cached.num_alloc_retries + 1);
+  CHECK(after.num_driver_frees >= cached.num_driver_frees + 1);
+  CHECK(after.num_ooms == cached.num_ooms);
+  ember::cuda::empty_cache();
 }
 
 TEST_CASE("out of memory throws alloc_failed with the numbers and leaves the allocator usable") {

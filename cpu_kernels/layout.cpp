@@ -1,0 +1,54 @@
+// CPU kernel behind layout_transpose_kernel (ops/layout.h): a batched transpose of dense memory in
+// square cache blocks, so that both the reads and the writes of a block stay within a few cache
+// lines per row. Values are moved as element-sized words, so one instantiation serves every dtype
+// of a size.
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/layout.h"
+
+namespace ember {
+namespace {
+
+constexpr int64_t kBlock = 32;
+
+template <typename Word>
+void transpose_words(void* dst_ptr, const void* src_ptr, int64_t batch, int64_t rows, int64_t cols) {
+  auto* dst = static_cast<Word*>(dst_ptr);
+  const auto* src = static_cast<const Word*>(src_ptr);
+  const int64_t plane = rows * cols;
+  for (int64_t b = 0; b < batch; ++b) {
+    const Word* s = src + b * plane;
+    Word* d = dst + b * plane;
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+      const int64_t r1 = std::min(rows, r0 + kBlock);
+      for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+        const int64_t c1 = std::min(cols, c0 + kBlock);
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c) d[c * rows + r] = s[r * cols + c];
+      }
+    }
+  }
+}
+
+void layout_transpose_cpu(const Tensor& dst, const Tensor& src, int64_t batch, int64_t rows,
+                          int64_t cols) {
+  EMBER_INTERNAL_ASSERT(dst.numel() == batch * rows * cols && src.numel() == dst.numel() &&
+                            dst.dtype() == src.dtype(),
+                        "layout_transpose_kernel: dst ", dst.shape_str(), " and src ",
+                        src.shape_str(), " do not hold [", batch, ", ", rows, ", ", cols, "]");
+  switch (dst.element_size()) {
+    case 1: transpose_words<uint8_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
+    case 2: transpose_words<uint16_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
+    case 4: transpose_words<uint32_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
+    case 8: transpose_words<uint64_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
+    default:
+      EMBER_INTERNAL_ASSERT(false, "layout_transpose_kernel: element size ", dst.element_size());
+  }
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(layout_transpose_kernel, CPU, dispatch::kAllTypes, &layout_transpose_cpu);
+
+}  // namespace ember

@@ -1,0 +1,59 @@
+// Automatic mixed precision (autocast), as torch.autocast: inside an AutocastGuard scope the nn
+// layers and losses run their matrix products and convolutions in a low precision (bfloat16 or
+// float16) and their numerically sensitive parts in float32. The policy lives at the nn level:
+// each layer passes its inputs through autocast_input() with the class of the op it calls, so the
+// ops themselves stay precision-agnostic. Plain ops called directly (ember::matmul, ember::add)
+// are not affected.
+//
+// The policy, layer by layer (x = input, w/b = weight/bias; "low" = the scope's dtype):
+//   Linear, Conv1d/2d/3d, ConvTranspose2d      x, w, b -> low             (OpClass::low_precision)
+//   BatchNorm1d/2d, LayerNorm, GroupNorm        x -> float32; the output is float32  (OpClass::fp32)
+//   cross_entropy, nll_loss, mse_loss, l1_loss,
+//   binary_cross_entropy_with_logits            every floating input -> float32 (OpClass::fp32)
+//   Softmax/LogSoftmax modules                  x -> float32                (OpClass::fp32)
+//   activations, pooling, Dropout, Flatten,
+//   Embedding                                   unchanged: they run in the dtype they are given
+// Only floating tensors of float32, float16 or bfloat16 are cast (float64 stays float64 and integer
+// tensors are never touched, as in PyTorch). Casts are differentiable: gradients flow back to the
+// float32 parameters in float32. Casts are not cached across calls (unlike PyTorch's weight cache),
+// so a scope may span several forward/backward passes.
+#pragma once
+#include <vector>
+
+#include "ops/ops.h"
+
+namespace ember::nn {
+
+// What an op does to precision under autocast.
+enum class OpClass {
+  low_precision,  // matmul, conv, linear: run in the scope's dtype (tensor cores)
+  fp32,           // normalization, softmax, losses, reductions: run in float32
+  promote,        // several inputs: all cast to the widest floating dtype among them
+};
+
+// The thread-local autocast state.
+bool autocast_enabled();
+DType autocast_dtype();  // bf16 or f16; meaningful while autocast_enabled()
+
+// Enables (or, with enabled = false, disables) autocast on this thread for its lifetime, restoring
+// the previous state on destruction; scopes nest. dtype must be bf16 or f16.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(DType dtype = DType::bf16, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool prev_enabled_;
+  DType prev_dtype_;
+};
+
+// `t` as the policy wants it for an op of class `cls` (unchanged outside autocast, for undefined,
+// non-floating or float64 tensors, and for OpClass::promote, which needs several inputs).
+Tensor autocast_input(const Tensor& t, OpClass cls);
+// The same for several inputs of one op; OpClass::promote casts every eligible floating input to
+// the widest floating dtype among them. Undefined entries stay undefined.
+std::vector<Tensor> autocast_inputs(const std::vector<Tensor>& ts, OpClass cls);
+
+}  // namespace ember::nn

@@ -1,0 +1,148 @@
+// Containers, as torch.nn.Sequential / ModuleList: Sequential chains any modules that have a
+// `Tensor forward(const Tensor&)` (type-erased: it keeps each module and a call to its forward);
+// ModuleList holds modules for the owner to call; Functional wraps a function as a module so that
+// stateless steps (a view, an op) can sit inside a Sequential. Children are named "0", "1", ...
+// unless a name is given, so state_dict names are PyTorch's ("0.weight", "1.running_mean").
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace ember::nn {
+
+namespace detail {
+// The module implementation type behind M: a holder (nn::Linear), or std::shared_ptr<Impl>.
+template <typename M>
+struct ImplOf;
+template <typename Impl>
+struct ImplOf<std::shared_ptr<Impl>> {
+  using type = Impl;
+  static std::shared_ptr<Impl> get(const std::shared_ptr<Impl>& p) { return p; }
+};
+template <typename M>
+  requires requires { typename M::ImplType; }
+struct ImplOf<M> {
+  using type = typename M::ImplType;
+  static std::shared_ptr<type> get(const M& holder) { return holder.ptr(); }
+};
+
+template <typename M>
+concept ModuleLike = requires { typename ImplOf<std::decay_t<M>>::type; } &&
+                     std::is_base_of_v<Module, typename ImplOf<std::decay_t<M>>::type>;
+
+template <typename Impl>
+concept HasTensorForward = requires(Impl& m, const Tensor& x) {
+  { m.forward(x) } -> std::convertible_to<Tensor>;
+};
+}  // namespace detail
+
+// Wraps `Tensor f(const Tensor&)` as a module without parameters.
+class FunctionalImpl : public Module {
+ public:
+  using Function = std::function<Tensor(const Tensor&)>;
+  explicit FunctionalImpl(Function f, std::string name = "Functional")
+      : Module("Functional"), function_(std::move(f)), name_(std::move(name)) {}
+  Tensor forward(const Tensor& x) { return function_(x); }
+  void pretty_print(std::ostream& os) const override;
+
+ private:
+  Function function_;
+  std::string name_;
+};
+EMBER_MODULE(Functional);
+
+class SequentialImpl : public Module {
+ public:
+  SequentialImpl() : Module("Sequential") {}
+  // Sequential(Conv2d(3, 8, 3), BatchNorm2d(8), ReLU())
+  template <detail::ModuleLike... Ms>
+  explicit SequentialImpl(Ms&&... modules) : Module("Sequential") {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+
+  // Appends a holder or a shared_ptr to a module whose forward takes one Tensor, named by its
+  // position.
+  template <detail::ModuleLike M>
+  void push_back(M&& module) {
+    push_back(std::to_string(entries_.size()), std::forward<M>(module));
+  }
+  template <detail::ModuleLike M>
+  void push_back(const std::string& name, M&& module) {
+    using Impl = typename detail::ImplOf<std::decay_t<M>>::type;
+    static_assert(detail::HasTensorForward<Impl>,
+                  "Sequential::push_back: the module needs a `Tensor forward(const Tensor&)`");
+    std::shared_ptr<Impl> impl = detail::ImplOf<std::decay_t<M>>::get(module);
+    EMBER_CHECK(impl != nullptr, "Sequential::push_back: module '", name, "' is empty (a null holder)");
+    append(name, impl, [raw = impl.get()](const Tensor& x) -> Tensor { return raw->forward(x); });
+  }
+  // Appends a function as a Functional module.
+  void push_back(FunctionalImpl::Function f) { push_back(Functional(std::move(f))); }
+
+  // Runs the modules in order. An empty Sequential returns its input.
+  Tensor forward(const Tensor& x);
+
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  // The i-th module; at<T>(i) casts it, throwing when it is not a T.
+  const std::shared_ptr<Module>& ptr(size_t i) const;
+  const std::shared_ptr<Module>& operator[](size_t i) const { return ptr(i); }
+  template <typename T>
+  T& at(size_t i) const {
+    auto* m = dynamic_cast<T*>(ptr(i).get());
+    EMBER_CHECK(m != nullptr, "Sequential::at: module ", i, " is a ", ptr(i)->type_name(),
+                ", not the requested type");
+    return *m;
+  }
+
+ private:
+  void append(const std::string& name, std::shared_ptr<Module> module, std::function<Tensor(const Tensor&)> call);
+
+  struct Entry {
+    std::shared_ptr<Module> module;
+    std::function<Tensor(const Tensor&)> forward;  // holds a raw pointer: `module` keeps it alive
+  };
+  std::vector<Entry> entries_;
+};
+EMBER_MODULE(Sequential);
+
+// A list of submodules (any Module) registered as "0", "1", ...; it has no forward of its own.
+class ModuleListImpl : public Module {
+ public:
+  ModuleListImpl() : Module("ModuleList") {}
+  template <detail::ModuleLike... Ms>
+  explicit ModuleListImpl(Ms&&... modules) : Module("ModuleList") {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+  template <detail::ModuleLike M>
+  void push_back(M&& module) {
+    auto impl = detail::ImplOf<std::decay_t<M>>::get(module);
+    EMBER_CHECK(impl != nullptr, "ModuleList::push_back: the module is empty (a null holder)");
+    std::shared_ptr<Module> base = impl;
+    register_module(std::to_string(modules_.size()), base);
+    modules_.push_back(std::move(base));
+  }
+
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  const std::shared_ptr<Module>& ptr(size_t i) const;
+  const std::shared_ptr<Module>& operator[](size_t i) const { return ptr(i); }
+  template <typename T>
+  T& at(size_t i) const {
+    auto* m = dynamic_cast<T*>(ptr(i).get());
+    EMBER_CHECK(m != nullptr, "ModuleList::at: module ", i, " is a ", ptr(i)->type_name(),
+                ", not the requested type");
+    return *m;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+EMBER_MODULE(ModuleList);
+
+}  // namespace ember::nn

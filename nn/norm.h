@@ -1,0 +1,119 @@
+// Normalization layers, as torch.nn.BatchNorm1d/2d, LayerNorm and GroupNorm, on the ops of
+// ops/norm.h. State dict names are PyTorch's: weight, bias, running_mean, running_var,
+// num_batches_tracked (an int64 0-d tensor).
+//
+// Autocast (nn/amp.h): BatchNorm takes a float16/bfloat16 input as it is (the op keeps statistics
+// and parameters in float32 and returns the input's dtype, as PyTorch's CUDA batch_norm does);
+// LayerNorm and GroupNorm cast their input to float32 and return float32 (PyTorch's fp32 list).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "nn/module.h"
+#include "nn/options.h"
+
+namespace ember::nn {
+
+struct BatchNormOptions {
+  /* implicit */ BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT
+  EMBER_ARG(int64_t, num_features);
+  EMBER_ARG(double, eps) = 1e-5;
+  // nullopt: a cumulative moving average (factor 1 / num_batches_tracked), as momentum=None in
+  // PyTorch; it reads num_batches_tracked on the host each training step (a sync on CUDA).
+  EMBER_ARG(std::optional<double>, momentum) = 0.1;
+  EMBER_ARG(bool, affine) = true;
+  EMBER_ARG(bool, track_running_stats) = true;
+};
+
+// The shared implementation of BatchNorm1d and BatchNorm2d (they differ in the input ranks they
+// accept). Parameters weight [C] = 1, bias [C] = 0 (when affine); buffers running_mean [C] = 0,
+// running_var [C] = 1, num_batches_tracked = 0 (when track_running_stats). In training the batch
+// statistics normalize and the running statistics are updated; in eval the running statistics
+// normalize (the batch statistics when running stats are not tracked).
+class BatchNormImplBase : public Module {
+ public:
+  BatchNormImplBase(const char* name, const BatchNormOptions& options);
+  void reset_running_stats();
+  void reset_parameters();
+  Tensor forward(const Tensor& x);
+  // relu(bn(x)) and relu(bn(x) + residual) in one fused op (the ResNet block tails).
+  Tensor forward_relu(const Tensor& x);
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
+  void pretty_print(std::ostream& os) const override;
+
+  BatchNormOptions options;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ protected:
+  virtual void check_input_dim(const Tensor& x) const = 0;
+
+ private:
+  enum class Tail { none, relu, add_relu };
+  Tensor run(const Tensor& x, const Tensor& residual, Tail tail);
+};
+
+// x [N, C] or [N, C, L].
+class BatchNorm1dImpl : public BatchNormImplBase {
+ public:
+  explicit BatchNorm1dImpl(const BatchNormOptions& options) : BatchNormImplBase("BatchNorm1d", options) {}
+
+ protected:
+  void check_input_dim(const Tensor& x) const override;
+};
+EMBER_MODULE(BatchNorm1d);
+
+// x [N, C, H, W] (NCHW or channels_last).
+class BatchNorm2dImpl : public BatchNormImplBase {
+ public:
+  explicit BatchNorm2dImpl(const BatchNormOptions& options) : BatchNormImplBase("BatchNorm2d", options) {}
+
+ protected:
+  void check_input_dim(const Tensor& x) const override;
+};
+EMBER_MODULE(BatchNorm2d);
+
+struct LayerNormOptions {
+  /* implicit */ LayerNormOptions(std::vector<int64_t> normalized_shape)  // NOLINT
+      : normalized_shape_(std::move(normalized_shape)) {}
+  EMBER_ARG(std::vector<int64_t>, normalized_shape);
+  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(bool, elementwise_affine) = true;
+  EMBER_ARG(bool, bias) = true;  // only with elementwise_affine
+};
+
+// Normalizes over the trailing dims normalized_shape; weight = 1 and bias = 0 of that shape.
+class LayerNormImpl : public Module {
+ public:
+  explicit LayerNormImpl(const LayerNormOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& x);
+  void pretty_print(std::ostream& os) const override;
+
+  LayerNormOptions options;
+  Tensor weight, bias;
+};
+EMBER_MODULE(LayerNorm);
+
+struct GroupNormOptions {
+  GroupNormOptions(int64_t num_groups, int64_t num_channels) : num_groups_(num_groups), num_channels_(num_channels) {}
+  EMBER_ARG(int64_t, num_groups);
+  EMBER_ARG(int64_t, num_channels);
+  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(bool, affine) = true;
+};
+
+// x [N, C, *]: statistics per sample and group of C / num_groups channels; weight = 1, bias = 0 [C].
+class GroupNormImpl : public Module {
+ public:
+  explicit GroupNormImpl(const GroupNormOptions& options);
+  GroupNormImpl(int64_t num_groups, int64_t num_channels) : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
+  void reset_parameters();
+  Tensor forward(const Tensor& x);
+  void pretty_print(std::ostream& os) const override;
+
+  GroupNormOptions options;
+  Tensor weight, bias;
+};
+EMBER_MODULE(GroupNorm);
+
+}  // namespace ember::nn

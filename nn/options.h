@@ -1,0 +1,81 @@
+// What the layer options builders are made of, as in libtorch's torch/arg.h and expanding_array.h:
+// EMBER_ARG declares an option with a named setter that returns the options object (so calls
+// chain: `Conv2dOptions(3, 64, 3).stride(2).bias(false)`) and a getter of the same name;
+// ExpandingArray<D> is a per-dimension value (kernel size, stride, ...) given as one number for all
+// dimensions or as a braced list of D numbers.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tensor/error.h"
+
+// Declares option `name` of type T: `auto& name(const T&)` sets it and returns *this,
+// `const T& name() const` reads it. Follow the macro with `= default_value;` where one exists.
+#define EMBER_ARG(T, name)                                    \
+ public:                                                      \
+  auto& name(const T& new_##name) {                           \
+    this->name##_ = new_##name;                               \
+    return *this;                                             \
+  }                                                           \
+  const T& name() const noexcept { return this->name##_; }   \
+                                                              \
+ private:                                                     \
+  T name##_
+
+namespace ember::nn {
+
+template <size_t D>
+class ExpandingArray {
+ public:
+  ExpandingArray(int64_t value) { values_.fill(value); }  // NOLINT: one value for every dim
+  ExpandingArray(std::initializer_list<int64_t> list) {
+    EMBER_CHECK(list.size() == D, "expected ", D, " values (one per spatial dim), got ", list.size());
+    std::copy(list.begin(), list.end(), values_.begin());
+  }
+  ExpandingArray(const std::vector<int64_t>& list) {  // NOLINT
+    EMBER_CHECK(list.size() == D, "expected ", D, " values (one per spatial dim), got ", list.size());
+    std::copy(list.begin(), list.end(), values_.begin());
+  }
+  ExpandingArray(const std::array<int64_t, D>& values) : values_(values) {}  // NOLINT
+
+  int64_t operator[](size_t i) const { return values_[i]; }
+  static constexpr size_t size() { return D; }
+  const std::array<int64_t, D>& values() const { return values_; }
+  std::vector<int64_t> vec() const { return std::vector<int64_t>(values_.begin(), values_.end()); }
+  bool all_equal(int64_t v) const {
+    return std::all_of(values_.begin(), values_.end(), [v](int64_t x) { return x == v; });
+  }
+  bool operator==(const ExpandingArray& o) const { return values_ == o.values_; }
+
+ private:
+  std::array<int64_t, D> values_{};
+};
+
+// "[3, 3]", as libtorch prints per-dimension options.
+template <size_t D>
+std::ostream& operator<<(std::ostream& os, const ExpandingArray<D>& a) {
+  os << "[";
+  for (size_t i = 0; i < D; ++i) os << (i ? ", " : "") << a[i];
+  return os << "]";
+}
+
+namespace detail {
+inline const char* bool_str(bool b) { return b ? "true" : "false"; }
+// A double printed as Python prints floats in reprs (1e-05, 0.1, 1.0).
+inline std::string float_str(double v) {
+  std::ostringstream os;
+  os << v;
+  std::string s = os.str();
+  if (s.find_first_of(".eninf") == std::string::npos) s += ".0";
+  return s;
+}
+}  // namespace detail
+
+}  // namespace ember::nn

@@ -1,0 +1,191 @@
+// Normalization: the public ops batch_norm (with the fused ResNet tails batch_norm_relu and
+// batch_norm_add_relu), layer_norm, group_norm and instance_norm, and below them the kernel
+// tables their CPU (cpu_kernels/norm.cpp) and CUDA (cuda_kernels/batch_norm.cu, layer_norm.cu)
+// kernels register into. The ops and their backward formulas live in ops/norm.cpp.
+//
+// Precision: statistics (mean, variance, the saved mean and 1/std) are float32 for float32,
+// float16 and bfloat16 inputs and float64 for float64 inputs ("the accumulation dtype"); the CPU
+// kernels accumulate in double, the CUDA kernels in float with Welford updates and Chan merges.
+// Parameters (weight, bias, running statistics) share one dtype: the input's, or float32 for a
+// float16/bfloat16 input (mixed precision, as PyTorch allows).
+#pragma once
+#include <cstdint>
+
+#include "ops/kernels.h"
+#include "tensor/tensor.h"
+
+namespace ember {
+
+// ---- ops ---------------------------------------------------------------------------------------
+
+// Batch normalization over dim 1 (channels) of x [N, C], [N, C, L], [N, C, H, W] or
+// [N, C, D, H, W]; any strides (NCHW and channels_last run without a copy; other layouts are
+// copied once), output in x's layout:
+//   y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]
+// weight, bias, running_mean, running_var: [C] or undefined (weight = 1, bias = 0).
+// training: mean and var are the batch statistics over every dim but 1 (var biased), and the
+//   running statistics, when given, are updated in place as PyTorch does:
+//   running = (1 - momentum) * running + momentum * batch_stat, with the UNBIASED batch variance.
+//   Needs more than one value per channel.
+// eval (training = false): mean and var are running_mean and running_var (both required).
+// Differentiable in x, weight and bias (not in the running statistics).
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum = 0.1, double eps = 1e-5);
+
+// relu(batch_norm(x, ...)) in one pass over memory, forward and backward.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
+
+// relu(batch_norm(x, ...) + residual), the tail of a ResNet block; residual has x's shape, dtype
+// and device. Differentiable in x, residual, weight and bias.
+// Backward of both fused ops gates the gradient with the saved OUTPUT (y > 0, which holds exactly
+// where the pre-activation is > 0): the output is kept alive by the next layer anyway, so this
+// costs no extra memory and no extra write in the forward, unlike a separate mask.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                           const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, double momentum = 0.1,
+                           double eps = 1e-5);
+
+// Layer normalization over the trailing dims `normalized_shape` of x [..., *normalized_shape]:
+//   y = (x - mean) / sqrt(var + eps) * weight + bias, statistics per leading index (var biased).
+// weight, bias: of shape normalized_shape, or undefined. Output contiguous.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// Group normalization of x [N, C, *] (2-D and up): channels split into `groups` groups of C / groups;
+// statistics per (sample, group) over its channels and spatial positions; weight, bias [C] (per
+// channel) or undefined. Output contiguous (a channels_last input is computed on a contiguous copy).
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// Instance normalization of x [N, C, *] (3-D and up): statistics per (sample, channel) over the
+// spatial dims. Implemented as group_norm with groups == C when use_input_stats (the running
+// statistics, when given, are then updated in place with the batch mean of the per-instance mean
+// and unbiased variance, as PyTorch does), and as eval-mode batch_norm with the running statistics
+// otherwise. weight, bias, running_mean, running_var: [C] or undefined.
+Tensor instance_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {},
+                     const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     bool use_input_stats = true, double momentum = 0.1, double eps = 1e-5);
+
+// The dtype normalization statistics are kept in for input dtype `t`: float64 for float64, else
+// float32.
+DType norm_stats_dtype(DType t);
+
+// ---- kernel interface -------------------------------------------------------------------------
+// Kernels are selected by the dtype of x and run on x's device. Every tensor handed to a kernel is
+// dense (no gaps) in the layout described; [C]-sized tensors and statistics are contiguous and of
+// the accumulation dtype (norm_stats_dtype of x), except the running statistics, which may be of
+// any floating dtype. Outputs are OVERWRITTEN, never accumulated into.
+
+// A dense tensor of logical shape [N, C, spatial...] seen by the channel kernels as N x C x S
+// (S = product of the spatial sizes, 1 for 2-D input):
+//   channels_inner = false: memory order [N, C, S]  (NCHW: element (n, c, s) at (n * C + c) * S + s)
+//   channels_inner = true:  memory order [N, S, C]  (NHWC: element (n, c, s) at (n * S + s) * C + c)
+struct ChannelLayout {
+  int64_t N = 1, C = 1, S = 1;
+  bool channels_inner = false;
+  int64_t numel() const { return N * C * S; }
+  int64_t per_channel() const { return N * S; }  // values reduced into one channel's statistics
+};
+
+// Which statistic an element (n, c, s) is normalized with: index n * n_stride + c / group_size into
+// the mean / rstd arrays. Batch norm: {0, 1} (one per channel). Layer norm seen as a ChannelLayout
+// with rows as N and features as C: {1, C} (one per row). Group norm: {G, C / G}.
+struct StatIndex {
+  int64_t n_stride = 0;
+  int64_t group_size = 1;
+};
+
+// batch_norm_stats: per-channel mean and invstd = 1 / sqrt(biased var + eps) of x, written to
+// save_mean and save_invstd ([C]). When running_mean / running_var are defined ([C]) they are
+// updated in place with `momentum` (running_var with the unbiased variance). Needs
+// layout.per_channel() >= 2.
+struct BatchNormStatsArgs {
+  Tensor x;
+  ChannelLayout layout;
+  double eps = 1e-5;
+  double momentum = 0.1;
+  Tensor save_mean, save_invstd;       // outputs
+  Tensor running_mean, running_var;    // updated in place, or undefined
+};
+using BatchNormStatsKernel = void (*)(const BatchNormStatsArgs& args);
+EMBER_DECLARE_KERNEL(batch_norm_stats_kernel, BatchNormStatsKernel)
+
+// batch_norm_apply: y = (x - mean[c]) * invstd[c] * weight[c] + bias[c] (+ residual), then
+// max(0, .) when relu. y, x and residual share x's layout; weight / bias / residual may be
+// undefined.
+struct BatchNormApplyArgs {
+  Tensor y;  // output
+  Tensor x, residual;
+  Tensor mean, invstd, weight, bias;
+  ChannelLayout layout;
+  bool relu = false;
+};
+using BatchNormApplyKernel = void (*)(const BatchNormApplyArgs& args);
+EMBER_DECLARE_KERNEL(batch_norm_apply_kernel, BatchNormApplyKernel)
+
+// channel_grad_sums: for every channel c, with g = dy gated by `gate` (g = gate > 0 ? dy : 0 when
+// gate is defined, else dy) and xhat = (x - mean[i]) * rstd[i], i = the StatIndex of (n, c):
+//   sum_dy[c] = sum over (n, s) of g,    sum_dy_xhat[c] = sum over (n, s) of g * xhat
+// i.e. the bias and weight gradients of batch norm, and of layer / group norm with the right
+// StatIndex. dy, x, gate share one layout.
+struct ChannelGradSumsArgs {
+  Tensor dy, x, gate;
+  Tensor mean, rstd;
+  ChannelLayout layout;
+  StatIndex stats;
+  Tensor sum_dy, sum_dy_xhat;  // outputs, [C]
+};
+using ChannelGradSumsKernel = void (*)(const ChannelGradSumsArgs& args);
+EMBER_DECLARE_KERNEL(channel_grad_sums_kernel, ChannelGradSumsKernel)
+
+// batch_norm_backward_elemt: with g = dy gated as above, xhat = (x - mean[c]) * invstd[c] and
+// M = layout.per_channel():
+//   training: dx = (g - sum_dy[c] / M - xhat * sum_dy_xhat[c] / M) * invstd[c] * weight[c]
+//   eval:     dx = g * invstd[c] * weight[c]              (sum_dy, sum_dy_xhat unused)
+//   d_residual = g
+// dx and d_residual are each written when defined; weight may be undefined (1).
+struct BatchNormBackwardArgs {
+  Tensor dx, d_residual;  // outputs
+  Tensor dy, x, gate;
+  Tensor mean, invstd, weight;
+  Tensor sum_dy, sum_dy_xhat;
+  ChannelLayout layout;
+  bool training = true;
+};
+using BatchNormBackwardKernel = void (*)(const BatchNormBackwardArgs& args);
+EMBER_DECLARE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
+
+// Rows normalized independently: x dense [rows, D]. Element j of row r takes the affine parameter
+// of channel (r % groups) * (D / S) + j / S. Layer norm: groups = 1, S = 1 (parameter j). Group norm
+// of NCHW x: rows = N * G, D = (C / G) * S, groups = G, S = spatial size.
+struct RowNormLayout {
+  int64_t rows = 1, D = 1;
+  int64_t groups = 1, S = 1;
+};
+
+// row_norm_forward: per row mean[r] and rstd[r] = 1 / sqrt(biased var + eps) (Welford), and
+// y = (x - mean[r]) * rstd[r] * weight[ch] + bias[ch]. weight / bias may be undefined.
+struct RowNormForwardArgs {
+  Tensor y, mean, rstd;  // outputs: y like x, mean / rstd [rows]
+  Tensor x, weight, bias;
+  RowNormLayout layout;
+  double eps = 1e-5;
+};
+using RowNormForwardKernel = void (*)(const RowNormForwardArgs& args);
+EMBER_DECLARE_KERNEL(row_norm_forward_kernel, RowNormForwardKernel)
+
+// row_norm_backward_data: with w_j = weight[ch(j)] (1 when undefined), xhat_j = (x_j - mean[r]) *
+// rstd[r], a = mean over j of dy_j * w_j and b = mean over j of dy_j * w_j * xhat_j:
+//   dx_j = rstd[r] * (dy_j * w_j - a - xhat_j * b)
+struct RowNormBackwardArgs {
+  Tensor dx;  // output
+  Tensor dy, x, mean, rstd, weight;
+  RowNormLayout layout;
+};
+using RowNormBackwardKernel = void (*)(const RowNormBackwardArgs& args);
+EMBER_DECLARE_KERNEL(row_norm_backward_data_kernel, RowNormBackwardKernel)
+
+}  // namespace ember
