@@ -4,6 +4,7 @@
 #include "autograd/gradcheck.h"
 #include "ops/ops.h"
 #include "tensor/allocator.h"
+#include "tensor/cuda_graph.h"
 #include "tensor/device.h"
 #include "tensor/generator.h"
 #include "tensor/stream.h"

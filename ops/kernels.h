@@ -63,7 +63,7 @@ struct ReduceShape {
 };
 // out gets the input's dtype except argmax/argmin (int64). `indices` (int64, may be null) receives
 // the arg positions for max/min. var uses Welford; `correction` is Bessel's (1 = unbiased).
-// Floating inputs accumulate in fp32 (fp64 for fp64).
+// Floating inputs accumulate in fp32 or better (fp64 for fp64; the CPU reference uses double).
 using ReduceKernel = void (*)(const Tensor& out, const Tensor* indices, const Tensor& in,
                               ReduceShape shape, ReduceOp op, int64_t correction);
 EMBER_DECLARE_KERNEL(reduce_kernel, ReduceKernel)  // selected by the input dtype
