@@ -34,5 +34,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
 
+// Queues `fn` to run once, on this thread, after the backward pass that is running now has
+// finished every node (data parallel uses it to finish gradient synchronization). Called outside a
+// backward pass it throws.
+void queue_final_callback(std::function<void()> fn);
+
 }  // namespace autograd
 }  // namespace ember

@@ -13,6 +13,9 @@ namespace ember::autograd {
 
 namespace {
 
+// Callbacks queued during the backward pass running on this thread (see queue_final_callback).
+thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
+
 struct NodeTask {
   Node* node;
   bool operator<(const NodeTask& o) const { return node->sequence_nr < o.node->sequence_nr; }
@@ -32,8 +35,26 @@ void accumulate(Tensor& slot, const Tensor& g) {
 
 // Runs the graph. With `capture` set (autograd::grad), gradients reaching the captured
 // (node, input slot) pairs are stored there instead of flowing on, and leaves accumulate nothing.
+void run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
+               std::map<std::pair<Node*, uint32_t>, Tensor>* capture);
+
 void run_engine(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
                 std::map<std::pair<Node*, uint32_t>, Tensor>* capture) {
+  std::vector<std::function<void()>> callbacks;
+  auto* outer = t_final_callbacks;
+  t_final_callbacks = &callbacks;
+  try {
+    run_graph(roots, std::move(root_grads), retain_graph, capture);
+  } catch (...) {
+    t_final_callbacks = outer;
+    throw;
+  }
+  t_final_callbacks = outer;
+  for (auto& callback : callbacks) callback();
+}
+
+void run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
+               std::map<std::pair<Node*, uint32_t>, Tensor>* capture) {
   NoGradGuard no_grad;  // backward formulas never record (no higher-order gradients)
 
   // Dependencies: how many edges point at each node among nodes reachable from the roots.
@@ -142,6 +163,12 @@ Tensor default_root_grad(const Tensor& root, const Tensor& given, const char* wh
 }
 
 }  // namespace
+
+void queue_final_callback(std::function<void()> fn) {
+  EMBER_CHECK(t_final_callbacks != nullptr, "queue_final_callback: no backward pass is running on "
+              "this thread; call it from a hook during backward");
+  t_final_callbacks->push_back(std::move(fn));
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
               bool retain_graph) {

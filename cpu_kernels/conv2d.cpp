@@ -75,8 +75,9 @@ using ConstMap = Eigen::Map<const RowMatrix<T>>;
 template <typename T>
 using MutMap = Eigen::Map<RowMatrix<T>>;
 
-// col[(c * R + r) * S + s][p * Q + q] = x[c][p * sh - ph + r * dh][q * sw - pw + s * dw] (0 outside).
-// x: [Cg, H, W] of one image and group; col: [Cg * R * S, P * Q].
+// Unfolds the receptive fields of one image and group, zero outside the input:
+//   col[(c * R + r) * S + s][p * Q + q] = x[c][p * sh - ph + r * dh][q * sw - pw + s * dw]
+// x: [Cg, H, W]; col: [Cg * R * S, P * Q].
 template <typename T>
 void im2col(const T* x, const ConvDims& d, T* col) {
   for (int64_t c = 0; c < d.Cg; ++c)
@@ -131,7 +132,7 @@ void forward_im2col_gemm(const ConvProblem& pr, void* workspace) {
         unfolded = col;
       }
       ConstMap<T> wg(w + g * d.Kg * d.CgRS(), d.Kg, d.CgRS());  // [Kg, Cg*R*S]
-      ConstMap<T> cols(unfolded, d.CgRS(), d.PQ());              // [Cg*R*S, P*Q]
+      ConstMap<T> cols(unfolded, d.CgRS(), d.PQ());             // [Cg*R*S, P*Q]
       MutMap<T> yg(y + (n * d.K + g * d.Kg) * d.PQ(), d.Kg, d.PQ());
       yg.noalias() = wg * cols;
     }
@@ -278,9 +279,9 @@ void backward_filter_direct(const ConvProblem& pr, void*) {
 
 bool cpu_applies(const ConvProblem& pr) {
   DType t = pr.input.dtype();
-  return (t == DType::f32 || t == DType::f64) && pr.input.dim() == 4 &&
-         pr.input.is_contiguous() && pr.weight.is_contiguous() && pr.output.is_contiguous() &&
-         pr.weight.dtype() == t && pr.output.dtype() == t;
+  return (t == DType::f32 || t == DType::f64) && pr.input.dim() == 4 && pr.input.is_contiguous() &&
+         pr.weight.is_contiguous() && pr.output.is_contiguous() && pr.weight.dtype() == t &&
+         pr.output.dtype() == t;
 }
 
 size_t im2col_workspace_bytes(const ConvProblem& pr) {
@@ -291,7 +292,8 @@ size_t im2col_workspace_bytes(const ConvProblem& pr) {
 
 // Heuristic costs, in "multiply-adds of the direct loop": a GEMM does about 8 of them in the time
 // the loop nest does one, but im2col first copies R*S times the input and each of the N*G GEMMs
-// has a fixed overhead. So im2col_gemm wins for ordinary layers, direct for depthwise and tiny ones.
+// has a fixed overhead. So im2col_gemm wins for ordinary layers, direct for depthwise and tiny
+// layers.
 double direct_cost(const ConvProblem& pr) { return dims_of(pr).macs(); }
 double im2col_gemm_cost(const ConvProblem& pr) {
   ConvDims d = dims_of(pr);

@@ -34,7 +34,7 @@ void softmax_forward_typed(const SoftmaxProblem& p) {
   const T* x = static_cast<const T*>(p.input.data_ptr());
   T* y = static_cast<T*>(p.output.data_ptr());
   const int64_t D = p.dim_size, I = p.inner;
-  std::vector<double> maxv(size_t(I)), sum(size_t(I));
+  std::vector<double> maxv(static_cast<size_t>(I)), sum(static_cast<size_t>(I));
   for (int64_t o = 0; o < p.outer; ++o) {
     const T* xo = x + o * D * I;
     T* yo = y + o * D * I;
@@ -67,7 +67,7 @@ void softmax_backward_typed(const SoftmaxProblem& p) {
   const T* g = static_cast<const T*>(p.grad_output.data_ptr());
   T* dx = static_cast<T*>(p.output.data_ptr());
   const int64_t D = p.dim_size, I = p.inner;
-  std::vector<double> acc(size_t(I));
+  std::vector<double> acc(static_cast<size_t>(I));
   for (int64_t o = 0; o < p.outer; ++o) {
     const int64_t base = o * D * I;
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -124,14 +124,19 @@ int64_t row_class(const CrossEntropyArgs& a, const int64_t* target, int64_t r) {
   return t;
 }
 
+// The per-row buffers and weights: float64 for float64 input, else float32.
+template <typename T>
+using row_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 template <typename T>
 void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
+  using R = row_t<T>;
   const T* x = static_cast<const T*>(a.input.data_ptr());
   const int64_t* target = a.target.data<int64_t>();
-  const float* w = a.weight.defined() ? a.weight.data<float>() : nullptr;
-  float* loss = a.loss.data<float>();
-  float* lse_out = a.lse.data<float>();
-  float* tw_out = a.target_weight.data<float>();
+  const R* w = a.weight.defined() ? a.weight.data<R>() : nullptr;
+  R* loss = a.loss.data<R>();
+  R* lse_out = a.lse.data<R>();
+  R* tw_out = a.target_weight.data<R>();
   const int64_t C = a.classes, S = a.inner;
   const double eps = a.label_smoothing;
   for (int64_t n = 0; n < a.outer; ++n) {
@@ -150,7 +155,7 @@ void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
         for (int64_t c = 0; c < C; ++c) sum += std::exp(load(row, c * S) - m);
         lse = m + std::log(sum);
       }
-      lse_out[r] = float(lse);
+      lse_out[r] = R(lse);
       if (t < 0) {
         loss[r] = 0;
         tw_out[r] = 0;
@@ -163,8 +168,8 @@ void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
         for (int64_t c = 0; c < C; ++c) smooth += (w ? double(w[c]) : 1.0) * (lse - load(row, c * S));
         value += eps / double(C) * smooth;
       }
-      loss[r] = float(value);
-      tw_out[r] = float(wt);
+      loss[r] = R(value);
+      tw_out[r] = R(wt);
     }
   }
 }
@@ -174,12 +179,13 @@ void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
 // (log-probability input) just -w[t] [c == t]. Scaled by the upstream gradient of the row.
 template <typename T>
 void cross_entropy_backward_typed(const CrossEntropyArgs& a) {
+  using R = row_t<T>;
   const T* x = static_cast<const T*>(a.input.data_ptr());
   T* gx = static_cast<T*>(a.grad_input.data_ptr());
   const int64_t* target = a.target.data<int64_t>();
-  const float* w = a.weight.defined() ? a.weight.data<float>() : nullptr;
-  const float* lse = a.lse.data<float>();
-  const float* scale = a.row_scale.data<float>();
+  const R* w = a.weight.defined() ? a.weight.data<R>() : nullptr;
+  const R* lse = a.lse.data<R>();
+  const R* scale = a.row_scale.data<R>();
   const int64_t C = a.classes, S = a.inner;
   const double eps = a.label_smoothing;
   double weight_sum = double(C);

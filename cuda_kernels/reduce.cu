@@ -1,18 +1,20 @@
 // CUDA reductions behind reduce_kernel (ops/kernels.h): sum, mean, prod, max/min (with indices),
 // argmax/argmin, var and amax_abs over a dense input viewed as [outer, reduce, inner].
 //  - inner == 1 (row reductions): a group of up to 32 lanes per row (a warp, or fewer lanes for
-//    very short rows) combined with warp shuffles, or a 256-thread block per row for rows longer
-//    than 512 loads, combined with shuffles and shared memory. Rows of whole 16-byte vectors are
-//    read with vector loads.
+//    short rows) combined with warp shuffles, or a 256-thread block per row for rows longer than
+//    2048 loads, combined with shuffles and shared memory. Rows of whole 16-byte vectors are read
+//    with vector loads.
 //  - inner > 1 (column reductions): threads across inner (coalesced), the rest of the block
 //    across the reduce dim, combined in shared memory.
 // When the outputs alone cannot fill the GPU (a full sum, the batch-dim sum of a [4096, 16]
 // gradient) the reduce dim is also split across blocks (grid.y); each block writes its partial
 // state to a workspace and a second kernel merges the partials of each output in a fixed order.
 // No atomics anywhere, so results are deterministic run to run.
-// Accumulation: fp32 for f16/bf16/f32, fp64 for f64, int64 for integral types. var uses Welford
-// within a thread and Chan's formula to merge; max/min/argmax/argmin propagate NaN (the first NaN
-// wins) and break ties by the smallest index; mean divides in the accumulation type.
+// Accumulation: fp32 for f16/bf16/f32, fp64 for f64, int64 for integral types (as the CPU kernel:
+// the same dtype coverage, integer sums wrap, integer means truncate). var uses Welford within a
+// thread (one Chan merge per vector load on the vectorized path) and Chan's formula across
+// threads; max/min/argmax/argmin propagate NaN (the first NaN wins) and break ties by the
+// smallest index; mean divides in the accumulation type.
 #include <limits>
 
 #include "cuda_kernels/elementwise.cuh"
@@ -183,10 +185,19 @@ struct Reducer {
   }
 };
 
-template <typename A>
-__device__ __forceinline__ ReduceState<A> shfl_xor_state(const ReduceState<A>& s, int lane_mask) {
-  return {__shfl_xor_sync(0xffffffffu, s.a, lane_mask), __shfl_xor_sync(0xffffffffu, s.b, lane_mask),
-          __shfl_xor_sync(0xffffffffu, s.n, lane_mask)};
+// The state of lane (lane ^ lane_mask); only the fields `op` merges travel (sum needs one shuffle,
+// not four).
+template <typename T>
+__device__ __forceinline__ ReduceState<OpMath<T>> shfl_xor_state(const Reducer<T>& r,
+                                                                 const ReduceState<OpMath<T>>& s,
+                                                                 int lane_mask) {
+  ReduceState<OpMath<T>> o = s;
+  o.a = __shfl_xor_sync(0xffffffffu, s.a, lane_mask);
+  if (r.op == ReduceOp::var) o.b = __shfl_xor_sync(0xffffffffu, s.b, lane_mask);
+  if (r.op == ReduceOp::var || r.op == ReduceOp::max || r.op == ReduceOp::min ||
+      r.op == ReduceOp::argmax || r.op == ReduceOp::argmin)
+    o.n = __shfl_xor_sync(0xffffffffu, s.n, lane_mask);
+  return o;
 }
 
 // How the [outer, reduce, inner] problem maps onto blocks (chosen on the host, see plan_reduce).
@@ -200,22 +211,19 @@ struct ReduceConfig {
   int64_t chunk = 1;         // reduce elements per split
 };
 
-// s accumulates p[i * stride] for i = begin, begin + step, ... < end; four loads in flight.
-template <typename T>
+// s accumulates p[i * stride] for i = begin, begin + step, ... < end, with kLoads loads in flight.
+template <int kLoads, typename T>
 __device__ __forceinline__ void accumulate_range(const Reducer<T>& r, ReduceState<OpMath<T>>& s,
                                                  const T* p, int64_t stride, int64_t begin,
                                                  int64_t end, int64_t step) {
   using acc_t = OpMath<T>;
   int64_t i = begin;
-  for (; i + 3 * step < end; i += 4 * step) {
-    const acc_t v0 = convert<acc_t>(p[i * stride]);
-    const acc_t v1 = convert<acc_t>(p[(i + step) * stride]);
-    const acc_t v2 = convert<acc_t>(p[(i + 2 * step) * stride]);
-    const acc_t v3 = convert<acc_t>(p[(i + 3 * step) * stride]);
-    r.add(s, v0, i);
-    r.add(s, v1, i + step);
-    r.add(s, v2, i + 2 * step);
-    r.add(s, v3, i + 3 * step);
+  for (; i + (kLoads - 1) * step < end; i += kLoads * step) {
+    acc_t v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) v[u] = convert<acc_t>(p[(i + u * step) * stride]);
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) r.add(s, v[u], i + u * step);
   }
   for (; i < end; i += step) r.add(s, convert<acc_t>(p[i * stride]), i);
 }
@@ -259,10 +267,10 @@ reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_
     if (valid) {
       constexpr int V = 16 / sizeof(T);
       if (c.vectorized) accumulate_vectors(r, s, in + out_index * c.reduce, begin / V + x, end / V, c.block_x);
-      else accumulate_range(r, s, in + out_index * c.reduce, 1, begin + x, end, c.block_x);
+      else accumulate_range<4>(r, s, in + out_index * c.reduce, 1, begin + x, end, c.block_x);
     }
     // Lanes of one row are adjacent within a warp: butterfly over min(block_x, 32) lanes.
-    for (int m = (c.block_x < 32 ? c.block_x : 32) / 2; m > 0; m /= 2) r.merge(s, shfl_xor_state(s, m));
+    for (int m = (c.block_x < 32 ? c.block_x : 32) / 2; m > 0; m /= 2) r.merge(s, shfl_xor_state(r, s, m));
     if (c.block_x > 32) {  // a block per row (block_y == 1): combine the warps' results
       if (x % 32 == 0) smem[x / 32] = s;
       __syncthreads();
@@ -276,8 +284,9 @@ reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_
     out_index = outer_index * c.inner + col;
     valid = col < c.inner;
     if (valid)
-      accumulate_range(r, s, in + outer_index * c.reduce * c.inner + col, c.inner, begin + y, end,
-                       c.block_y);
+      // Each warp reads only 32 elements per load here: keep 8 loads in flight per thread.
+      accumulate_range<8>(r, s, in + outer_index * c.reduce * c.inner + col, c.inner, begin + y, end,
+                          c.block_y);
     smem[y * c.block_x + x] = s;
     __syncthreads();
     for (int half = c.block_y / 2; half > 0; half /= 2) {
@@ -306,7 +315,7 @@ reduce_partials_kernel(Reducer<T> r, const ReduceState<OpMath<T>>* partials, int
   if (o >= num_outputs) return;  // uniform per warp
   ReduceState<OpMath<T>> s = r.init();
   for (int i = lane; i < splits; i += 32) r.merge(s, partials[o * splits + i]);
-  for (int m = 16; m > 0; m /= 2) r.merge(s, shfl_xor_state(s, m));
+  for (int m = 16; m > 0; m /= 2) r.merge(s, shfl_xor_state(r, s, m));
   if (lane == 0) r.store(s, out, indices, o);
 }
 
@@ -329,7 +338,10 @@ ReduceConfig plan_reduce(ReduceShape shape, int device, int vec, bool aligned) {
     // Every row starts on a vector boundary when the base does and the length is whole vectors.
     c.vectorized = aligned && shape.reduce % vec == 0 && shape.reduce >= 2 * vec;
     const int64_t units = c.vectorized ? shape.reduce / vec : shape.reduce;  // loads per row
-    c.block_x = units <= 512 ? std::min(next_pow2(std::max<int64_t>(units, 1)), 32) : kBlockThreads;
+    // Short rows: enough lanes for about four loads each (fewer lanes, fewer shuffle rounds); a
+    // warp per row up to 2048 loads (a block per 16 KiB row spends more on its barrier and
+    // launch than on the row); a block per row beyond.
+    c.block_x = units <= 128 ? std::min(next_pow2((units + 3) / 4), 32) : units <= 2048 ? 32 : kBlockThreads;
     c.block_y = kBlockThreads / c.block_x;
     output_blocks = (shape.outer + c.block_y - 1) / c.block_y;
     threads_along_reduce = c.block_x;

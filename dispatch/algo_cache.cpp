@@ -28,9 +28,12 @@ namespace ember::dispatch {
 
 const char* algo_mode_name(AlgoMode m) {
   switch (m) {
-    case AlgoMode::heuristic: return "heuristic";
-    case AlgoMode::benchmark: return "benchmark";
-    case AlgoMode::deterministic: return "deterministic";
+    case AlgoMode::heuristic:
+      return "heuristic";
+    case AlgoMode::benchmark:
+      return "benchmark";
+    case AlgoMode::deterministic:
+      return "deterministic";
   }
   return "?";
 }
@@ -44,9 +47,12 @@ AlgoMode algo_mode_from_name(std::string_view name) {
 
 const char* choice_source_name(ChoiceSource s) {
   switch (s) {
-    case ChoiceSource::heuristic: return "heuristic";
-    case ChoiceSource::benchmark: return "benchmark";
-    case ChoiceSource::nearest: return "nearest";
+    case ChoiceSource::heuristic:
+      return "heuristic";
+    case ChoiceSource::benchmark:
+      return "benchmark";
+    case ChoiceSource::nearest:
+      return "nearest";
   }
   return "?";
 }
@@ -173,10 +179,28 @@ struct ThreadSettings {
   // that dispatches through the cache) pushes another guard.
   std::deque<ResolvedSettings> guards;
 };
-thread_local ThreadSettings t_settings;
+// A trivially initialised thread_local pointer with the initial-exec model: reading it is one
+// instruction, where a thread_local object of a shared library costs a __tls_get_addr call and an
+// init guard on every lookup. The object is created on first use and freed when the thread exits.
+[[gnu::tls_model("initial-exec")]] thread_local ThreadSettings* t_settings_ptr = nullptr;
+
+ThreadSettings& make_thread_settings() {
+  struct Owner {
+    ThreadSettings settings;
+    ~Owner() { t_settings_ptr = nullptr; }
+  };
+  thread_local Owner owner;
+  t_settings_ptr = &owner.settings;
+  return owner.settings;
+}
+
+inline ThreadSettings& thread_state() {
+  ThreadSettings* t = t_settings_ptr;
+  return t ? *t : make_thread_settings();
+}
 
 const ResolvedSettings& thread_settings() {
-  ThreadSettings& t = t_settings;
+  ThreadSettings& t = thread_state();
   if (!t.guards.empty()) return t.guards.back();
   GlobalSettings& g = global_settings();
   if (g.version.load(std::memory_order_acquire) != t.seen_version) [[unlikely]] {
@@ -204,9 +228,9 @@ void set_global_algo_settings(const AlgoSettings& settings) {
 AlgoSettings current_algo_settings() { return thread_settings().settings; }
 
 AlgoSettingsGuard::AlgoSettingsGuard(const AlgoSettings& settings) {
-  t_settings.guards.emplace_back(settings);
+  thread_state().guards.emplace_back(settings);
 }
-AlgoSettingsGuard::~AlgoSettingsGuard() { t_settings.guards.pop_back(); }
+AlgoSettingsGuard::~AlgoSettingsGuard() { thread_state().guards.pop_back(); }
 
 AlgoModeGuard::AlgoModeGuard(AlgoMode mode)
     : guard_(AlgoSettings(current_algo_settings()).with_mode(mode)) {}
@@ -233,19 +257,18 @@ AlgoCache::AlgoCache(size_t capacity) : impl_(std::make_unique<Impl>()) {
 }
 AlgoCache::~AlgoCache() = default;
 
-void AlgoCache::Impl::insert(const AlgoKey& key, uint64_t hash, int algorithm,
-                             ChoiceSource source, float time_ms, bool from_file) {
+void AlgoCache::Impl::insert(const AlgoKey& key, uint64_t hash, int algorithm, ChoiceSource source,
+                             float time_ms, bool from_file) {
   bool added = false;
   {
     CacheShard& shard = shard_of(hash);
-    std::unique_lock<std::shared_mutex> lock(shard.mutex);
+    std::unique_lock<SharedSpinLock> lock(shard.mutex);
     auto [it, inserted] = shard.map.try_emplace(StoredKey{key, hash});
     CacheEntry& e = it->second;
     e.algorithm = int16_t(algorithm);
     e.source = source;
     e.time_ms = time_ms;
-    e.last_used.store(epoch.fetch_add(1, std::memory_order_relaxed) + 1,
-                      std::memory_order_relaxed);
+    e.last_used.store(epoch.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     added = inserted;
   }
   if (source == ChoiceSource::benchmark && !from_file) dirty = true;
@@ -261,7 +284,7 @@ void AlgoCache::Impl::evict_to_capacity() {
     StoredKey victim;
     uint64_t oldest = std::numeric_limits<uint64_t>::max();
     for (int s = 0; s < kNumShards; ++s) {
-      std::shared_lock<std::shared_mutex> lock(shards[s].mutex);
+      std::shared_lock<SharedSpinLock> lock(shards[s].mutex);
       for (const auto& [k, e] : shards[s].map) {
         uint64_t t = e.last_used.load(std::memory_order_relaxed);
         if (t < oldest) {
@@ -272,7 +295,7 @@ void AlgoCache::Impl::evict_to_capacity() {
       }
     }
     if (victim_shard < 0) return;
-    std::unique_lock<std::shared_mutex> lock(shards[victim_shard].mutex);
+    std::unique_lock<SharedSpinLock> lock(shards[victim_shard].mutex);
     if (shards[victim_shard].map.erase(victim) == 1) {
       entries.fetch_sub(1, std::memory_order_relaxed);
       evictions.fetch_add(1, std::memory_order_relaxed);
@@ -307,7 +330,7 @@ bool AlgoCache::dirty() const { return impl_->dirty.load(); }
 void AlgoCache::clear() {
   std::lock_guard<std::recursive_mutex> bench_lock(impl_->benchmark_mutex);
   for (CacheShard& shard : impl_->shards) {
-    std::unique_lock<std::shared_mutex> lock(shard.mutex);
+    std::unique_lock<SharedSpinLock> lock(shard.mutex);
     impl_->entries.fetch_sub(shard.map.size());
     shard.map.clear();
   }
@@ -502,8 +525,7 @@ std::string first_line(const char* what) {
 
 }  // namespace
 
-int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
-                      const detail::ErasedProblem& p) {
+int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail::ErasedProblem& p) {
   Impl& m = *impl_;
   const ResolvedSettings& rs = thread_settings();
   const AlgoSettings& settings = rs.settings;
@@ -531,17 +553,18 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
       }
       const void* algo = slot.algorithm_ptr(i);
       if (!p.applies(algo, p.problem)) {
-        AlgoKey key = key_in;
-        CandidateSet set = gather_candidates(slot, p, mode == AlgoMode::deterministic, kNoWorkspaceLimit);
+        CandidateSet set =
+            gather_candidates(slot, p, mode == AlgoMode::deterministic, kNoWorkspaceLimit);
         std::ostringstream ok;
         for (const Candidate& c : set.usable)
           ok << (ok.tellp() > 0 ? ", " : "") << slot.algorithm_name(c.index);
         EMBER_THROW(bad_param, slot.name(), ": the forced algorithm '", name,
-                    "' does not apply to ", key.to_string(), "; algorithms that apply: ",
-                    ok.str(), ". Force one of those or remove the forced entry");
+                    "' does not apply to ", key_in.to_string(),
+                    "; algorithms that apply: ", ok.str(),
+                    ". Force one of those or remove the forced entry");
       }
-      EMBER_CHECK(mode != AlgoMode::deterministic || slot.algorithm_deterministic(i),
-                  slot.name(), ": the forced algorithm '", name,
+      EMBER_CHECK(mode != AlgoMode::deterministic || slot.algorithm_deterministic(i), slot.name(),
+                  ": the forced algorithm '", name,
                   "' is not deterministic but the mode is deterministic; force a deterministic "
                   "algorithm or leave deterministic mode");
       size_t ws = p.workspace_bytes(algo, p.problem);
@@ -562,16 +585,15 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
   int cached = -1;
   ChoiceSource cached_source = ChoiceSource::heuristic;
   {
-    std::shared_lock<std::shared_mutex> lock(shard.mutex);
+    std::shared_lock<SharedSpinLock> lock(shard.mutex);
     auto it = shard.map.find(KeyRef{&key, hash});
     if (it != shard.map.end()) {
-      const CacheEntry& e = it->second;
+      CacheEntry& e = it->second;
       cached = e.algorithm;
       cached_source = e.source;
       uint64_t now = m.epoch.load(std::memory_order_relaxed);
       if (e.last_used.load(std::memory_order_relaxed) != now)
-        const_cast<CacheEntry&>(e).last_used.store(
-            m.epoch.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        e.last_used.store(now, std::memory_order_relaxed);
     }
   }
   const int budget = m.max_benchmarked_keys.load(std::memory_order_relaxed);
@@ -582,8 +604,8 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
   if (cached >= 0 && slot.enabled(cached)) [[likely]] {
     over_limit = limit != kNoWorkspaceLimit &&
                  p.workspace_bytes(slot.algorithm_ptr(cached), p.problem) > limit;
-    bool wants_benchmark = mode == AlgoMode::benchmark &&
-                           cached_source == ChoiceSource::heuristic && budget_left();
+    bool wants_benchmark =
+        mode == AlgoMode::benchmark && cached_source == ChoiceSource::heuristic && budget_left();
     if (!over_limit && !wants_benchmark) [[likely]] {
       shard.hits.fetch_add(1, std::memory_order_relaxed);
       return cached;
@@ -633,7 +655,7 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
   std::lock_guard<std::recursive_mutex> bench_lock(m.benchmark_mutex);
   {
     // Another thread may have benchmarked this key while we waited for the lock.
-    std::shared_lock<std::shared_mutex> lock(shard.mutex);
+    std::shared_lock<SharedSpinLock> lock(shard.mutex);
     auto it = shard.map.find(KeyRef{&key, hash});
     if (it != shard.map.end() && it->second.source != ChoiceSource::heuristic &&
         slot.enabled(it->second.algorithm))
@@ -701,9 +723,9 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
     }
   }
   scratch.reset();
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                 t0)
-                .count();
+  auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   m.benchmark_ns.fetch_add(uint64_t(ns), std::memory_order_relaxed);
   m.benchmarks.fetch_add(1, std::memory_order_relaxed);
 
@@ -719,8 +741,7 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
   m.insert(key, hash, best->index, ChoiceSource::benchmark, float(best->time_ms));
   m.remember_benchmarked(slot.index(), key, best->index);
   if (logging)
-    log_decision(slot, key, "benchmark", set.usable, set.skipped,
-                 slot.algorithm_name(best->index));
+    log_decision(slot, key, "benchmark", set.usable, set.skipped, slot.algorithm_name(best->index));
   return best->index;
 }
 
@@ -765,7 +786,7 @@ std::optional<CachedChoice> AlgoCache::peek(const AlgoSlot& slot, const AlgoKey&
   key.workspace_bucket = rs.bucket;
   uint64_t hash = key.hash();
   const CacheShard& shard = impl_->shard_of(hash);
-  std::shared_lock<std::shared_mutex> lock(shard.mutex);
+  std::shared_lock<SharedSpinLock> lock(shard.mutex);
   auto it = shard.map.find(KeyRef{&key, hash});
   if (it == shard.map.end() || !slot.enabled(it->second.algorithm)) return std::nullopt;
   return CachedChoice{slot.algorithm_name(it->second.algorithm), it->second.source,

@@ -92,19 +92,19 @@ const char* choice_source_name(ChoiceSource s);
 
 struct AlgoCacheStats {
   uint64_t hits = 0;
-  uint64_t misses = 0;               // lookups that had to choose (forced lookups excluded)
-  uint64_t benchmarks = 0;           // keys benchmarked (each times every candidate)
+  uint64_t misses = 0;      // lookups that had to choose (forced lookups excluded)
+  uint64_t benchmarks = 0;  // keys benchmarked (each times every candidate)
   uint64_t candidates_timed = 0;
-  uint64_t candidates_failed = 0;    // threw while benchmarked (out of memory included)
-  double benchmark_ms = 0;           // wall time spent benchmarking
+  uint64_t candidates_failed = 0;  // threw while benchmarked (out of memory included)
+  double benchmark_ms = 0;         // wall time spent benchmarking
   uint64_t heuristic_choices = 0;
-  uint64_t nearest_reuses = 0;       // dynamic-shape policy: reused a benchmarked neighbour
-  uint64_t capture_fallbacks = 0;    // benchmark-mode misses during stream capture
+  uint64_t nearest_reuses = 0;     // dynamic-shape policy: reused a benchmarked neighbour
+  uint64_t capture_fallbacks = 0;  // benchmark-mode misses during stream capture
   uint64_t forced_choices = 0;
   uint64_t workspace_fallbacks = 0;  // workspace allocation failed: ran a zero-workspace algorithm
   uint64_t evictions = 0;
   uint64_t loaded_entries = 0;
-  size_t entries = 0;                // now in the cache
+  size_t entries = 0;  // now in the cache
 };
 
 struct CachedChoice {
@@ -125,10 +125,10 @@ struct AlgoCacheStamp {
 AlgoCacheStamp current_algo_cache_stamp();
 
 struct AlgoCacheLoadResult {
-  bool loaded = false;   // the file was read and its stamp matched
-  size_t entries = 0;    // entries added
-  size_t skipped = 0;    // entries whose op or algorithm this process does not have
-  std::string warning;   // why the file (or some entries) was ignored; also printed to stderr
+  bool loaded = false;  // the file was read and its stamp matched
+  size_t entries = 0;   // entries added
+  size_t skipped = 0;   // entries whose op or algorithm this process does not have
+  std::string warning;  // why the file (or some entries) was ignored; also printed to stderr
 };
 
 // ---- the cache --------------------------------------------------------------------------------
@@ -192,8 +192,8 @@ class AlgoCache {
   template <typename Problem>
   const Algorithm<Problem>& choose(const AlgoSlot& slot, const AlgoKey& key,
                                    const Problem& problem) {
-    int i = select(slot, key, detail::erase_problem(problem));
-    return slot.get<Problem>(i);
+    int i = select(slot, key, detail::erase_problem(problem));  // checks the Problem type
+    return *static_cast<const Algorithm<Problem>*>(slot.algorithm_ptr(i));
   }
   // Chooses, allocates the workspace on problem.device() and runs. If that allocation fails, a
   // zero-workspace algorithm runs instead (the choice stays cached).

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -41,17 +42,59 @@ struct StoredKeyEqual {
   }
 };
 
+// A reader-writer spin lock for one shard: a shared lock is one atomic add and one subtract, about
+// half of what std::shared_mutex costs, and the hot path takes one per lookup. Writers (inserts,
+// evictions) are rare and short; they raise the writer bit, which turns new readers away, then wait
+// for the readers inside to leave. Spinners yield after 64 pauses, in case the holder was
+// descheduled.
+class SharedSpinLock {
+ public:
+  void lock_shared() {
+    for (int spins = 0;; ++spins) {
+      if (!(state_.fetch_add(1, std::memory_order_acquire) & kWriter)) return;
+      state_.fetch_sub(1, std::memory_order_relaxed);
+      while (state_.load(std::memory_order_relaxed) & kWriter) backoff(spins);
+    }
+  }
+  void unlock_shared() { state_.fetch_sub(1, std::memory_order_release); }
+  void lock() {
+    for (int spins = 0;; ++spins) {
+      uint32_t s = state_.load(std::memory_order_relaxed);
+      if (!(s & kWriter) && state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire))
+        break;
+      backoff(spins);
+    }
+    for (int spins = 0; state_.load(std::memory_order_acquire) != kWriter; ++spins) backoff(spins);
+  }
+  void unlock() { state_.fetch_and(~kWriter, std::memory_order_release); }
+
+ private:
+  static constexpr uint32_t kWriter = 1u << 31;
+  static void backoff(int& spins) {
+    if (++spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  std::atomic<uint32_t> state_{0};  // reader count, plus kWriter while a writer holds or waits
+};
+
 struct CacheEntry {
   int16_t algorithm = -1;  // index in the key's slot
   ChoiceSource source = ChoiceSource::heuristic;
   float time_ms = 0;
-  // LRU clock: the cache epoch at the last use. Written only when it changes, so a hot key read
-  // by many threads does not bounce its cache line.
+  // LRU clock: the cache epoch at the last use. The epoch advances at each insertion only, so
+  // lookups never write a shared counter, and an entry is rewritten at most once per insertion.
+  // Eviction takes the entry with the oldest stamp: LRU at the resolution of insertions (entries
+  // used since the last insertion tie as the most recent).
   std::atomic<uint64_t> last_used{0};
 };
 
 struct alignas(64) CacheShard {
-  mutable std::shared_mutex mutex;
+  mutable SharedSpinLock mutex;
   std::unordered_map<StoredKey, CacheEntry, StoredKeyHash, StoredKeyEqual> map;
   std::atomic<uint64_t> hits{0};  // per shard, so hits on different shards share no counter
 };
@@ -74,7 +117,7 @@ struct AlgoCache::Impl {
   // Dynamic-shape policy, per slot index.
   std::atomic<int> max_benchmarked_keys{kDefaultMaxBenchmarkedKeysPerOp};
   std::array<std::atomic<uint32_t>, kMaxAlgoSlots> benchmarked_count{};  // this process
-  std::mutex policy_mutex;  // guards benchmarked_keys
+  std::mutex policy_mutex;                                               // guards benchmarked_keys
   std::unordered_map<int, std::vector<BenchmarkedKey>> benchmarked_keys;
 
   // Held while benchmarking: concurrent timings would disturb each other, and a second thread
@@ -94,8 +137,8 @@ struct AlgoCache::Impl {
 
   // Inserts or overwrites; evicts the least recently used entries beyond capacity. A benchmarked
   // entry makes the cache dirty (worth saving) unless it came from a file.
-  void insert(const AlgoKey& key, uint64_t hash, int algorithm, ChoiceSource source,
-              float time_ms, bool from_file = false);
+  void insert(const AlgoKey& key, uint64_t hash, int algorithm, ChoiceSource source, float time_ms,
+              bool from_file = false);
   // Evicts least recently used entries until at most `capacity` remain.
   void evict_to_capacity();
   void remember_benchmarked(int slot_index, const AlgoKey& key, int algorithm);

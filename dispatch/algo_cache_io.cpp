@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "dispatch/algo_cache_impl.h"
@@ -71,7 +72,8 @@ AlgoCacheStamp stamp_from_json(const json& j) {
   s.ember_version = j.at("ember_version").get<std::string>();
   s.gpu_name = j.at("gpu_name").get<std::string>();
   const json& cc = j.at("compute_capability");
-  if (!cc.is_array() || cc.size() != 2) throw std::runtime_error("compute_capability is not [major, minor]");
+  if (!cc.is_array() || cc.size() != 2)
+    throw std::runtime_error("compute_capability is not [major, minor]");
   s.cc_major = cc[0].get<int>();
   s.cc_minor = cc[1].get<int>();
   s.cuda_runtime_version = j.at("cuda_runtime_version").get<int>();
@@ -138,17 +140,20 @@ json key_to_json(const AlgoKey& k) {
 template <typename T>
 T small_int(const json& j, const char* field, int64_t max) {
   int64_t v = j.at(field).get<int64_t>();
-  if (v < 0 || v > max) throw std::runtime_error(std::string("key field '") + field + "' out of range");
+  if (v < 0 || v > max)
+    throw std::runtime_error(std::string("key field '") + field + "' out of range");
   return T(v);
 }
 
 // Throws (std::exception) for any malformed field; the caller turns that into "corrupt file".
-AlgoKey key_from_json(const json& j) {
+// Returns nothing for an op this process has never heard of (its entry is skipped).
+std::optional<AlgoKey> key_from_json(const json& j) {
   AlgoKey k;
-  k.op = op_id(j.at("op").get<std::string>());
+  std::optional<OpId> op = find_op_id(j.at("op").get<std::string>());
   k.direction = uint8_t(direction_from_name(j.at("direction").get<std::string>()));
   std::string device = j.at("device").get<std::string>();
-  if (device != "cpu" && device != "cuda") throw std::runtime_error("unknown device '" + device + "'");
+  if (device != "cpu" && device != "cuda")
+    throw std::runtime_error("unknown device '" + device + "'");
   k.device_type = uint8_t(device == "cuda" ? DeviceType::CUDA : DeviceType::CPU);
   k.rank = small_int<uint8_t>(j, "rank", AlgoKey::kMaxDims);
   const json& dtypes = j.at("dtypes");
@@ -166,7 +171,8 @@ AlgoKey key_from_json(const json& j) {
   k.deterministic = j.at("deterministic").get<bool>();
   k.workspace_bucket = small_int<uint8_t>(j, "workspace_bucket", 255);
   const json& cc = j.at("compute_capability");
-  if (!cc.is_array() || cc.size() != 2) throw std::runtime_error("compute_capability is not [major, minor]");
+  if (!cc.is_array() || cc.size() != 2)
+    throw std::runtime_error("compute_capability is not [major, minor]");
   k.cc_major = uint8_t(cc[0].get<int>());
   k.cc_minor = uint8_t(cc[1].get<int>());
   k.sm_count = small_int<uint16_t>(j, "sm_count", 65535);
@@ -178,6 +184,8 @@ AlgoKey key_from_json(const json& j) {
   read_int_array(j, "dilation", k.dilation, AlgoKey::kMaxSpatialDims);
   k.groups = j.at("groups").get<int64_t>();
   read_int_array(j, "extra", k.extra, AlgoKey::kNumExtra);
+  if (!op) return std::nullopt;
+  k.op = *op;
   return k;
 }
 
@@ -187,13 +195,13 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
+  std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   auto fail = [&](const char* what) {
     int err = errno;
     ::unlink(tmp.c_str());
-    EMBER_THROW(execution_failed, "algorithm cache: cannot save '", path, "' (", what, " '",
-                tmp, "': ", std::strerror(err), "); check that the folder exists and is writable");
+    EMBER_THROW(execution_failed, "algorithm cache: cannot save '", path, "' (", what, " '", tmp,
+                "': ", std::strerror(err), "); check that the folder exists and is writable");
   };
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("open");
@@ -233,7 +241,7 @@ void AlgoCache::save(const std::string& path) const {
   };
   std::vector<Row> rows;
   for (const CacheShard& shard : impl_->shards) {
-    std::shared_lock<std::shared_mutex> lock(shard.mutex);
+    std::shared_lock<SharedSpinLock> lock(shard.mutex);
     for (const auto& [stored, e] : shard.map) {
       // Only timed choices are worth a file: heuristic ones are cheap to remake and may improve
       // with the code, nearest ones are guesses.
@@ -286,7 +294,7 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
   }
 
   AlgoCacheStamp file_stamp;
-  std::vector<std::pair<AlgoKey, json>> parsed;
+  std::vector<std::pair<std::optional<AlgoKey>, json>> parsed;
   try {
     if (!doc.is_object() || doc.value("format", std::string()) != kFormatName)
       return reject("it is not an Ember algorithm cache (no \"format\": \"ember-algo-cache\")");
@@ -298,7 +306,7 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
     const json& entries = doc.at("entries");
     if (!entries.is_array()) throw std::runtime_error("\"entries\" is not an array");
     for (const json& e : entries) {
-      AlgoKey key = key_from_json(e.at("key"));
+      std::optional<AlgoKey> key = key_from_json(e.at("key"));
       e.at("algorithm").get<std::string>();
       e.at("time_ms").get<double>();
       parsed.emplace_back(key, e);
@@ -311,12 +319,18 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
   AlgoCacheStamp mine = current_algo_cache_stamp();
   if (!(file_stamp == mine))
     return reject("it was written for " + describe_stamp(file_stamp) + "; this process has " +
-                  describe_stamp(mine) + ". Its timings do not carry over; keys are re-benchmarked");
+                  describe_stamp(mine) +
+                  ". Its timings do not carry over; keys are re-benchmarked");
 
-  for (const auto& [key, e] : parsed) {
+  for (const auto& [maybe_key, e] : parsed) {
+    if (!maybe_key) {  // an op this build (or this point of startup) lacks
+      ++result.skipped;
+      continue;
+    }
+    const AlgoKey& key = *maybe_key;
     const AlgoSlot& slot = slot_of(key);
     int algorithm = slot.find(e.at("algorithm").get<std::string>());
-    if (algorithm < 0) {  // an op or algorithm this build (or this point of startup) lacks
+    if (algorithm < 0) {  // an algorithm this build lacks
       ++result.skipped;
       continue;
     }
@@ -324,11 +338,12 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
     {
       // A choice measured in this process wins over the file's.
       const CacheShard& shard = impl_->shard_of(hash);
-      std::shared_lock<std::shared_mutex> lock(shard.mutex);
+      std::shared_lock<SharedSpinLock> lock(shard.mutex);
       auto it = shard.map.find(KeyRef{&key, hash});
       if (it != shard.map.end() && it->second.source == ChoiceSource::benchmark) continue;
     }
-    impl_->insert(key, hash, algorithm, ChoiceSource::benchmark, float(e.at("time_ms").get<double>()),
+    impl_->insert(key, hash, algorithm, ChoiceSource::benchmark,
+                  float(e.at("time_ms").get<double>()),
                   /*from_file=*/true);
     impl_->remember_benchmarked(slot.index(), key, algorithm);
     ++result.entries;

@@ -2,6 +2,7 @@
 // the readable form used in logs, and the size distance of the dynamic-shape policy.
 #include "dispatch/algo_key.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <sstream>
@@ -13,10 +14,14 @@ namespace ember::dispatch {
 
 const char* direction_name(Direction d) {
   switch (d) {
-    case Direction::forward: return "forward";
-    case Direction::backward_data: return "backward_data";
-    case Direction::backward_filter: return "backward_filter";
-    case Direction::backward: return "backward";
+    case Direction::forward:
+      return "forward";
+    case Direction::backward_data:
+      return "backward_data";
+    case Direction::backward_filter:
+      return "backward_filter";
+    case Direction::backward:
+      return "backward";
   }
   return "?";
 }
@@ -30,9 +35,12 @@ Direction direction_from_name(std::string_view name) {
 
 const char* operand_layout_name(OperandLayout l) {
   switch (l) {
-    case OperandLayout::contiguous: return "contiguous";
-    case OperandLayout::channels_last: return "channels_last";
-    case OperandLayout::strided: return "strided";
+    case OperandLayout::contiguous:
+      return "contiguous";
+    case OperandLayout::channels_last:
+      return "channels_last";
+    case OperandLayout::strided:
+      return "strided";
   }
   return "?";
 }
@@ -64,6 +72,14 @@ OpId op_id(std::string_view name) {
   return OpId(t.names.size() - 1);
 }
 
+std::optional<OpId> find_op_id(std::string_view name) {
+  OpNames& t = op_names();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (size_t i = 0; i < t.names.size(); ++i)
+    if (t.names[i] == name) return OpId(i);
+  return std::nullopt;
+}
+
 const std::string& op_name(OpId id) {
   OpNames& t = op_names();
   std::lock_guard<std::mutex> lock(t.mutex);
@@ -79,10 +95,30 @@ uint8_t workspace_bucket(size_t limit_bytes) {
 }
 
 namespace {
-OperandLayout layout_of(const Tensor& t) {
-  if (t.is_contiguous()) return OperandLayout::contiguous;
-  if ((t.dim() == 4 || t.dim() == 5) && t.is_contiguous(MemoryFormat::channels_last))
-    return OperandLayout::channels_last;
+// Whether strides are those of a dense tensor whose dims, innermost first, are `order`; size-1
+// dims may have any stride (as Tensor::is_contiguous). Allocation-free: this runs on every lookup.
+bool dense_in_order(const Shape& sizes, const Shape& strides, const int* order, int n) {
+  int64_t expect = 1;
+  for (int i = 0; i < n; ++i) {
+    int d = order[i];
+    if (sizes[d] != 1 && strides[d] != expect) return false;
+    expect *= std::max<int64_t>(sizes[d], 1);
+  }
+  return true;
+}
+
+OperandLayout layout_of(const Shape& sizes, const Shape& strides) {
+  const int n = int(sizes.size());
+  int order[AlgoKey::kMaxDims];
+  for (int i = 0; i < n; ++i) order[i] = n - 1 - i;  // W, H, (D), C, N
+  if (dense_in_order(sizes, strides, order, n)) return OperandLayout::contiguous;
+  if (n == 4 || n == 5) {
+    int k = 0;
+    order[k++] = 1;  // C innermost, then W, H, (D), N
+    for (int d = n - 1; d >= 2; --d) order[k++] = d;
+    order[k++] = 0;
+    if (dense_in_order(sizes, strides, order, n)) return OperandLayout::channels_last;
+  }
   return OperandLayout::strided;
 }
 
@@ -96,21 +132,36 @@ uint8_t alignment_of(const void* p) {
 
 void AlgoKey::describe(Operand which, const Tensor& t) {
   EMBER_CHECK(t.defined(), "AlgoKey::describe: the operand tensor is undefined");
-  EMBER_CHECK(t.dim() <= kMaxDims, "AlgoKey::describe: operand has ", t.dim(),
-              " dims (shape ", t.shape_str(), "); algorithm keys hold at most ", kMaxDims);
+  const Shape& shape = t.sizes();
+  const int n = int(shape.size());
+  EMBER_CHECK(n <= kMaxDims, "AlgoKey::describe: operand has ", n, " dims (shape ", t.shape_str(),
+              "); algorithm keys hold at most ", kMaxDims);
   int64_t* sizes = which == Operand::input    ? input_sizes
                    : which == Operand::weight ? weight_sizes
                                               : output_sizes;
-  for (int i = 0; i < kMaxDims; ++i) sizes[i] = i < t.dim() ? t.size(i) : 0;
-  uint8_t dt = uint8_t(t.dtype());
-  uint8_t lay = uint8_t(layout_of(t));
-  switch (which) {
-    case Operand::input: input_dtype = dt; input_layout = lay; break;
-    case Operand::weight: weight_dtype = dt; weight_layout = lay; break;
-    case Operand::output: output_dtype = dt; output_layout = lay; break;
+  bool empty = false;
+  for (int i = 0; i < kMaxDims; ++i) {
+    sizes[i] = i < n ? shape[i] : 0;
+    empty |= i < n && shape[i] == 0;
   }
-  if (uint8_t(t.dim()) > rank) rank = uint8_t(t.dim());
-  uint8_t align = t.numel() > 0 ? alignment_of(t.data_ptr()) : uint8_t(16);
+  uint8_t dt = uint8_t(t.dtype());
+  uint8_t lay = uint8_t(layout_of(shape, t.strides()));
+  switch (which) {
+    case Operand::input:
+      input_dtype = dt;
+      input_layout = lay;
+      break;
+    case Operand::weight:
+      weight_dtype = dt;
+      weight_layout = lay;
+      break;
+    case Operand::output:
+      output_dtype = dt;
+      output_layout = lay;
+      break;
+  }
+  if (uint8_t(n) > rank) rank = uint8_t(n);
+  uint8_t align = empty ? uint8_t(16) : alignment_of(t.data_ptr());
   if (alignment_bytes == 0 || align < alignment_bytes) alignment_bytes = align;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -33,6 +34,8 @@ Direction direction_from_name(std::string_view name);
 using OpId = uint16_t;
 inline constexpr int kMaxAlgoOps = 256;
 OpId op_id(std::string_view name);
+// The id of an op name interned before, without interning it (for names read from files).
+std::optional<OpId> find_op_id(std::string_view name);
 const std::string& op_name(OpId id);
 
 // How an operand's elements are laid out (kernels choose by it; the key keeps algorithms that
@@ -52,24 +55,24 @@ struct AlgoKey {
   static constexpr int kNumExtra = 4;        // op parameters beyond convolution's (LSTM sizes...)
 
   // ---- header: 24 bytes ----
-  uint16_t op;              // OpId
-  uint8_t direction;        // Direction
-  uint8_t device_type;      // DeviceType
-  uint8_t rank;             // dims used in the size arrays
-  uint8_t input_dtype;      // DType of each operand
+  uint16_t op;          // OpId
+  uint8_t direction;    // Direction
+  uint8_t device_type;  // DeviceType
+  uint8_t rank;         // dims used in the size arrays
+  uint8_t input_dtype;  // DType of each operand
   uint8_t weight_dtype;
   uint8_t output_dtype;
-  uint8_t input_layout;     // OperandLayout of each operand
+  uint8_t input_layout;  // OperandLayout of each operand
   uint8_t weight_layout;
   uint8_t output_layout;
-  uint8_t alignment_bytes;  // smallest base-pointer alignment of the operands, capped at 16
-  uint8_t allow_tf32;       // math mode: fp32 may run on TF32 tensor cores
-  uint8_t deterministic;    // filled by the cache from the current mode
-  uint8_t workspace_bucket; // filled by the cache from the current workspace limit
-  uint8_t cc_major;         // compute capability (0.0 on the CPU)
+  uint8_t alignment_bytes;   // smallest base-pointer alignment of the operands, capped at 16
+  uint8_t allow_tf32;        // math mode: fp32 may run on TF32 tensor cores
+  uint8_t deterministic;     // filled by the cache from the current mode
+  uint8_t workspace_bucket;  // filled by the cache from the current workspace limit
+  uint8_t cc_major;          // compute capability (0.0 on the CPU)
   uint8_t cc_minor;
   uint8_t reserved0;
-  uint16_t sm_count;        // streaming multiprocessors (0 on the CPU)
+  uint16_t sm_count;  // streaming multiprocessors (0 on the CPU)
   uint16_t reserved1;
   uint16_t reserved2;
   // ---- sizes and op parameters ----
@@ -88,20 +91,29 @@ struct AlgoKey {
   bool operator==(const AlgoKey& o) const { return std::memcmp(this, &o, sizeof(AlgoKey)) == 0; }
   bool operator!=(const AlgoKey& o) const { return !(*this == o); }
 
-  // 64-bit hash of the bytes: four independent multiply-rotate lanes over 8-byte words, so the
-  // hot lookup is not one long dependency chain.
+  // 64-bit hash of the bytes: four independent multiply-rotate lanes over 8-byte words (so the
+  // hot lookup is not one long dependency chain), then a final avalanche.
   uint64_t hash() const {
     constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-    uint64_t words[sizeof(AlgoKey) / 8];
-    std::memcpy(words, this, sizeof(AlgoKey));
-    uint64_t lane[4] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull,
-                        0x082EFA98EC4E6C89ull};
-    for (size_t i = 0; i < sizeof(AlgoKey) / 8; i += 4)
-      for (int l = 0; l < 4; ++l) {
-        uint64_t x = (lane[l] ^ words[i + l]) * kMul;
-        lane[l] = (x << 29) | (x >> 35);
-      }
-    uint64_t h = lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7);
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(this);
+    auto word = [p](size_t at) {
+      uint64_t v;
+      std::memcpy(&v, p + at, 8);
+      return v;
+    };
+    auto mix = [](uint64_t lane, uint64_t w) {
+      uint64_t x = (lane ^ w) * kMul;
+      return (x << 29) | (x >> 35);
+    };
+    uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
+             d = 0x082EFA98EC4E6C89ull;
+    for (size_t i = 0; i < sizeof(AlgoKey); i += 32) {
+      a = mix(a, word(i));
+      b = mix(b, word(i + 8));
+      c = mix(c, word(i + 16));
+      d = mix(d, word(i + 24));
+    }
+    uint64_t h = a ^ (b * 3) ^ (c * 5) ^ (d * 7);
     h ^= h >> 31;
     h *= kMul;
     h ^= h >> 29;

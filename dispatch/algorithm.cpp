@@ -26,7 +26,7 @@ std::vector<std::string> AlgoSlot::names() const {
   return out;
 }
 
-void AlgoSlot::check_problem_type(const std::type_info& t) const {
+void AlgoSlot::check_problem_type_slow(const std::type_info& t) const {
   const std::type_info* mine = problem_type_.load(std::memory_order_acquire);
   EMBER_INTERNAL_ASSERT(mine != nullptr && (mine == &t || *mine == t), "algorithm slot ", name_,
                         " (", device_type_name(device_type_), ") holds problems of type ",
@@ -44,9 +44,9 @@ int AlgoSlot::add(const void* algorithm, const std::type_info& problem_type, std
   EMBER_CHECK(find(name) < 0, "register_algorithm: ", name_, " (", device,
               ") already has an algorithm named '", name, "'; names must be unique per op");
   const std::type_info* mine = problem_type_.load(std::memory_order_acquire);
-  EMBER_CHECK(mine == nullptr || *mine == problem_type, "register_algorithm: ", name_, " (",
-              device, ") holds algorithms of problem type ", mine ? mine->name() : "",
-              "; '", name, "' takes ", problem_type.name());
+  EMBER_CHECK(mine == nullptr || *mine == problem_type, "register_algorithm: ", name_, " (", device,
+              ") holds algorithms of problem type ", mine ? mine->name() : "", "; '", name,
+              "' takes ", problem_type.name());
   int n = count_.load(std::memory_order_relaxed);
   EMBER_CHECK(n < kMaxAlgorithms, "register_algorithm: ", name_, " (", device, ") already has ",
               kMaxAlgorithms, " registrations (raise AlgoSlot::kMaxAlgorithms)");
@@ -80,9 +80,9 @@ SlotTable& slot_table() {
 }  // namespace
 
 AlgoSlot& algo_slot(OpId op, Direction direction, DeviceType device_type) {
-  EMBER_INTERNAL_ASSERT(op < kMaxAlgoOps && int(direction) < kNumDirections &&
-                            int(device_type) < kNumDeviceTypes,
-                        "bad slot coordinates");
+  EMBER_INTERNAL_ASSERT(
+      op < kMaxAlgoOps && int(direction) < kNumDirections && int(device_type) < kNumDeviceTypes,
+      "bad slot coordinates");
   SlotTable& t = slot_table();
   std::atomic<AlgoSlot*>& cell = t.slots[op][int(direction)][int(device_type)];
   if (AlgoSlot* s = cell.load(std::memory_order_acquire)) [[likely]]

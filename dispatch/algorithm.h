@@ -8,7 +8,8 @@
 //   Problem with_scratch_outputs() const;  the same inputs writing into freshly allocated outputs,
 //                                          so benchmarking never touches the caller's outputs
 // Every decision an algorithm makes in applies()/workspace_bytes() must depend only on what the
-// op puts in the AlgoKey (sizes, layouts, dtypes, parameters, alignment): choices are cached by key.
+// op puts in the AlgoKey (sizes, layouts, dtypes, parameters, alignment): choices are cached by
+// the key alone.
 #pragma once
 #include <array>
 #include <atomic>
@@ -35,8 +36,8 @@ concept AlgoProblem = requires(const P& p) {
 
 template <typename Problem>
 struct Algorithm {
-  std::string name;            // user-visible: logs, forced mode, saved cache files
-  bool deterministic = true;   // bitwise identical results run to run (no atomics, fixed order)
+  std::string name;           // user-visible: logs, forced mode, saved cache files
+  bool deterministic = true;  // bitwise identical results run to run (no atomics, fixed order)
   // Whether it can run this problem; null means always.
   std::function<bool(const Problem&)> applies;
   // Scratch memory it needs; null means none. A slot must have a zero-workspace algorithm for
@@ -87,7 +88,10 @@ class AlgoSlot {
   // The Algorithm<Problem> at i, type-erased (the cache's code is shared by every Problem).
   const void* algorithm_ptr(int i) const { return entries_[i].algorithm; }
   // Throws internal when algorithms of another Problem type were registered here.
-  void check_problem_type(const std::type_info& t) const;
+  void check_problem_type(const std::type_info& t) const {
+    if (problem_type_.load(std::memory_order_acquire) != &t) [[unlikely]]
+      check_problem_type_slow(t);
+  }
 
   // Registration (use register_algorithm below). Returns the index; throws bad_param for a
   // duplicate enabled name, a missing run function or a full slot.
@@ -107,6 +111,7 @@ class AlgoSlot {
   DeviceType device_type_;
   int index_;
   std::string name_;
+  void check_problem_type_slow(const std::type_info& t) const;
   std::atomic<const std::type_info*> problem_type_{nullptr};
   std::mutex register_mutex_;
   std::atomic<int> count_{0};
@@ -135,13 +140,13 @@ AlgorithmHandle register_algorithm(OpId op, Direction direction, DeviceType devi
   // Leaked on purpose: a registration lives as long as the process (static destructors and the
   // exit-time cache save may still consult it).
   auto* stored = new Algorithm<Problem>(std::move(algorithm));
-  int index = slot.add(stored, typeid(Problem), stored->name, stored->deterministic,
-                       bool(stored->run));
+  int index =
+      slot.add(stored, typeid(Problem), stored->name, stored->deterministic, bool(stored->run));
   return {&slot, index};
 }
 template <typename Problem>
-AlgorithmHandle register_algorithm(std::string_view op, Direction direction,
-                                   DeviceType device_type, Algorithm<Problem> algorithm) {
+AlgorithmHandle register_algorithm(std::string_view op, Direction direction, DeviceType device_type,
+                                   Algorithm<Problem> algorithm) {
   return register_algorithm<Problem>(op_id(op), direction, device_type, std::move(algorithm));
 }
 // Disables the algorithm: the cache stops choosing it (cached choices of it are re-made).
@@ -174,8 +179,8 @@ class ScopedAlgorithmRegistration {
 
 // Beside a kernel, at namespace scope: registers an Algorithm<Problem> at library load, e.g.
 //   EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", forward, CPU, make_direct_forward());
-#define EMBER_REGISTER_ALGORITHM(Problem, op_name, direction, device_type, algorithm)          \
-  static const ::ember::dispatch::AlgorithmHandle EMBER_CONCAT(ember_algorithm_, __LINE__) = \
-      ::ember::dispatch::register_algorithm<Problem>(                                        \
-          op_name, ::ember::dispatch::Direction::direction,                                   \
-          ::ember::DeviceType::device_type, algorithm)
+#define EMBER_REGISTER_ALGORITHM(Problem, op_name, direction, device_type, algorithm)         \
+  static const ::ember::dispatch::AlgorithmHandle EMBER_CONCAT(ember_algorithm_, __LINE__) =  \
+      ::ember::dispatch::register_algorithm<Problem>(op_name,                                 \
+                                                     ::ember::dispatch::Direction::direction, \
+                                                     ::ember::DeviceType::device_type, algorithm)

@@ -43,20 +43,20 @@ Shape check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias
   const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
   const int64_t K = weight.size(0), R = weight.size(2), S = weight.size(3);
   EMBER_CHECK(p.groups >= 1, "conv2d: groups must be >= 1, got ", p.groups);
-  EMBER_CHECK(C % p.groups == 0, "conv2d: input channels (", C, ", input shape ",
-              input.shape_str(), ") are not divisible by groups = ", p.groups);
+  EMBER_CHECK(C % p.groups == 0, "conv2d: input channels (", C, ", input shape ", input.shape_str(),
+              ") are not divisible by groups = ", p.groups);
   EMBER_CHECK(K % p.groups == 0, "conv2d: output channels (", K, ", weight shape ",
               weight.shape_str(), ") are not divisible by groups = ", p.groups);
-  EMBER_CHECK(weight.size(1) * p.groups == C, "conv2d: weight ", weight.shape_str(),
-              " expects ", weight.size(1) * p.groups, " input channels (", weight.size(1),
-              " per group x ", p.groups, " groups) but input ", input.shape_str(), " has ", C,
+  EMBER_CHECK(weight.size(1) * p.groups == C, "conv2d: weight ", weight.shape_str(), " expects ",
+              weight.size(1) * p.groups, " input channels (", weight.size(1), " per group x ",
+              p.groups, " groups) but input ", input.shape_str(), " has ", C,
               "; weight must be [K, C / groups, R, S]");
   const int64_t R_eff = p.dilation[0] * (R - 1) + 1, S_eff = p.dilation[1] * (S - 1) + 1;
   const int64_t H_pad = H + 2 * p.padding[0], W_pad = W + 2 * p.padding[1];
-  EMBER_CHECK(R >= 1 && S >= 1 && R_eff <= H_pad && S_eff <= W_pad,
-              "conv2d: the kernel (", R, " x ", S, ", ", R_eff, " x ", S_eff,
-              " with dilation ", ints(p.dilation), ") is larger than the padded input (", H_pad,
-              " x ", W_pad, " for input ", input.shape_str(), " and padding ", ints(p.padding),
+  EMBER_CHECK(R >= 1 && S >= 1 && R_eff <= H_pad && S_eff <= W_pad, "conv2d: the kernel (", R,
+              " x ", S, ", ", R_eff, " x ", S_eff, " with dilation ", ints(p.dilation),
+              ") is larger than the padded input (", H_pad, " x ", W_pad, " for input ",
+              input.shape_str(), " and padding ", ints(p.padding),
               "); use a smaller kernel or more padding");
   if (bias.defined()) {
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == K, "conv2d: bias must be [", K,
@@ -64,8 +64,8 @@ Shape check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias
                 bias.shape_str());
     EMBER_CHECK(bias.device() == input.device(), "conv2d: bias is on ", bias.device().str(),
                 " but input is on ", input.device().str(), "; move them to one device");
-    EMBER_CHECK(bias.dtype() == input.dtype(), "conv2d: bias has dtype ",
-                dtype_name(bias.dtype()), " but input has ", dtype_name(input.dtype()));
+    EMBER_CHECK(bias.dtype() == input.dtype(), "conv2d: bias has dtype ", dtype_name(bias.dtype()),
+                " but input has ", dtype_name(input.dtype()));
   }
   const int64_t P = (H_pad - R_eff) / p.stride[0] + 1;
   const int64_t Q = (W_pad - S_eff) / p.stride[1] + 1;
@@ -96,18 +96,27 @@ void set_conv_allow_tf32(bool allow) { g_conv_allow_tf32 = allow; }
 
 const Tensor& ConvProblem::written() const {
   switch (direction) {
-    case Direction::backward_data: return input;
-    case Direction::backward_filter: return weight;
-    default: return output;
+    case Direction::backward_data:
+      return input;
+    case Direction::backward_filter:
+      return weight;
+    default:
+      return output;
   }
 }
 
 ConvProblem ConvProblem::with_scratch_outputs() const {
   ConvProblem scratch = *this;
   switch (direction) {
-    case Direction::backward_data: scratch.input = empty_like(input); break;
-    case Direction::backward_filter: scratch.weight = empty_like(weight); break;
-    default: scratch.output = empty_like(output); break;
+    case Direction::backward_data:
+      scratch.input = empty_like(input);
+      break;
+    case Direction::backward_filter:
+      scratch.weight = empty_like(weight);
+      break;
+    default:
+      scratch.output = empty_like(output);
+      break;
   }
   return scratch;
 }
@@ -138,8 +147,8 @@ dispatch::AlgoKey conv2d_key(const ConvProblem& pr) {
 }
 
 const dispatch::Algorithm<ConvProblem>& conv2d_choose(const ConvProblem& pr) {
-  return dispatch::algo_cache().choose(conv2d_slot(pr.direction, pr.device().type),
-                                       conv2d_key(pr), pr);
+  return dispatch::algo_cache().choose(conv2d_slot(pr.direction, pr.device().type), conv2d_key(pr),
+                                       pr);
 }
 
 void conv2d_run(const ConvProblem& pr) {
@@ -193,7 +202,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
           Tensor grad_out = dense_for(grads[0]);
           if (node.needs_input_grad(0)) {
             Tensor grad_input = empty(x_shape, dtype, device);
-            run_or_zero({Direction::backward_data, grad_input, saved_w.unpack(), grad_out, p, tf32});
+            run_or_zero(
+                {Direction::backward_data, grad_input, saved_w.unpack(), grad_out, p, tf32});
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {

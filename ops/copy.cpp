@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "ops/kernels.h"
+#include "ops/layout.h"
 #include "ops/ops.h"
 #include "tensor/memcpy.h"
 
@@ -16,6 +17,7 @@ namespace {
 // Same-device copy with dtype conversion and broadcasting of src to dst's shape.
 void copy_same_device(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
+  if (try_fast_layout_copy(dst, src)) return;  // NCHW <-> NHWC through a tiled transpose
   Tensor s = src;
   ElementwiseIter it = make_elementwise_iter("copy_", dst, {s});
   copy_kernel().get(dst.device().type, dst.dtype())(it);

@@ -38,7 +38,7 @@ namespace {
 // Dim orders, outermost first: channels-outer is [0, 1, 2, ...] (NCHW), channels-inner is
 // [0, 2, ..., nd - 1, 1] (NHWC).
 std::vector<int64_t> dim_order(int64_t nd, bool channels_inner) {
-  std::vector<int64_t> order(size_t(nd));
+  std::vector<int64_t> order(static_cast<size_t>(nd));
   std::iota(order.begin(), order.end(), 0);
   if (channels_inner && nd > 2) std::rotate(order.begin() + 1, order.begin() + 2, order.end());
   return order;
@@ -151,8 +151,9 @@ void check_param_shape(const char* op, const char* name, const Tensor& p, const 
   if (!p.defined()) return;
   EMBER_CHECK(p.sizes() == shape, op, ": ", name, " must have shape ", shape_str(shape), " (",
               what, " of input ", x.shape_str(), "), got ", p.shape_str());
-  EMBER_CHECK(p.device() == x.device(), op, ": ", name, " is on ", p.device().str(),
-              " but the input is on ", x.device().str(), "; move them to one device");
+  EMBER_CHECK(p.device() == x.device(), op, ": ", name, " ", p.shape_str(), " is on ",
+              p.device().str(), " but the input ", x.shape_str(), " is on ", x.device().str(),
+              "; move them to one device");
 }
 
 // Parameters share one dtype: the input's, or float32 for a float16 / bfloat16 input.
@@ -213,8 +214,9 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
     EMBER_CHECK(residual.defined(), op, ": the residual is an undefined tensor");
     EMBER_CHECK(residual.sizes() == x.sizes(), op, ": residual must have the input's shape ",
                 x.shape_str(), ", got ", residual.shape_str());
-    EMBER_CHECK(residual.device() == x.device(), op, ": residual is on ", residual.device().str(),
-                " but the input is on ", x.device().str(), "; move them to one device");
+    EMBER_CHECK(residual.device() == x.device(), op, ": residual ", residual.shape_str(), " is on ",
+                residual.device().str(), " but the input ", x.shape_str(), " is on ",
+                x.device().str(), "; move them to one device");
     EMBER_CHECK(residual.dtype() == x.dtype(), op, ": residual has dtype ",
                 dtype_name(residual.dtype()), " but the input has ", dtype_name(x.dtype()),
                 "; convert one with .to(dtype)");

@@ -114,15 +114,6 @@ bool classes_innermost(const Tensor& x) {
   return x.size(1) == 1 || x.stride(1) == 1;
 }
 
-const char* reduction_name(LossReduction r) {
-  switch (r) {
-    case LossReduction::none: return "none";
-    case LossReduction::mean: return "mean";
-    case LossReduction::sum: return "sum";
-  }
-  return "?";
-}
-
 struct LossSpec {
   const char* op;
   Tensor weight;
@@ -196,20 +187,24 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
     }
     a.input = input;
     a.target = target.dtype() == DType::i64 ? target.contiguous() : target.to(DType::i64);
-    if (spec.weight.defined()) a.weight = spec.weight.detach().to(DType::f32).contiguous();
+    // Per-row values and weights in the accumulation dtype: float32, float64 for float64 input.
+    const DType acc = input.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    if (spec.weight.defined()) a.weight = spec.weight.detach().to(acc).contiguous();
     a.classes = C;
     a.ignore_index = spec.ignore_index;
     a.label_smoothing = spec.input_is_log_probs ? 0.0 : spec.label_smoothing;
     a.input_is_log_probs = spec.input_is_log_probs;
+    // The smoothing term needs sum(w) (a device scalar, so no host sync).
+    if (a.weight.defined() && a.label_smoothing > 0) a.weight_sum = sum(a.weight);
     const int64_t rows = a.outer * a.inner;
     const Device dev = input.device();
-    a.loss = empty({rows}, DType::f32, dev);
-    a.lse = empty({rows}, DType::f32, dev);
-    a.target_weight = empty({rows}, DType::f32, dev);
+    a.loss = empty({rows}, acc, dev);
+    a.lse = empty({rows}, acc, dev);
+    a.target_weight = empty({rows}, acc, dev);
     if (rows > 0) cross_entropy_forward_kernel().get(dev.type, input.dtype())(a);
   }
 
-  // Reduction (in float32, then the input's dtype, as PyTorch returns).
+  // Reduction (in the accumulation dtype, then the input's dtype, as PyTorch returns).
   Tensor result, weight_total;
   {
     autograd::NoGradGuard no_grad;
@@ -230,10 +225,6 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
 
   if (autograd::needs_grad({&input0})) {
     autograd::SavedTensor saved_input(a.input, op);
-    if (a.weight.defined() && a.label_smoothing > 0) {
-      autograd::NoGradGuard no_grad;
-      a.weight_sum = sum(a.weight);
-    }
     CrossEntropyArgs saved = a;
     saved.input = Tensor();  // held by saved_input (checked for in-place writes)
     saved.loss = Tensor();
@@ -245,7 +236,7 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
             const std::vector<Tensor>& grads, const auto&) {
           CrossEntropyArgs b = saved;
           b.input = saved_input.unpack();
-          Tensor g = grads[0].to(DType::f32);
+          Tensor g = grads[0].to(b.lse.dtype());
           if (reduction == LossReduction::none) {
             b.row_scale = g.contiguous();
             b.row_scale_stride = 1;

@@ -106,16 +106,18 @@ void softmax_run(const SoftmaxProblem& problem);
 struct CrossEntropyArgs {
   Tensor input;          // logits (input_is_log_probs false) or log-probabilities (nll_loss)
   Tensor target;         // int64 [rows], dense
-  Tensor weight;         // float32 [classes], dense, or undefined (all ones)
+  // Per-row tensors and weights are of the accumulation dtype: float32, or float64 for float64
+  // input (so that fp64 gradient checks see fp64 losses).
+  Tensor weight;         // [classes], dense, or undefined (all ones)
   int64_t outer = 0, classes = 0, inner = 1;
   int64_t ignore_index = -100;
   double label_smoothing = 0;
   bool input_is_log_probs = false;  // nll_loss: no log-sum-exp, no smoothing
-  // Forward outputs, float32 [rows] dense: the unreduced loss, the log-sum-exp (0 for nll_loss)
+  // Forward outputs, [rows] dense: the unreduced loss, the log-sum-exp (0 for nll_loss)
   // and w[t] (0 for ignored rows; the mean's divisor is their sum).
   Tensor loss, lse, target_weight;
-  // Backward: float32 d(total)/d(loss[r]) at row_scale[r * row_scale_stride] (stride 0 for the
-  // mean and sum reductions), sum of the weights (float32 0-d; undefined without weights), and
+  // Backward: d(total)/d(loss[r]) at row_scale[r * row_scale_stride] (stride 0 for the mean and
+  // sum reductions), sum of the weights (0-d; undefined without weights or smoothing), and
   // the written gradient (the input's dtype and layout).
   Tensor row_scale;
   int64_t row_scale_stride = 0;

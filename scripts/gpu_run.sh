@@ -118,6 +118,11 @@ if [[ -d .deps/include ]]; then
   cmake_args+=(-DCMAKE_PREFIX_PATH="$repo/.deps")
   [[ -d .deps/include/doctest ]] && cmake_args+=(-DDOCTEST_INCLUDE_DIR="$repo/.deps/include")
   export CPATH="$repo/.deps/include${CPATH:+:$CPATH}"
+  # zlib: the runtime library is everywhere; its header may only be carried.
+  if [[ ! -f /usr/include/zlib.h && -f .deps/include/zlib/zlib.h ]]; then
+    libz=$(ls /usr/lib/x86_64-linux-gnu/libz.so /usr/lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -n 1)
+    cmake_args+=(-DZLIB_INCLUDE_DIR="$repo/.deps/include/zlib" -DZLIB_LIBRARY="$libz")
+  fi
 fi
 built=0
 if has_step build; then

@@ -109,8 +109,8 @@ std::vector<std::string> algorithm_names(Direction d) {
 std::string force_key(Direction d) { return std::string("conv2d.") + dispatch::direction_name(d); }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.sizes() == b.sizes() && std::memcmp(a.contiguous().data_ptr(),
-                                               b.contiguous().data_ptr(), a.nbytes()) == 0;
+  return a.sizes() == b.sizes() &&
+         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0;
 }
 
 }  // namespace
@@ -131,7 +131,8 @@ TEST_CASE("conv2d: every algorithm of every direction matches the fp64 reference
       Tensor dy = randn({c.N, c.K, P, Q}, dtype);
       Reference ref = reference(c, x.to_vector(), w.to_vector(), dy.to_vector());
 
-      for (Direction d : {Direction::forward, Direction::backward_data, Direction::backward_filter}) {
+      for (Direction d :
+           {Direction::forward, Direction::backward_data, Direction::backward_filter}) {
         for (const std::string& algo : algorithm_names(d)) {
           CAPTURE(algo);
           CAPTURE(dispatch::direction_name(d));
@@ -165,9 +166,11 @@ TEST_CASE("conv2d: the op adds the bias and matches the reference; channels_last
   Tensor y = conv2d(x, w, b, c.p);
   int64_t P = out_size(c.H, c.R, 1, 1, 1), Q = out_size(c.W, c.S, 1, 1, 1);
   CHECK(y.sizes() == Shape{c.N, c.K, P, Q});
-  Reference ref = reference(c, x.to_vector(), w.to_vector(), std::vector<double>(size_t(c.N * c.K * P * Q), 0.0));
+  Reference ref = reference(c, x.to_vector(), w.to_vector(),
+                            std::vector<double>(size_t(c.N * c.K * P * Q), 0.0));
   std::vector<double> expected = ref.y, bias = b.to_vector();
-  for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias[(i / size_t(P * Q)) % size_t(c.K)];
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] += bias[(i / size_t(P * Q)) % size_t(c.K)];
   CHECK(max_diff(y.to_vector(), expected) < 1e-10);
 
   Tensor y_nhwc = conv2d(x.contiguous(MemoryFormat::channels_last), w, b, c.p);
@@ -214,10 +217,11 @@ TEST_CASE("conv2d: gradcheck in fp64 (input, weight, bias)") {
                                   randn({4, 1, 3, 3}, DType::f64).set_requires_grad(true)};
     Conv2dParams p = params(2, 1, 1, 0, 1, 2, 2);
     std::string report;
-    CHECK_MESSAGE(autograd::gradcheck([p](const std::vector<Tensor>& in) {
-                    return conv2d(in[0], in[1], Tensor(), p);
-                  }, inputs, 1e-6, 1e-5, 1e-4, &report),
-                  report);
+    CHECK_MESSAGE(
+        autograd::gradcheck(
+            [p](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor(), p); },
+            inputs, 1e-6, 1e-5, 1e-4, &report),
+        report);
   }
 }
 
@@ -238,8 +242,10 @@ TEST_CASE("conv2d modes: heuristic rules, workspace limit 0, forced errors, benc
   Tensor x = randn({2, 16, 12, 12});
   Tensor w = randn({16, 16, 3, 3});
   Tensor dw_w = randn({16, 1, 3, 3});
-  ConvProblem regular{Direction::forward, x, w, empty({2, 16, 12, 12}), params(1, 1, 1, 1, 1, 1, 1), true};
-  ConvProblem depthwise{Direction::forward, x, dw_w, empty({2, 16, 12, 12}), params(1, 1, 1, 1, 1, 1, 16), true};
+  ConvProblem regular{Direction::forward,          x,   w, empty({2, 16, 12, 12}),
+                      params(1, 1, 1, 1, 1, 1, 1), true};
+  ConvProblem depthwise{Direction::forward,           x,   dw_w, empty({2, 16, 12, 12}),
+                        params(1, 1, 1, 1, 1, 1, 16), true};
   CHECK(conv2d_choose(regular).name == "im2col_gemm");
   CHECK(conv2d_choose(depthwise).name == "direct");
 
@@ -334,18 +340,43 @@ TEST_CASE("conv2d: argument errors name the problem and the shapes") {
     Shape bias = {};
   };
   const std::vector<Bad> cases = {
-      {"3-D input", {3, 8, 8}, {4, 3, 3, 3}, {}, "input must be 4-D [N, C, H, W], got shape [3, 8, 8]"},
+      {"3-D input",
+       {3, 8, 8},
+       {4, 3, 3, 3},
+       {},
+       "input must be 4-D [N, C, H, W], got shape [3, 8, 8]"},
       {"2-D weight", {1, 3, 8, 8}, {4, 27}, {}, "weight must be 4-D"},
-      {"channels vs groups", {1, 5, 8, 8}, {4, 5, 3, 3}, params(1, 1, 0, 0, 1, 1, 2),
+      {"channels vs groups",
+       {1, 5, 8, 8},
+       {4, 5, 3, 3},
+       params(1, 1, 0, 0, 1, 1, 2),
        "input channels (5, input shape [1, 5, 8, 8]) are not divisible by groups = 2"},
-      {"weight channels", {1, 4, 8, 8}, {4, 3, 3, 3}, {}, "weight [4, 3, 3, 3] expects 3 input channels"},
-      {"output channels vs groups", {1, 4, 8, 8}, {3, 2, 3, 3}, params(1, 1, 0, 0, 1, 1, 2),
+      {"weight channels",
+       {1, 4, 8, 8},
+       {4, 3, 3, 3},
+       {},
+       "weight [4, 3, 3, 3] expects 3 input channels"},
+      {"output channels vs groups",
+       {1, 4, 8, 8},
+       {3, 2, 3, 3},
+       params(1, 1, 0, 0, 1, 1, 2),
        "output channels (3"},
       {"kernel too large", {1, 3, 4, 4}, {2, 3, 5, 5}, {}, "larger than the padded input (4 x 4"},
-      {"dilated kernel too large", {1, 3, 6, 6}, {2, 3, 3, 3}, params(1, 1, 0, 0, 3, 3, 1),
+      {"dilated kernel too large",
+       {1, 3, 6, 6},
+       {2, 3, 3, 3},
+       params(1, 1, 0, 0, 3, 3, 1),
        "7 x 7 with dilation [3, 3]"},
-      {"zero stride", {1, 3, 6, 6}, {2, 3, 3, 3}, params(0, 1, 0, 0, 1, 1, 1), "stride must be >= 1"},
-      {"mixed dtypes", {1, 3, 6, 6}, {2, 3, 3, 3}, {}, "input has dtype float32 but weight has float64",
+      {"zero stride",
+       {1, 3, 6, 6},
+       {2, 3, 3, 3},
+       params(0, 1, 0, 0, 1, 1, 1),
+       "stride must be >= 1"},
+      {"mixed dtypes",
+       {1, 3, 6, 6},
+       {2, 3, 3, 3},
+       {},
+       "input has dtype float32 but weight has float64",
        DType::f64},
       {"bias shape", {1, 3, 6, 6}, {2, 3, 3, 3}, {}, "bias must be [2]", DType::f32, {3}},
   };
@@ -365,6 +396,7 @@ TEST_CASE("conv2d: argument errors name the problem and the shapes") {
   CHECK_THROWS_WITH_AS(conv2d(zeros({1, 3, 6, 6}, DType::i64), zeros({2, 3, 3, 3}, DType::i64)),
                        doctest::Contains("dtype int64 is not supported"), Error);
   if (cuda::is_available())
-    CHECK_THROWS_WITH_AS(conv2d(zeros({1, 3, 6, 6}), zeros({2, 3, 3, 3}, TensorOptions(Device::cuda()))),
-                         doctest::Contains("input is on cpu but weight is on cuda:0"), Error);
+    CHECK_THROWS_WITH_AS(
+        conv2d(zeros({1, 3, 6, 6}), zeros({2, 3, 3, 3}, TensorOptions(Device::cuda()))),
+        doctest::Contains("input is on cpu but weight is on cuda:0"), Error);
 }

@@ -1,5 +1,5 @@
-// gradcheck (fp64 finite differences) for every row of the op table, in contiguous and transposed
-// input layouts.
+// gradcheck (fp64 finite differences) for every row of the op table, in contiguous, transposed
+// and channels_last input layouts.
 #include <doctest/doctest.h>
 
 #include "support/op_table.h"
@@ -8,7 +8,7 @@ using namespace ember;
 using ember::testing::Layout;
 
 TEST_CASE("gradcheck: every op in the table") {
-  for (Layout layout : {Layout::contiguous, Layout::transposed}) {
+  for (Layout layout : {Layout::contiguous, Layout::transposed, Layout::channels_last}) {
     for (const auto& c : ember::testing::op_cases()) {
       if (!c.fp64_gradcheck) continue;
       CAPTURE(c.name);

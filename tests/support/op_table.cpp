@@ -12,6 +12,16 @@ Tensor idx(V x, std::vector<double> v, Shape s) { return from_vector(v, s, like(
 }  // namespace
 
 const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> all = [] {
+    std::vector<OpCase> v;
+    for (const auto* area : {&op_cases_core(), &op_cases_norm(), &op_cases_act()})
+      v.insert(v.end(), area->begin(), area->end());
+    return v;
+  }();
+  return all;
+}
+
+const std::vector<OpCase>& op_cases_core() {
   static const std::vector<OpCase> cases = {
       // binary, with broadcasting
       {"add", {{3, 4}, {4}}, [](V x) { return add(x[0], x[1], 0.5); }},

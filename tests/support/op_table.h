@@ -18,7 +18,11 @@ struct OpCase {
   bool fp64_gradcheck = true; // false for ops that round through a lower precision
 };
 
+// Every row: the core ops (op_table.cpp) followed by each area's rows.
 const std::vector<OpCase>& op_cases();
+const std::vector<OpCase>& op_cases_core();  // op_table.cpp
+const std::vector<OpCase>& op_cases_norm();  // op_table_norm.cpp
+const std::vector<OpCase>& op_cases_act();   // op_table_act.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 

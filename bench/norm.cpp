@@ -1,0 +1,139 @@
+// Normalization benchmarks (GPU), Ember side; bench/norm.py is the PyTorch side with the same
+// bench/shape keys. One JSON line per measurement: ms (median of CUDA-event timings after warm-up)
+// and GBps over the minimum bytes:
+//   batch-norm training forward:  3 x |x|  (statistics read + normalize read and write; the
+//                                  activation is larger than the chip's on-chip memory, so the
+//                                  two-pass algorithm's bytes are the minimum)
+//   batch-norm forward+backward:  8 x |x|  (forward 3 + backward: dy and x read for the sums,
+//                                  dy and x read and dx written)
+//   layer-norm forward+backward:  5 x |x|  (x read and y written; dy and x read and dx written)
+// Parameters and statistics ([C] or [rows]) are negligible and not counted.
+// Inputs are deterministic functions of the element index (sin of the flat NCHW index), so the
+// "check" field (a checksum of outputs and gradients) must agree with bench/norm.py's.
+// Before timing, each op is also compared with Ember's CPU fp64 reference on a smaller shape.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+#include "ops/norm.h"
+
+using namespace ember;
+
+namespace {
+
+template <typename F>
+double time_ms(F f, int iters = 20, int reps = 7) {
+  Stream s = current_stream(Device::cuda());
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    Event a(true), b(true);
+    a.record(s);
+    for (int i = 0; i < iters; ++i) f();
+    b.record(s);
+    b.synchronize();
+    t.push_back(a.elapsed_ms(b) / iters);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double check) {
+  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.1f,\"check\":%.9g}\n",
+              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), check);
+  std::fflush(stdout);
+}
+
+// sin(scale * i + phase) over the flat index i of a logical (row-major) tensor of `shape`.
+Tensor index_signal(const Shape& shape, double scale, double phase, DType dtype) {
+  const int64_t n = shape_numel(shape);
+  Tensor i = arange(0, double(n), 1, TensorOptions(DType::f64).with_device(Device::cuda()));
+  return sin(i * scale + phase).view(shape).to(dtype);
+}
+
+double mean_of_product(const Tensor& a, const Tensor& b) {
+  return (a.to(DType::f64) * b.to(DType::f64)).mean().item();
+}
+
+const char* dtype_tag(DType d) { return d == DType::f32 ? "f32" : "bf16"; }
+
+// Ember CUDA vs Ember CPU (fp64) on a smaller shape, forward and backward; aborts the run if off.
+bool validate_batch_norm(DType dtype) {
+  const Shape shape{8, 64, 14, 14};
+  Tensor x = index_signal(shape, 0.01, 0.3, dtype).contiguous(MemoryFormat::channels_last);
+  Tensor gy = index_signal(shape, 0.003, 1.1, dtype);
+  const TensorOptions popts = TensorOptions(dtype).with_device(Device::cuda());
+  Tensor w = ones({64}, popts), b = zeros({64}, popts);
+  Tensor xg = x.detach().set_requires_grad(true);
+  Tensor y = batch_norm(xg, w, b, Tensor(), Tensor(), true);
+  Tensor dx = autograd::grad({y}, {xg}, {gy})[0];
+  Tensor xc = x.detach().to(Device::cpu(), DType::f64).set_requires_grad(true);
+  Tensor yc = batch_norm(xc, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  Tensor dxc = autograd::grad({yc}, {xc}, {gy.to(Device::cpu(), DType::f64)})[0];
+  const double tol = dtype == DType::f32 ? 1e-4 : 5e-2;
+  const double ey = max_abs_diff(y, yc), edx = max_abs_diff(dx, dxc);
+  if (ey > tol || edx > 4 * tol) {
+    std::printf("{\"bench\":\"batch_norm_validate\",\"impl\":\"ember\",\"error\":\"mismatch vs CPU: y %g, dx %g\"}\n", ey, edx);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::is_available()) {
+    std::printf("{\"bench\":\"norm\",\"skipped\":\"no GPU\"}\n");
+    return 0;
+  }
+  const Device dev = Device::cuda();
+
+  // BatchNorm2d training, 256x64x56x56 channels_last, parameters in the input dtype.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    if (!validate_batch_norm(dtype)) return 1;
+    const Shape shape{256, 64, 56, 56};
+    const std::string tag = "256x64x56x56 cl " + std::string(dtype_tag(dtype));
+    const double bytes = double(shape_numel(shape)) * double(element_size(dtype));
+    const TensorOptions popts = TensorOptions(dtype).with_device(dev);
+    Tensor x = index_signal(shape, 0.01, 0.3, dtype).contiguous(MemoryFormat::channels_last);
+    Tensor gy = index_signal(shape, 0.003, 1.1, dtype).contiguous(MemoryFormat::channels_last);
+    Tensor w = ones({64}, popts).set_requires_grad(true), b = zeros({64}, popts).set_requires_grad(true);
+    Tensor rm = zeros({64}, popts), rv = ones({64}, popts);
+
+    Tensor y;
+    double ms = time_ms([&] { y = batch_norm(x, w.detach(), b.detach(), rm, rv, true); });
+    emit("batch_norm_train_fwd", tag, ms, 3 * bytes, mean_of_product(y, y));
+
+    Tensor xg = x.detach().set_requires_grad(true);
+    std::vector<Tensor> grads;
+    ms = time_ms([&] {
+      Tensor out = batch_norm(xg, w, b, rm, rv, true);
+      grads = autograd::grad({out}, {xg, w, b}, {gy});
+    });
+    emit("batch_norm_train_fwd_bwd", tag, ms, 8 * bytes, mean_of_product(grads[0], gy));
+  }
+
+  // LayerNorm(1024) forward+backward on 8192x1024.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Shape shape{8192, 1024};
+    const std::string tag = "8192x1024 " + std::string(dtype_tag(dtype));
+    const double bytes = double(shape_numel(shape)) * double(element_size(dtype));
+    const TensorOptions popts = TensorOptions(dtype).with_device(dev);
+    Tensor x = index_signal(shape, 0.01, 0.3, dtype).set_requires_grad(true);
+    Tensor gy = index_signal(shape, 0.003, 1.1, dtype);
+    Tensor w = ones({1024}, popts).set_requires_grad(true), b = zeros({1024}, popts).set_requires_grad(true);
+    Tensor y;
+    double ms = time_ms([&] { y = layer_norm(x.detach(), {1024}, w.detach(), b.detach()); });
+    emit("layer_norm_fwd", tag, ms, 2 * bytes, mean_of_product(y, y));
+    std::vector<Tensor> grads;
+    ms = time_ms([&] {
+      Tensor out = layer_norm(x, {1024}, w, b);
+      grads = autograd::grad({out}, {x, w, b}, {gy});
+    });
+    emit("layer_norm_fwd_bwd", tag, ms, 5 * bytes, mean_of_product(grads[0], gy));
+  }
+  return 0;
+}

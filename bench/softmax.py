@@ -1,0 +1,85 @@
+# PyTorch side of bench/softmax.cpp: the same measurements on the same deterministic inputs
+# (x = 4 sin(0.001 i) computed in fp64, targets (7919 r) mod C), printed as the same JSON lines
+# with the same checksums, so a mismatch shows before any time is compared.
+import json, torch
+import torch.nn.functional as F
+
+dev = "cuda"
+
+def time_ms(f, iters=20, reps=5):
+    for _ in range(3):
+        f()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            f()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / iters)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+def emit(bench, shape, ms, nbytes, checksum):
+    print(json.dumps(dict(bench=bench, impl="torch", shape=shape, ms=ms,
+                          GBps=nbytes / (ms * 1e6), checksum=checksum)), flush=True)
+
+def deterministic_input(rows, cols, dtype):
+    i = torch.arange(rows * cols, device=dev, dtype=torch.float64)
+    return (torch.sin(i * 0.001) * 4.0).to(dtype).reshape(rows, cols)
+
+def shape_name(rows, cols, dtype):
+    return f"{rows}x{cols} {'f32' if dtype == torch.float32 else 'bf16'}"
+
+def checksum(y, x):
+    return ((y.float() * x.float()).sum() / x.shape[0]).item()
+
+def bench_softmax(rows, cols, dtype):
+    shape, n, es = shape_name(rows, cols, dtype), rows * cols, torch.finfo(dtype).bits // 8
+    x = deterministic_input(rows, cols, dtype)
+    y = torch.softmax(x, -1)
+    emit("softmax", shape, time_ms(lambda: torch.softmax(x, -1)), 2 * n * es, checksum(y, x))
+    ly = torch.log_softmax(x, -1)
+    emit("log_softmax", shape, time_ms(lambda: torch.log_softmax(x, -1)), 2 * n * es, checksum(ly, x))
+    xg = x.detach().requires_grad_(True)
+    yg = torch.softmax(xg, -1)
+    dx = torch.autograd.grad(yg, xg, x, retain_graph=True)[0]
+    emit("softmax_backward", shape,
+         time_ms(lambda: torch.autograd.grad(yg, xg, x, retain_graph=True)), 3 * n * es,
+         checksum(dx, x))
+
+def bench_cross_entropy(rows, cols, dtype):
+    shape, n, es = shape_name(rows, cols, dtype), rows * cols, torch.finfo(dtype).bits // 8
+    x = deterministic_input(rows, cols, dtype).requires_grad_(True)
+    t = (torch.arange(rows, device=dev, dtype=torch.int64) * 7919) % cols
+    loss = F.cross_entropy(x, t)
+    emit("cross_entropy_fwd", shape, time_ms(lambda: F.cross_entropy(x, t)), n * es, loss.item())
+    def fwd_bwd():
+        return torch.autograd.grad(F.cross_entropy(x, t), x)[0]
+    dx = fwd_bwd()
+    emit("cross_entropy_fwd_bwd", shape, time_ms(fwd_bwd), 3 * n * es,
+         checksum(dx, x.detach()) * 1e6)
+
+def bench_activations(dtype):
+    n = 1 << 28
+    shape, es = f"2^28 {'f32' if dtype == torch.float32 else 'bf16'}", torch.finfo(dtype).bits // 8
+    x = deterministic_input(8192, n // 8192, dtype).reshape(n)
+    emit("gelu", shape, time_ms(lambda: F.gelu(x)), 2 * n * es,
+         checksum(F.gelu(x).reshape(1, n), x.reshape(1, n)))
+    emit("silu", shape, time_ms(lambda: F.silu(x)), 2 * n * es,
+         checksum(F.silu(x).reshape(1, n), x.reshape(1, n)))
+    xg = x.detach().requires_grad_(True)
+    yg = F.gelu(xg)
+    dx = torch.autograd.grad(yg, xg, x, retain_graph=True)[0]
+    emit("gelu_backward", shape, time_ms(lambda: torch.autograd.grad(yg, xg, x, retain_graph=True)),
+         3 * n * es, checksum(dx.reshape(1, n), x.reshape(1, n)))
+
+for dt in (torch.float32, torch.bfloat16):
+    bench_softmax(8192, 32768, dt)
+for dt in (torch.float32, torch.bfloat16):
+    bench_cross_entropy(8192, 32768, dt)
+for dt in (torch.float32, torch.bfloat16):
+    bench_softmax(65536, 1024, dt)
+for dt in (torch.float32, torch.bfloat16):
+    bench_activations(dt)

@@ -1,0 +1,151 @@
+// CPU kernels behind pool_forward_kernel and pool_backward_kernel (ops/pooling.h): max (the first
+// maximum wins ties; a NaN wins over numbers and the last NaN wins, as in PyTorch), average and adaptive average pooling
+// over 5-D strided views. The reference for the CUDA kernels: plain loops, accumulation in double.
+// The backward scatters each output gradient into its window (sequential, so deterministic),
+// where the CUDA kernel gathers: the two formulations check each other.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "ops/pooling.h"
+
+namespace ember {
+namespace {
+
+// The input range [begin, end) of output cell o along one dim, the step between taps, and the
+// window's divisor contribution (avg: with or without padding).
+struct Window {
+  int64_t begin, end, step, divisor;
+};
+
+Window window(const PoolArgs& a, int dim, int64_t o) {
+  const int64_t in = a.in_size[dim];
+  switch (a.mode) {
+    case PoolMode::max: {
+      const int64_t d = a.dilation[dim];
+      int64_t begin = o * a.stride[dim] - a.padding[dim];
+      const int64_t end = std::min(begin + (a.kernel[dim] - 1) * d + 1, in);
+      while (begin < 0) begin += d;
+      return {begin, end, d, 1};
+    }
+    case PoolMode::avg: {
+      int64_t begin = o * a.stride[dim] - a.padding[dim];
+      int64_t end = std::min(begin + a.kernel[dim], in + a.padding[dim]);
+      const int64_t padded = end - begin;
+      begin = std::max<int64_t>(begin, 0);
+      end = std::min(end, in);
+      return {begin, end, 1, a.count_include_pad ? padded : end - begin};
+    }
+    case PoolMode::adaptive_avg: {
+      const int64_t out = a.out_size[dim];
+      const int64_t begin = (o * in) / out;
+      const int64_t end = ((o + 1) * in + out - 1) / out;
+      return {begin, end, 1, end - begin};
+    }
+  }
+  return {0, 0, 1, 1};
+}
+
+template <typename T>
+double load(const T* p) {
+  return double(*p);
+}
+template <typename T>
+void store(T* p, double v) {
+  if constexpr (std::is_same_v<T, double>) *p = v;
+  else *p = T(float(v));
+}
+
+template <typename T>
+void pool_forward_typed(const PoolArgs& a) {
+  const T* in = static_cast<const T*>(a.input.data_ptr());
+  T* out = static_cast<T*>(a.output.data_ptr());
+  int64_t* indices = a.mode == PoolMode::max ? a.indices.data<int64_t>() : nullptr;
+  const int64_t* is = a.in_strides;
+  const int64_t* os = a.out_strides;
+  const int64_t H = a.in_size[1], W = a.in_size[2];
+  for (int64_t n = 0; n < a.batch; ++n)
+    for (int64_t c = 0; c < a.channels; ++c)
+      for (int64_t od = 0; od < a.out_size[0]; ++od)
+        for (int64_t oh = 0; oh < a.out_size[1]; ++oh)
+          for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
+            const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);
+            const T* plane = in + n * is[0] + c * is[1];
+            const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
+            if (a.mode == PoolMode::max) {
+              double best = -std::numeric_limits<double>::infinity();
+              int64_t best_index = (wd.begin * H + wh.begin) * W + ww.begin;
+              for (int64_t d = wd.begin; d < wd.end; d += wd.step)
+                for (int64_t h = wh.begin; h < wh.end; h += wh.step)
+                  for (int64_t w = ww.begin; w < ww.end; w += ww.step) {
+                    const double v = load(plane + d * is[2] + h * is[3] + w * is[4]);
+                    if (v > best || std::isnan(v)) {
+                      best = v;
+                      best_index = (d * H + h) * W + w;
+                    }
+                  }
+              store(out + at, best);
+              indices[n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4]] = best_index;
+            } else {
+              double sum = 0;
+              for (int64_t d = wd.begin; d < wd.end; ++d)
+                for (int64_t h = wh.begin; h < wh.end; ++h)
+                  for (int64_t w = ww.begin; w < ww.end; ++w)
+                    sum += load(plane + d * is[2] + h * is[3] + w * is[4]);
+              store(out + at, sum / double(wd.divisor * wh.divisor * ww.divisor));
+            }
+          }
+}
+
+template <typename T>
+void pool_backward_typed(const PoolArgs& a) {
+  const T* g = static_cast<const T*>(a.output.data_ptr());
+  T* gin = static_cast<T*>(a.input.data_ptr());
+  const int64_t* indices = a.mode == PoolMode::max ? a.indices.data<int64_t>() : nullptr;
+  const int64_t* is = a.in_strides;
+  const int64_t* os = a.out_strides;
+  const int64_t H = a.in_size[1], W = a.in_size[2];
+  // Accumulate in double over the whole input, then store once.
+  const int64_t volume = a.in_size[0] * H * W;
+  std::vector<double> acc(static_cast<size_t>(volume));
+  for (int64_t n = 0; n < a.batch; ++n)
+    for (int64_t c = 0; c < a.channels; ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t od = 0; od < a.out_size[0]; ++od)
+        for (int64_t oh = 0; oh < a.out_size[1]; ++oh)
+          for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
+            const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
+            const double gv = load(g + at);
+            if (a.mode == PoolMode::max) {
+              acc[size_t(indices[at])] += gv;
+              continue;
+            }
+            const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);
+            const double share = gv / double(wd.divisor * wh.divisor * ww.divisor);
+            for (int64_t d = wd.begin; d < wd.end; ++d)
+              for (int64_t h = wh.begin; h < wh.end; ++h)
+                for (int64_t w = ww.begin; w < ww.end; ++w) acc[size_t((d * H + h) * W + w)] += share;
+          }
+      T* plane = gin + n * is[0] + c * is[1];
+      for (int64_t d = 0; d < a.in_size[0]; ++d)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w)
+            store(plane + d * is[2] + h * is[3] + w * is[4], acc[size_t((d * H + h) * W + w)]);
+    }
+}
+
+void pool_forward_cpu(const PoolArgs& a) {
+  EMBER_DISPATCH_FLOATING_DTYPES(a.input.dtype(), "pooling", [&] { pool_forward_typed<scalar_t>(a); });
+}
+void pool_backward_cpu(const PoolArgs& a) {
+  EMBER_DISPATCH_FLOATING_DTYPES(a.input.dtype(), "pooling", [&] { pool_backward_typed<scalar_t>(a); });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(pool_forward_kernel, CPU, dispatch::kFloatingTypes, &pool_forward_cpu);
+EMBER_REGISTER_KERNEL(pool_backward_kernel, CPU, dispatch::kFloatingTypes, &pool_backward_cpu);
+
+}  // namespace ember

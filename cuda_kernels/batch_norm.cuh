@@ -1,0 +1,222 @@
+// Device-side building blocks of the normalization kernels (cuda_kernels/batch_norm.cu and
+// cuda_kernels/layer_norm.cu): the dtype switch over the three CUDA normalization dtypes, 16-byte
+// vector loads and stores converted to float, Welford updates and Chan merges of (mean, M2,
+// count), block-wide reductions in a fixed order (so results are the same run to run), access to
+// parameters of a runtime dtype (running statistics), and launch-shape helpers.
+// Include only from .cu files.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "cuda_kernels/elementwise.cuh"
+#include "ops/norm.h"
+
+namespace ember::cuda::norm {
+
+// Threads per block of every normalization kernel (a multiple of 32 and a power of two).
+inline constexpr int kThreads = 256;
+// Resident blocks per SM the grids are sized for (2048 threads per SM on sm_80 / sm_90).
+inline constexpr int kBlocksPerSm = 2048 / kThreads;
+// The dtypes the CUDA normalization kernels are built for (float64 is a CPU-only dtype here:
+// keeping it out halves the template instantiations).
+inline constexpr std::initializer_list<DType> kCudaNormTypes = {DType::f32, DType::f16, DType::bf16};
+
+// Elements of T in one 16-byte access.
+template <typename T>
+inline constexpr int kVec = int(16 / sizeof(T));
+
+#define EMBER_CUDA_NORM_DISPATCH(dtype, op_name, ...)                                          \
+  do {                                                                                         \
+    switch (dtype) {                                                                           \
+      EMBER_CUDA_DTYPE_CASE(f32, float, __VA_ARGS__)                                           \
+      EMBER_CUDA_DTYPE_CASE(f16, __half, __VA_ARGS__)                                          \
+      EMBER_CUDA_DTYPE_CASE(bf16, __nv_bfloat16, __VA_ARGS__)                                  \
+      default:                                                                                 \
+        EMBER_THROW(not_supported, op_name, ": dtype ", ::ember::dtype_name(dtype),            \
+                    " is not supported on CUDA; use float32, float16 or bfloat16");            \
+    }                                                                                          \
+  } while (0)
+
+// ---- vector access --------------------------------------------------------------------------
+
+// v[k] = p[k] for k < valid (0 beyond), as float. `vector_ok`: p is 16-byte aligned and all VEC
+// elements exist, so one 16-byte load does it.
+template <typename T, int VEC>
+__device__ __forceinline__ void load_floats(const T* p, bool vector_ok, int valid, float (&v)[VEC]) {
+  if (vector_ok) {
+    const AlignedVec<T, VEC> a = *reinterpret_cast<const AlignedVec<T, VEC>*>(p);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = convert<float>(a.v[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = k < valid ? convert<float>(p[k]) : 0.f;
+  }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_floats(T* p, bool vector_ok, int valid, const float (&v)[VEC]) {
+  if (vector_ok) {
+    AlignedVec<T, VEC> a;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) a.v[k] = convert<T>(v[k]);
+    *reinterpret_cast<AlignedVec<T, VEC>*>(p) = a;
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+      if (k < valid) p[k] = convert<T>(v[k]);
+  }
+}
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// max(v, 0) that keeps NaN (as PyTorch's relu; fmaxf(NaN, 0) would give 0).
+__device__ __forceinline__ float relu(float v) { return v < 0.f ? 0.f : v; }
+
+// ---- Welford and Chan -----------------------------------------------------------------------
+
+// One Welford step with the count already advanced to n and inv_n = 1 / n.
+__device__ __forceinline__ void welford_step(float& mean, float& m2, float v, float inv_n) {
+  const float delta = v - mean;
+  mean += delta * inv_n;
+  m2 += delta * (v - mean);
+}
+
+// Chan et al.'s merge of (mean_b, m2_b, n_b) into (mean, m2, n); either count may be 0.
+template <typename Count>
+__device__ __forceinline__ void chan_merge(float& mean, float& m2, Count& n, float mean_b,
+                                           float m2_b, Count n_b) {
+  if (n_b == 0) return;
+  const Count total = n + n_b;
+  const float w = float(n_b) / float(total);
+  const float delta = mean_b - mean;
+  mean += delta * w;
+  m2 += m2_b + delta * delta * float(n) * w;
+  n = total;
+}
+
+// VEC lanes that share one count (a thread's channels, or its vector positions), merged with
+// lanes of another thread holding the same number of values per lane.
+template <int VEC>
+__device__ __forceinline__ void chan_merge_lanes(float (&mean)[VEC], float (&m2)[VEC], int& n,
+                                                 const float* mean_b, const float* m2_b, int n_b) {
+  if (n_b == 0) return;
+  const int total = n + n_b;
+  const float w = float(n_b) / float(total);
+  const float nw = float(n) * w;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const float delta = mean_b[k] - mean[k];
+    mean[k] += delta * w;
+    m2[k] += m2_b[k] + delta * delta * nw;
+  }
+  n = total;
+}
+
+// Merges the Welford states of a whole block (a multiple of 32 threads, at most kThreads, in
+// warps of consecutive thread ids); the result is valid in thread 0. Fixed order: deterministic.
+__device__ __forceinline__ void block_merge_welford(float& mean, float& m2, int& n) {
+  __shared__ float sh_mean[kThreads / 32], sh_m2[kThreads / 32];
+  __shared__ int sh_n[kThreads / 32];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int lane = tid % 32, warp = tid / 32;
+  const int warps = int(blockDim.x * blockDim.y) / 32;
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) {
+    const float mean_b = __shfl_down_sync(0xffffffffu, mean, m);
+    const float m2_b = __shfl_down_sync(0xffffffffu, m2, m);
+    const int n_b = __shfl_down_sync(0xffffffffu, n, m);
+    chan_merge(mean, m2, n, mean_b, m2_b, n_b);
+  }
+  if (lane == 0) {
+    sh_mean[warp] = mean;
+    sh_m2[warp] = m2;
+    sh_n[warp] = n;
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int w = 1; w < warps; ++w) chan_merge(mean, m2, n, sh_mean[w], sh_m2[w], sh_n[w]);
+  __syncthreads();  // the shared arrays may be reused by the caller's next call
+}
+
+// Sums two values over a whole block (as block_merge_welford); the result is valid in thread 0.
+__device__ __forceinline__ void block_sum2(float& a, float& b) {
+  __shared__ float sh_a[kThreads / 32], sh_b[kThreads / 32];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int lane = tid % 32, warp = tid / 32;
+  const int warps = int(blockDim.x * blockDim.y) / 32;
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) {
+    a += __shfl_down_sync(0xffffffffu, a, m);
+    b += __shfl_down_sync(0xffffffffu, b, m);
+  }
+  if (lane == 0) {
+    sh_a[warp] = a;
+    sh_b[warp] = b;
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int w = 1; w < warps; ++w) {
+      a += sh_a[w];
+      b += sh_b[w];
+    }
+  __syncthreads();
+}
+
+// ---- parameters of a runtime dtype (running statistics) ---------------------------------------
+
+__device__ __forceinline__ float load_param(const void* p, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DType::f64: return float(static_cast<const double*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_param(void* p, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::f16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case DType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case DType::f64: static_cast<double*>(p)[i] = double(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+// ---- host helpers -----------------------------------------------------------------------------
+
+inline int next_pow2(int64_t v) {
+  int p = 1;
+  while (p < v && p < (1 << 30)) p *= 2;
+  return p;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks that fill the device once (every SM at full occupancy).
+inline int64_t resident_blocks(Device device) {
+  return int64_t(std::max(device_properties(device.index).sm_count, 1)) * kBlocksPerSm;
+}
+
+// A typed pointer to a tensor's first element, or null for an undefined tensor.
+template <typename T>
+inline T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// True when every defined tensor's first element is 16-byte aligned.
+inline bool all_aligned16(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (t->defined() && !is_aligned(t->data_ptr(), 16)) return false;
+  return true;
+}
+
+// FastDivmod handles dividends below 2^31; larger problems divide in 64 bits.
+inline bool fits_fast_divmod(int64_t max_dividend) {
+  return max_dividend < int64_t(std::numeric_limits<int32_t>::max());
+}
+
+}  // namespace ember::cuda::norm

@@ -1,0 +1,150 @@
+// CUDA kernels behind dropout_kernel and dropout_backward_kernel (ops/dropout.h).
+//  - forward: a thread per group of 4 elements (one Philox4x32-10 block, tensor/philox.h, exactly
+//    as the bernoulli fill of cuda_kernels/random.cu draws it, so the CPU kernel's mask is the
+//    same bit for bit): loads the 4 inputs as one vector, stores the 4 outputs as one vector and
+//    the 4 mask bytes as one 32-bit word when the pointers allow; grid-stride loop. Inside a CUDA
+//    graph capture the Philox offset is read from the device, so each replay draws a new mask.
+//  - backward: grad_input = mask ? grad_output * scale : 0, 16-byte vectors of the gradient with
+//    the matching mask bytes, or a scalar loop for unaligned pointers.
+// One instantiation per floating dtype and kernel; f16/bf16/f32 compute in float, f64 in double.
+#include "cuda_kernels/elementwise.cuh"
+#include "ops/dropout.h"
+#include "tensor/philox.h"
+
+namespace ember::cuda {
+namespace {
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restrict__ mask,
+                       int64_t n, double keep, OpMath<T> scale, uint64_t seed, uint64_t offset,
+                       const uint64_t* device_offset, bool vec) {
+  using A = OpMath<T>;
+  const uint64_t base_offset = offset + (device_offset != nullptr ? *device_offset : 0);
+  const int64_t groups = (n + 3) / 4;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += step) {
+    const philox::F32x4 u = philox::uniform4_from_bits(philox::draw4(seed, uint64_t(g), base_offset));
+    const int64_t first = 4 * g;
+    bool kept[4];
+#pragma unroll
+    for (int l = 0; l < 4; ++l) kept[l] = philox::bernoulli_from_uniform(philox::lane(u, l), keep);
+    if (vec && first + 4 <= n) {
+      const AlignedVec<T, 4> in = reinterpret_cast<const AlignedVec<T, 4>*>(x)[g];
+      AlignedVec<T, 4> out;
+      uint32_t bits = 0;
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        out.v[l] = convert<T>(kept[l] ? convert<A>(in.v[l]) * scale : A(0));
+        bits |= uint32_t(kept[l]) << (8 * l);  // bool is one byte holding 0 or 1 (little endian)
+      }
+      reinterpret_cast<AlignedVec<T, 4>*>(y)[g] = out;
+      reinterpret_cast<uint32_t*>(mask)[g] = bits;
+      continue;
+    }
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      if (first + l < n) {
+        mask[first + l] = kept[l];
+        y[first + l] = convert<T>(kept[l] ? convert<A>(x[first + l]) * scale : A(0));
+      }
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+dropout_backward_kernel_impl(const T* __restrict__ g, const bool* __restrict__ mask,
+                             T* __restrict__ gx, int64_t n, OpMath<T> scale, bool vec) {
+  using A = OpMath<T>;
+  constexpr int V = 16 / sizeof(T);
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t done = 0;
+  if (vec) {
+    const int64_t nvec = n / V;
+    for (int64_t i = tid; i < nvec; i += step) {
+      const AlignedVec<T, V> in = reinterpret_cast<const AlignedVec<T, V>*>(g)[i];
+      const AlignedVec<bool, V> m = reinterpret_cast<const AlignedVec<bool, V>*>(mask)[i];
+      AlignedVec<T, V> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = convert<T>(m.v[j] ? convert<A>(in.v[j]) * scale : A(0));
+      reinterpret_cast<AlignedVec<T, V>*>(gx)[i] = out;
+    }
+    done = nvec * V;
+  }
+  for (int64_t i = done + tid; i < n; i += step)
+    gx[i] = convert<T>(mask[i] ? convert<A>(g[i]) * scale : A(0));
+}
+
+template <typename T>
+void launch_dropout(const DropoutArgs& a, cudaStream_t stream) {
+  const int64_t n = a.input.numel();
+  const T* x = static_cast<const T*>(a.input.data_ptr());
+  T* y = static_cast<T*>(a.output.data_ptr());
+  bool* mask = a.mask.data<bool>();
+  const bool vec = is_aligned(x, 4 * sizeof(T)) && is_aligned(y, 4 * sizeof(T)) && is_aligned(mask, 4);
+  const OpMath<T> scale = OpMath<T>(a.p >= 1 ? 0.0 : 1.0 / (1.0 - a.p));
+  dropout_forward_kernel<T><<<grid_for((n + 3) / 4, a.input.device().index), kBlockThreads, 0,
+                              stream>>>(x, y, mask, n, 1.0 - a.p, scale, a.random.seed,
+                                        a.random.offset, a.random.device_offset, vec);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_dropout_backward(const Tensor& grad_input, const Tensor& grad_output,
+                             const Tensor& mask, double scale, cudaStream_t stream) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t n = grad_input.numel();
+  const T* g = static_cast<const T*>(grad_output.data_ptr());
+  T* gx = static_cast<T*>(grad_input.data_ptr());
+  const bool* m = mask.data<bool>();
+  const bool vec = is_aligned(g, 16) && is_aligned(gx, 16) && is_aligned(m, V);
+  dropout_backward_kernel_impl<T><<<grid_for(vec ? (n + V - 1) / V : n, grad_input.device().index),
+                                    kBlockThreads, 0, stream>>>(g, m, gx, n, OpMath<T>(scale), vec);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename Launch>
+void dispatch_dropout(DType dtype, Launch&& launch) {
+  switch (dtype) {
+    case DType::f32: launch(float{}); break;
+    case DType::f64: launch(double{}); break;
+    case DType::f16: launch(__half{}); break;
+    case DType::bf16: launch(__nv_bfloat16{}); break;
+    default:
+      EMBER_THROW(not_supported, "dropout: dtype ", dtype_name(dtype),
+                  " is not supported on CUDA; use a floating dtype");
+  }
+}
+
+void dropout_cuda(const DropoutArgs& a) {
+  EMBER_INTERNAL_ASSERT(a.input.is_contiguous() && a.output.is_contiguous() &&
+                            a.mask.is_contiguous() && a.output.numel() == a.input.numel() &&
+                            a.mask.numel() == a.input.numel(),
+                        "dropout: input ", a.input.shape_str(), ", output ", a.output.shape_str(),
+                        " and mask ", a.mask.shape_str(), " must be dense and of one size");
+  if (a.input.numel() == 0) return;
+  DeviceGuard device_guard(a.input.device());
+  cudaStream_t stream = stream_of(a.input.device());
+  dispatch_dropout(a.input.dtype(), [&](auto tag) { launch_dropout<decltype(tag)>(a, stream); });
+}
+
+void dropout_backward_cuda(const Tensor& grad_input, const Tensor& grad_output, const Tensor& mask,
+                           double scale) {
+  if (grad_input.numel() == 0) return;
+  DeviceGuard device_guard(grad_input.device());
+  cudaStream_t stream = stream_of(grad_input.device());
+  dispatch_dropout(grad_input.dtype(), [&](auto tag) {
+    launch_dropout_backward<decltype(tag)>(grad_input, grad_output, mask, scale, stream);
+  });
+}
+
+}  // namespace
+}  // namespace ember::cuda
+
+namespace ember {
+EMBER_REGISTER_KERNEL(dropout_kernel, CUDA, dispatch::kFloatingTypes, &cuda::dropout_cuda);
+EMBER_REGISTER_KERNEL(dropout_backward_kernel, CUDA, dispatch::kFloatingTypes,
+                      &cuda::dropout_backward_cuda);
+}  // namespace ember

@@ -1,0 +1,311 @@
+// CUDA kernels of the row normalizations (ops/norm.h: row_norm_forward, row_norm_backward_data):
+// layer norm ([rows, D], parameters per feature) and group norm of NCHW input (rows = N * groups,
+// D = channels per group * S, parameters per channel). The parameter gradients of both run through
+// channel_grad_sums (cuda_kernels/batch_norm.cu). float32, float16 and bfloat16 inputs, float32
+// statistics. Outputs are overwritten.
+//
+// A block per row (grid-stride over rows), 32 to 256 threads by the row length. Forward: Welford
+// over the row (16-byte vectors when D allows; a thread's vector lanes share one count), a
+// fixed-order block merge, then a second pass that normalizes; the second read of the row mostly
+// hits L1/L2, so HBM sees about one read and one write. Backward: the two row sums, then dx.
+#include "cuda_kernels/batch_norm.cuh"
+
+namespace ember::cuda::norm {
+namespace {
+
+template <typename T>
+struct RowForwardParams {
+  T* y;
+  float* mean;  // [rows]
+  float* rstd;  // [rows]
+  const T* x;
+  const float* weight;  // may be null (1)
+  const float* bias;    // may be null (0)
+  int64_t rows, D, groups, S, group_channels;  // group_channels = D / S
+  float eps;
+  bool vector_ok;
+  FastDivmod div_s;  // j / S within a row
+};
+
+template <typename T>
+struct RowBackwardParams {
+  T* dx;
+  const T* dy;
+  const T* x;
+  const float* mean;
+  const float* rstd;
+  const float* weight;  // may be null (1)
+  int64_t rows, D, groups, S, group_channels;
+  bool vector_ok;
+  FastDivmod div_s;
+};
+
+// The parameter index of element j of a row whose group's first channel is `base`.
+template <typename P>
+__device__ __forceinline__ int64_t param_index(const P& p, int64_t base, int64_t j) {
+  return base + (p.S == 1 ? j : int64_t(p.div_s.div(uint32_t(j))));
+}
+
+// VEC parameters for the vector starting at j: per lane when S == 1 (layer norm), else one value
+// for the whole vector (the vector path needs S % VEC == 0, so a vector never spans channels).
+template <int VEC, typename P>
+__device__ __forceinline__ void load_params(const P& p, const float* param, float fallback,
+                                            int64_t base, int64_t j, float (&out)[VEC]) {
+  if (param == nullptr) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = fallback;
+  } else if (p.S == 1) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = param[base + j + k];
+  } else {
+    const float v = param[param_index(p, base, j)];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = v;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+row_norm_forward_block_per_row(RowForwardParams<T> p) {
+  constexpr int VEC = kVec<T>;
+  __shared__ float sh_stats[2];
+  const int tid = threadIdx.x;
+  const int64_t threads = blockDim.x;
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T* xr = p.x + r * p.D;
+    float mean[VEC], m2[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) mean[k] = m2[k] = 0.f;
+    int n = 0;
+    if (p.vector_ok) {
+      for (int64_t j = tid * int64_t(VEC); j < p.D; j += threads * VEC) {
+        float v[VEC];
+        load_floats<T, VEC>(xr + j, true, VEC, v);
+        ++n;
+        const float inv_n = __frcp_rn(float(n));
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) welford_step(mean[k], m2[k], v[k], inv_n);
+      }
+    } else {
+      for (int64_t j = tid; j < p.D; j += threads) {
+        ++n;
+        welford_step(mean[0], m2[0], convert<float>(xr[j]), __frcp_rn(float(n)));
+      }
+    }
+    float s_mean = mean[0], s_m2 = m2[0];
+    int s_n = n;
+    if (p.vector_ok) {
+#pragma unroll
+      for (int k = 1; k < VEC; ++k) chan_merge(s_mean, s_m2, s_n, mean[k], m2[k], n);
+    }
+    block_merge_welford(s_mean, s_m2, s_n);
+    if (tid == 0) {
+      const float rs = rsqrtf(s_m2 / float(p.D) + p.eps);
+      sh_stats[0] = s_mean;
+      sh_stats[1] = rs;
+      p.mean[r] = s_mean;
+      p.rstd[r] = rs;
+    }
+    __syncthreads();
+    const float mu = sh_stats[0], rs = sh_stats[1];
+    const int64_t base = (r % p.groups) * p.group_channels;
+    T* yr = p.y + r * p.D;
+    if (p.vector_ok) {
+      for (int64_t j = tid * int64_t(VEC); j < p.D; j += threads * VEC) {
+        float v[VEC], w[VEC], b[VEC];
+        load_floats<T, VEC>(xr + j, true, VEC, v);
+        load_params<VEC>(p, p.weight, 1.f, base, j, w);
+        load_params<VEC>(p, p.bias, 0.f, base, j, b);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) v[k] = (v[k] - mu) * rs * w[k] + b[k];
+        store_floats<T, VEC>(yr + j, true, VEC, v);
+      }
+    } else {
+      for (int64_t j = tid; j < p.D; j += threads) {
+        const int64_t ch = param_index(p, base, j);
+        const float w = p.weight != nullptr ? p.weight[ch] : 1.f;
+        const float b = p.bias != nullptr ? p.bias[ch] : 0.f;
+        yr[j] = convert<T>((convert<float>(xr[j]) - mu) * rs * w + b);
+      }
+    }
+    __syncthreads();  // sh_stats is rewritten for the next row
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+row_norm_backward_data_block_per_row(RowBackwardParams<T> p) {
+  constexpr int VEC = kVec<T>;
+  __shared__ float sh_means[2];
+  const int tid = threadIdx.x;
+  const int64_t threads = blockDim.x;
+  const float inv_d = 1.f / float(p.D);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T* xr = p.x + r * p.D;
+    const T* dyr = p.dy + r * p.D;
+    const float mu = p.mean[r], rs = p.rstd[r];
+    const int64_t base = (r % p.groups) * p.group_channels;
+    float sum_gw = 0.f, sum_gw_xhat = 0.f;
+    if (p.vector_ok) {
+      for (int64_t j = tid * int64_t(VEC); j < p.D; j += threads * VEC) {
+        float g[VEC], v[VEC], w[VEC];
+        load_floats<T, VEC>(dyr + j, true, VEC, g);
+        load_floats<T, VEC>(xr + j, true, VEC, v);
+        load_params<VEC>(p, p.weight, 1.f, base, j, w);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float gw = g[k] * w[k];
+          sum_gw += gw;
+          sum_gw_xhat += gw * (v[k] - mu) * rs;
+        }
+      }
+    } else {
+      for (int64_t j = tid; j < p.D; j += threads) {
+        const float w = p.weight != nullptr ? p.weight[param_index(p, base, j)] : 1.f;
+        const float gw = convert<float>(dyr[j]) * w;
+        sum_gw += gw;
+        sum_gw_xhat += gw * (convert<float>(xr[j]) - mu) * rs;
+      }
+    }
+    block_sum2(sum_gw, sum_gw_xhat);
+    if (tid == 0) {
+      sh_means[0] = sum_gw * inv_d;
+      sh_means[1] = sum_gw_xhat * inv_d;
+    }
+    __syncthreads();
+    const float mean_gw = sh_means[0], mean_gw_xhat = sh_means[1];
+    T* dxr = p.dx + r * p.D;
+    if (p.vector_ok) {
+      for (int64_t j = tid * int64_t(VEC); j < p.D; j += threads * VEC) {
+        float g[VEC], v[VEC], w[VEC];
+        load_floats<T, VEC>(dyr + j, true, VEC, g);
+        load_floats<T, VEC>(xr + j, true, VEC, v);
+        load_params<VEC>(p, p.weight, 1.f, base, j, w);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) g[k] = rs * (g[k] * w[k] - mean_gw - (v[k] - mu) * rs * mean_gw_xhat);
+        store_floats<T, VEC>(dxr + j, true, VEC, g);
+      }
+    } else {
+      for (int64_t j = tid; j < p.D; j += threads) {
+        const float w = p.weight != nullptr ? p.weight[param_index(p, base, j)] : 1.f;
+        const float xhat = (convert<float>(xr[j]) - mu) * rs;
+        dxr[j] = convert<T>(rs * (convert<float>(dyr[j]) * w - mean_gw - xhat * mean_gw_xhat));
+      }
+    }
+    __syncthreads();  // sh_means is rewritten for the next row
+  }
+}
+
+// ---- launch shape -------------------------------------------------------------------------------
+
+struct RowPlan {
+  int threads = 32;
+  int64_t blocks = 1;
+  bool vector_ok = false;
+};
+
+// Threads: enough for one vector each (a power of 2 in [32, kThreads]); blocks: one wave of the
+// device at full occupancy, or one per row when there are fewer rows.
+RowPlan plan_rows(const RowNormLayout& l, int vec, bool aligned, Device device) {
+  RowPlan plan;
+  plan.vector_ok = aligned && l.D % vec == 0 && (l.S == 1 || l.S % vec == 0);
+  const int64_t items = plan.vector_ok ? l.D / vec : l.D;
+  plan.threads = int(std::clamp<int64_t>(next_pow2(items), 32, kThreads));
+  const int64_t per_sm = std::min<int64_t>(2048 / plan.threads, 32);
+  const int64_t wave = per_sm * std::max(device_properties(device.index).sm_count, 1);
+  plan.blocks = std::max<int64_t>(1, std::min(l.rows, wave));
+  return plan;
+}
+
+void check_row_layout(const RowNormLayout& l) {
+  EMBER_CHECK_STATUS(fits_fast_divmod(l.D), not_supported, "layer_norm / group_norm: rows of ",
+                     l.D, " elements are not supported on CUDA (at most 2^31 - 1)");
+  EMBER_INTERNAL_ASSERT(l.S >= 1 && l.groups >= 1 && l.D % l.S == 0, "row norm layout: D ", l.D,
+                        ", S ", l.S, ", groups ", l.groups);
+}
+
+template <typename T>
+void launch_row_forward(const RowNormForwardArgs& a, cudaStream_t stream) {
+  constexpr int VEC = kVec<T>;
+  const RowNormLayout& l = a.layout;
+  RowForwardParams<T> p{};
+  p.y = static_cast<T*>(a.y.data_ptr());
+  p.mean = static_cast<float*>(a.mean.data_ptr());
+  p.rstd = static_cast<float*>(a.rstd.data_ptr());
+  p.x = static_cast<const T*>(a.x.data_ptr());
+  p.weight = ptr_or_null<const float>(a.weight);
+  p.bias = ptr_or_null<const float>(a.bias);
+  p.rows = l.rows;
+  p.D = l.D;
+  p.groups = l.groups;
+  p.S = l.S;
+  p.group_channels = l.D / l.S;
+  p.eps = float(a.eps);
+  p.div_s = FastDivmod(uint32_t(l.S));
+  const RowPlan plan = plan_rows(l, VEC, all_aligned16({&a.y, &a.x}), a.x.device());
+  p.vector_ok = plan.vector_ok;
+  row_norm_forward_block_per_row<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
+  constexpr int VEC = kVec<T>;
+  const RowNormLayout& l = a.layout;
+  RowBackwardParams<T> p{};
+  p.dx = static_cast<T*>(a.dx.data_ptr());
+  p.dy = static_cast<const T*>(a.dy.data_ptr());
+  p.x = static_cast<const T*>(a.x.data_ptr());
+  p.mean = static_cast<const float*>(a.mean.data_ptr());
+  p.rstd = static_cast<const float*>(a.rstd.data_ptr());
+  p.weight = ptr_or_null<const float>(a.weight);
+  p.rows = l.rows;
+  p.D = l.D;
+  p.groups = l.groups;
+  p.S = l.S;
+  p.group_channels = l.D / l.S;
+  p.div_s = FastDivmod(uint32_t(l.S));
+  const RowPlan plan = plan_rows(l, VEC, all_aligned16({&a.dx, &a.dy, &a.x}), a.x.device());
+  p.vector_ok = plan.vector_ok;
+  row_norm_backward_data_block_per_row<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+void check_row_stats(const Tensor& t, int64_t rows, Device device, const char* what) {
+  EMBER_INTERNAL_ASSERT(t.defined() && t.dtype() == DType::f32 && t.is_contiguous() &&
+                            t.numel() == rows && t.device() == device,
+                        "row norm CUDA kernel: ", what, " must be a contiguous float32 [", rows,
+                        "] on ", device.str());
+}
+
+void row_norm_forward_cuda(const RowNormForwardArgs& a) {
+  const Device device = a.x.device();
+  check_row_layout(a.layout);
+  check_row_stats(a.mean, a.layout.rows, device, "mean");
+  check_row_stats(a.rstd, a.layout.rows, device, "rstd");
+  DeviceGuard guard(device);
+  cudaStream_t stream = stream_of(device);
+  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "layer_norm / group_norm",
+                           [&] { launch_row_forward<scalar_t>(a, stream); });
+}
+
+void row_norm_backward_data_cuda(const RowNormBackwardArgs& a) {
+  const Device device = a.x.device();
+  check_row_layout(a.layout);
+  check_row_stats(a.mean, a.layout.rows, device, "mean");
+  check_row_stats(a.rstd, a.layout.rows, device, "rstd");
+  DeviceGuard guard(device);
+  cudaStream_t stream = stream_of(device);
+  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "layer_norm / group_norm backward",
+                           [&] { launch_row_backward<scalar_t>(a, stream); });
+}
+
+}  // namespace
+}  // namespace ember::cuda::norm
+
+namespace ember {
+EMBER_REGISTER_KERNEL(row_norm_forward_kernel, CUDA, cuda::norm::kCudaNormTypes,
+                      &cuda::norm::row_norm_forward_cuda);
+EMBER_REGISTER_KERNEL(row_norm_backward_data_kernel, CUDA, cuda::norm::kCudaNormTypes,
+                      &cuda::norm::row_norm_backward_data_cuda);
+}  // namespace ember

@@ -1,0 +1,1023 @@
+// CUDA kernels of ops/softmax.h.
+//
+// softmax / log_softmax, registered as algorithms of the "softmax" slots (forward and backward) so
+// that the algorithm cache picks one per shape:
+//   warp_per_row     rows of <= 1024 values held in registers, one warp per row (4 rows a block):
+//                    1 read + 1 write (forward), 2 reads + 1 write (backward);
+//   block_smem       one block per row, the row (backward: y and dL/dy) cached in shared memory
+//                    while it is read, so global memory is read once;
+//   block_multipass  one block per row re-reading global memory: online max and rescaled sum in
+//                    the first pass (2 reads + 1 write in all); any length, any dtype;
+//   multi_block      for few very long rows: each row split over several blocks; a first kernel
+//                    writes each block's (max, sum) to a workspace, a second merges them and writes
+//                    its segment (2 reads + 1 write, the whole GPU busy);
+//   column           the reduced dim is not innermost (inner > 1): a thread per column, threads
+//                    along the contiguous inner dim, online statistics then a write pass.
+// f16/bf16/f32 compute in float (f64 in double, which only block_multipass, multi_block and
+// column accept). 16-byte vector accesses wherever the row length and pointers allow.
+//
+// Cross-entropy / nll_loss (cross_entropy_forward_kernel, cross_entropy_backward_kernel):
+//   forward, classes innermost: a warp per row (<= 1024 classes) or a block per row reads the row
+//   once: online max / sum, the target logit, and with label smoothing the weighted logit sum;
+//   forward, classes strided (inner > 1) and nll_loss: a thread per row;
+//   backward: one flat pass over the logits (vectorized when rows allow), each element recomputing
+//   its softmax probability from the saved log-sum-exp.
+// An out-of-range target is reported through the device error flag (kDeviceErrorClassIndexOutOfRange,
+// details: the index and the class count) and its row is treated as ignored; no host sync.
+// Every kernel writes its output (gradients are never accumulated) and is deterministic.
+#include <algorithm>
+
+#include "cuda_kernels/softmax.cuh"
+#include "ops/softmax.h"
+#include "tensor/device_errors.h"
+
+namespace ember::cuda {
+namespace {
+
+using dispatch::Direction;
+
+template <typename T>
+inline constexpr int kVec = 16 / int(sizeof(T));
+
+constexpr int kWarpRowsPerBlock = 4;
+constexpr int kMaxBlockThreads = 1024;
+
+template <typename T>
+__device__ __forceinline__ bool aligned16(const T* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// ---- row visitors: every element of [begin, end) of a row, 16-byte vectors when `vec` ---------
+// (vec requires begin, end and the row start to be multiples of the vector width; the callers
+// check that on the host.)
+
+// f(value, index) for each element, thread `rank` of `group` threads taking every group-th
+// element (or vector), with 4 vector loads in flight per thread.
+template <typename A, typename T, typename F>
+__device__ __forceinline__ void visit_row(const T* row, int64_t begin, int64_t end, bool vec,
+                                          int rank, int group, F&& f) {
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  if (vec) {
+    const Vec* rv = reinterpret_cast<const Vec*>(row);
+    const int64_t vb = begin / V, ve = end / V;
+    int64_t i = vb + rank;
+    for (; i + 3 * int64_t(group) < ve; i += 4 * int64_t(group)) {
+      Vec c[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) c[u] = rv[i + u * group];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) f(convert<A>(c[u].v[j]), (i + u * group) * V + j);
+    }
+    for (; i < ve; i += group) {
+      const Vec c = rv[i];
+#pragma unroll
+      for (int j = 0; j < V; ++j) f(convert<A>(c.v[j]), i * V + j);
+    }
+  } else {
+    for (int64_t i = begin + rank; i < end; i += group) f(convert<A>(row[i]), i);
+  }
+}
+
+// f(a, b) for each element pair of two rows.
+template <typename A, typename T, typename F>
+__device__ __forceinline__ void visit_rows2(const T* ra, const T* rb, int64_t begin, int64_t end,
+                                            bool vec, F&& f) {
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  if (vec) {
+    const Vec* va = reinterpret_cast<const Vec*>(ra);
+    const Vec* vb = reinterpret_cast<const Vec*>(rb);
+    const int64_t b0 = begin / V, e0 = end / V;
+    int64_t i = b0 + threadIdx.x;
+    for (; i + int64_t(blockDim.x) < e0; i += 2 * int64_t(blockDim.x)) {
+      const Vec a0 = va[i], a1 = va[i + blockDim.x], c0 = vb[i], c1 = vb[i + blockDim.x];
+#pragma unroll
+      for (int j = 0; j < V; ++j) f(convert<A>(a0.v[j]), convert<A>(c0.v[j]));
+#pragma unroll
+      for (int j = 0; j < V; ++j) f(convert<A>(a1.v[j]), convert<A>(c1.v[j]));
+    }
+    for (; i < e0; i += blockDim.x) {
+      const Vec a0 = va[i], c0 = vb[i];
+#pragma unroll
+      for (int j = 0; j < V; ++j) f(convert<A>(a0.v[j]), convert<A>(c0.v[j]));
+    }
+  } else {
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+      f(convert<A>(ra[i]), convert<A>(rb[i]));
+  }
+}
+
+// out[i] = f(a[i]) (b == nullptr) or f(a[i], b[i]) over [begin, end).
+template <typename A, typename T, typename F>
+__device__ __forceinline__ void transform_row(const T* a, const T* b, T* out, int64_t begin,
+                                              int64_t end, bool vec, F&& f) {
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  if (vec) {
+    const Vec* va = reinterpret_cast<const Vec*>(a);
+    const Vec* vb = reinterpret_cast<const Vec*>(b);
+    Vec* vo = reinterpret_cast<Vec*>(out);
+    for (int64_t i = begin / V + threadIdx.x; i < end / V; i += blockDim.x) {
+      const Vec x = va[i];
+      Vec y;
+      if (b != nullptr) {
+        const Vec g = vb[i];
+#pragma unroll
+        for (int j = 0; j < V; ++j) y.v[j] = convert<T>(f(convert<A>(x.v[j]), convert<A>(g.v[j])));
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) y.v[j] = convert<T>(f(convert<A>(x.v[j]), A(0)));
+      }
+      vo[i] = y;
+    }
+  } else {
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+      out[i] = convert<T>(f(convert<A>(a[i]), b != nullptr ? convert<A>(b[i]) : A(0)));
+  }
+}
+
+// ---- warp per row -----------------------------------------------------------------------------
+
+// Lane `lane` holds columns (k * 32 + lane) * V + j (vector path) or i * 32 + lane (scalar path).
+template <typename T, int kPerLane>
+__device__ __forceinline__ void warp_load(const T* row, int dim, int lane, bool vec,
+                                          float (&v)[kPerLane], float pad) {
+  constexpr int V = kVec<T>;
+  if constexpr (kPerLane % V == 0) {
+    if (vec) {
+#pragma unroll
+      for (int k = 0; k < kPerLane / V; ++k) {
+        const int col = (k * kWarpSize + lane) * V;
+        if (col < dim) {
+          const auto c = *reinterpret_cast<const AlignedVec<T, V>*>(row + col);
+#pragma unroll
+          for (int j = 0; j < V; ++j) v[k * V + j] = convert<float>(c.v[j]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; ++j) v[k * V + j] = pad;
+        }
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int col = i * kWarpSize + lane;
+    v[i] = col < dim ? convert<float>(row[col]) : pad;
+  }
+}
+
+template <typename T, int kPerLane>
+__device__ __forceinline__ void warp_store(T* row, int dim, int lane, bool vec,
+                                           const float (&v)[kPerLane]) {
+  constexpr int V = kVec<T>;
+  if constexpr (kPerLane % V == 0) {
+    if (vec) {
+#pragma unroll
+      for (int k = 0; k < kPerLane / V; ++k) {
+        const int col = (k * kWarpSize + lane) * V;
+        if (col < dim) {
+          AlignedVec<T, V> c;
+#pragma unroll
+          for (int j = 0; j < V; ++j) c.v[j] = convert<T>(v[k * V + j]);
+          *reinterpret_cast<AlignedVec<T, V>*>(row + col) = c;
+        }
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int col = i * kWarpSize + lane;
+    if (col < dim) row[col] = convert<T>(v[i]);
+  }
+}
+
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kWarpRowsPerBlock * kWarpSize)
+softmax_warp_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int dim,
+                            bool log, bool vec) {
+  const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;  // the whole warp leaves together
+  const int lane = threadIdx.x % kWarpSize;
+  float v[kPerLane];
+  warp_load<T, kPerLane>(x + row * dim, dim, lane, vec, v, neg_infinity<float>());
+  float m = v[0];
+#pragma unroll
+  for (int i = 1; i < kPerLane; ++i) m = MaxOp()(m, v[i]);
+  m = warp_reduce(m, MaxOp());
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const float e = exp_acc(v[i] - m);
+    s += e;
+    if (!log) v[i] = e;
+  }
+  s = warp_reduce(s, SumOp());
+  if (log) {
+    const float lse = m + log_acc(s);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) v[i] -= lse;
+  } else {
+    const float inv = 1.0f / s;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) v[i] *= inv;
+  }
+  warp_store<T, kPerLane>(y + row * dim, dim, lane, vec, v);
+}
+
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kWarpRowsPerBlock * kWarpSize)
+softmax_warp_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
+                             int64_t rows, int dim, bool log, bool vec) {
+  const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % kWarpSize;
+  float yv[kPerLane], gv[kPerLane];
+  warp_load<T, kPerLane>(y + row * dim, dim, lane, vec, yv, 0.0f);
+  warp_load<T, kPerLane>(g + row * dim, dim, lane, vec, gv, 0.0f);
+  float acc = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) acc += log ? gv[i] : gv[i] * yv[i];
+  acc = warp_reduce(acc, SumOp());
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    yv[i] = log ? gv[i] - exp_acc(yv[i]) * acc : yv[i] * (gv[i] - acc);
+  warp_store<T, kPerLane>(dx + row * dim, dim, lane, vec, yv);
+}
+
+// ---- block per row, row in shared memory ------------------------------------------------------
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+softmax_smem_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
+                            bool log, bool vec) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* buf = reinterpret_cast<T*>(smem_raw);
+  __shared__ MaxSum<float> scratch[kWarpSize];
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * dim;
+    MaxSum<float> st = maxsum_identity<float>();
+    // Load the row into shared memory, gathering the statistics on the way.
+    if (vec) {
+      const Vec* src = reinterpret_cast<const Vec*>(xr);
+      Vec* dst = reinterpret_cast<Vec*>(buf);
+      const int64_t nvec = dim / V;
+      int64_t i = threadIdx.x;
+      for (; i + 3 * int64_t(blockDim.x) < nvec; i += 4 * int64_t(blockDim.x)) {
+        Vec c[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) c[u] = src[i + u * blockDim.x];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          dst[i + u * blockDim.x] = c[u];
+#pragma unroll
+          for (int j = 0; j < V; ++j) maxsum_add(st, convert<float>(c[u].v[j]));
+        }
+      }
+      for (; i < nvec; i += blockDim.x) {
+        const Vec c = src[i];
+        dst[i] = c;
+#pragma unroll
+        for (int j = 0; j < V; ++j) maxsum_add(st, convert<float>(c.v[j]));
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        const T c = xr[i];
+        buf[i] = c;
+        maxsum_add(st, convert<float>(c));
+      }
+    }
+    st = block_maxsum(st, scratch);  // also makes buf visible to the whole block
+    const float m = st.max, inv = 1.0f / st.sum, lse = st.max + log_acc(st.sum);
+    transform_row<float>(buf, static_cast<const T*>(nullptr), y + row * dim, 0, dim, vec,
+                         [=](float v, float) { return log ? v - lse : exp_acc(v - m) * inv; });
+    __syncthreads();  // buf is refilled for the next row
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+softmax_smem_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
+                             int64_t rows, int64_t dim, bool log, bool vec) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* ybuf = reinterpret_cast<T*>(smem_raw);
+  T* gbuf = ybuf + ((dim + 7) / 8) * 8;  // keeps gbuf 16-byte aligned
+  __shared__ float scratch[kWarpSize];
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* yr = y + row * dim;
+    const T* gr = g + row * dim;
+    float acc = 0;
+    if (vec) {
+      const int64_t nvec = dim / V;
+      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const Vec a = reinterpret_cast<const Vec*>(yr)[i], b = reinterpret_cast<const Vec*>(gr)[i];
+        reinterpret_cast<Vec*>(ybuf)[i] = a;
+        reinterpret_cast<Vec*>(gbuf)[i] = b;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float gv = convert<float>(b.v[j]);
+          acc += log ? gv : gv * convert<float>(a.v[j]);
+        }
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        const T a = yr[i], b = gr[i];
+        ybuf[i] = a;
+        gbuf[i] = b;
+        const float gv = convert<float>(b);
+        acc += log ? gv : gv * convert<float>(a);
+      }
+    }
+    acc = block_reduce(acc, SumOp(), 0.0f, scratch);
+    transform_row<float>(ybuf, gbuf, dx + row * dim, 0, dim, vec, [=](float yv, float gv) {
+      return log ? gv - exp_acc(yv) * acc : yv * (gv - acc);
+    });
+    __syncthreads();
+  }
+}
+
+// ---- block per row re-reading global memory (one block per row, or several: multi_block) -----
+
+// mode full: statistics and output of whole rows (gridDim.y == 1, no workspace).
+// mode stats: each block (row, blockIdx.y) writes the statistics of its segment to `partials`.
+// mode write: each block merges its row's partials and writes its segment.
+enum PassMode : int { kPassFull = 0, kPassStats = 1, kPassWrite = 2 };
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+softmax_block_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
+                             bool log, bool vec, int mode, int64_t segment,
+                             MaxSum<OpMath<T>>* __restrict__ partials) {
+  using A = OpMath<T>;
+  __shared__ MaxSum<A> scratch[kWarpSize];
+  const int64_t splits = gridDim.y, split = blockIdx.y;
+  const int64_t begin = split * segment, end = ::min(dim, begin + segment);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * dim;
+    MaxSum<A> st = maxsum_identity<A>();
+    if (mode == kPassWrite) {
+      for (int64_t k = 0; k < splits; ++k) st = maxsum_merge(st, partials[row * splits + k]);
+    } else {
+      visit_row<A>(xr, begin, end, vec, int(threadIdx.x), int(blockDim.x),
+                   [&](A v, int64_t) { maxsum_add(st, v); });
+      st = block_maxsum(st, scratch);
+      if (mode == kPassStats) {
+        if (threadIdx.x == 0) partials[row * splits + split] = st;
+        continue;
+      }
+    }
+    const A m = st.max, inv = A(1) / st.sum, lse = st.max + log_acc(st.sum);
+    transform_row<A>(xr, static_cast<const T*>(nullptr), y + row * dim, begin, end, vec,
+                     [=](A v, A) { return log ? v - lse : exp_acc(v - m) * inv; });
+  }
+}
+
+// Backward: the row sum is sum(g * y) (softmax) or sum(g) (log_softmax); partials hold segment sums.
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+softmax_block_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
+                              int64_t rows, int64_t dim, bool log, bool vec, int mode,
+                              int64_t segment, OpMath<T>* __restrict__ partials) {
+  using A = OpMath<T>;
+  __shared__ A scratch[kWarpSize];
+  const int64_t splits = gridDim.y, split = blockIdx.y;
+  const int64_t begin = split * segment, end = ::min(dim, begin + segment);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* yr = y + row * dim;
+    const T* gr = g + row * dim;
+    A acc = 0;
+    if (mode == kPassWrite) {
+      for (int64_t k = 0; k < splits; ++k) acc += partials[row * splits + k];
+    } else {
+      visit_rows2<A>(yr, gr, begin, end, vec, [&](A yv, A gv) { acc += log ? gv : gv * yv; });
+      acc = block_reduce(acc, SumOp(), A(0), scratch);
+      if (mode == kPassStats) {
+        if (threadIdx.x == 0) partials[row * splits + split] = acc;
+        continue;
+      }
+    }
+    transform_row<A>(yr, gr, dx + row * dim, begin, end, vec, [=](A yv, A gv) {
+      return log ? gv - exp_acc(yv) * acc : yv * (gv - acc);
+    });
+  }
+}
+
+// ---- reduced dim not innermost: a thread per (outer, inner) column ----------------------------
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+softmax_column_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer,
+                              int64_t dim, int64_t inner, bool log) {
+  using A = OpMath<T>;
+  const int64_t columns = outer * inner;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < columns; t += step) {
+    const int64_t o = t / inner;
+    const int64_t base = o * dim * inner + (t - o * inner);
+    MaxSum<A> st = maxsum_identity<A>();
+    for (int64_t d = 0; d < dim; ++d) maxsum_add(st, convert<A>(x[base + d * inner]));
+    const A m = st.max, inv = A(1) / st.sum, lse = st.max + log_acc(st.sum);
+    for (int64_t d = 0; d < dim; ++d) {
+      const A v = convert<A>(x[base + d * inner]);
+      y[base + d * inner] = convert<T>(log ? v - lse : exp_acc(v - m) * inv);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+softmax_column_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                               T* __restrict__ dx, int64_t outer, int64_t dim, int64_t inner,
+                               bool log) {
+  using A = OpMath<T>;
+  const int64_t columns = outer * inner;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < columns; t += step) {
+    const int64_t o = t / inner;
+    const int64_t base = o * dim * inner + (t - o * inner);
+    A acc = 0;
+    for (int64_t d = 0; d < dim; ++d) {
+      const A gv = convert<A>(g[base + d * inner]);
+      acc += log ? gv : gv * convert<A>(y[base + d * inner]);
+    }
+    for (int64_t d = 0; d < dim; ++d) {
+      const A yv = convert<A>(y[base + d * inner]), gv = convert<A>(g[base + d * inner]);
+      dx[base + d * inner] = convert<T>(log ? gv - exp_acc(yv) * acc : yv * (gv - acc));
+    }
+  }
+}
+
+// ---- host side: launch geometry ---------------------------------------------------------------
+
+bool is_aligned16(const Tensor& t) { return !t.defined() || is_aligned(t.data_ptr(), 16); }
+
+// 16-byte vectors along the rows: the row length a multiple of the vector and every base aligned.
+bool rows_vectorizable(const SoftmaxProblem& p) {
+  const int64_t V = 16 / int64_t(p.input.element_size());
+  return p.dim_size % V == 0 && is_aligned16(p.input) && is_aligned16(p.output) &&
+         is_aligned16(p.grad_output);
+}
+
+// Threads per block for rows of `length` elements: enough for about 4 vectors per thread.
+int block_threads_for(int64_t length, size_t element_size) {
+  const int64_t vectors = (length * int64_t(element_size) + 15) / 16;
+  int threads = 128;
+  while (threads < kMaxBlockThreads && int64_t(threads) * 4 < vectors) threads *= 2;
+  return threads;
+}
+
+unsigned row_grid(int64_t rows) {
+  return unsigned(std::min<int64_t>(rows, std::numeric_limits<int32_t>::max()));
+}
+
+size_t smem_bytes(const SoftmaxProblem& p) {
+  const size_t row = size_t((p.dim_size + 7) / 8 * 8) * p.input.element_size();
+  return p.direction == Direction::forward ? row : 2 * row;
+}
+
+size_t smem_limit(const SoftmaxProblem& p) {
+  // The opt-in per-block limit, less the kernels' static scratch (32 x 16 bytes at most).
+  const size_t optin = device_properties(p.device().index).shared_memory_per_block_optin;
+  return optin > 1024 ? optin - 1024 : 0;
+}
+
+// multi_block: how many blocks share a row so that about two waves of the GPU are busy, each
+// segment at least kMinSegment elements. 1 when not worth it.
+constexpr int64_t kMinSegment = 4096;
+int64_t multi_block_splits(const SoftmaxProblem& p) {
+  if (p.inner != 1) return 1;
+  const int64_t sms = device_properties(p.device().index).sm_count;
+  if (p.outer >= sms) return 1;
+  const int64_t wanted = (2 * sms + p.outer - 1) / p.outer;
+  return std::max<int64_t>(1, std::min(wanted, p.dim_size / kMinSegment));
+}
+int64_t multi_block_segment(const SoftmaxProblem& p, int64_t splits) {
+  const int64_t V = 16 / int64_t(p.input.element_size());
+  const int64_t seg = (p.dim_size + splits - 1) / splits;
+  return (seg + V - 1) / V * V;  // vector aligned; the last segment may be shorter
+}
+
+template <typename T>
+void launch_warp(const SoftmaxProblem& p, cudaStream_t stream) {
+  const bool vec = rows_vectorizable(p);
+  const unsigned grid = unsigned((p.outer + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
+  const int dim = int(p.dim_size);
+  const T* in = static_cast<const T*>(p.input.data_ptr());
+  T* out = static_cast<T*>(p.output.data_ptr());
+  const int threads = kWarpRowsPerBlock * kWarpSize;
+  if (p.direction == Direction::forward) {
+    if (dim <= 4 * kWarpSize)
+      softmax_warp_forward_kernel<T, 4><<<grid, threads, 0, stream>>>(in, out, p.outer, dim, p.log, vec);
+    else
+      softmax_warp_forward_kernel<T, 32><<<grid, threads, 0, stream>>>(in, out, p.outer, dim, p.log, vec);
+  } else {
+    const T* g = static_cast<const T*>(p.grad_output.data_ptr());
+    if (dim <= 4 * kWarpSize)
+      softmax_warp_backward_kernel<T, 4><<<grid, threads, 0, stream>>>(in, g, out, p.outer, dim, p.log, vec);
+    else
+      softmax_warp_backward_kernel<T, 32><<<grid, threads, 0, stream>>>(in, g, out, p.outer, dim, p.log, vec);
+  }
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_smem(const SoftmaxProblem& p, cudaStream_t stream) {
+  const bool vec = rows_vectorizable(p);
+  const size_t bytes = smem_bytes(p);
+  const int threads = block_threads_for(p.dim_size, sizeof(T));
+  const T* in = static_cast<const T*>(p.input.data_ptr());
+  T* out = static_cast<T*>(p.output.data_ptr());
+  if (p.direction == Direction::forward) {
+    if (bytes > 48 * 1024)
+      EMBER_CUDA_CHECK(cudaFuncSetAttribute(softmax_smem_forward_kernel<T>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    softmax_smem_forward_kernel<T><<<row_grid(p.outer), threads, bytes, stream>>>(
+        in, out, p.outer, p.dim_size, p.log, vec);
+  } else {
+    if (bytes > 48 * 1024)
+      EMBER_CUDA_CHECK(cudaFuncSetAttribute(softmax_smem_backward_kernel<T>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    softmax_smem_backward_kernel<T><<<row_grid(p.outer), threads, bytes, stream>>>(
+        in, static_cast<const T*>(p.grad_output.data_ptr()), out, p.outer, p.dim_size, p.log, vec);
+  }
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+// splits == 1: one kernel (mode full); else a stats kernel and a write kernel around `workspace`.
+template <typename T>
+void launch_block(const SoftmaxProblem& p, int64_t splits, void* workspace, cudaStream_t stream) {
+  using A = OpMath<T>;
+  const bool vec = rows_vectorizable(p);
+  const int64_t segment = splits == 1 ? p.dim_size : multi_block_segment(p, splits);
+  splits = (p.dim_size + segment - 1) / segment;  // no empty segments
+  const int threads = block_threads_for(segment, sizeof(T));
+  const dim3 grid(row_grid(p.outer), unsigned(splits));
+  const T* in = static_cast<const T*>(p.input.data_ptr());
+  T* out = static_cast<T*>(p.output.data_ptr());
+  if (p.direction == Direction::forward) {
+    auto* partials = static_cast<MaxSum<A>*>(workspace);
+    if (splits == 1) {
+      softmax_block_forward_kernel<T><<<grid, threads, 0, stream>>>(
+          in, out, p.outer, p.dim_size, p.log, vec, kPassFull, segment, nullptr);
+      EMBER_CUDA_LAUNCH_CHECK();
+      return;
+    }
+    softmax_block_forward_kernel<T><<<grid, threads, 0, stream>>>(
+        in, out, p.outer, p.dim_size, p.log, vec, kPassStats, segment, partials);
+    EMBER_CUDA_LAUNCH_CHECK();
+    softmax_block_forward_kernel<T><<<grid, threads, 0, stream>>>(
+        in, out, p.outer, p.dim_size, p.log, vec, kPassWrite, segment, partials);
+    EMBER_CUDA_LAUNCH_CHECK();
+  } else {
+    const T* g = static_cast<const T*>(p.grad_output.data_ptr());
+    auto* partials = static_cast<A*>(workspace);
+    if (splits == 1) {
+      softmax_block_backward_kernel<T><<<grid, threads, 0, stream>>>(
+          in, g, out, p.outer, p.dim_size, p.log, vec, kPassFull, segment, nullptr);
+      EMBER_CUDA_LAUNCH_CHECK();
+      return;
+    }
+    softmax_block_backward_kernel<T><<<grid, threads, 0, stream>>>(
+        in, g, out, p.outer, p.dim_size, p.log, vec, kPassStats, segment, partials);
+    EMBER_CUDA_LAUNCH_CHECK();
+    softmax_block_backward_kernel<T><<<grid, threads, 0, stream>>>(
+        in, g, out, p.outer, p.dim_size, p.log, vec, kPassWrite, segment, partials);
+    EMBER_CUDA_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+void launch_column(const SoftmaxProblem& p, cudaStream_t stream) {
+  const unsigned grid = grid_for(p.outer * p.inner, p.device().index);
+  const T* in = static_cast<const T*>(p.input.data_ptr());
+  T* out = static_cast<T*>(p.output.data_ptr());
+  if (p.direction == Direction::forward)
+    softmax_column_forward_kernel<T><<<grid, kBlockThreads, 0, stream>>>(
+        in, out, p.outer, p.dim_size, p.inner, p.log);
+  else
+    softmax_column_backward_kernel<T><<<grid, kBlockThreads, 0, stream>>>(
+        in, static_cast<const T*>(p.grad_output.data_ptr()), out, p.outer, p.dim_size, p.inner,
+        p.log);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+// ---- algorithms -------------------------------------------------------------------------------
+
+enum class SoftmaxAlgo { warp, smem, block, multi_block, column };
+
+void check_problem(const SoftmaxProblem& p) {
+  EMBER_INTERNAL_ASSERT(p.input.device().is_cuda() && p.output.device() == p.input.device() &&
+                            p.output.dtype() == p.input.dtype() &&
+                            p.outer * p.dim_size * p.inner == p.output.numel() &&
+                            (p.direction == Direction::forward ||
+                             (p.grad_output.defined() && p.grad_output.dtype() == p.input.dtype())),
+                        "softmax (CUDA): inconsistent problem [", p.outer, ", ", p.dim_size, ", ",
+                        p.inner, "] for output ", p.output.shape_str());
+}
+
+void run_softmax(SoftmaxAlgo algo, const SoftmaxProblem& p, void* workspace) {
+  check_problem(p);
+  if (p.output.numel() == 0) return;
+  DeviceGuard device_guard(p.device());
+  cudaStream_t stream = stream_of(p.device());
+  const DType dtype = p.input.dtype();
+  auto dispatch_reduced = [&](auto launch) {  // the float-computed dtypes only
+    switch (dtype) {
+      case DType::f32: launch(float{}); break;
+      case DType::f16: launch(__half{}); break;
+      case DType::bf16: launch(__nv_bfloat16{}); break;
+      default: EMBER_INTERNAL_ASSERT(false, "softmax: this algorithm does not take ", dtype_name(dtype));
+    }
+  };
+  auto dispatch_all = [&](auto launch) {
+    if (dtype == DType::f64) launch(double{});
+    else dispatch_reduced(launch);
+  };
+  switch (algo) {
+    case SoftmaxAlgo::warp:
+      dispatch_reduced([&](auto tag) { launch_warp<decltype(tag)>(p, stream); });
+      break;
+    case SoftmaxAlgo::smem:
+      dispatch_reduced([&](auto tag) { launch_smem<decltype(tag)>(p, stream); });
+      break;
+    case SoftmaxAlgo::block:
+      dispatch_all([&](auto tag) { launch_block<decltype(tag)>(p, 1, nullptr, stream); });
+      break;
+    case SoftmaxAlgo::multi_block:
+      dispatch_all([&](auto tag) {
+        launch_block<decltype(tag)>(p, multi_block_splits(p), workspace, stream);
+      });
+      break;
+    case SoftmaxAlgo::column:
+      dispatch_all([&](auto tag) { launch_column<decltype(tag)>(p, stream); });
+      break;
+  }
+}
+
+dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
+  dispatch::Algorithm<SoftmaxProblem> a;
+  a.deterministic = true;
+  a.run = [algo](const SoftmaxProblem& p, void* workspace) { run_softmax(algo, p, workspace); };
+  switch (algo) {
+    case SoftmaxAlgo::warp:
+      a.name = "warp_per_row";
+      a.applies = [](const SoftmaxProblem& p) {
+        return p.inner == 1 && p.dim_size <= 32 * kWarpSize && p.input.dtype() != DType::f64;
+      };
+      // Measured on an H200: best forward for rows <= 1024; in the backward the shared-memory
+      // variant was as fast or faster (65536 x 1024: 4.2 vs 3.8 TB/s in bf16).
+      a.heuristic_cost = [](const SoftmaxProblem& p) {
+        return p.direction == Direction::forward ? 1.0 : 2.0;
+      };
+      break;
+    case SoftmaxAlgo::smem:
+      a.name = "block_smem";
+      a.applies = [](const SoftmaxProblem& p) {
+        return p.inner == 1 && p.input.dtype() != DType::f64 && smem_bytes(p) <= smem_limit(p);
+      };
+      // Backward rows above 64 KiB (y and dL/dy) leave too few blocks per SM: re-reading from L2
+      // was faster (8192 x 32768 bf16: 3.47 vs 3.28 TB/s).
+      a.heuristic_cost = [](const SoftmaxProblem& p) {
+        if (p.direction == Direction::forward) return 2.0;
+        return smem_bytes(p) <= 64 * 1024 ? 1.5 : 3.5;
+      };
+      break;
+    case SoftmaxAlgo::block:
+      a.name = "block_multipass";
+      a.applies = [](const SoftmaxProblem& p) { return p.inner == 1; };
+      a.heuristic_cost = [](const SoftmaxProblem&) { return 3.0; };
+      break;
+    case SoftmaxAlgo::multi_block:
+      a.name = "multi_block";
+      a.applies = [](const SoftmaxProblem& p) { return multi_block_splits(p) >= 2; };
+      a.workspace_bytes = [](const SoftmaxProblem& p) {
+        const size_t acc = p.input.dtype() == DType::f64 ? sizeof(double) : sizeof(float);
+        const size_t per_split = p.direction == Direction::forward ? 2 * acc : acc;
+        return size_t(p.outer) * size_t(multi_block_splits(p)) * per_split;
+      };
+      // Few long rows: one block per row would leave most of the GPU idle.
+      a.heuristic_cost = [](const SoftmaxProblem&) { return 1.2; };
+      break;
+    case SoftmaxAlgo::column:
+      a.name = "column";
+      a.applies = [](const SoftmaxProblem& p) { return p.inner > 1; };
+      a.heuristic_cost = [](const SoftmaxProblem&) { return 1.0; };
+      break;
+  }
+  return a;
+}
+
+// ---- cross-entropy ----------------------------------------------------------------------------
+
+// Pointers and parameters of one call; A is the accumulation type (float, or double for f64),
+// also the type of the per-row buffers and the weights.
+template <typename A>
+struct CeDevice {
+  const void* input;
+  void* grad;
+  const int64_t* target;
+  const A* weight;      // null: all ones
+  const A* weight_sum;  // null: no weights (the sum is `classes`)
+  A* loss;
+  A* lse;
+  A* target_weight;
+  const A* row_scale;
+  int64_t row_scale_stride;
+  int64_t outer, classes, inner;
+  int64_t ignore_index;
+  A smoothing;
+  bool log_probs;
+  int* error_flag;
+
+  __device__ __forceinline__ A weight_of(int64_t c) const { return weight != nullptr ? weight[c] : A(1); }
+  __device__ __forceinline__ A weight_total() const {
+    return weight_sum != nullptr ? *weight_sum : A(classes);
+  }
+};
+
+// The class of row r, or -1 when ignored or out of range (reported).
+template <typename A>
+__device__ __forceinline__ int64_t row_target(const CeDevice<A>& a, int64_t r) {
+  const int64_t t = a.target[r];
+  if (t == a.ignore_index) return -1;
+  if (t < 0 || t >= a.classes) {
+    report_device_error(a.error_flag, kDeviceErrorClassIndexOutOfRange, t, a.classes);
+    return -1;
+  }
+  return t;
+}
+
+// Writes the row's outputs from its log-sum-exp, target logit and sum_c w[c] * x[c].
+template <typename A>
+__device__ __forceinline__ void finish_row(const CeDevice<A>& a, int64_t r, int64_t t, A lse,
+                                           A x_t, A weighted_sum) {
+  a.lse[r] = lse;
+  if (t < 0) {
+    a.loss[r] = A(0);
+    a.target_weight[r] = A(0);
+    return;
+  }
+  const A wt = a.weight_of(t);
+  A loss = (A(1) - a.smoothing) * wt * (lse - x_t);
+  if (a.smoothing > A(0)) loss += a.smoothing / A(a.classes) * (a.weight_total() * lse - weighted_sum);
+  a.loss[r] = loss;
+  a.target_weight[r] = wt;
+}
+
+// Classes innermost (inner == 1), logits: a group of threads per row, the group a warp
+// (rows_per_block = blockDim / 32 rows a block) or the whole block (rows_per_block = 1).
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
+  using A = OpMath<T>;
+  __shared__ MaxSum<A> scratch[kWarpSize];
+  __shared__ A wx_scratch[kWarpSize];
+  const T* x = static_cast<const T*>(a.input);
+  const int64_t rows = a.outer, C = a.classes;
+  const bool warp_groups = rows_per_block > 1;
+  const int64_t group = warp_groups ? threadIdx.x / kWarpSize : 0;
+  const int rank = warp_groups ? threadIdx.x % kWarpSize : threadIdx.x;
+  const int group_size = warp_groups ? kWarpSize : blockDim.x;
+  const bool smoothing = a.smoothing > A(0);
+  for (int64_t r0 = int64_t(blockIdx.x) * rows_per_block; r0 < rows;
+       r0 += int64_t(gridDim.x) * rows_per_block) {
+    const int64_t r = r0 + group;
+    if (warp_groups && r >= rows) break;  // warps leave independently; no block barrier below
+    const T* row = x + r * C;
+    MaxSum<A> st = maxsum_identity<A>();
+    A wx = 0;  // sum_c w[c] * x[c], only with label smoothing
+    visit_row<A>(row, 0, C, vec, rank, group_size, [&](A v, int64_t c) {
+      maxsum_add(st, v);
+      if (smoothing) wx += a.weight_of(c) * v;
+    });
+    if (warp_groups) {
+      st = warp_maxsum(st);
+      if (smoothing) wx = warp_reduce(wx, SumOp());
+    } else {
+      st = block_maxsum(st, scratch);
+      if (smoothing) wx = block_reduce(wx, SumOp(), A(0), wx_scratch);
+    }
+    if (rank == 0) {
+      const int64_t t = row_target(a, r);
+      finish_row(a, r, t, st.max + log_acc(st.sum), t >= 0 ? convert<A>(row[t]) : A(0), wx);
+    }
+  }
+}
+
+// Any layout (element (n, c, s) at (n * C + c) * S + s), and nll_loss: a thread per row r = n*S+s.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+cross_entropy_columns_kernel(CeDevice<OpMath<T>> a) {
+  using A = OpMath<T>;
+  const T* x = static_cast<const T*>(a.input);
+  const int64_t S = a.inner, C = a.classes, rows = a.outer * a.inner;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += step) {
+    const int64_t n = r / S;
+    const T* row = x + n * C * S + (r - n * S);  // class c at row[c * S]
+    const int64_t t = row_target(a, r);
+    const A x_t = t >= 0 ? convert<A>(row[t * S]) : A(0);
+    if (a.log_probs) {
+      finish_row(a, r, t, A(0), x_t, A(0));
+      continue;
+    }
+    MaxSum<A> st = maxsum_identity<A>();
+    A wx = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const A v = convert<A>(row[c * S]);
+      maxsum_add(st, v);
+      if (a.smoothing > A(0)) wx += a.weight_of(c) * v;
+    }
+    finish_row(a, r, t, st.max + log_acc(st.sum), x_t, wx);
+  }
+}
+
+// What the gradient of every element of row r shares (see cpu_kernels/softmax.cpp for the
+// formula).
+template <typename A>
+struct CeRowCoef {
+  int64_t t;  // target class, -1 when ignored
+  A scale;    // upstream gradient of the row
+  A lse;
+  A p_coef;   // (1 - eps) w[t] + eps / C * sum(w)
+  A hit;      // (1 - eps) w[t]: subtracted at c == t
+};
+
+template <typename A>
+__device__ __forceinline__ CeRowCoef<A> row_coefficients(const CeDevice<A>& a, int64_t r) {
+  CeRowCoef<A> k;
+  k.t = row_target(a, r);
+  k.scale = a.row_scale[r * a.row_scale_stride];
+  k.lse = a.lse[r];
+  const A wt = k.t >= 0 ? a.weight_of(k.t) : A(1);
+  k.p_coef = (A(1) - a.smoothing) * wt + a.smoothing / A(a.classes) * a.weight_total();
+  k.hit = (A(1) - a.smoothing) * wt;
+  return k;
+}
+
+template <typename A>
+__device__ __forceinline__ A ce_grad(const CeDevice<A>& a, const CeRowCoef<A>& k, int64_t c, A x) {
+  if (k.t < 0) return A(0);
+  A d = c == k.t ? -k.hit : A(0);
+  if (!a.log_probs) {
+    d += exp_acc(x - k.lse) * k.p_coef;
+    if (a.smoothing > A(0)) d -= a.smoothing / A(a.classes) * a.weight_of(c);
+  }
+  return k.scale * d;
+}
+
+// One flat pass: element e -> (n, c, s). Vector path (inner == 1, classes % V == 0, aligned):
+// each thread's vector lies in one row, and by_a divides by the vectors of a row; scalar path:
+// by_a divides by inner, by_b by classes.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool vec, bool use32, DivideBy by_a,
+                                   DivideBy by_b) {
+  using A = OpMath<T>;
+  const T* x = static_cast<const T*>(a.input);
+  T* gx = static_cast<T*>(a.grad);
+  const int64_t C = a.classes, S = a.inner;
+  const int64_t total = a.outer * C * S;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    constexpr int V = kVec<T>;
+    using Vec = AlignedVec<T, V>;
+    const int64_t vectors_per_row = C / V;
+    for (int64_t i = tid; i < total / V; i += step) {
+      const int64_t r = by_a.div(i, use32);
+      const int64_t c0 = (i - r * vectors_per_row) * V;
+      const CeRowCoef<A> k = row_coefficients(a, r);
+      const Vec in = reinterpret_cast<const Vec*>(x)[i];
+      Vec out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = convert<T>(ce_grad(a, k, c0 + j, convert<A>(in.v[j])));
+      reinterpret_cast<Vec*>(gx)[i] = out;
+    }
+    return;
+  }
+  for (int64_t e = tid; e < total; e += step) {
+    const int64_t q = by_a.div(e, use32), s = e - q * S;
+    const int64_t n = by_b.div(q, use32), c = q - n * C;
+    const CeRowCoef<A> k = row_coefficients(a, n * S + s);
+    gx[e] = convert<T>(ce_grad(a, k, c, convert<A>(x[e])));
+  }
+}
+
+template <typename A>
+CeDevice<A> make_ce_device(const CrossEntropyArgs& a) {
+  auto ptr = [](const Tensor& t) -> A* { return t.defined() ? t.data<A>() : nullptr; };
+  CeDevice<A> d{};
+  d.input = a.input.data_ptr();
+  d.grad = a.grad_input.defined() ? a.grad_input.data_ptr() : nullptr;
+  d.target = a.target.data<int64_t>();
+  d.weight = ptr(a.weight);
+  d.weight_sum = a.weight.defined() ? ptr(a.weight_sum) : nullptr;
+  d.loss = ptr(a.loss);
+  d.lse = ptr(a.lse);
+  d.target_weight = ptr(a.target_weight);
+  d.row_scale = ptr(a.row_scale);
+  d.row_scale_stride = a.row_scale_stride;
+  d.outer = a.outer;
+  d.classes = a.classes;
+  d.inner = a.inner;
+  d.ignore_index = a.ignore_index;
+  d.smoothing = A(a.label_smoothing);
+  d.log_probs = a.input_is_log_probs;
+  d.error_flag = device_error_flag(a.input.device().index);
+  return d;
+}
+
+template <typename T>
+void launch_ce_forward(const CrossEntropyArgs& a, cudaStream_t stream) {
+  const CeDevice<OpMath<T>> d = make_ce_device<OpMath<T>>(a);
+  const int device = a.input.device().index;
+  const int64_t rows = a.outer * a.inner;
+  if (a.inner == 1 && !a.input_is_log_probs) {
+    const int64_t V = kVec<T>;
+    const bool vec = a.classes % V == 0 && is_aligned(a.input.data_ptr(), 16);
+    if (a.classes <= 32 * kWarpSize) {
+      const int rows_per_block = kWarpRowsPerBlock;
+      const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+      cross_entropy_rows_kernel<T><<<row_grid(blocks), rows_per_block * kWarpSize, 0, stream>>>(
+          d, rows_per_block, vec);
+    } else {
+      cross_entropy_rows_kernel<T><<<row_grid(rows), block_threads_for(a.classes, sizeof(T)), 0,
+                                     stream>>>(d, 1, vec);
+    }
+  } else {
+    cross_entropy_columns_kernel<T><<<grid_for(rows, device), kBlockThreads, 0, stream>>>(d);
+  }
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_ce_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
+  const CeDevice<OpMath<T>> d = make_ce_device<OpMath<T>>(a);
+  const int64_t V = kVec<T>;
+  const int64_t total = a.outer * a.classes * a.inner;
+  const bool vec = a.inner == 1 && a.classes % V == 0 && is_aligned(a.input.data_ptr(), 16) &&
+                   is_aligned(a.grad_input.data_ptr(), 16);
+  const int64_t work = vec ? total / V : total;
+  const bool use32 = total <= std::numeric_limits<int32_t>::max();
+  const DivideBy by_a(vec ? a.classes / V : a.inner, use32), by_b(a.classes, use32);
+  cross_entropy_backward_flat_kernel<T><<<grid_for(work, a.input.device().index), kBlockThreads, 0,
+                                          stream>>>(d, vec, use32, by_a, by_b);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename Launch>
+void dispatch_ce(DType dtype, Launch&& launch) {
+  switch (dtype) {
+    case DType::f32: launch(float{}); break;
+    case DType::f64: launch(double{}); break;
+    case DType::f16: launch(__half{}); break;
+    case DType::bf16: launch(__nv_bfloat16{}); break;
+    default:
+      EMBER_THROW(not_supported, "cross_entropy: dtype ", dtype_name(dtype),
+                  " is not supported on CUDA; use a floating dtype");
+  }
+}
+
+void cross_entropy_forward_cuda(const CrossEntropyArgs& a) {
+  if (a.outer * a.inner == 0) return;
+  DeviceGuard device_guard(a.input.device());
+  cudaStream_t stream = stream_of(a.input.device());
+  dispatch_ce(a.input.dtype(), [&](auto tag) { launch_ce_forward<decltype(tag)>(a, stream); });
+}
+
+void cross_entropy_backward_cuda(const CrossEntropyArgs& a) {
+  if (a.grad_input.numel() == 0) return;
+  DeviceGuard device_guard(a.input.device());
+  cudaStream_t stream = stream_of(a.input.device());
+  dispatch_ce(a.input.dtype(), [&](auto tag) { launch_ce_backward<decltype(tag)>(a, stream); });
+}
+
+}  // namespace
+}  // namespace ember::cuda
+
+namespace ember {
+using cuda::SoftmaxAlgo;
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::warp));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::smem));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::multi_block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::column));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::warp));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::smem));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::multi_block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::column));
+EMBER_REGISTER_KERNEL(cross_entropy_forward_kernel, CUDA, dispatch::kFloatingTypes,
+                      &cuda::cross_entropy_forward_cuda);
+EMBER_REGISTER_KERNEL(cross_entropy_backward_kernel, CUDA, dispatch::kFloatingTypes,
+                      &cuda::cross_entropy_backward_cuda);
+}  // namespace ember

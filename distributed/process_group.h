@@ -1,0 +1,71 @@
+// ProcessGroup: collectives across the processes of a job, one process per GPU. The NCCL backend
+// serves CUDA tensors (collectives are enqueued on the current stream of the tensor's device, so
+// they order with the surrounding work and can be captured in a CUDA graph); the MPI backend serves
+// CPU tensors (blocking). init_process_group() reads the job from the environment: RANK,
+// WORLD_SIZE, LOCAL_RANK and MASTER_ADDR/MASTER_PORT (set by ember-launch or by hand), or from MPI
+// (mpirun / srun) when those are absent and Ember was built with MPI.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ember::distributed {
+
+enum class ReduceOp { sum, avg, max, min };
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  virtual std::string backend() const = 0;
+
+  // In place on `t` (dense). avg divides by the world size.
+  virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  virtual void broadcast(Tensor& t, int root = 0) = 0;
+  // output: [world_size * input.numel()] (dense), rank r's input lands at r * input.numel().
+  virtual void all_gather(Tensor& output, const Tensor& input) = 0;
+  // input: [world_size * output.numel()]; rank r gets the reduction of chunk r.
+  virtual void reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::sum) = 0;
+  virtual void barrier() = 0;
+
+ protected:
+  ProcessGroup(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
+  void check_tensor(const char* op, const Tensor& t, bool cuda) const;
+
+ private:
+  int rank_, world_size_;
+};
+
+struct InitOptions {
+  std::string backend = "auto";  // "nccl", "mpi", or "auto" (nccl when a GPU is visible)
+  int rank = -1;                 // -1: from the environment (RANK, or MPI)
+  int world_size = -1;           // -1: from the environment (WORLD_SIZE, or MPI)
+  std::string master_addr;       // "": MASTER_ADDR or 127.0.0.1
+  int master_port = -1;          // -1: MASTER_PORT or 29500
+  // A collective that has not finished after this long aborts the communicator and the next
+  // call into the group throws, naming the rank and the op (NCCL backend).
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+};
+
+// Creates the group of this process (NCCL: binds to cuda:LOCAL_RANK).
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
+
+// The environment variable `name` as an int, or `fallback` when unset; malformed -> bad_param.
+int env_int(const char* name, int fallback);
+
+// Which backends this build has.
+bool nccl_available();
+bool mpi_available();
+
+// Backend constructors (used by init_process_group; public for tests).
+std::shared_ptr<ProcessGroup> make_mpi_process_group();
+std::shared_ptr<ProcessGroup> make_nccl_process_group(int rank, int world_size, int local_rank,
+                                                      const std::string& master_addr,
+                                                      int master_port,
+                                                      std::chrono::milliseconds timeout);
+
+}  // namespace ember::distributed

@@ -1,0 +1,242 @@
+// Pooling ops (ops/pooling.h): argument checks, output sizes (PyTorch's rules), output layout
+// (the input's memory format), the 3-D PoolArgs every variant becomes, autograd (max pooling saves
+// its indices; average pooling saves nothing but the geometry), and the kernel table definitions.
+#include "ops/pooling.h"
+
+#include <array>
+#include <string>
+
+#include "autograd/autograd.h"
+#include "ops/layout.h"
+
+namespace ember {
+
+EMBER_DEFINE_KERNEL(pool_forward_kernel, PoolKernel)
+EMBER_DEFINE_KERNEL(pool_backward_kernel, PoolKernel)
+
+namespace {
+
+std::string list_str(const IntList& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+struct PoolSpec {
+  const char* op;
+  int spatial;  // 1, 2 or 3
+  PoolMode mode;
+  IntList kernel, stride, padding, dilation, output_size;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+// One value per spatial dim (a single value is repeated), placed in the last `spatial` of the 3
+// slots; the leading slots get `fill`.
+std::array<int64_t, 3> per_dim(const PoolSpec& s, const char* name, const IntList& v, int64_t fill) {
+  EMBER_CHECK(v.size() == 1 || v.size() == size_t(s.spatial), s.op, ": ", name, " ", list_str(v),
+              " must hold 1 or ", s.spatial, " values");
+  std::array<int64_t, 3> r = {fill, fill, fill};
+  for (int i = 0; i < s.spatial; ++i) r[size_t(3 - s.spatial + i)] = v.size() == 1 ? v[0] : v[size_t(i)];
+  return r;
+}
+
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;  // reported by the caller
+  int64_t out = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
+  // The last window must start inside the input or the left padding.
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// The 5-D (n, c, d, h, w) strides of a tensor of rank spatial + 2; unit dims get stride 0.
+void strides5(const Tensor& t, int spatial, int64_t (&out)[5]) {
+  out[0] = t.stride(0);
+  out[1] = t.stride(1);
+  for (int i = 0; i < 3; ++i) {
+    const int dim = i - (3 - spatial);
+    out[2 + i] = dim >= 0 ? t.stride(2 + dim) : 0;
+  }
+}
+
+// `g` with the strides of the dense `like` (kept in g's dtype), copying only when they differ.
+Tensor with_layout(const Tensor& g, const Tensor& like) {
+  if (same_layout(g, like)) return g;
+  Tensor r = empty_with_layout_of(like, g.dtype());
+  autograd::NoGradGuard no_grad;
+  r.copy_(g);
+  return r;
+}
+
+struct PoolResult {
+  Tensor output, indices;
+};
+
+PoolResult pool(const Tensor& x0, const PoolSpec& s) {
+  const char* op = s.op;
+  const int rank = s.spatial + 2;
+  EMBER_CHECK(x0.defined(), op, ": the input is an undefined tensor");
+  EMBER_CHECK(x0.dim() == rank || x0.dim() == rank - 1, op, ": expected a ", rank, "-D [N, C, ",
+              s.spatial == 1 ? "L" : s.spatial == 2 ? "H, W" : "D, H, W", "] or ", rank - 1,
+              "-D unbatched input, got shape ", x0.shape_str());
+  EMBER_CHECK_STATUS(is_floating(x0.dtype()), not_supported, op, ": input has dtype ",
+                     dtype_name(x0.dtype()), "; pooling needs a floating dtype");
+  const bool unbatched = x0.dim() == rank - 1;
+  Tensor x = unbatched ? x0.detach().unsqueeze(0) : x0.detach();
+  for (int i = 0; i < s.spatial; ++i)
+    EMBER_CHECK(x.size(2 + i) > 0, op, ": spatial dims must be non-empty, got input shape ",
+                x0.shape_str());
+
+  PoolArgs a;
+  a.mode = s.mode;
+  a.batch = x.size(0);
+  a.channels = x.size(1);
+  for (int i = 0; i < 3; ++i) {
+    const int dim = i - (3 - s.spatial);
+    a.in_size[i] = dim >= 0 ? x.size(2 + dim) : 1;
+  }
+  Shape out_shape = {a.batch, a.channels};
+  if (s.mode == PoolMode::adaptive_avg) {
+    const auto out = per_dim(s, "output_size", s.output_size, 1);
+    for (int i = 0; i < 3; ++i) {
+      EMBER_CHECK(out[size_t(i)] >= 1, op, ": output_size must be positive, got ",
+                  list_str(s.output_size));
+      a.out_size[i] = out[size_t(i)];
+    }
+  } else {
+    const auto k = per_dim(s, "kernel_size", s.kernel, 1);
+    const auto st = per_dim(s, "stride", s.stride.empty() ? s.kernel : s.stride, 1);
+    const auto p = per_dim(s, "padding", s.padding, 0);
+    const auto d = per_dim(s, "dilation", s.dilation, 1);
+    for (int i = 0; i < 3; ++i) {
+      const size_t u = size_t(i);
+      EMBER_CHECK(k[u] >= 1 && st[u] >= 1 && d[u] >= 1 && p[u] >= 0, op, ": kernel_size ",
+                  list_str(s.kernel), ", stride ", list_str(s.stride), " and dilation ",
+                  list_str(s.dilation), " must be positive and padding ", list_str(s.padding),
+                  " non-negative");
+      EMBER_CHECK(p[u] <= k[u] / 2, op, ": padding ", list_str(s.padding),
+                  " must be at most half of kernel_size ", list_str(s.kernel));
+      a.kernel[i] = k[u];
+      a.stride[i] = st[u];
+      a.padding[i] = p[u];
+      a.dilation[i] = d[u];
+      a.out_size[i] = pooled_size(a.in_size[i], k[u], st[u], p[u], d[u], s.ceil_mode);
+      EMBER_CHECK(a.out_size[i] >= 1, op, ": the input ", x0.shape_str(),
+                  " is too small for kernel_size ", list_str(s.kernel), " with dilation ",
+                  list_str(s.dilation), " and padding ", list_str(s.padding),
+                  " (the output would be empty); use a smaller kernel or more padding");
+    }
+  }
+  for (int i = 3 - s.spatial; i < 3; ++i) out_shape.push_back(a.out_size[i]);
+  a.count_include_pad = s.count_include_pad;
+  a.channels_last = a.channels > 1 && x.stride(1) == 1;
+
+  // The output keeps a channels_last input's format.
+  const MemoryFormat format =
+      (rank == 4 || rank == 5) ? x.suggest_memory_format() : MemoryFormat::contiguous;
+  a.input = x;
+  a.output = empty(out_shape, x.dtype(), x.device(), format);
+  if (s.mode == PoolMode::max) a.indices = empty(out_shape, DType::i64, x.device(), format);
+  strides5(x, s.spatial, a.in_strides);
+  strides5(a.output, s.spatial, a.out_strides);
+  if (a.output.numel() > 0) pool_forward_kernel().get(x.device().type, x.dtype())(a);
+
+  PoolResult r{a.output, a.indices};
+  if (unbatched) {
+    r.output = r.output.squeeze(0);
+    if (r.indices.defined()) r.indices = r.indices.squeeze(0);
+  }
+  if (autograd::needs_grad({&x0})) {
+    PoolArgs saved = a;
+    saved.input = Tensor();
+    saved.output = Tensor();
+    const Shape x_shape = x.sizes();
+    const Shape input_shape = x0.sizes();
+    const DType dtype = x.dtype();
+    const Device device = x.device();
+    const int spatial = s.spatial;
+    autograd::record_backward(
+        op, {x0}, {&r.output},
+        [saved, x_shape, input_shape, dtype, device, format, spatial](
+            const std::vector<Tensor>& grads, const auto&) {
+          PoolArgs b = saved;
+          Tensor g = grads[0].dtype() == dtype ? grads[0] : grads[0].to(dtype);
+          if (g.dim() == spatial + 1) g = g.unsqueeze(0);
+          // Max pooling reads indices and gradients at the same offsets.
+          if (b.mode == PoolMode::max) g = with_layout(g, b.indices);
+          b.output = g;
+          strides5(g, spatial, b.out_strides);
+          b.input = empty(x_shape, dtype, device, format);
+          strides5(b.input, spatial, b.in_strides);
+          if (b.input.numel() > 0) pool_backward_kernel().get(device.type, dtype)(b);
+          Tensor grad = b.input;
+          if (grad.sizes() != input_shape) grad = grad.view(input_shape);
+          return std::vector<Tensor>{grad};
+        });
+  }
+  return r;
+}
+
+PoolSpec max_spec(const char* op, int spatial, const IntList& k, const IntList& s,
+                  const IntList& p, const IntList& d, bool ceil_mode) {
+  PoolSpec spec{op, spatial, PoolMode::max, k, s, p, d, {}, ceil_mode, true};
+  return spec;
+}
+PoolSpec avg_spec(const char* op, int spatial, const IntList& k, const IntList& s,
+                  const IntList& p, bool ceil_mode, bool count_include_pad) {
+  PoolSpec spec{op, spatial, PoolMode::avg, k, s, p, {1}, {}, ceil_mode, count_include_pad};
+  return spec;
+}
+PoolSpec adaptive_spec(const char* op, int spatial, const IntList& output_size) {
+  PoolSpec spec{op, spatial, PoolMode::adaptive_avg, {1}, {1}, {0}, {1}, output_size, false, true};
+  return spec;
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                  const IntList& d, bool ceil_mode) {
+  return pool(x, max_spec("max_pool1d", 1, k, s, p, d, ceil_mode)).output;
+}
+Tensor max_pool2d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                  const IntList& d, bool ceil_mode) {
+  return pool(x, max_spec("max_pool2d", 2, k, s, p, d, ceil_mode)).output;
+}
+ValuesIndices max_pool2d_with_indices(const Tensor& x, const IntList& k, const IntList& s,
+                                      const IntList& p, const IntList& d, bool ceil_mode) {
+  PoolResult r = pool(x, max_spec("max_pool2d_with_indices", 2, k, s, p, d, ceil_mode));
+  return {r.output, r.indices};
+}
+Tensor max_pool3d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                  const IntList& d, bool ceil_mode) {
+  return pool(x, max_spec("max_pool3d", 3, k, s, p, d, ceil_mode)).output;
+}
+
+Tensor avg_pool1d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                  bool ceil_mode, bool count_include_pad) {
+  return pool(x, avg_spec("avg_pool1d", 1, k, s, p, ceil_mode, count_include_pad)).output;
+}
+Tensor avg_pool2d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                  bool ceil_mode, bool count_include_pad) {
+  return pool(x, avg_spec("avg_pool2d", 2, k, s, p, ceil_mode, count_include_pad)).output;
+}
+Tensor avg_pool3d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                  bool ceil_mode, bool count_include_pad) {
+  return pool(x, avg_spec("avg_pool3d", 3, k, s, p, ceil_mode, count_include_pad)).output;
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, const IntList& output_size) {
+  return pool(x, adaptive_spec("adaptive_avg_pool1d", 1, output_size)).output;
+}
+Tensor adaptive_avg_pool2d(const Tensor& x, const IntList& output_size) {
+  return pool(x, adaptive_spec("adaptive_avg_pool2d", 2, output_size)).output;
+}
+Tensor adaptive_avg_pool3d(const Tensor& x, const IntList& output_size) {
+  return pool(x, adaptive_spec("adaptive_avg_pool3d", 3, output_size)).output;
+}
+Tensor global_avg_pool2d(const Tensor& x) {
+  return pool(x, adaptive_spec("global_avg_pool2d", 2, {1})).output;
+}
+
+}  // namespace ember

@@ -1,0 +1,315 @@
+// CUDA tests of activations, softmax / log_softmax (every registered algorithm), cross_entropy /
+// nll_loss, pooling, dropout and the NCHW <-> NHWC kernel: parity with the CPU reference (fp64 on
+// the same rounded inputs) over awkward shapes (1, 33, 1025, 50000 columns, odd channels,
+// misaligned views, channels_last, bf16), the device-side reporting of
+// out-of-range targets, and the CPU / CUDA identity of dropout masks. Skips without a GPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "ops/activation.h"
+#include "ops/dropout.h"
+#include "ops/layout.h"
+#include "ops/pooling.h"
+#include "ops/softmax.h"
+#include "support/op_table.h"
+#include "tensor/device_errors.h"
+
+
+using namespace ember;
+using ember::testing::Layout;
+
+namespace {
+
+const Device kGpu = Device::cuda();
+
+// max |a - ref| relative to max(1, max |ref|), both read as fp64.
+double rel_err(const Tensor& a, const Tensor& ref) {
+  std::vector<double> x = a.to_vector(), y = ref.to_vector();
+  REQUIRE(x.size() == y.size());
+  double scale = 1, err = 0;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) != std::isnan(y[i])) return INFINITY;
+    if (!std::isnan(x[i])) err = std::max(err, std::abs(x[i] - y[i]));
+  }
+  return err / scale;
+}
+double tolerance(DType d) {
+  switch (d) {
+    case DType::f32: return 2e-5;
+    case DType::f16: return 1e-2;
+    case DType::bf16: return 5e-2;
+    default: return 1e-12;
+  }
+}
+
+// The GPU tensor's exact values as a CPU fp64 leaf.
+Tensor cpu_copy(const Tensor& g) { return g.detach().to(Device::cpu(), DType::f64).set_requires_grad(true); }
+
+// Runs f on the GPU input and on its CPU fp64 copy; compares outputs and the gradients of
+// sum(out * w) for a random w. `gpu_settings` (forced algorithms) apply to the GPU run only.
+void check_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
+                  double tol, const std::optional<dispatch::AlgoSettings>& gpu_settings = {}) {
+  Tensor g = gpu_input.detach().set_requires_grad(true);
+  Tensor c = cpu_copy(g);
+  Tensor out_c = f(c);
+  Tensor w = rand(out_c.sizes(), TensorOptions(DType::f64));
+  (out_c * w).sum().backward();
+  Tensor out_g;
+  {
+    std::optional<dispatch::AlgoSettingsGuard> guard;
+    if (gpu_settings) guard.emplace(*gpu_settings);
+    out_g = f(g);
+    (out_g * w.to(kGpu, out_g.dtype())).sum().backward();
+  }
+  REQUIRE(out_g.sizes() == out_c.sizes());
+  CHECK(out_g.device() == kGpu);
+  CHECK(rel_err(out_g, out_c) <= tol);
+  REQUIRE(g.grad().defined());
+  CHECK(rel_err(g.grad(), c.grad()) <= 4 * tol);
+}
+
+Tensor gpu_randn(const Shape& s, DType d, double scale = 1) {
+  return (randn(s, TensorOptions(DType::f32)) * scale).to(kGpu, d);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("activations: vector and strided paths, large and misaligned" *
+          doctest::skip(!cuda::is_available())) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    for (int64_t n : {1, 7, 4099, (1 << 20) + 5}) {
+      CAPTURE(n);
+      Tensor x = gpu_randn({n}, dtype, 3);
+      const double tol = tolerance(dtype);
+      check_parity([](const Tensor& t) { return gelu(t); }, x, tol);
+      check_parity([](const Tensor& t) { return gelu(t, GeluApproximation::tanh); }, x, tol);
+      check_parity([](const Tensor& t) { return silu(t); }, x, tol);
+      check_parity([](const Tensor& t) { return elu(t, 0.7); }, x, tol);
+      if (n > 2) {  // offset by one element: the strided path
+        check_parity([](const Tensor& t) { return leaky_relu(t.narrow(0, 1, t.size(0) - 1), 0.3); }, x, tol);
+      }
+    }
+  }
+  Tensor img = gpu_randn({3, 5, 7, 9}, DType::bf16).contiguous(MemoryFormat::channels_last);
+  CHECK(silu(img).is_contiguous(MemoryFormat::channels_last));
+}
+
+TEST_CASE("softmax: every algorithm on awkward row lengths, forward and backward" *
+          doctest::skip(!cuda::is_available())) {
+  using dispatch::Direction;
+  struct Case {
+    int64_t rows, cols;
+  };
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (Case cs : {Case{5, 1}, Case{37, 33}, Case{9, 128}, Case{6, 1024}, Case{7, 1025},
+                    Case{3, 50000}, Case{300, 4000}}) {
+      for (bool log : {false, true}) {
+        Tensor x = gpu_randn({cs.rows, cs.cols}, dtype, 4);
+        // Each algorithm of each direction that applies, forced for that direction only.
+        for (Direction direction : {Direction::forward, Direction::backward}) {
+          SoftmaxProblem probe;
+          probe.direction = direction;
+          probe.input = x;
+          probe.output = x;
+          probe.outer = cs.rows;
+          probe.dim_size = cs.cols;
+          auto& slot = softmax_slot(direction, DeviceType::CUDA);
+          for (const std::string& name : slot.names()) {
+            const auto& algo = slot.get<SoftmaxProblem>(slot.find(name));
+            if (algo.applies && !algo.applies(probe)) continue;
+            CAPTURE(name);
+            CAPTURE(dispatch::direction_name(direction));
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(cs.rows);
+            CAPTURE(cs.cols);
+            CAPTURE(log);
+            const dispatch::AlgoSettings forced = dispatch::current_algo_settings().force(
+                std::string("softmax.") + dispatch::direction_name(direction), name);
+            check_parity([log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); },
+                         x, tolerance(dtype), forced);
+            // A dense view starting one element in (misaligned rows: the scalar paths).
+            if (cs.rows > 1)
+              check_parity([log](const Tensor& t) {
+                const int64_t rows = t.size(0) - 1, cols = t.size(1);
+                Tensor v = t.flatten().narrow(0, 1, rows * cols).view({rows, cols});
+                return log ? log_softmax(v, 1) : softmax(v, 1);
+              }, x, tolerance(dtype), forced);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("softmax: non-last dims (column algorithm), channels_last, f64, -inf" *
+          doctest::skip(!cuda::is_available())) {
+  Tensor x = gpu_randn({4, 37, 19}, DType::f32, 3);
+  check_parity([](const Tensor& t) { return softmax(t, 1); }, x, 2e-5);
+  check_parity([](const Tensor& t) { return log_softmax(t, 0); }, x, 2e-5);
+  Tensor img = gpu_randn({2, 19, 5, 7}, DType::bf16).contiguous(MemoryFormat::channels_last);
+  Tensor y = softmax(img, 1);
+  CHECK(y.is_contiguous(MemoryFormat::channels_last));
+  check_parity([](const Tensor& t) { return softmax(t, 1); }, img, 5e-2);
+  check_parity([](const Tensor& t) { return log_softmax(t, -1); }, gpu_randn({3, 2000}, DType::f64), 1e-12);
+  Tensor masked = from_vector({-INFINITY, 0, -INFINITY, 1}, {1, 4}).to(kGpu);
+  std::vector<double> v = softmax(masked, 1).to_vector();
+  CHECK(v[0] == 0);
+  CHECK(v[1] == doctest::Approx(1 / (1 + std::exp(1.0))));
+}
+
+TEST_CASE("softmax: the algorithm cache picks by shape" * doctest::skip(!cuda::is_available())) {
+  using dispatch::Direction;
+  auto pick = [](int64_t rows, int64_t cols, int64_t inner) {
+    SoftmaxProblem p;
+    p.input = empty({rows * cols * inner}, DType::f32, kGpu);
+    p.output = p.input;
+    p.outer = rows;
+    p.dim_size = cols;
+    p.inner = inner;
+    dispatch::AlgoModeGuard heuristic(dispatch::AlgoMode::heuristic);
+    return softmax_choose(p).name;
+  };
+  CHECK(pick(4096, 512, 1) == "warp_per_row");
+  CHECK(pick(4096, 8192, 1) == "block_smem");
+  CHECK(pick(2, 1 << 20, 1) == "multi_block");
+  CHECK(pick(16, 64, 7) == "column");
+}
+
+TEST_CASE("cross_entropy: parity over shapes, options and dtypes" *
+          doctest::skip(!cuda::is_available())) {
+  struct Case {
+    int64_t n, c;
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (Case cs : {Case{3, 1}, Case{17, 33}, Case{5, 1025}, Case{2, 50000}, Case{64, 1000}}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(cs.n);
+        CAPTURE(cs.c);
+        CAPTURE(variant);
+        Tensor x = gpu_randn({cs.n, cs.c}, dtype, 3);
+        Tensor t = randint(0, cs.c, {cs.n});
+        if (cs.n > 2) t.narrow(0, 1, 1).fill_(-100);  // one ignored row
+        Tensor w = rand({cs.c}) + 0.5;
+        check_parity([&](const Tensor& in) {
+          CrossEntropyOptions o;
+          if (variant == 1) o.with_label_smoothing(0.1).with_reduction(LossReduction::sum);
+          if (variant == 2) o.with_weight(w.to(in.device())).with_reduction(LossReduction::none);
+          if (variant == 3)
+            o.with_weight(w.to(in.device())).with_label_smoothing(0.25);
+          return cross_entropy(in, t.to(in.device()), o);
+        }, x, tolerance(dtype));
+      }
+    }
+  }
+  // Spatial targets, both layouts; nll_loss.
+  Tensor x = gpu_randn({3, 7, 5, 4}, DType::f32, 2);
+  Tensor t = randint(0, 7, {3, 5, 4});
+  for (Tensor in : {x, x.contiguous(MemoryFormat::channels_last)}) {
+    check_parity([&](const Tensor& v) {
+      return cross_entropy(v, t.to(v.device()), CrossEntropyOptions().with_label_smoothing(0.1));
+    }, in, 2e-5);
+    check_parity([&](const Tensor& v) {
+      return nll_loss(log_softmax(v, 1), t.to(v.device()),
+                      NllLossOptions().with_reduction(LossReduction::none));
+    }, in, 2e-5);
+  }
+}
+
+TEST_CASE("cross_entropy: out-of-range targets are reported at the next sync point" *
+          doctest::skip(!cuda::is_available())) {
+  cuda::check_device_errors(0);  // start clean
+  Tensor x = gpu_randn({4, 5}, DType::f32);
+  Tensor bad = from_vector({0, 7, 1, 2}, {4}, TensorOptions(DType::i64).with_device(kGpu));
+  Tensor loss = cross_entropy(x, bad);  // no host sync, no throw here
+  std::string message = error_of([&] { (void)loss.item(); });
+  CHECK(message.find("class index out of range") != std::string::npos);
+  CHECK(message.find("7") != std::string::npos);
+  // The flag was reset: later work is fine.
+  Tensor ok = from_vector({0, 4, 1, 2}, {4}, TensorOptions(DType::i64).with_device(kGpu));
+  CHECK(std::isfinite(cross_entropy(x, ok).item()));
+  Tensor bad_nll = from_vector({0, -3, 1, 2}, {4}, TensorOptions(DType::i64).with_device(kGpu));
+  Tensor l2 = nll_loss(x, bad_nll);
+  CHECK(error_of([&] { (void)l2.item(); }).find("-3") != std::string::npos);
+}
+
+TEST_CASE("pooling: parity on ResNet-like and odd shapes, both layouts, bf16" *
+          doctest::skip(!cuda::is_available())) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (bool channels_last : {false, true}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(channels_last);
+      Tensor x = gpu_randn({4, 67, 29, 31}, dtype, 2);
+      if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
+      const double tol = tolerance(dtype);
+      check_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x, tol);
+      check_parity([](const Tensor& t) { return max_pool2d(t, {2, 3}, {1, 2}, {1}, {2, 1}, true); }, x, tol);
+      check_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); }, x, tol);
+      check_parity([](const Tensor& t) { return adaptive_avg_pool2d(t, {7, 5}); }, x, tol);
+      check_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tol);
+      Tensor y = max_pool2d(x, {3}, {2}, {1});
+      CHECK(y.is_contiguous(channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous));
+    }
+  }
+  Tensor v = gpu_randn({2, 3, 9, 10, 11}, DType::f32);
+  check_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, 2e-5);
+  check_parity([](const Tensor& t) { return avg_pool3d(t, {2, 3, 3}, {2}, {0, 1, 1}); }, v, 2e-5);
+  Tensor s = gpu_randn({3, 5, 101}, DType::f32);
+  check_parity([](const Tensor& t) { return max_pool1d(t, {4}, {3}, {2}); }, s, 2e-5);
+  check_parity([](const Tensor& t) { return adaptive_avg_pool1d(t, {13}); }, s, 2e-5);
+  auto [values, indices] = max_pool2d_with_indices(gpu_randn({2, 3, 8, 8}, DType::f32), {2});
+  CHECK(indices.device() == kGpu);
+  CHECK(indices.dtype() == DType::i64);
+}
+
+TEST_CASE("dropout: CUDA and CPU draw the same mask" * doctest::skip(!cuda::is_available())) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    for (int64_t n : {1, 5, 4097, 1000003}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(n);
+      Tensor x = gpu_randn({n}, dtype);
+      Generator gg(kGpu, 77), gc(Device::cpu(), 77);
+      DropoutResult rg = dropout_with_mask(x, 0.4, true, &gg);
+      DropoutResult rc = dropout_with_mask(x.cpu(), 0.4, true, &gc);
+      CHECK(max_abs_diff(rg.mask.cpu().to(DType::f32), rc.mask.to(DType::f32)) == 0);
+      CHECK(rel_err(rg.output, rc.output) <= tolerance(dtype));
+      // Misaligned input (scalar path) and the backward.
+      if (n > 2) {
+        Generator g1(kGpu, 3), g2(Device::cpu(), 3);
+        check_parity([&](const Tensor& t) {
+          return dropout(t.narrow(0, 1, t.size(0) - 1), 0.2, true, t.is_cuda() ? &g1 : &g2);
+        }, x, tolerance(dtype));
+      }
+    }
+  }
+}
+
+TEST_CASE("layout: the tiled NCHW <-> NHWC kernel, every element size" *
+          doctest::skip(!cuda::is_available())) {
+  for (DType dtype : {DType::u8, DType::f16, DType::f32, DType::f64}) {
+    for (Shape s : {Shape{2, 3, 4, 5}, Shape{3, 67, 33, 17}, Shape{1, 1000, 7, 7}, Shape{2, 5, 3, 4, 6}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(shape_str(s));
+      Tensor x = randint(0, 100, s, TensorOptions(DType::i64)).to(kGpu, dtype);
+      Tensor y = nchw_to_nhwc(x);
+      CHECK(y.is_contiguous(MemoryFormat::channels_last));
+      CHECK(max_abs_diff(y.cpu(), x.cpu()) == 0);
+      Tensor back = empty(s, dtype, kGpu);
+      CHECK(try_fast_layout_copy(back, y));
+      CHECK(max_abs_diff(back.cpu(), x.cpu()) == 0);
+    }
+  }
+}

@@ -1,0 +1,165 @@
+// The AlgoCache on a GPU: no benchmarking while the current stream is capturing a CUDA graph (the
+// cached or heuristic choice is used, and the key is benchmarked after the capture), benchmarking
+// with CUDA events on scratch outputs (the caller's output untouched), workspace from the CUDA
+// allocator, and keys / cache stamps that carry the GPU's architecture. The algorithms are fakes
+// registered through the public API: they differ only in how much memory they clear.
+#include <cuda_runtime_api.h>
+#include <doctest/doctest.h>
+
+#include <atomic>
+
+#include "dispatch/algo_cache.h"
+#include "ember.h"
+#include "tensor/cuda_check.h"
+
+using namespace ember;
+using namespace ember::dispatch;
+
+namespace {
+
+// Clears `clear_bytes` of `out` (a uint8 CUDA tensor) on the current stream: the fakes' "work".
+struct MemsetProblem {
+  Tensor out;
+  size_t clear_bytes_slow = 0;
+  Device device() const { return out.device(); }
+  MemsetProblem with_scratch_outputs() const {
+    MemsetProblem s = *this;
+    s.out = empty_like(out);
+    return s;
+  }
+};
+
+void clear_async(const Tensor& t, size_t bytes) {
+  auto stream = static_cast<cudaStream_t>(current_stream(t.device()).handle);
+  EMBER_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, bytes, stream));
+}
+
+// An op of its own with "slow" (clears everything, many times) and "fast" (clears 256 bytes);
+// the heuristic prefers "slow", so a benchmark is visible in the choice.
+struct FakeGpuOp {
+  std::string name;
+  std::vector<ScopedAlgorithmRegistration> regs;
+  std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
+
+  FakeGpuOp() {
+    static int n = 0;
+    name = "fake_gpu_op_" + std::to_string(n++);
+    Algorithm<MemsetProblem> slow;
+    slow.name = "slow";
+    slow.heuristic_cost = [](const MemsetProblem&) { return 1.0; };
+    auto runs_slow = runs;
+    slow.run = [runs_slow](const MemsetProblem& p, void*) {
+      for (int i = 0; i < 20; ++i) clear_async(p.out, p.clear_bytes_slow);
+      ++*runs_slow;
+    };
+    Algorithm<MemsetProblem> fast;
+    fast.name = "fast";
+    fast.heuristic_cost = [](const MemsetProblem&) { return 2.0; };
+    fast.workspace_bytes = [](const MemsetProblem&) { return size_t(1) << 20; };
+    auto runs_fast = runs;
+    fast.run = [runs_fast](const MemsetProblem& p, void* workspace) {
+      REQUIRE(workspace != nullptr);
+      clear_async(p.out, 256);
+      ++*runs_fast;
+    };
+    regs.emplace_back(
+        register_algorithm<MemsetProblem>(name, Direction::forward, DeviceType::CUDA, slow));
+    regs.emplace_back(
+        register_algorithm<MemsetProblem>(name, Direction::forward, DeviceType::CUDA, fast));
+  }
+  AlgoSlot& slot() const { return algo_slot(op_id(name), Direction::forward, DeviceType::CUDA); }
+  AlgoKey key(const MemsetProblem& p) const {
+    AlgoKey k = make_algo_key(op_id(name), Direction::forward, p.device());
+    k.describe(AlgoKey::Operand::output, p.out);
+    return k;
+  }
+};
+
+MemsetProblem make_problem(int64_t bytes) {
+  MemsetProblem p;
+  p.out = full({bytes}, 7, TensorOptions(DType::u8).with_device(Device::cuda()));
+  p.clear_bytes_slow = size_t(bytes);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("algo cache (CUDA): no benchmarking while the stream is capturing" *
+          doctest::skip(!cuda::is_available())) {
+  FakeGpuOp op;
+  AlgoCache cache;
+  Device dev = Device::cuda();
+  MemsetProblem p = make_problem(1 << 20);
+  Stream s = new_stream(dev);
+  StreamGuard sg(s);
+  AlgoModeGuard mode(AlgoMode::benchmark);
+
+  CHECK_FALSE(current_stream_is_capturing(dev));
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) ==
+          cudaSuccess);
+  bool capturing = current_stream_is_capturing(dev);
+  std::string during_capture = cache.choose(op.slot(), op.key(p), p).name;
+  REQUIRE(cudaStreamEndCapture(cudaStream_t(s.handle), &graph) == cudaSuccess);
+  cudaGraphDestroy(graph);
+
+  CHECK(capturing);
+  CHECK(during_capture == "slow");  // the heuristic: nothing was timed
+  AlgoCacheStats st = cache.stats();
+  CHECK(st.benchmarks == 0);
+  CHECK(st.capture_fallbacks == 1);
+  CHECK(*op.runs == 0);
+  CHECK(cache.peek(op.slot(), op.key(p))->source == ChoiceSource::heuristic);
+
+  // After the capture the key is benchmarked, with events on the current stream.
+  CHECK(cache.choose(op.slot(), op.key(p), p).name == "fast");
+  CHECK(cache.stats().benchmarks == 1);
+  auto choice = cache.peek(op.slot(), op.key(p));
+  REQUIRE(choice);
+  CHECK(choice->source == ChoiceSource::benchmark);
+  CHECK(choice->time_ms > 0);
+
+  // A benchmarked choice is used as is during a later capture.
+  REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) ==
+          cudaSuccess);
+  std::string captured_again = cache.choose(op.slot(), op.key(p), p).name;
+  REQUIRE(cudaStreamEndCapture(cudaStream_t(s.handle), &graph) == cudaSuccess);
+  cudaGraphDestroy(graph);
+  CHECK(captured_again == "fast");
+  CHECK(cache.stats().benchmarks == 1);
+}
+
+TEST_CASE("algo cache (CUDA): benchmarks on scratch outputs and runs with CUDA workspace" *
+          doctest::skip(!cuda::is_available())) {
+  FakeGpuOp op;
+  AlgoCache cache;
+  MemsetProblem p = make_problem(8 << 20);
+  auto count_sevens = [&p] {
+    Tensor host = p.out.cpu();
+    const uint8_t* bytes = host.data<uint8_t>();
+    int64_t n = 0;
+    for (int64_t i = 0; i < host.numel(); ++i) n += bytes[i] == 7;
+    return n;
+  };
+  AlgoModeGuard mode(AlgoMode::benchmark);
+  CHECK(cache.choose(op.slot(), op.key(p), p).name == "fast");
+  CHECK(*op.runs >= 4);                    // both candidates ran, warm-up included
+  CHECK(count_sevens() == p.out.numel());  // timing never touched the caller's output
+  cache.run(op.slot(), op.key(p), p);      // "fast", with 1 MiB of CUDA workspace
+  CHECK(count_sevens() == p.out.numel() - 256);
+}
+
+TEST_CASE("algo cache (CUDA): keys and cache stamps carry the GPU architecture" *
+          doctest::skip(!cuda::is_available())) {
+  const cuda::DeviceProperties& props = cuda::device_properties(0);
+  AlgoKey k = make_algo_key(op_id("fake_gpu_arch"), Direction::forward, Device::cuda());
+  CHECK(k.cc_major == props.major);
+  CHECK(k.cc_minor == props.minor);
+  CHECK(k.sm_count == props.sm_count);
+  CHECK(k.to_string().find("cuda cc=") != std::string::npos);
+  AlgoCacheStamp stamp = current_algo_cache_stamp();
+  CHECK(stamp.gpu_name == props.name);
+  CHECK(stamp.cc_major == props.major);
+  CHECK(stamp.cuda_runtime_version == props.runtime_version);
+  CHECK(stamp.cuda_driver_version == props.driver_version);
+}

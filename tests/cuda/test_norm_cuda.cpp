@@ -1,0 +1,342 @@
+// Normalization ops on CUDA against the CPU fp64 reference (same rounded inputs): batch norm and
+// its fused tails over awkward shapes (odd channel counts 3, 7, 65; batch 1; one spatial position;
+// 2-D to 5-D; NCHW and channels_last; misaligned base pointers; large splits), float32 / bfloat16 /
+// float16 with float32 or same-dtype parameters, running statistics, numerical stability with a
+// large mean, run-to-run determinism; layer / group / instance norm; device and dtype errors. Skips without a GPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+#include "ops/norm.h"
+#include "support/op_table.h"
+
+
+using namespace ember;
+using ember::testing::Layout;
+
+namespace {
+
+// max |a - b| relative to the reference's scale (at least 1).
+double rel_err(const Tensor& a, const Tensor& ref) {
+  std::vector<double> x = a.to_vector(), y = ref.to_vector();
+  REQUIRE(x.size() == y.size());
+  double scale = 1, err = 0;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
+  return err / scale;
+}
+
+double tolerance(DType d) {
+  switch (d) {
+    case DType::f32: return 1e-4;
+    case DType::f16: return 1e-2;
+    case DType::bf16: return 5e-2;
+    default: return 1e-12;
+  }
+}
+
+Tensor cpu_twin(const Tensor& g) { return g.detach().to(Device::cpu(), DType::f64); }
+
+Tensor leaf(const Tensor& t) { return t.detach().set_requires_grad(true); }
+
+// `t` on the GPU as `dtype`, channels_last when asked (4-D / 5-D), starting `offset` elements into
+// its buffer (offset 1 makes the base pointer unaligned for 16-byte vectors).
+Tensor to_gpu(const Tensor& t, DType dtype, bool channels_last, int64_t offset = 0) {
+  Tensor g = t.to(Device::cuda(), dtype);
+  if (channels_last && (t.dim() == 4 || t.dim() == 5)) g = g.contiguous(MemoryFormat::channels_last);
+  if (offset == 0) return g;
+  Tensor buffer = empty({t.numel() + offset}, dtype, Device::cuda());
+  Tensor view;
+  if (channels_last && t.dim() == 4) {
+    const Shape& s = t.sizes();
+    view = buffer.narrow(0, offset, t.numel()).view({s[0], s[2], s[3], s[1]}).permute({0, 3, 1, 2});
+  } else {
+    view = buffer.narrow(0, offset, t.numel()).view(t.sizes());
+  }
+  view.copy_(g);
+  return view;
+}
+
+enum class Tail { none, relu, add_relu };
+const char* tail_name(Tail t) { return t == Tail::none ? "bn" : t == Tail::relu ? "bn_relu" : "bn_add_relu"; }
+
+struct BnInputs {
+  Tensor x, residual, weight, bias, running_mean, running_var, grad_out;
+};
+
+struct BnResult {
+  Tensor y;
+  std::vector<Tensor> grads;  // x, weight, bias, residual
+};
+
+BnResult run_bn(Tail tail, bool training, const BnInputs& in) {
+  BnInputs l = in;
+  l.x = leaf(in.x);
+  l.weight = leaf(in.weight);
+  l.bias = leaf(in.bias);
+  if (tail == Tail::add_relu) l.residual = leaf(in.residual);
+  Tensor y;
+  switch (tail) {
+    case Tail::none:
+      y = batch_norm(l.x, l.weight, l.bias, in.running_mean, in.running_var, training, 0.1, 1e-5);
+      break;
+    case Tail::relu:
+      y = batch_norm_relu(l.x, l.weight, l.bias, in.running_mean, in.running_var, training, 0.1, 1e-5);
+      break;
+    case Tail::add_relu:
+      y = batch_norm_add_relu(l.x, l.residual, l.weight, l.bias, in.running_mean, in.running_var,
+                              training, 0.1, 1e-5);
+      break;
+  }
+  (y * in.grad_out).sum().backward();
+  return {y, {l.x.grad(), l.weight.grad(), l.bias.grad(), tail == Tail::add_relu ? l.residual.grad() : Tensor()}};
+}
+
+struct BnCase {
+  Shape shape;
+  bool channels_last = false;
+  DType dtype = DType::f32;
+  DType param_dtype = DType::f32;
+  Tail tail = Tail::none;
+  bool training = true;
+  int64_t offset = 0;
+  double mean_shift = 0.7;
+};
+
+void check_bn_parity(const BnCase& k, uint64_t seed = 7) {
+  CAPTURE(shape_str(k.shape));
+  CAPTURE(k.channels_last);
+  CAPTURE(dtype_name(k.dtype));
+  CAPTURE(dtype_name(k.param_dtype));
+  CAPTURE(tail_name(k.tail));
+  CAPTURE(k.training);
+  CAPTURE(k.offset);
+  const int64_t C = k.shape[1];
+  Generator gen(Device::cpu(), seed);
+  const TensorOptions f64(DType::f64);
+  Tensor x = randn(k.shape, f64, &gen) * 1.5 + k.mean_shift;
+  Tensor residual = randn(k.shape, f64, &gen);
+  Tensor grad_out = randn(k.shape, f64, &gen);
+  Tensor weight = rand({C}, f64, &gen) + 0.5, bias = randn({C}, f64, &gen) * 0.2;
+  Tensor rm = randn({C}, f64, &gen) * 0.2, rv = rand({C}, f64, &gen) + 0.5;
+
+  BnInputs gpu{to_gpu(x, k.dtype, k.channels_last, k.offset),
+               to_gpu(residual, k.dtype, k.channels_last),
+               to_gpu(weight, k.param_dtype, false),
+               to_gpu(bias, k.param_dtype, false),
+               to_gpu(rm, k.param_dtype, false),
+               to_gpu(rv, k.param_dtype, false),
+               to_gpu(grad_out, k.dtype, false)};
+  BnInputs cpu{cpu_twin(gpu.x),          cpu_twin(gpu.residual),     cpu_twin(gpu.weight),
+               cpu_twin(gpu.bias),       cpu_twin(gpu.running_mean), cpu_twin(gpu.running_var),
+               cpu_twin(gpu.grad_out)};
+  const BnResult g = run_bn(k.tail, k.training, gpu), c = run_bn(k.tail, k.training, cpu);
+
+  const double tol = tolerance(k.dtype);
+  REQUIRE(g.y.sizes() == k.shape);
+  CHECK(g.y.device() == Device::cuda());
+  CHECK(g.y.dtype() == k.dtype);
+  if (k.channels_last && k.shape.size() >= 4) CHECK(g.y.is_contiguous(MemoryFormat::channels_last));
+  CHECK(rel_err(g.y, c.y) <= tol);
+  const double param_tol = std::max(tolerance(k.param_dtype), 1e-5);
+  CHECK(rel_err(gpu.running_mean, cpu.running_mean) <= param_tol);
+  CHECK(rel_err(gpu.running_var, cpu.running_var) <= param_tol);
+  for (size_t i = 0; i < g.grads.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(g.grads[i].defined() == c.grads[i].defined());
+    if (!g.grads[i].defined()) continue;
+    CHECK(g.grads[i].device() == Device::cuda());
+    // Parameter gradients are sums over N*S values: allow for float32 summation over many terms.
+    CHECK(rel_err(g.grads[i], c.grads[i]) <= 4 * tol);
+  }
+}
+
+// Runs `fn` on GPU inputs and on their CPU fp64 twins; compares outputs and gradients.
+void check_fn_parity(const std::string& name, const std::vector<Shape>& shapes,
+                     const std::function<Tensor(const std::vector<Tensor>&)>& fn, DType dtype,
+                     Layout layout = Layout::contiguous) {
+  CAPTURE(name);
+  CAPTURE(dtype_name(dtype));
+  CAPTURE(int(layout));
+  ember::testing::OpCase c{name, shapes, fn, -2.0, 2.5};
+  auto gpu = ember::testing::make_inputs(c, dtype, Device::cuda(), 99, layout, true);
+  std::vector<Tensor> cpu;
+  for (const Tensor& g : gpu) cpu.push_back(leaf(cpu_twin(g)));
+  Tensor out_gpu = fn(gpu), out_cpu = fn(cpu);
+  REQUIRE(out_gpu.sizes() == out_cpu.sizes());
+  CHECK(out_gpu.device() == Device::cuda());
+  CHECK(rel_err(out_gpu, out_cpu) <= tolerance(dtype));
+  Generator gen(Device::cpu(), 5);
+  Tensor w = rand(out_cpu.sizes(), TensorOptions(DType::f64), &gen);
+  Tensor w_gpu = w.to(Device::cuda(), out_gpu.dtype());
+  (out_cpu * cpu_twin(w_gpu)).sum().backward();
+  (out_gpu * w_gpu).sum().backward();
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(gpu[i].grad().defined() == cpu[i].grad().defined());
+    if (gpu[i].grad().defined()) CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * tolerance(dtype));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm on CUDA matches the CPU over awkward shapes, layouts and dtypes" *
+          doctest::skip(!cuda::is_available())) {
+  const std::vector<Shape> shapes = {{2, 3, 5, 7},  {1, 7, 3, 3},  {4, 65, 1, 1},    {3, 8, 4, 4},
+                                     {2, 64, 9, 9}, {5, 7},        {6, 3, 10},       {2, 3, 2, 3, 4},
+                                     {3, 16, 1, 5}, {2, 33, 6, 6}, {2, 4, 3, 3, 2}};
+  int runs = 0;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Shape& shape : shapes) {
+      for (bool channels_last : {false, true}) {
+        if (channels_last && shape.size() < 4) continue;
+        for (Tail tail : {Tail::none, Tail::relu, Tail::add_relu}) {
+          for (bool training : {true, false}) {
+            BnCase k;
+            k.shape = shape;
+            k.channels_last = channels_last;
+            k.dtype = k.param_dtype = dtype;
+            k.tail = tail;
+            k.training = training;
+            check_bn_parity(k);
+            ++runs;
+          }
+        }
+      }
+    }
+  }
+  CHECK(runs > 300);
+}
+
+TEST_CASE("batch_norm on CUDA: many splits per channel, unaligned pointers, float32 parameters" *
+          doctest::skip(!cuda::is_available())) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (bool channels_last : {false, true}) {
+      BnCase k;
+      k.shape = {32, 24, 20, 20};  // 12800 values per channel: several splits in both layouts
+      k.channels_last = channels_last;
+      k.dtype = dtype;
+      k.param_dtype = DType::f32;  // mixed precision, as under autocast
+      check_bn_parity(k);
+      k.tail = Tail::add_relu;
+      check_bn_parity(k);
+      // Base pointer one element into its buffer: the scalar (non-vector) paths.
+      k.tail = Tail::none;
+      k.shape = {3, 8, 4, 4};
+      k.offset = 1;
+      check_bn_parity(k);
+      k.tail = Tail::relu;
+      k.training = false;
+      check_bn_parity(k);
+    }
+  }
+}
+
+TEST_CASE("batch_norm on CUDA keeps accurate statistics when the mean dwarfs the spread" *
+          doctest::skip(!cuda::is_available())) {
+  // A float32 sum and sum of squares would lose the variance here (mean^2 / var = 1e6); Welford
+  // with Chan merges keeps it to float32 rounding.
+  for (bool channels_last : {false, true}) {
+    BnCase k;
+    k.shape = {64, 4, 32, 32};
+    k.channels_last = channels_last;
+    k.mean_shift = 1000.0;
+    check_bn_parity(k);
+  }
+}
+
+TEST_CASE("batch_norm on CUDA is deterministic run to run" * doctest::skip(!cuda::is_available())) {
+  for (bool channels_last : {false, true}) {
+    CAPTURE(channels_last);
+    Generator gen(Device::cpu(), 3);
+    Tensor x64 = randn({64, 32, 16, 16}, TensorOptions(DType::f64), &gen);
+    Tensor x = to_gpu(x64, DType::f32, channels_last);
+    Tensor gy = to_gpu(randn({64, 32, 16, 16}, TensorOptions(DType::f64), &gen), DType::f32, channels_last);
+    auto once = [&] {
+      Tensor xl = leaf(x), w = leaf(ones({32}, TensorOptions().with_device(Device::cuda())));
+      Tensor y = batch_norm(xl, w, Tensor(), Tensor(), Tensor(), true);
+      (y * gy).sum().backward();
+      return std::vector<Tensor>{y, xl.grad(), w.grad()};
+    };
+    std::vector<Tensor> a = once(), b = once();
+    for (size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0);
+  }
+}
+
+TEST_CASE("layer_norm, group_norm and instance_norm on CUDA match the CPU" *
+          doctest::skip(!cuda::is_available())) {
+  using V = const std::vector<Tensor>&;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    struct Ln {
+      Shape x, normalized;
+    };
+    for (const Ln& ln : std::vector<Ln>{{{7, 33}, {33}},
+                                        {{4, 1024}, {1024}},
+                                        {{3, 5, 64}, {64}},
+                                        {{2, 4, 6}, {4, 6}},
+                                        {{16, 1000}, {1000}},
+                                        {{5, 8}, {8}},
+                                        {{3, 4100}, {4100}}}) {
+      const Shape norm = ln.normalized;
+      check_fn_parity("layer_norm " + shape_str(ln.x), {ln.x, norm, norm},
+                      [norm](V x) { return layer_norm(x[0], norm, x[1], x[2]); }, dtype);
+      check_fn_parity("layer_norm noaffine " + shape_str(ln.x), {ln.x},
+                      [norm](V x) { return layer_norm(x[0], norm); }, dtype);
+    }
+    struct Gn {
+      Shape x;
+      int64_t groups;
+    };
+    for (const Gn& gn : std::vector<Gn>{{{2, 6, 5, 5}, 3}, {{3, 8, 7}, 4}, {{2, 64, 16, 16}, 32},
+                                        {{4, 6}, 3}, {{1, 7, 3, 3}, 7}, {{2, 12, 8, 8}, 1}}) {
+      const int64_t groups = gn.groups, C = gn.x[1];
+      for (Layout layout : {Layout::contiguous, Layout::channels_last})
+        check_fn_parity("group_norm " + shape_str(gn.x), {gn.x, {C}, {C}},
+                        [groups](V x) { return group_norm(x[0], groups, x[1], x[2]); }, dtype, layout);
+    }
+    check_fn_parity("instance_norm", {{3, 5, 4, 6}, {5}, {5}},
+                    [](V x) {
+                      Tensor rm = zeros({5}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
+                      Tensor rv = ones({5}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
+                      return instance_norm(x[0], x[1], x[2], rm, rv, true, 0.1, 1e-5);
+                    },
+                    dtype);
+  }
+}
+
+TEST_CASE("normalization on CUDA: mixed devices and float64 are clear errors" *
+          doctest::skip(!cuda::is_available())) {
+  const TensorOptions gpu = TensorOptions().with_device(Device::cuda());
+  Tensor x = randn({4, 3, 2, 2}, gpu);
+  try {
+    (void)batch_norm(x, ones({3}), Tensor(), Tensor(), Tensor(), true);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::bad_param);
+    CHECK(std::string(e.what()).find("cuda:0") != std::string::npos);
+    CHECK(std::string(e.what()).find("cpu") != std::string::npos);
+  }
+  try {
+    (void)batch_norm_add_relu(x, randn({4, 3, 2, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("residual") != std::string::npos);
+  }
+  try {
+    (void)layer_norm(x, {2, 2}, ones({2, 2}));
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("cpu") != std::string::npos);
+  }
+  try {
+    (void)batch_norm(x.to(DType::f64), Tensor(), Tensor(), Tensor(), Tensor(), true);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::not_supported);
+    CHECK(std::string(e.what()).find("float64") != std::string::npos);
+  }
+}
