@@ -185,8 +185,12 @@ void print_recursive(std::ostringstream& os, const std::vector<double>& v, const
   const bool summarise = n > 8 && v.size() > 1000;
   for (int64_t i = 0; i < n; ++i) {
     if (summarise && i == 3) {
-      os << (dim + 1 == sizes.size() ? " ..., " : "\n" + std::string(size_t(indent + 1), ' ') + "...,\n" +
-                                                      std::string(size_t(indent + 1), ' '));
+      if (dim + 1 == sizes.size()) {
+        os << " ..., ";
+      } else {
+        const std::string pad(size_t(indent + 1), ' ');
+        os << "\n" << pad << "...,\n" << pad;
+      }
       int64_t skip = 1;
       for (size_t d = dim + 1; d < sizes.size(); ++d) skip *= sizes[d];
       idx += (n - 6) * skip;

@@ -6,7 +6,12 @@
 #include "ember.h"
 
 using namespace ember;
-using namespace ember::distributed;
+using distributed::DDPOptions;
+using distributed::DistributedDataParallel;
+using distributed::InitOptions;
+using distributed::ProcessGroup;
+using distributed::distributed_sample_indices;
+using distributed::init_process_group;
 
 namespace {
 std::shared_ptr<ProcessGroup> group() {
@@ -43,13 +48,13 @@ TEST_CASE("MPI collectives") {
   REQUIRE(pg->world_size() >= 2);
   const int r = pg->rank(), w = pg->world_size();
   Tensor t = full({4}, double(r + 1), TensorOptions(DType::f64));
-  pg->all_reduce(t, ReduceOp::sum);
+  pg->all_reduce(t, distributed::ReduceOp::sum);
   CHECK(t.to_vector()[0] == w * (w + 1) / 2.0);
   Tensor a = full({3}, double(r), TensorOptions(DType::f32));
-  pg->all_reduce(a, ReduceOp::avg);
+  pg->all_reduce(a, distributed::ReduceOp::avg);
   CHECK(a.to_vector()[2] == doctest::Approx((w - 1) / 2.0));
   Tensor m = full({1}, double(r), TensorOptions(DType::f32));
-  pg->all_reduce(m, ReduceOp::max);
+  pg->all_reduce(m, distributed::ReduceOp::max);
   CHECK(m.item() == w - 1);
   Tensor b = full({2}, double(r * 10), TensorOptions(DType::i64));
   pg->broadcast(b, 1);
@@ -58,11 +63,11 @@ TEST_CASE("MPI collectives") {
   pg->all_gather(g, full({2}, double(r), TensorOptions(DType::f32)));
   CHECK(g.to_vector()[2 * (w - 1)] == w - 1);
   Tensor in = arange(double(2 * w), TensorOptions(DType::f32)), out = empty({2}, TensorOptions(DType::f32));
-  pg->reduce_scatter(out, in, ReduceOp::sum);
+  pg->reduce_scatter(out, in, distributed::ReduceOp::sum);
   CHECK(out.to_vector()[0] == 2.0 * r * w);
   pg->barrier();
   Tensor strided = ones({4, 2}).t();  // not contiguous: an error, not a silent wrong result
-  CHECK_THROWS_AS(pg->all_reduce(strided, ReduceOp::sum), Error);
+  CHECK_THROWS_AS(pg->all_reduce(strided, distributed::ReduceOp::sum), Error);
 }
 
 TEST_CASE("DDP at batch B/2 per rank equals one process at batch B") {
