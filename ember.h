@@ -1,7 +1,11 @@
-// Ember's umbrella header: include this to get tensors, ops, autograd and the device runtime.
+// Ember's umbrella header, like torch/torch.h: tensors, ops, autograd, the device runtime, nn
+// (modules, optimizers, data, checkpoints, CUDA graphs) and data parallelism.
 #pragma once
 #include "autograd/autograd.h"
 #include "autograd/gradcheck.h"
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
+#include "nn/nn.h"
 #include "ops/activation.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
@@ -9,6 +13,7 @@
 #include "ops/norm.h"
 #include "ops/ops.h"
 #include "ops/pooling.h"
+#include "ops/rnn.h"
 #include "ops/softmax.h"
 #include "tensor/allocator.h"
 #include "tensor/cuda_graph.h"

@@ -6,13 +6,21 @@
 // are not affected.
 //
 // The policy, layer by layer (x = input, w/b = weight/bias; "low" = the scope's dtype):
-//   Linear, Conv1d/2d/3d, ConvTranspose2d      x, w, b -> low             (OpClass::low_precision)
-//   BatchNorm1d/2d, LayerNorm, GroupNorm        x -> float32; the output is float32  (OpClass::fp32)
+//   Linear, Conv1d/2d/3d, ConvTranspose2d      x, w, b -> low; the output is low
+//                                              (OpClass::low_precision)
+//   BatchNorm1d/2d                             x as given: a low-precision x is normalized with
+//                                              float32 statistics and float32 parameters inside
+//                                              the op and the output stays low (as PyTorch's CUDA
+//                                              batch_norm under autocast)
+//   LayerNorm, GroupNorm                       x, w, b -> float32; the output is float32
+//                                              (OpClass::fp32, PyTorch's fp32 list)
+//   Softmax, LogSoftmax                        x -> float32                (OpClass::fp32)
 //   cross_entropy, nll_loss, mse_loss, l1_loss,
-//   binary_cross_entropy_with_logits            every floating input -> float32 (OpClass::fp32)
-//   Softmax/LogSoftmax modules                  x -> float32                (OpClass::fp32)
-//   activations, pooling, Dropout, Flatten,
-//   Embedding                                   unchanged: they run in the dtype they are given
+//   binary_cross_entropy_with_logits (and the
+//   loss modules)                              every floating input -> float32 (OpClass::fp32)
+//   activations, MaxPool2d, AvgPool2d,
+//   AdaptiveAvgPool2d, Dropout, Flatten,
+//   Embedding                                  unchanged: they run in the dtype they are given
 // Only floating tensors of float32, float16 or bfloat16 are cast (float64 stays float64 and integer
 // tensors are never touched, as in PyTorch). Casts are differentiable: gradients flow back to the
 // float32 parameters in float32. Casts are not cached across calls (unlike PyTorch's weight cache),

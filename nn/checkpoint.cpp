@@ -265,7 +265,13 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors, const
     header[name] = std::move(entry);
     blobs.push_back(std::move(c));
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const OrderedJson::type_error& e) {  // invalid UTF-8 in a name or a metadata string
+    EMBER_THROW(bad_param, "save_checkpoint: '", path, "': tensor names and metadata must be valid UTF-8 (",
+                e.what(), ")");
+  }
   // Pad with spaces (allowed by the format) so that the data section starts 8-byte aligned, as the
   // reference writer does; readers can then map tensors in place.
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
@@ -405,13 +411,15 @@ uint64_t parse_u64(const std::string& path, const std::string& what, const std::
 
 void Checkpoint::save(const std::string& path) const {
   NamedTensors tensors;
-  tensors.reserve(model.size() + optimizer.size());
+  tensors.reserve(model.size() + optimizer.size() + grad_scaler.size());
   for (auto& [name, t] : model) {
-    EMBER_CHECK(!starts_with(name, kOptimizerPrefix), "Checkpoint::save: model tensor '", name,
-                "' starts with \"", kOptimizerPrefix, "\", which marks optimizer state; rename the submodule");
+    for (const char* prefix : {kOptimizerPrefix, kGradScalerPrefix})
+      EMBER_CHECK(!starts_with(name, prefix), "Checkpoint::save: model tensor '", name, "' starts with \"", prefix,
+                  "\", which marks optimizer or grad scaler state; rename the submodule");
     tensors.emplace_back(name, t);
   }
   for (auto& [name, t] : optimizer) tensors.emplace_back(kOptimizerPrefix + name, t);
+  for (auto& [name, t] : grad_scaler) tensors.emplace_back(kGradScalerPrefix + name, t);
 
   CheckpointMetadata meta;
   for (auto& [k, v] : extra) {
@@ -435,9 +443,10 @@ void Checkpoint::save(const std::string& path) const {
 Checkpoint Checkpoint::load(const std::string& path) {
   LoadedTensors loaded = load_checkpoint(path);
   Checkpoint ck;
-  const std::string prefix = kOptimizerPrefix;
+  const std::string opt_prefix = kOptimizerPrefix, scaler_prefix = kGradScalerPrefix;
   for (auto& [name, t] : loaded.tensors) {
-    if (starts_with(name, prefix)) ck.optimizer.emplace_back(name.substr(prefix.size()), t);
+    if (starts_with(name, opt_prefix)) ck.optimizer.emplace_back(name.substr(opt_prefix.size()), t);
+    else if (starts_with(name, scaler_prefix)) ck.grad_scaler.emplace_back(name.substr(scaler_prefix.size()), t);
     else ck.model.emplace_back(name, t);
   }
   for (auto& [k, v] : loaded.metadata) {

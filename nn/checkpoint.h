@@ -59,16 +59,28 @@ void restore_rng_state(const std::vector<RngState>& states);
 
 // Everything needed to resume training, in one safetensors file:
 //   tensors   model state under its own names (so PyTorch's model.load_state_dict takes the file
-//             after dropping the "optimizer." entries) and optimizer state as
-//             "optimizer.<name>" (e.g. "optimizer.state.fc.weight.exp_avg");
+//             after dropping the other entries), optimizer state as "optimizer.<name>" (e.g.
+//             "optimizer.state.0.exp_avg") and GradScaler state as "grad_scaler.<name>";
 //   metadata  "format": "pt", "ember.checkpoint": "1", "ember.step", "ember.rng" (JSON),
 //             "ember.optimizer" and "ember.scheduler" (JSON text owned by the optimizer and the
 //             scheduler), and the caller's `extra` entries (whose keys must not start "ember.").
+// Typical use (optimizer and scheduler of nn/optim.h and nn/lr_scheduler.h):
+//   nn::Checkpoint ck;
+//   ck.model = model->state_dict();
+//   ck.optimizer = opt.state_dict();  ck.optimizer_config = opt.config_json();
+//   ck.scheduler = sched.state_json();  ck.step = step;  ck.rng = nn::capture_rng_state();
+//   ck.save("run/last.safetensors");
+//   ...
+//   auto ck = nn::Checkpoint::load("run/last.safetensors");
+//   model->load_state_dict(ck.model);  opt.load_state_dict(ck.optimizer, ck.optimizer_config);
+//   sched.load_state_json(ck.scheduler);  nn::restore_rng_state(ck.rng);  step = ck.step;
 struct Checkpoint {
   static constexpr const char* kOptimizerPrefix = "optimizer.";
+  static constexpr const char* kGradScalerPrefix = "grad_scaler.";
 
   NamedTensors model;              // Module::state_dict()
   NamedTensors optimizer;          // optimizer tensor state, names without the prefix
+  NamedTensors grad_scaler;        // GradScaler::state_dict(), names without the prefix
   std::string optimizer_config;    // the optimizer's non-tensor state (JSON text), may be empty
   std::string scheduler;           // the LR scheduler's state (JSON text), may be empty
   int64_t step = 0;                // training step (or iteration) the state belongs to
@@ -76,7 +88,7 @@ struct Checkpoint {
   CheckpointMetadata extra;        // anything else (epoch, data loader position, ...)
 
   void save(const std::string& path) const;
-  // Model tensors are the entries without the "optimizer." prefix.
+  // Model tensors are the entries without an "optimizer." or "grad_scaler." prefix.
   static Checkpoint load(const std::string& path);
 };
 

@@ -1,7 +1,7 @@
-// Convolution layers, as torch.nn.Conv1d / Conv2d: options builders
+// Convolution layers, as torch.nn.Conv1d / Conv2d / Conv3d / ConvTranspose2d: options builders
 // (`Conv2dOptions(3, 64, 3).stride(2).bias(false)`), PyTorch's default initialization and printing,
-// on the conv2d op of ops/conv.h (Conv1d runs as a conv2d over a height-1 image, as PyTorch once
-// did). Under autocast the input, weight and bias are cast to the low precision (nn/amp.h).
+// on the ops of ops/conv.h and ops/conv_variants.h. Under autocast the input, weight and bias are
+// cast to the low precision (nn/amp.h). Padding is zeros.
 #pragma once
 #include "nn/module.h"
 #include "nn/options.h"
@@ -23,40 +23,81 @@ struct ConvOptions {
 };
 using Conv1dOptions = ConvOptions<1>;
 using Conv2dOptions = ConvOptions<2>;
+using Conv3dOptions = ConvOptions<3>;
 
-// Parameters: weight [out, in / groups, *kernel_size], bias [out] (when options.bias()), both
-// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in / groups * prod(kernel_size), as PyTorch's
-// kaiming_uniform_(a = sqrt(5)) default.
 template <size_t D>
+struct ConvTransposeOptions {
+  ConvTransposeOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  EMBER_ARG(int64_t, in_channels);
+  EMBER_ARG(int64_t, out_channels);
+  EMBER_ARG(ExpandingArray<D>, kernel_size);
+  EMBER_ARG(ExpandingArray<D>, stride) = 1;
+  EMBER_ARG(ExpandingArray<D>, padding) = 0;  // removed from both sides of the output
+  EMBER_ARG(ExpandingArray<D>, output_padding) = 0;  // added on one side; less than stride
+  EMBER_ARG(ExpandingArray<D>, dilation) = 1;
+  EMBER_ARG(int64_t, groups) = 1;
+  EMBER_ARG(bool, bias) = true;
+};
+using ConvTranspose2dOptions = ConvTransposeOptions<2>;
+
+// What Conv{1,2,3}d and ConvTranspose2d share: parameters weight [out, in / groups, *kernel_size]
+// (transposed: [in, out / groups, *kernel_size]) and bias [out] (when options.bias()), both
+// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = weight.size(1) * prod(kernel_size), as
+// PyTorch's kaiming_uniform_(a = sqrt(5)) default; and the printing.
+template <size_t D, typename Options>
 class ConvNdImpl : public Module {
  public:
-  ConvNdImpl(const char* name, const ConvOptions<D>& options);
+  static constexpr bool kTransposed = requires(const Options& o) { o.output_padding(); };
+  ConvNdImpl(const char* name, const Options& options);
   void reset_parameters();
   void pretty_print(std::ostream& os) const override;
 
-  ConvOptions<D> options;
+  Options options;
   Tensor weight, bias;
 };
 
 // x [N, C, L] (or unbatched [C, L]) -> [N, out, L'].
-class Conv1dImpl : public ConvNdImpl<1> {
+class Conv1dImpl : public ConvNdImpl<1, Conv1dOptions> {
  public:
-  explicit Conv1dImpl(const Conv1dOptions& options) : ConvNdImpl<1>("Conv1d", options) {}
+  explicit Conv1dImpl(const Conv1dOptions& options) : ConvNdImpl("Conv1d", options) {}
   Conv1dImpl(int64_t in, int64_t out, ExpandingArray<1> kernel_size) : Conv1dImpl(Conv1dOptions(in, out, kernel_size)) {}
   Tensor forward(const Tensor& x);
 };
 EMBER_MODULE(Conv1d);
 
 // x [N, C, H, W] (NCHW or channels_last; or unbatched [C, H, W]) -> [N, out, H', W'].
-class Conv2dImpl : public ConvNdImpl<2> {
+class Conv2dImpl : public ConvNdImpl<2, Conv2dOptions> {
  public:
-  explicit Conv2dImpl(const Conv2dOptions& options) : ConvNdImpl<2>("Conv2d", options) {}
+  explicit Conv2dImpl(const Conv2dOptions& options) : ConvNdImpl("Conv2d", options) {}
   Conv2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size) : Conv2dImpl(Conv2dOptions(in, out, kernel_size)) {}
   Tensor forward(const Tensor& x);
 };
 EMBER_MODULE(Conv2d);
 
-extern template class ConvNdImpl<1>;
-extern template class ConvNdImpl<2>;
+// x [N, C, D, H, W] (or unbatched [C, D, H, W]) -> [N, out, D', H', W'].
+class Conv3dImpl : public ConvNdImpl<3, Conv3dOptions> {
+ public:
+  explicit Conv3dImpl(const Conv3dOptions& options) : ConvNdImpl("Conv3d", options) {}
+  Conv3dImpl(int64_t in, int64_t out, ExpandingArray<3> kernel_size) : Conv3dImpl(Conv3dOptions(in, out, kernel_size)) {}
+  Tensor forward(const Tensor& x);
+};
+EMBER_MODULE(Conv3d);
+
+// x [N, in, H, W] (or unbatched [in, H, W]) -> [N, out, H', W'] with
+// H' = (H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
+class ConvTranspose2dImpl : public ConvNdImpl<2, ConvTranspose2dOptions> {
+ public:
+  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options) : ConvNdImpl("ConvTranspose2d", options) {}
+  ConvTranspose2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size)
+      : ConvTranspose2dImpl(ConvTranspose2dOptions(in, out, kernel_size)) {}
+  Tensor forward(const Tensor& x);
+};
+EMBER_MODULE(ConvTranspose2d);
+
+extern template class ConvNdImpl<1, Conv1dOptions>;
+extern template class ConvNdImpl<2, Conv2dOptions>;
+extern template class ConvNdImpl<3, Conv3dOptions>;
+extern template class ConvNdImpl<2, ConvTranspose2dOptions>;
 
 }  // namespace ember::nn

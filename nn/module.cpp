@@ -16,7 +16,7 @@ void check_name(const std::string& name, const char* what) {
 }
 }  // namespace
 
-Tensor& Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_name(name, "parameter");
   for (auto& [n, t] : params_)
     EMBER_CHECK(n != name, type_name_, ": parameter '", name, "' is already registered");
@@ -28,7 +28,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor value, bool r
   return params_.back().second;
 }
 
-Tensor& Module::register_buffer(const std::string& name, Tensor value) {
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
   check_name(name, "buffer");
   for (auto& [n, t] : buffers_)
     EMBER_CHECK(n != name, type_name_, ": buffer '", name, "' is already registered");

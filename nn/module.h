@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,8 +29,9 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::string& type_name() const { return type_name_; }
 
   // ---- registration (call from the constructor of a derived module) ----
-  Tensor& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
-  Tensor& register_buffer(const std::string& name, Tensor value);
+  // Return a handle to the registered tensor (it shares data with the module's entry).
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -98,7 +100,10 @@ class ModuleHolder {
  public:
   using ImplType = Impl;
   ModuleHolder(std::nullptr_t) {}  // NOLINT
+  // Constructs Impl from the arguments; never taken for a copy of another holder.
   template <typename... Args>
+    requires(!(sizeof...(Args) == 1 &&
+               (std::is_base_of_v<ModuleHolder, std::remove_cvref_t<Args>> && ...)))
   explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
   Impl* operator->() const { return impl_.get(); }

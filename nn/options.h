@@ -18,16 +18,31 @@
 
 // Declares option `name` of type T: `auto& name(const T&)` sets it and returns *this,
 // `const T& name() const` reads it. Follow the macro with `= default_value;` where one exists.
-#define EMBER_ARG(T, name)                                    \
- public:                                                      \
-  auto& name(const T& new_##name) {                           \
-    this->name##_ = new_##name;                               \
-    return *this;                                             \
-  }                                                           \
-  const T& name() const noexcept { return this->name##_; }   \
-                                                              \
- private:                                                     \
-  T name##_
+// Written EMBER_ARG(T, name); a type with commas may be written as is, e.g.
+// EMBER_ARG(std::pair<double, double>, betas) (up to two commas), through the alias name_arg_t.
+#define EMBER_ARG(...) EMBER_ARG_PICK(__VA_ARGS__, EMBER_ARG_4, EMBER_ARG_3, EMBER_ARG_2, )(__VA_ARGS__)
+#define EMBER_ARG_PICK(a1, a2, a3, a4, chosen, ...) chosen
+#define EMBER_ARG_2(T, name) \
+ public:                     \
+  using name##_arg_t = T;    \
+  EMBER_ARG_MEMBERS(name)
+#define EMBER_ARG_3(T1, T2, name) \
+ public:                          \
+  using name##_arg_t = T1, T2;    \
+  EMBER_ARG_MEMBERS(name)
+#define EMBER_ARG_4(T1, T2, T3, name) \
+ public:                              \
+  using name##_arg_t = T1, T2, T3;    \
+  EMBER_ARG_MEMBERS(name)
+#define EMBER_ARG_MEMBERS(name)                                       \
+  auto& name(const name##_arg_t& new_##name) {                        \
+    this->name##_ = new_##name;                                       \
+    return *this;                                                     \
+  }                                                                   \
+  const name##_arg_t& name() const noexcept { return this->name##_; } \
+                                                                      \
+ private:                                                             \
+  name##_arg_t name##_
 
 namespace ember::nn {
 

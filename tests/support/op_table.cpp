@@ -14,7 +14,8 @@ Tensor idx(V x, std::vector<double> v, Shape s) { return from_vector(v, s, like(
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> all = [] {
     std::vector<OpCase> v;
-    for (const auto* area : {&op_cases_core(), &op_cases_norm(), &op_cases_act()})
+    for (const auto* area : {&op_cases_core(), &op_cases_norm(), &op_cases_act(), &op_cases_nn(),
+                              &op_cases_rnn()})
       v.insert(v.end(), area->begin(), area->end());
     return v;
   }();

@@ -23,6 +23,8 @@ const std::vector<OpCase>& op_cases();
 const std::vector<OpCase>& op_cases_core();  // op_table.cpp
 const std::vector<OpCase>& op_cases_norm();  // op_table_norm.cpp
 const std::vector<OpCase>& op_cases_act();   // op_table_act.cpp
+const std::vector<OpCase>& op_cases_nn();    // op_table_nn.cpp
+const std::vector<OpCase>& op_cases_rnn();   // op_table_rnn.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 

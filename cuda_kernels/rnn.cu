@@ -1,0 +1,1120 @@
+// CUDA algorithms of the rnn op (ops/rnn.h), registered in the slots rnn.forward / rnn.backward:
+//
+//  "cublas_steps" (forward and backward)
+//    forward, per (layer, direction): the input projection gx = X W_ih^T as cuBLAS GEMMs over
+//      many steps at once (fp32 output, so bf16 keeps fp32 pre-activations), on an input stream;
+//      per step one recurrent GEMM gh = h W_hh^T and one fused pointwise kernel (gates, cell
+//      update in fp32, saved values, lengths mask), plus the projection GEMM and a fixup for
+//      LSTM with proj_size; each (layer, direction) on its own recurrent stream. Layers overlap
+//      as a wavefront: for a unidirectional stack the steps are cut into chunks, and layer l + 1's
+//      input GEMM (and dropout) for chunk k runs on the input stream as soon as layer l has
+//      finished chunk k (events), while layer l goes on with chunk k + 1. Layer 0's input
+//      projection is one GEMM over all steps. Bidirectional stacks run their two directions
+//      concurrently, layer after layer.
+//    backward, the same structure in reverse time: per step one fused pointwise kernel (gate
+//      gradients, cell carry; with a projection a prep kernel and the dr = dh W_hr GEMM first)
+//      and one GEMM dh_prev += dG W_hh (fp32 carry); the input gradient dX = dG W_ih per chunk
+//      on the input stream (it is the lower layer's output gradient, through dropout's mask, so
+//      layers overlap as a wavefront again); after a layer's loop, its weight gradients as large
+//      GEMMs over all steps (dW_ih = dG^T X, dW_hh = dG^T H_prev, biases as dG^T 1, dW_hr) on a
+//      separate stream, overlapping the layers below.
+//  "persistent" (forward): for small batch x hidden, one cooperative kernel per (layer,
+//    direction) runs all steps, keeping its W_hh rows in shared memory and its cell states on
+//    chip, with a grid-wide barrier per step (cuda_kernels/rnn.cuh). Same reserve, so either
+//    backward reads it.
+//
+// Every side stream forks from the current stream with an event and joins back into it before
+// returning, so all work is ordered with the caller's stream (and captures into a CUDA graph);
+// temporaries are allocated on the current stream and freed after the join. fp32 and bf16 only;
+// one instantiation per kernel and dtype. Gradients are written, never accumulated.
+#include "cuda_kernels/rnn.cuh"
+
+#include <cooperative_groups.h>
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda_kernels/blas.h"
+#include "cuda_kernels/elementwise.cuh"
+#include "tensor/philox.h"
+
+namespace ember::cuda::rnn {
+namespace {
+
+namespace cg = cooperative_groups;
+
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+template <typename T>
+__device__ __forceinline__ float bias_at(const T* b, int k) {
+  return b != nullptr ? convert<float>(b[k]) : 0.0f;
+}
+
+__device__ __forceinline__ bool step_valid(const int32_t* lengths, int t, int b) {
+  return lengths == nullptr || t < lengths[b];
+}
+
+unsigned blocks_for(int64_t n) { return unsigned(std::max<int64_t>(1, (n + kBlockThreads - 1) / kBlockThreads)); }
+
+// ---- forward step ---------------------------------------------------------------------------------
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads) rnn_step_forward_kernel(const StepForwardArgs<T> a) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(a.B) * a.H) return;
+  const int H = a.H, b = int(idx / H), j = int(idx - int64_t(b) * H);
+  const int64_t GH = int64_t(a.G) * H;
+  T* saved = a.gates != nullptr ? a.gates + int64_t(b) * a.S * H : nullptr;
+  if (!step_valid(a.lengths, a.t, b)) {
+    // Past the end of sequence b: the state goes through unchanged, the output is zero.
+    if (a.c_next != nullptr) a.c_next[idx] = a.c_prev[idx];
+    if (saved != nullptr)
+      for (int s = 0; s < a.S; ++s) saved[s * H + j] = convert<T>(0.0f);
+    if (a.proj_in != nullptr) a.proj_in[idx] = convert<T>(0.0f);
+    if (a.h_next != nullptr) {
+      a.h_next[idx] = a.h_prev[idx];
+      a.y[int64_t(b) * a.ldy + j] = convert<T>(0.0f);
+    }
+    return;
+  }
+  const float* gx = a.gx + b * GH;
+  const float* gh = a.gh + b * GH;
+  auto pre = [&](int gate) {
+    const int k = gate * H + j;
+    return gx[k] + bias_at(a.b_ih, k) + gh[k] + bias_at(a.b_hh, k);
+  };
+  float h = 0.0f;
+  switch (a.mode) {
+    case RnnMode::lstm: {
+      const float i = sigmoid_f(pre(0)), f = sigmoid_f(pre(1));
+      const float g = tanhf(pre(2)), o = sigmoid_f(pre(3));
+      const float c = f * a.c_prev[idx] + i * g;
+      a.c_next[idx] = c;
+      saved[j] = convert<T>(i);
+      saved[H + j] = convert<T>(f);
+      saved[2 * H + j] = convert<T>(g);
+      saved[3 * H + j] = convert<T>(o);
+      h = o * tanhf(c);
+      break;
+    }
+    case RnnMode::gru: {
+      const float r = sigmoid_f(pre(0)), z = sigmoid_f(pre(1));
+      const float hn = gh[2 * H + j] + bias_at(a.b_hh, 2 * H + j);
+      const float n = tanhf(gx[2 * H + j] + bias_at(a.b_ih, 2 * H + j) + r * hn);
+      saved[j] = convert<T>(r);
+      saved[H + j] = convert<T>(z);
+      saved[2 * H + j] = convert<T>(n);
+      saved[3 * H + j] = convert<T>(hn);
+      h = (1.0f - z) * n + z * convert<float>(a.h_prev[idx]);
+      break;
+    }
+    case RnnMode::rnn_tanh:
+      h = tanhf(pre(0));
+      break;
+    case RnnMode::rnn_relu:
+      h = fmaxf(pre(0), 0.0f);
+      break;
+  }
+  if (a.proj_in != nullptr) {
+    a.proj_in[idx] = convert<T>(h);
+  } else {
+    const T hv = convert<T>(h);
+    a.h_next[idx] = hv;
+    a.y[int64_t(b) * a.ldy + j] = hv;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+rnn_proj_fixup_kernel(T* h_next, const T* h_prev, T* y, int64_t ldy, int B, int P,
+                      const int32_t* lengths, int t) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(B) * P) return;
+  const int b = int(idx / P), k = int(idx - int64_t(b) * P);
+  if (step_valid(lengths, t, b)) {
+    y[int64_t(b) * ldy + k] = h_next[idx];
+  } else {
+    h_next[idx] = h_prev[idx];
+    y[int64_t(b) * ldy + k] = convert<T>(0.0f);
+  }
+}
+
+// ---- backward step --------------------------------------------------------------------------------
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads) rnn_step_backward_kernel(const StepBackwardArgs<T> a) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(a.B) * a.H) return;
+  const int H = a.H, b = int(idx / H), j = int(idx - int64_t(b) * H);
+  const int64_t GH = int64_t(a.G) * H;
+  T* dgx = a.dgx + b * GH;
+  T* dgh = a.dgh + b * GH;
+  if (!step_valid(a.lengths, a.t, b)) {
+    // The state was copied through: both carries pass unchanged, no gate gradient.
+    for (int g = 0; g < a.G; ++g) {
+      dgx[g * H + j] = convert<T>(0.0f);
+      dgh[g * H + j] = convert<T>(0.0f);
+    }
+    return;
+  }
+  float dh;
+  if (a.dr != nullptr) {
+    dh = a.dr[idx];
+  } else {
+    dh = a.dh_carry[idx] + (a.dy != nullptr ? convert<float>(a.dy[int64_t(b) * a.ldy + j]) : 0.0f);
+  }
+  const T* saved = a.gates != nullptr ? a.gates + int64_t(b) * a.S * H : nullptr;
+  float direct = 0.0f;  // the part of d/dh_prev that does not go through W_hh
+  switch (a.mode) {
+    case RnnMode::lstm: {
+      const float i = convert<float>(saved[j]), f = convert<float>(saved[H + j]);
+      const float g = convert<float>(saved[2 * H + j]), o = convert<float>(saved[3 * H + j]);
+      const float tc = tanhf(a.c_next[idx]);
+      const float dc = a.dc_carry[idx] + dh * o * (1.0f - tc * tc);
+      const float gi = dc * g * i * (1.0f - i);
+      const float gf = dc * a.c_prev[idx] * f * (1.0f - f);
+      const float gg = dc * i * (1.0f - g * g);
+      const float go = dh * tc * o * (1.0f - o);
+      a.dc_carry[idx] = dc * f;
+      dgx[j] = convert<T>(gi);
+      dgx[H + j] = convert<T>(gf);
+      dgx[2 * H + j] = convert<T>(gg);
+      dgx[3 * H + j] = convert<T>(go);
+      break;
+    }
+    case RnnMode::gru: {
+      const float r = convert<float>(saved[j]), z = convert<float>(saved[H + j]);
+      const float n = convert<float>(saved[2 * H + j]), hn = convert<float>(saved[3 * H + j]);
+      const float h_prev = convert<float>(a.h_prev[idx]);
+      const float dn = dh * (1.0f - z) * (1.0f - n * n);
+      const float dz = dh * (h_prev - n) * z * (1.0f - z);
+      const float dr = dn * hn * r * (1.0f - r);
+      dgx[j] = dgh[j] = convert<T>(dr);
+      dgx[H + j] = dgh[H + j] = convert<T>(dz);
+      dgx[2 * H + j] = convert<T>(dn);
+      dgh[2 * H + j] = convert<T>(dn * r);
+      direct = dh * z;
+      break;
+    }
+    case RnnMode::rnn_tanh: {
+      const float h = convert<float>(a.h_next[idx]);
+      dgx[j] = convert<T>(dh * (1.0f - h * h));
+      break;
+    }
+    case RnnMode::rnn_relu: {
+      const float h = convert<float>(a.h_next[idx]);
+      dgx[j] = convert<T>(h > 0.0f ? dh : 0.0f);
+      break;
+    }
+  }
+  if (a.dr == nullptr) a.dh_carry[idx] = direct;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+rnn_proj_backward_prep_kernel(float* dh_carry, const T* dy, int64_t ldy, T* dh_total, int B, int P,
+                              const int32_t* lengths, int t) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(B) * P) return;
+  const int b = int(idx / P), k = int(idx - int64_t(b) * P);
+  const float carry = dh_carry[idx];
+  if (step_valid(lengths, t, b)) {
+    dh_total[idx] = convert<T>(carry + (dy != nullptr ? convert<float>(dy[int64_t(b) * ldy + k]) : 0.0f));
+    dh_carry[idx] = 0.0f;
+  } else {
+    dh_total[idx] = convert<T>(0.0f);  // carry passes through unchanged
+  }
+}
+
+// ---- dropout, conversions -------------------------------------------------------------------------
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+rnn_dropout_kernel(const T* y, T* dropped, bool* mask, int64_t begin, int64_t end, double keep,
+                   float scale, uint64_t seed, uint64_t offset, const uint64_t* device_offset) {
+  const uint64_t base = offset + (device_offset != nullptr ? *device_offset : 0);
+  const int64_t first_group = begin / 4, end_group = (end + 3) / 4;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t g = first_group + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < end_group; g += step) {
+    const philox::F32x4 u = philox::uniform4_from_bits(philox::draw4(seed, uint64_t(g), base));
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const int64_t i = 4 * g + l;
+      if (i < begin || i >= end) continue;
+      const bool kept = philox::bernoulli_from_uniform(philox::lane(u, l), keep);
+      mask[i] = kept;
+      dropped[i] = convert<T>(kept ? convert<float>(y[i]) * scale : 0.0f);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+rnn_dropout_backward_kernel(T* g, const bool* mask, int64_t begin, int64_t end, float scale) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = begin + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < end; i += step)
+    g[i] = convert<T>(mask[i] ? convert<float>(g[i]) * scale : 0.0f);
+}
+
+template <typename To, typename From>
+__global__ void __launch_bounds__(kBlockThreads) rnn_convert_kernel(To* dst, const From* src, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[i] = src != nullptr ? convert<To>(src[i]) : convert<To>(0.0f);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads) rnn_fill_kernel(T* dst, float value, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[i] = convert<T>(value);
+}
+
+// ---- persistent forward ---------------------------------------------------------------------------
+
+constexpr int kPersistentThreads = 256;
+
+__host__ __device__ inline size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// Row stride of the shared-memory tiles in elements: one 4-byte word more than a row, so that the
+// rows threads of one warp read at the same k start on different banks.
+__host__ __device__ inline int padded_row(int H, int element_bytes) { return H + 4 / element_bytes; }
+
+// Shared memory of one block: W_hh rows [R][ldw] (T), staged hidden rows [bt][ldw] (T), recurrent
+// pre-activations [B][R] (float), cell states [B][U] (float).
+size_t persistent_smem_bytes(int H, int G, int U, int B, int bt, size_t es) {
+  const size_t ldw = size_t(padded_row(H, int(es)));
+  return align16(size_t(G) * U * ldw * es) + align16(size_t(bt) * ldw * es) +
+         align16(size_t(B) * G * U * 4) + align16(size_t(B) * U * 4);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kPersistentThreads)
+rnn_persistent_forward_kernel(const PersistentForwardArgs<T> a, int U, int bt) {
+  cg::grid_group grid = cg::this_grid();
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int H = a.H, G = a.G, B = a.B, R = G * U;
+  const int ldw = padded_row(H, int(sizeof(T)));
+  const int j0 = int(blockIdx.x) * U;
+  const int units = min(U, H - j0);
+  T* w_s = reinterpret_cast<T*>(smem);
+  T* h_s = reinterpret_cast<T*>(smem + align16(size_t(R) * ldw * sizeof(T)));
+  float* acc_s = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(h_s) +
+                                          align16(size_t(bt) * ldw * sizeof(T)));
+  float* c_s = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(acc_s) +
+                                        align16(size_t(B) * R * 4));
+  const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
+  const int64_t GH = int64_t(G) * H;
+  const bool lstm = a.mode == RnnMode::lstm;
+
+  // Row r = g * U + u of this block is W_hh row g * H + j0 + u (zero rows past the last unit).
+  for (int idx = tid; idx < R * H; idx += nthreads) {
+    const int r = idx / H, k = idx - r * H;
+    const int g = r / U, u = r - g * U;
+    w_s[r * ldw + k] = u < units ? a.w_hh[(int64_t(g) * H + j0 + u) * H + k] : convert<T>(0.0f);
+  }
+  const int first = a.direction == 0 ? 0 : a.T_;
+  if (lstm)
+    for (int idx = tid; idx < B * U; idx += nthreads) {
+      const int b = idx / U, u = idx - b * U;
+      c_s[idx] = u < units ? a.cells[(int64_t(first) * B + b) * H + j0 + u] : 0.0f;
+    }
+  __syncthreads();
+
+  for (int s = 0; s < a.T_; ++s) {
+    const int t = a.direction == 0 ? s : a.T_ - 1 - s;
+    const int prev = a.direction == 0 ? t : t + 1, next = a.direction == 0 ? t + 1 : t;
+    const T* h_prev = a.states + int64_t(prev) * B * H;
+    T* h_next = a.states + int64_t(next) * B * H;
+    // Recurrent pre-activations of this block's rows for every batch row, bt rows of h at a time.
+    for (int b0 = 0; b0 < B; b0 += bt) {
+      const int nb = min(bt, B - b0);
+      for (int idx = tid; idx < nb * H; idx += nthreads) {
+        const int b = idx / H, k = idx - b * H;
+        // From L2: other blocks wrote these in the previous step (ordered by the grid barrier).
+        h_s[b * ldw + k] = __ldcg(h_prev + int64_t(b0 + b) * H + k);
+      }
+      __syncthreads();
+      for (int item = tid; item < nb * R; item += nthreads) {
+        const int b = item / R, r = item - b * R;
+        const T* w = w_s + r * ldw;
+        const T* h = h_s + b * ldw;
+        float sum = 0.0f;
+        for (int k = 0; k < H; ++k) sum += convert<float>(w[k]) * convert<float>(h[k]);
+        acc_s[(b0 + b) * R + r] = sum;
+      }
+      __syncthreads();
+    }
+    // Pointwise for this block's units.
+    for (int idx = tid; idx < B * units; idx += nthreads) {
+      const int b = idx / units, u = idx - b * units, j = j0 + u;
+      const int64_t at = int64_t(b) * H + j;
+      T* y = a.y + (int64_t(t) * B + b) * a.ldy + j;
+      T* saved = a.gates != nullptr ? a.gates + (int64_t(t) * B + b) * a.S * H : nullptr;
+      if (!step_valid(a.lengths, t, b)) {
+        h_next[at] = __ldcg(h_prev + at);
+        if (lstm) a.cells[int64_t(next) * B * H + at] = c_s[b * U + u];
+        *y = convert<T>(0.0f);
+        if (saved != nullptr)
+          for (int q = 0; q < a.S; ++q) saved[q * H + j] = convert<T>(0.0f);
+        continue;
+      }
+      const float* gx = a.gx + (int64_t(t) * B + b) * GH;
+      const float* acc = acc_s + b * R;
+      auto pre = [&](int gate) {
+        const int k = gate * H + j;
+        return gx[k] + bias_at(a.b_ih, k) + acc[gate * U + u] + bias_at(a.b_hh, k);
+      };
+      float h = 0.0f;
+      switch (a.mode) {
+        case RnnMode::lstm: {
+          const float i = sigmoid_f(pre(0)), f = sigmoid_f(pre(1));
+          const float g = tanhf(pre(2)), o = sigmoid_f(pre(3));
+          const float c = f * c_s[b * U + u] + i * g;
+          c_s[b * U + u] = c;
+          a.cells[int64_t(next) * B * H + at] = c;
+          saved[j] = convert<T>(i);
+          saved[H + j] = convert<T>(f);
+          saved[2 * H + j] = convert<T>(g);
+          saved[3 * H + j] = convert<T>(o);
+          h = o * tanhf(c);
+          break;
+        }
+        case RnnMode::gru: {
+          const float r = sigmoid_f(pre(0)), z = sigmoid_f(pre(1));
+          const float hn = acc[2 * U + u] + bias_at(a.b_hh, 2 * H + j);
+          const float n = tanhf(gx[2 * H + j] + bias_at(a.b_ih, 2 * H + j) + r * hn);
+          saved[j] = convert<T>(r);
+          saved[H + j] = convert<T>(z);
+          saved[2 * H + j] = convert<T>(n);
+          saved[3 * H + j] = convert<T>(hn);
+          h = (1.0f - z) * n + z * convert<float>(__ldcg(h_prev + at));
+          break;
+        }
+        case RnnMode::rnn_tanh:
+          h = tanhf(pre(0));
+          break;
+        case RnnMode::rnn_relu:
+          h = fmaxf(pre(0), 0.0f);
+          break;
+      }
+      const T hv = convert<T>(h);
+      h_next[at] = hv;
+      *y = hv;
+    }
+    // Every block's h_next must be complete (and visible) before any block stages it.
+    grid.sync();
+  }
+}
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------------------
+
+template <typename T>
+void step_forward(const StepForwardArgs<T>& a, cudaStream_t stream) {
+  rnn_step_forward_kernel<T><<<blocks_for(int64_t(a.B) * a.H), kBlockThreads, 0, stream>>>(a);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void proj_fixup(T* h_next, const T* h_prev, T* y, int64_t ldy, int B, int P,
+                const int32_t* lengths, int t, cudaStream_t stream) {
+  rnn_proj_fixup_kernel<T><<<blocks_for(int64_t(B) * P), kBlockThreads, 0, stream>>>(
+      h_next, h_prev, y, ldy, B, P, lengths, t);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void step_backward(const StepBackwardArgs<T>& a, cudaStream_t stream) {
+  rnn_step_backward_kernel<T><<<blocks_for(int64_t(a.B) * a.H), kBlockThreads, 0, stream>>>(a);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void proj_backward_prep(float* dh_carry, const T* dy, int64_t ldy, T* dh_total, int B, int P,
+                        const int32_t* lengths, int t, cudaStream_t stream) {
+  rnn_proj_backward_prep_kernel<T><<<blocks_for(int64_t(B) * P), kBlockThreads, 0, stream>>>(
+      dh_carry, dy, ldy, dh_total, B, P, lengths, t);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void dropout_forward(const T* y, T* dropped, bool* mask, int64_t begin, int64_t end, double p,
+                     const RandomParams& random, cudaStream_t stream) {
+  if (end <= begin) return;
+  const float scale = float(p >= 1 ? 0.0 : 1.0 / (1.0 - p));
+  // One thread per group of four elements (one Philox block), covering the partial groups at the ends.
+  rnn_dropout_kernel<T><<<grid_for((end - begin) / 4 + 2, current_device()), kBlockThreads, 0, stream>>>(
+      y, dropped, mask, begin, end, 1.0 - p, scale, random.seed, random.offset, random.device_offset);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void dropout_backward(T* g, const bool* mask, int64_t begin, int64_t end, double p,
+                      cudaStream_t stream) {
+  if (end <= begin) return;
+  const float scale = float(p >= 1 ? 0.0 : 1.0 / (1.0 - p));
+  rnn_dropout_backward_kernel<T><<<grid_for(end - begin, current_device()), kBlockThreads, 0,
+                                   stream>>>(g, mask, begin, end, scale);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename To, typename From>
+void convert_elements(To* dst, const From* src, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  rnn_convert_kernel<To, From><<<grid_for(n, current_device()), kBlockThreads, 0, stream>>>(dst, src, n);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void fill_elements(T* dst, float value, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  rnn_fill_kernel<T><<<grid_for(n, current_device()), kBlockThreads, 0, stream>>>(dst, value, n);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
+  PersistentPlan plan;
+  if (c.proj_size > 0 || (dtype != DType::f32 && dtype != DType::bf16)) return plan;
+  const DeviceProperties& props = device_properties(device);
+  int cooperative = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  if (cooperative == 0 || props.sm_count <= 0) return plan;
+  const int64_t H = c.hidden_size, B = c.batch, G = c.gates();
+  if (H > 4096 || B > 4096) return plan;
+  const size_t es = element_size(dtype);
+  const size_t limit = props.shared_memory_per_block_optin;
+  // One block per SM, each owning the fewest units that let ceil(H / U) blocks fit on the chip.
+  const int U = int((H + props.sm_count - 1) / props.sm_count);
+  const int blocks = int((H + U - 1) / U);
+  const size_t fixed = persistent_smem_bytes(int(H), int(G), U, int(B), 0, es);
+  const size_t row = align16(size_t(padded_row(int(H), int(es))) * es);
+  if (fixed + row > limit) return plan;
+  const int bt = int(std::min<size_t>(size_t(B), (limit - fixed) / row));
+  const size_t smem = persistent_smem_bytes(int(H), int(G), U, int(B), bt, es);
+  if (smem > limit) return plan;
+  // The grid must be co-resident: check the occupancy the kernel really gets with this smem.
+  int per_sm = 0;
+  if (dtype == DType::f32) {
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(rnn_persistent_forward_kernel<float>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, rnn_persistent_forward_kernel<float>, kPersistentThreads, smem));
+  } else {
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(rnn_persistent_forward_kernel<__nv_bfloat16>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, rnn_persistent_forward_kernel<__nv_bfloat16>, kPersistentThreads, smem));
+  }
+  if (per_sm < 1 || int64_t(per_sm) * props.sm_count < blocks) return plan;
+  plan.ok = true;
+  plan.units_per_block = U;
+  plan.blocks = blocks;
+  plan.batch_tile = bt;
+  plan.smem_bytes = smem;
+  return plan;
+}
+
+template <typename T>
+void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan& plan,
+                        cudaStream_t stream) {
+  EMBER_INTERNAL_ASSERT(plan.ok, "rnn: persistent kernel launched without a valid plan");
+  EMBER_CUDA_CHECK(cudaFuncSetAttribute(rnn_persistent_forward_kernel<T>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(plan.smem_bytes)));
+  PersistentForwardArgs<T> args = a;
+  int units = plan.units_per_block, tile = plan.batch_tile;
+  void* params[] = {&args, &units, &tile};
+  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(rnn_persistent_forward_kernel<T>),
+                                               dim3(unsigned(plan.blocks)), dim3(kPersistentThreads),
+                                               params, plan.smem_bytes, stream));
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+// ---- the algorithms -----------------------------------------------------------------------------------
+
+namespace {
+
+using dispatch::Direction;
+
+template <typename T>
+cudaDataType_t cuda_type() {
+  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+// Row-major C[m, n] = op(A) op(B) + beta * C (op = transpose when t*), A and B of `ab`, C of
+// `c_type`, fp32 accumulation (TF32 when `compute` says so). cuBLAS is column-major: computing
+// C^T = op(B)^T op(A)^T needs no data movement.
+void gemm(cublasHandle_t handle, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A,
+          int64_t lda, const void* B, int64_t ldb, void* C, int64_t ldc, float beta,
+          cudaDataType_t ab, cudaDataType_t c_type, cublasComputeType_t compute) {
+  const float alpha = 1.0f;
+  EMBER_CUBLAS_CHECK(cublasGemmEx(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  int(n), int(m), int(k), &alpha, B, ab, int(ldb), A, ab, int(lda),
+                                  &beta, C, c_type, int(ldc), compute, CUBLAS_GEMM_DEFAULT));
+}
+
+// Side streams, made once per (thread, device) so that each keeps its one cuBLAS workspace.
+Stream side_stream(Device device, int i) {
+  thread_local std::vector<std::vector<Stream>> cache;
+  if (cache.size() <= size_t(device.index)) cache.resize(size_t(device.index) + 1);
+  std::vector<Stream>& streams = cache[size_t(device.index)];
+  while (streams.size() <= size_t(i)) streams.push_back(new_stream(device));
+  return streams[size_t(i)];
+}
+
+// Events for ordering streams, reused call after call (a wait binds to the record made before
+// it, so re-recording later never disturbs waits already enqueued).
+class EventPool {
+ public:
+  void reset() { used_ = 0; }
+  cudaEvent_t record(cudaStream_t stream) {
+    if (used_ == events_.size()) {
+      // Creating an event is not stream work: allowed while another stream is being captured.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+      cudaEvent_t e = nullptr;
+      const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+      EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+      EMBER_CUDA_CHECK(err);
+      events_.push_back(e);
+    }
+    cudaEvent_t e = events_[used_++];
+    EMBER_CUDA_CHECK(cudaEventRecord(e, stream));
+    return e;
+  }
+
+ private:
+  std::vector<cudaEvent_t> events_;  // never destroyed: they live as long as the thread's streams
+  size_t used_ = 0;
+};
+
+EventPool& event_pool(int device) {
+  thread_local std::vector<EventPool> pools;
+  if (pools.size() <= size_t(device)) pools.resize(size_t(device) + 1);
+  return pools[size_t(device)];
+}
+
+void wait_event(cudaStream_t stream, cudaEvent_t event) {
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+}
+
+cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
+
+constexpr int kMaxRecurrentStreams = 4;
+
+// Steps per wavefront chunk: a unidirectional stack of several layers is cut into about 8 chunks
+// of at least 256 GEMM rows each; otherwise one chunk (no wavefront to make).
+int64_t chunk_steps(const RnnConfig& c, bool wavefront) {
+  if (!wavefront || c.num_directions == 2 || c.num_layers == 1) return c.seq_len;
+  const int64_t by_count = (c.seq_len + 7) / 8, by_rows = (256 + c.batch - 1) / c.batch;
+  return std::min(c.seq_len, std::max(by_count, by_rows));
+}
+
+struct StepSlots {
+  int64_t t, prev, next;
+};
+StepSlots step_slots(int64_t s, int64_t d, int64_t T) {
+  if (d == 0) return {s, s, s + 1};
+  return {T - 1 - s, T - s, T - 1 - s};
+}
+
+// Raw pointers into the problem's tensors for one dtype.
+template <typename T>
+struct Pointers {
+  const RnnProblem& p;
+  RnnReserveLayout layout;
+  uint8_t* reserve;
+  explicit Pointers(const RnnProblem& problem)
+      : p(problem), layout(problem.layout()), reserve(static_cast<uint8_t*>(problem.reserve.data_ptr())) {}
+  template <typename U = T>
+  U* region(int64_t offset) const {
+    return offset < 0 ? nullptr : reinterpret_cast<U*>(reserve + offset);
+  }
+  const T* weight(int64_t l, int64_t d, RnnWeightKind kind) const {
+    const int64_t i = p.config.weight_index(l, d, kind);
+    return i < 0 ? nullptr : static_cast<const T*>(p.weights[size_t(i)].data_ptr());
+  }
+  T* grad_weight(int64_t l, int64_t d, RnnWeightKind kind) const {
+    const int64_t i = p.config.weight_index(l, d, kind);
+    return i < 0 ? nullptr : static_cast<T*>(p.grad_weights[size_t(i)].data_ptr());
+  }
+  // The output of layer l ([T, B, D * Ho]): the op's output for the last layer.
+  T* layer_output(int64_t l) const {
+    return l + 1 < p.config.num_layers ? region(layout.layers[size_t(l)].output)
+                                       : static_cast<T*>(p.output.data_ptr());
+  }
+  // The input of layer l ([T, B, in_l]).
+  const T* layer_input(int64_t l) const {
+    if (l == 0) return static_cast<const T*>(p.input.data_ptr());
+    return p.dropout_active() ? region(layout.layers[size_t(l - 1)].dropped) : layer_output(l - 1);
+  }
+  const RnnReserveLayout::LayerDirection& saved(int64_t l, int64_t d) const {
+    return layout.layers[size_t(l)].dir[d];
+  }
+  const int32_t* lengths() const {
+    return p.lengths.defined() ? static_cast<const int32_t*>(p.lengths.data_ptr()) : nullptr;
+  }
+};
+
+cublasComputeType_t compute_type(const RnnProblem& p) {
+  return p.dtype == DType::f32 && p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// ---- forward ----
+
+template <typename T>
+void forward(const RnnProblem& p, bool persistent) {
+  const RnnConfig& c = p.config;
+  const int64_t T_ = c.seq_len, B = c.batch, H = c.hidden_size, Ho = c.out_size(), P = c.proj_size;
+  const int64_t G = c.gates(), GH = G * H, D = c.num_directions, L = c.num_layers, W = D * Ho;
+  const Pointers<T> ptrs(p);
+  const int64_t S = ptrs.layout.saved_gates;
+  const Device device = p.device();
+  DeviceGuard device_guard(device);
+  const cudaDataType_t ab = cuda_type<T>();
+  const cublasComputeType_t compute = compute_type(p);
+  const int32_t* lengths = ptrs.lengths();
+  PersistentPlan plan;
+  if (persistent) {
+    plan = persistent_plan(c, p.dtype, device.index);
+    EMBER_INTERNAL_ASSERT(plan.ok, "rnn: the persistent algorithm was chosen for a problem it does not fit");
+  }
+
+  const Stream main = current_stream(device);
+  EventPool& events = event_pool(device.index);
+  events.reset();
+  // Persistent launches all go to one stream: concurrent cooperative grids could not all be
+  // resident at once.
+  const int n_rec = persistent ? 1 : int(std::min<int64_t>(L * D, kMaxRecurrentStreams));
+  const Stream in = side_stream(device, 0);
+  std::vector<Stream> rec;
+  for (int i = 0; i < n_rec; ++i) rec.push_back(side_stream(device, 1 + i));
+  auto rec_of = [&](int64_t l, int64_t d) { return rec[size_t((l * D + d) % n_rec)]; };
+
+  // Temporaries (allocated on the current stream; freed after the join below).
+  std::vector<Tensor> gx(size_t(L * D)), gh(size_t(L * D));
+  for (int64_t i = 0; i < L * D; ++i) {
+    gx[size_t(i)] = empty({T_ * B, GH}, DType::f32, device);
+    if (!persistent) gh[size_t(i)] = empty({B, GH}, DType::f32, device);
+  }
+  auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data_ptr()); };
+
+  const cudaEvent_t start = events.record(raw(main));
+  wait_event(raw(in), start);
+  for (const Stream& s : rec) wait_event(raw(s), start);
+
+  const int64_t cs = chunk_steps(c, !persistent), K = (T_ + cs - 1) / cs;
+  std::vector<cudaEvent_t> input_done(size_t(L), nullptr), rec_done(size_t(L * D), nullptr);
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t s0 = k * cs, s1 = std::min(T_, s0 + cs);
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t in_l = c.layer_input_size(l);
+      // 1) The input projection of chunk k (layer 0: all steps at once, with the first chunk).
+      if (l > 0 || k == 0) {
+        const int64_t t0 = l == 0 ? 0 : s0, t1 = l == 0 ? T_ : s1;
+        if (l > 0)
+          for (int64_t d = 0; d < D; ++d) wait_event(raw(in), rec_done[size_t((l - 1) * D + d)]);
+        StreamGuard on_input(in);
+        if (l > 0 && p.dropout_active()) {
+          const RnnReserveLayout::Layer& below = ptrs.layout.layers[size_t(l - 1)];
+          dropout_forward<T>(ptrs.layer_output(l - 1), ptrs.template region<T>(below.dropped),
+                             ptrs.template region<bool>(below.mask), t0 * B * W, t1 * B * W,
+                             p.dropout, p.dropout_random[size_t(l - 1)], raw(in));
+        }
+        cublasHandle_t handle = cublas_handle();
+        const T* x = ptrs.layer_input(l);
+        for (int64_t d = 0; d < D; ++d)
+          gemm(handle, false, true, (t1 - t0) * B, GH, in_l, x + t0 * B * in_l, in_l,
+               ptrs.weight(l, d, RnnWeightKind::w_ih), in_l, f32(gx[size_t(l * D + d)]) + t0 * B * GH,
+               GH, 0.0f, ab, CUDA_R_32F, compute);
+        input_done[size_t(l)] = events.record(raw(in));
+      }
+      // 2) The recurrent steps of chunk k, each direction on its own stream.
+      for (int64_t d = 0; d < D; ++d) {
+        const Stream& rs = rec_of(l, d);
+        const cudaStream_t stream = raw(rs);
+        if (l > 0 || k == 0) wait_event(stream, input_done[size_t(l)]);
+        StreamGuard on_rec(rs);
+        const int64_t ld = l * D + d;
+        const RnnReserveLayout::LayerDirection& sv = ptrs.saved(l, d);
+        T* states = ptrs.template region<T>(sv.states);
+        float* cells = ptrs.template region<float>(sv.cells);
+        T* gates = ptrs.template region<T>(sv.gates);
+        T* proj_in = ptrs.template region<T>(sv.proj_in);
+        T* y = ptrs.layer_output(l) + d * Ho;
+        const T* b_ih = ptrs.weight(l, d, RnnWeightKind::b_ih);
+        const T* b_hh = ptrs.weight(l, d, RnnWeightKind::b_hh);
+        const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
+        const int64_t first = d == 0 ? 0 : T_, last = d == 0 ? T_ : 0;
+        if (k == 0) {
+          EMBER_CUDA_CHECK(cudaMemcpyAsync(states + first * B * Ho,
+                                           static_cast<const T*>(p.h0.data_ptr()) + ld * B * Ho,
+                                           size_t(B * Ho) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+          if (cells != nullptr)
+            convert_elements<float, T>(cells + first * B * H, static_cast<const T*>(p.c0.data_ptr()) + ld * B * H,
+                              B * H, stream);
+        }
+        if (persistent) {
+          PersistentForwardArgs<T> a;
+          a.mode = c.mode;
+          a.T_ = int(T_);
+          a.B = int(B);
+          a.H = int(H);
+          a.G = int(G);
+          a.S = int(S);
+          a.direction = int(d);
+          a.gx = f32(gx[size_t(ld)]);
+          a.w_hh = w_hh;
+          a.b_ih = b_ih;
+          a.b_hh = b_hh;
+          a.states = states;
+          a.cells = cells;
+          a.gates = gates;
+          a.y = y;
+          a.ldy = W;
+          a.lengths = lengths;
+          persistent_forward<T>(a, plan, stream);
+        } else {
+          cublasHandle_t handle = cublas_handle();
+          float* gh_buf = f32(gh[size_t(ld)]);
+          for (int64_t s = s0; s < s1; ++s) {
+            const StepSlots st = step_slots(s, d, T_);
+            const T* h_prev = states + st.prev * B * Ho;
+            T* h_next = states + st.next * B * Ho;
+            gemm(handle, false, true, B, GH, Ho, h_prev, Ho, w_hh, Ho, gh_buf, GH, 0.0f, ab,
+                 CUDA_R_32F, compute);
+            StepForwardArgs<T> a;
+            a.mode = c.mode;
+            a.B = int(B);
+            a.H = int(H);
+            a.G = int(G);
+            a.S = int(S);
+            a.gx = f32(gx[size_t(ld)]) + st.t * B * GH;
+            a.gh = gh_buf;
+            a.b_ih = b_ih;
+            a.b_hh = b_hh;
+            if (cells != nullptr) {
+              a.c_prev = cells + st.prev * B * H;
+              a.c_next = cells + st.next * B * H;
+            }
+            a.h_prev = h_prev;
+            a.gates = gates != nullptr ? gates + st.t * B * S * H : nullptr;
+            a.lengths = lengths;
+            a.t = int(st.t);
+            if (P > 0) {
+              a.proj_in = proj_in + st.t * B * H;
+            } else {
+              a.h_next = h_next;
+              a.y = y + st.t * B * W;
+              a.ldy = W;
+            }
+            step_forward<T>(a, stream);
+            if (P > 0) {
+              gemm(handle, false, true, B, P, H, proj_in + st.t * B * H, H,
+                   ptrs.weight(l, d, RnnWeightKind::w_hr), H, h_next, P, 0.0f, ab, ab, compute);
+              proj_fixup<T>(h_next, h_prev, y + st.t * B * W, W, int(B), int(P), lengths, int(st.t), stream);
+            }
+          }
+        }
+        if (k == K - 1) {
+          EMBER_CUDA_CHECK(cudaMemcpyAsync(static_cast<T*>(p.h_n.data_ptr()) + ld * B * Ho,
+                                           states + last * B * Ho, size_t(B * Ho) * sizeof(T),
+                                           cudaMemcpyDeviceToDevice, stream));
+          if (cells != nullptr)
+            convert_elements<T, float>(static_cast<T*>(p.c_n.data_ptr()) + ld * B * H, cells + last * B * H,
+                              B * H, stream);
+        }
+        rec_done[size_t(ld)] = events.record(stream);
+      }
+    }
+  }
+  // Join: the caller's stream waits for every side stream.
+  wait_event(raw(main), events.record(raw(in)));
+  for (const Stream& s : rec) wait_event(raw(main), events.record(raw(s)));
+}
+
+// ---- backward ----
+
+template <typename T>
+void backward(const RnnProblem& p) {
+  const RnnConfig& c = p.config;
+  const int64_t T_ = c.seq_len, B = c.batch, H = c.hidden_size, Ho = c.out_size(), P = c.proj_size;
+  const int64_t G = c.gates(), GH = G * H, D = c.num_directions, L = c.num_layers, W = D * Ho;
+  const Pointers<T> ptrs(p);
+  const int64_t S = ptrs.layout.saved_gates;
+  const bool gru = c.mode == RnnMode::gru;
+  const Device device = p.device();
+  DeviceGuard device_guard(device);
+  const cudaDataType_t ab = cuda_type<T>();
+  const cublasComputeType_t compute = compute_type(p);
+  const int32_t* lengths = ptrs.lengths();
+
+  const Stream main = current_stream(device);
+  EventPool& events = event_pool(device.index);
+  events.reset();
+  const int n_rec = int(std::min<int64_t>(L * D, kMaxRecurrentStreams));
+  const Stream in = side_stream(device, 0), wgrad = side_stream(device, 1 + kMaxRecurrentStreams);
+  std::vector<Stream> rec;
+  for (int i = 0; i < n_rec; ++i) rec.push_back(side_stream(device, 1 + i));
+  auto rec_of = [&](int64_t l, int64_t d) { return rec[size_t((l * D + d) % n_rec)]; };
+
+  // Temporaries (allocated on the current stream; freed after the join below).
+  auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data_ptr()); };
+  auto typed = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+  std::vector<Tensor> dgx(size_t(L * D)), dgh(size_t(L * D)), dh_total(size_t(L * D)), dr(size_t(L * D));
+  std::vector<Tensor> dh_carry(size_t(L * D)), dc_carry(size_t(L * D));
+  for (int64_t i = 0; i < L * D; ++i) {
+    dgx[size_t(i)] = empty({T_ * B, GH}, p.dtype, device);
+    if (gru) dgh[size_t(i)] = empty({T_ * B, GH}, p.dtype, device);
+    if (P > 0) {
+      dh_total[size_t(i)] = empty({T_ * B, P}, p.dtype, device);
+      dr[size_t(i)] = empty({B, H}, DType::f32, device);
+    }
+    dh_carry[size_t(i)] = empty({B, Ho}, DType::f32, device);
+    if (c.mode == RnnMode::lstm) dc_carry[size_t(i)] = empty({B, H}, DType::f32, device);
+  }
+  auto dgh_of = [&](int64_t i) { return gru ? typed(dgh[size_t(i)]) : typed(dgx[size_t(i)]); };
+  // dX of layer l: the lower layer's output gradient (l > 0), or the op's input gradient.
+  std::vector<Tensor> dx(static_cast<size_t>(L));
+  for (int64_t l = 1; l < L; ++l) dx[size_t(l)] = empty({T_ * B, c.layer_input_size(l)}, p.dtype, device);
+  T* grad_input = typed(p.grad_input);
+  Tensor ones;
+  if (p.need_weight_grads && c.bias) {
+    ones = empty({T_ * B}, p.dtype, device);
+    fill_elements<T>(typed(ones), 1.0f, T_ * B, raw(main));
+  }
+
+  const cudaEvent_t start = events.record(raw(main));
+  wait_event(raw(in), start);
+  wait_event(raw(wgrad), start);
+  for (const Stream& s : rec) wait_event(raw(s), start);
+
+  const int64_t cs = chunk_steps(c, true), K = (T_ + cs - 1) / cs;
+  std::vector<cudaEvent_t> dx_done(size_t(L), nullptr), bwd_done(size_t(L * D), nullptr);
+  for (int64_t kk = K - 1; kk >= 0; --kk) {
+    const int64_t s0 = kk * cs, s1 = std::min(T_, s0 + cs);
+    for (int64_t l = L - 1; l >= 0; --l) {
+      const int64_t in_l = c.layer_input_size(l);
+      // The gradient of this layer's output: the op's for the top layer, else the layer above's dX.
+      const T* dy = l == L - 1 ? static_cast<const T*>(p.grad_output.defined() ? p.grad_output.data_ptr() : nullptr)
+                               : typed(dx[size_t(l + 1)]);
+      // 1) The steps of chunk kk in reverse, each direction on its own stream.
+      for (int64_t d = 0; d < D; ++d) {
+        const Stream& rs = rec_of(l, d);
+        const cudaStream_t stream = raw(rs);
+        if (l < L - 1) wait_event(stream, dx_done[size_t(l + 1)]);
+        StreamGuard on_rec(rs);
+        const int64_t ld = l * D + d;
+        const RnnReserveLayout::LayerDirection& sv = ptrs.saved(l, d);
+        const T* states = ptrs.template region<T>(sv.states);
+        const float* cells = ptrs.template region<float>(sv.cells);
+        const T* gates = ptrs.template region<T>(sv.gates);
+        float* dh = f32(dh_carry[size_t(ld)]);
+        float* dc = dc_carry[size_t(ld)].defined() ? f32(dc_carry[size_t(ld)]) : nullptr;
+        const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
+        if (kk == K - 1) {
+          convert_elements<float, T>(dh, p.grad_h_n.defined() ? static_cast<const T*>(p.grad_h_n.data_ptr()) + ld * B * Ho : nullptr,
+                            B * Ho, stream);
+          if (dc != nullptr)
+            convert_elements<float, T>(dc, p.grad_c_n.defined() ? static_cast<const T*>(p.grad_c_n.data_ptr()) + ld * B * H : nullptr,
+                              B * H, stream);
+        }
+        cublasHandle_t handle = cublas_handle();
+        for (int64_t s = s1 - 1; s >= s0; --s) {
+          const StepSlots st = step_slots(s, d, T_);
+          const T* dy_t = dy != nullptr ? dy + st.t * B * W + d * Ho : nullptr;
+          StepBackwardArgs<T> a;
+          a.mode = c.mode;
+          a.B = int(B);
+          a.H = int(H);
+          a.G = int(G);
+          a.S = int(S);
+          a.gates = gates != nullptr ? gates + st.t * B * S * H : nullptr;
+          if (cells != nullptr) {
+            a.c_prev = cells + st.prev * B * H;
+            a.c_next = cells + st.next * B * H;
+          }
+          a.h_prev = states + st.prev * B * Ho;
+          a.h_next = states + st.next * B * Ho;
+          a.dh_carry = dh;
+          a.dc_carry = dc;
+          a.dgx = typed(dgx[size_t(ld)]) + st.t * B * GH;
+          a.dgh = dgh_of(ld) + st.t * B * GH;
+          a.lengths = lengths;
+          a.t = int(st.t);
+          if (P > 0) {
+            T* dht = typed(dh_total[size_t(ld)]) + st.t * B * P;
+            proj_backward_prep<T>(dh, dy_t, W, dht, int(B), int(P), lengths, int(st.t), stream);
+            gemm(handle, false, false, B, H, P, dht, P, ptrs.weight(l, d, RnnWeightKind::w_hr), H,
+                 f32(dr[size_t(ld)]), H, 0.0f, ab, CUDA_R_32F, compute);
+            a.dr = f32(dr[size_t(ld)]);
+          } else {
+            a.dy = dy_t;
+            a.ldy = W;
+          }
+          step_backward<T>(a, stream);
+          // d/dh_prev += dG W_hh (the step kernel left the direct part in the carry).
+          gemm(handle, false, false, B, Ho, GH, a.dgh, GH, w_hh, Ho, dh, Ho, 1.0f, ab, CUDA_R_32F, compute);
+        }
+        if (kk == 0) {
+          if (p.grad_h0.defined())
+            convert_elements<T, float>(static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * Ho, dh, B * Ho, stream);
+          if (p.grad_c0.defined() && dc != nullptr)
+            convert_elements<T, float>(static_cast<T*>(p.grad_c0.data_ptr()) + ld * B * H, dc, B * H, stream);
+        }
+        bwd_done[size_t(ld)] = events.record(stream);
+      }
+      // 2) dX of chunk kk = sum over directions of dG W_ih, then through dropout's mask.
+      T* dx_l = l > 0 ? typed(dx[size_t(l)]) : grad_input;
+      if (dx_l != nullptr) {
+        const int64_t t0 = D == 1 ? s0 : 0, t1 = D == 1 ? s1 : T_;
+        for (int64_t d = 0; d < D; ++d) wait_event(raw(in), bwd_done[size_t(l * D + d)]);
+        StreamGuard on_input(in);
+        cublasHandle_t handle = cublas_handle();
+        for (int64_t d = 0; d < D; ++d)
+          gemm(handle, false, false, (t1 - t0) * B, in_l, GH, typed(dgx[size_t(l * D + d)]) + t0 * B * GH, GH,
+               ptrs.weight(l, d, RnnWeightKind::w_ih), in_l, dx_l + t0 * B * in_l, in_l,
+               d == 0 ? 0.0f : 1.0f, ab, ab, compute);
+        if (l > 0 && p.dropout_active())
+          dropout_backward<T>(dx_l, ptrs.template region<bool>(ptrs.layout.layers[size_t(l - 1)].mask),
+                              t0 * B * in_l, t1 * B * in_l, p.dropout, raw(in));
+        dx_done[size_t(l)] = events.record(raw(in));
+      }
+      // 3) Once the layer's loop is over: its weight gradients, overlapping the layers below.
+      if (kk == 0 && p.need_weight_grads) {
+        for (int64_t d = 0; d < D; ++d) wait_event(raw(wgrad), bwd_done[size_t(l * D + d)]);
+        StreamGuard on_wgrad(wgrad);
+        cublasHandle_t handle = cublas_handle();
+        const T* x = ptrs.layer_input(l);
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t ld = l * D + d;
+          const RnnReserveLayout::LayerDirection& sv = ptrs.saved(l, d);
+          const T* states = ptrs.template region<T>(sv.states);
+          const T* g_x = typed(dgx[size_t(ld)]);
+          const T* g_h = dgh_of(ld);
+          // The state each step read: slots 0..T-1 going forward, 1..T in reverse.
+          const T* h_prev_all = states + (d == 0 ? 0 : B * Ho);
+          gemm(handle, true, false, GH, in_l, T_ * B, g_x, GH, x, in_l,
+               ptrs.grad_weight(l, d, RnnWeightKind::w_ih), in_l, 0.0f, ab, ab, compute);
+          gemm(handle, true, false, GH, Ho, T_ * B, g_h, GH, h_prev_all, Ho,
+               ptrs.grad_weight(l, d, RnnWeightKind::w_hh), Ho, 0.0f, ab, ab, compute);
+          if (c.bias) {
+            gemm(handle, true, false, GH, 1, T_ * B, g_x, GH, typed(ones), 1,
+                 ptrs.grad_weight(l, d, RnnWeightKind::b_ih), 1, 0.0f, ab, ab, compute);
+            gemm(handle, true, false, GH, 1, T_ * B, g_h, GH, typed(ones), 1,
+                 ptrs.grad_weight(l, d, RnnWeightKind::b_hh), 1, 0.0f, ab, ab, compute);
+          }
+          if (P > 0)
+            gemm(handle, true, false, P, H, T_ * B, typed(dh_total[size_t(ld)]), P,
+                 ptrs.template region<T>(sv.proj_in), H, ptrs.grad_weight(l, d, RnnWeightKind::w_hr), H,
+                 0.0f, ab, ab, compute);
+        }
+      }
+    }
+  }
+  wait_event(raw(main), events.record(raw(in)));
+  wait_event(raw(main), events.record(raw(wgrad)));
+  for (const Stream& s : rec) wait_event(raw(main), events.record(raw(s)));
+}
+
+// ---- registration ----
+
+bool supported(const RnnProblem& p) {
+  return p.device().is_cuda() && (p.dtype == DType::f32 || p.dtype == DType::bf16);
+}
+
+template <typename F>
+void dispatch_dtype(DType dtype, F&& f) {
+  if (dtype == DType::f32) f(float{});
+  else if (dtype == DType::bf16) f(__nv_bfloat16{});
+  else EMBER_THROW(not_supported, "rnn: dtype ", dtype_name(dtype), " is not supported on CUDA; use float32 or bfloat16");
+}
+
+// Rough time model in microseconds (the heuristic's ranking; benchmark mode measures instead).
+// Per step, the cuBLAS algorithm pays two or more launches (about 4 us each on the GPU timeline
+// when the host keeps up) plus its recurrent GEMM at a fraction of peak; the persistent kernel
+// pays a grid barrier and streams its W_hh rows from shared memory once per batch row.
+double recurrent_flops(const RnnProblem& p) {
+  const RnnConfig& c = p.config;
+  return 2.0 * double(c.batch) * double(c.gates() * c.hidden_size) * double(c.out_size());
+}
+double cublas_cost_us(const RnnProblem& p) {
+  const RnnConfig& c = p.config;
+  const double launches = c.proj_size > 0 ? 4 : 2;
+  const double per_step = launches * 4.0 + recurrent_flops(p) / 30e6;
+  const double steps = double(c.seq_len) * c.num_layers * c.num_directions;
+  return steps * per_step * (p.direction == Direction::forward ? 1.0 : 1.5);
+}
+double persistent_cost_us(const RnnProblem& p) {
+  const RnnConfig& c = p.config;
+  const PersistentPlan plan = persistent_plan(c, p.dtype, p.device().index);
+  const double es = double(element_size(p.dtype));
+  // Shared-memory bytes read per step by one block (weights and staged h per multiply-add).
+  const double bytes = double(c.batch) * c.gates() * plan.units_per_block * c.hidden_size * 2 * es;
+  const double per_step = 3.0 + bytes / (128.0 * 1.6e3);  // ~128 B/clock at ~1.6 GHz
+  return double(c.seq_len) * c.num_layers * c.num_directions * per_step;
+}
+
+dispatch::Algorithm<RnnProblem> cublas_steps_algorithm() {
+  dispatch::Algorithm<RnnProblem> a;
+  a.name = "cublas_steps";
+  a.deterministic = true;
+  a.applies = &supported;
+  a.heuristic_cost = &cublas_cost_us;
+  a.run = [](const RnnProblem& p, void*) {
+    dispatch_dtype(p.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (p.direction == Direction::forward) forward<T>(p, false);
+      else backward<T>(p);
+    });
+  };
+  return a;
+}
+
+dispatch::Algorithm<RnnProblem> persistent_algorithm() {
+  dispatch::Algorithm<RnnProblem> a;
+  a.name = "persistent";
+  a.deterministic = true;
+  a.applies = [](const RnnProblem& p) {
+    return supported(p) && p.direction == Direction::forward &&
+           persistent_plan(p.config, p.dtype, p.device().index).ok;
+  };
+  a.heuristic_cost = &persistent_cost_us;
+  a.run = [](const RnnProblem& p, void*) {
+    dispatch_dtype(p.dtype, [&](auto tag) { forward<decltype(tag)>(p, true); });
+  };
+  return a;
+}
+
+}  // namespace
+
+// One instantiation per dtype of every launcher.
+#define EMBER_RNN_INSTANTIATE(T)                                                                  \
+  template void step_forward<T>(const StepForwardArgs<T>&, cudaStream_t);                        \
+  template void proj_fixup<T>(T*, const T*, T*, int64_t, int, int, const int32_t*, int, cudaStream_t); \
+  template void step_backward<T>(const StepBackwardArgs<T>&, cudaStream_t);                      \
+  template void proj_backward_prep<T>(float*, const T*, int64_t, T*, int, int, const int32_t*, int, \
+                                      cudaStream_t);                                             \
+  template void dropout_forward<T>(const T*, T*, bool*, int64_t, int64_t, double,                \
+                                   const RandomParams&, cudaStream_t);                           \
+  template void dropout_backward<T>(T*, const bool*, int64_t, int64_t, double, cudaStream_t);    \
+  template void fill_elements<T>(T*, float, int64_t, cudaStream_t);                                       \
+  template void persistent_forward<T>(const PersistentForwardArgs<T>&, const PersistentPlan&,    \
+                                      cudaStream_t);
+EMBER_RNN_INSTANTIATE(float)
+EMBER_RNN_INSTANTIATE(__nv_bfloat16)
+#undef EMBER_RNN_INSTANTIATE
+template void convert_elements<float, float>(float*, const float*, int64_t, cudaStream_t);
+template void convert_elements<float, __nv_bfloat16>(float*, const __nv_bfloat16*, int64_t, cudaStream_t);
+template void convert_elements<__nv_bfloat16, float>(__nv_bfloat16*, const float*, int64_t, cudaStream_t);
+
+}  // namespace ember::cuda::rnn
+
+namespace ember {
+EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", forward, CUDA, cuda::rnn::cublas_steps_algorithm());
+EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", backward, CUDA, cuda::rnn::cublas_steps_algorithm());
+EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", forward, CUDA, cuda::rnn::persistent_algorithm());
+}  // namespace ember

@@ -1,0 +1,237 @@
+// examples/lstm: two recurrent models.
+//   --task charlm (default): a character language model (Embedding -> 2-layer LSTM -> Linear)
+//     trained on a text corpus (default: Debian's fortunes), printing generated text as it
+//     trains and the validation loss on a held-out tail of the corpus.
+//   --task fashion: an LSTM classifier reading Fashion-MNIST images row by row (28 steps of 28
+//     pixels), reporting test accuracy.
+// GPU when present, else a short CPU run. Adam; --amp bf16; --graphs captures the training step.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "ember.h"
+#include "nn/graphed_step.h"
+#include "nn/nn.h"
+
+using namespace ember;
+
+namespace {
+
+struct CharLMImpl : nn::Module {
+  nn::Embedding embed{nullptr};
+  nn::LSTM lstm{nullptr};
+  nn::Linear head{nullptr};
+  CharLMImpl(int64_t vocab, int64_t embed_dim, int64_t hidden, int64_t layers, double dropout)
+      : nn::Module("CharLM") {
+    embed = register_module("embed", nn::Embedding(vocab, embed_dim));
+    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(embed_dim, hidden).num_layers(layers)
+                                                 .batch_first(true).dropout(dropout)));
+    head = register_module("head", nn::Linear(hidden, vocab));
+  }
+  // tokens [B, T] -> logits [B, T, vocab], and the final (h, c).
+  RnnResult forward(const Tensor& tokens, const Tensor& h0 = {}, const Tensor& c0 = {}) {
+    RnnResult r = lstm->forward(embed->forward(tokens), h0, c0);
+    r.output = head->forward(r.output);
+    return r;
+  }
+};
+
+// Samples `n` characters, feeding one at a time and carrying the LSTM state.
+std::string sample(CharLMImpl& model, const data::TextCorpus& corpus, Device device, int64_t n,
+                   double temperature, Generator& gen) {
+  autograd::NoGradGuard ng;
+  model.eval();
+  std::string out = "\n";
+  Tensor token = corpus.encode(out).reshape({1, 1}).to(device);
+  Tensor h, c;
+  for (int64_t i = 0; i < n; ++i) {
+    RnnResult r = model.forward(token, h, c);
+    h = r.h_n;
+    c = r.c_n;
+    Tensor probs = softmax(r.output.reshape({-1}).to(DType::f32) / temperature, 0).cpu();
+    // Inverse-CDF draw from the categorical distribution.
+    const double u = rand({1}, TensorOptions(DType::f64), &gen).item();
+    std::vector<double> p = probs.to_vector();
+    int64_t next = int64_t(p.size()) - 1;
+    double acc = 0;
+    for (size_t k = 0; k < p.size(); ++k) {
+      acc += p[k];
+      if (u < acc) {
+        next = int64_t(k);
+        break;
+      }
+    }
+    out += corpus.vocabulary()[size_t(next)];
+    token = full({1, 1}, double(next), TensorOptions(DType::i64).with_device(device));
+  }
+  model.train();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string task = "charlm", corpus_path, device_name = "auto", amp = "none", data_dir;
+  int64_t steps = 2000, batch = 64, seq_len = 128, hidden = 512, layers = 2, embed_dim = 256;
+  int64_t sample_every = 250, eval_every = 250, epochs = 5;
+  double lr = 2e-3, dropout = 0.0, clip = 1.0;
+  bool graphs = false;
+  uint64_t seed = 0;
+  CLI::App app{"Ember LSTM examples: character language model, row-by-row image classifier"};
+  app.add_option("--task", task, "charlm or fashion");
+  app.add_option("--corpus", corpus_path, "text file or folder (default: Debian's fortunes)");
+  app.add_option("--data", data_dir, "Fashion-MNIST folder for --task fashion");
+  app.add_option("--device", device_name, "auto, cpu or cuda[:N]");
+  app.add_option("--steps", steps, "training steps (charlm)");
+  app.add_option("--epochs", epochs, "epochs (fashion)");
+  app.add_option("--batch-size", batch);
+  app.add_option("--seq-len", seq_len);
+  app.add_option("--hidden", hidden);
+  app.add_option("--layers", layers);
+  app.add_option("--embed", embed_dim);
+  app.add_option("--dropout", dropout);
+  app.add_option("--lr", lr, "Adam learning rate");
+  app.add_option("--clip", clip, "clip the gradient norm (0: off)");
+  app.add_option("--sample-every", sample_every);
+  app.add_option("--eval-every", eval_every);
+  app.add_option("--amp", amp, "none or bf16");
+  app.add_flag("--graphs", graphs, "capture the training step as a CUDA graph");
+  app.add_option("--seed", seed);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    Device device = device_name == "auto" ? (cuda::is_available() ? Device::cuda() : Device::cpu())
+                                          : Device(device_name);
+    manual_seed(seed);
+    const bool use_amp = amp == "bf16";
+    EMBER_CHECK(amp == "none" || amp == "bf16", "--amp must be none or bf16");
+    if (device.is_cpu() && app.count("--steps") == 0 && app.count("--epochs") == 0) {
+      steps = 30;
+      epochs = 1;
+      hidden = std::min<int64_t>(hidden, 128);
+      seq_len = std::min<int64_t>(seq_len, 64);
+      sample_every = eval_every = 15;
+      std::printf("no GPU: a short CPU run (pass --steps / --epochs for more)\n");
+    }
+
+    if (task == "fashion") {
+      // 28 steps of 28 pixels -> LSTM(28, hidden) -> Linear on the last step's output.
+      std::string folder = data_dir.empty() ? data::default_fashion_mnist_folder() : data_dir;
+      auto train = std::make_shared<data::MNIST>(folder, data::Split::train);
+      auto test = std::make_shared<data::MNIST>(folder, data::Split::test);
+      nn::LSTM lstm(nn::LSTMOptions(28, hidden).batch_first(true));
+      nn::Linear head(hidden, 10);
+      lstm->to(device);
+      head->to(device);
+      std::vector<Tensor> params = lstm->parameters();
+      for (const Tensor& p : head->parameters()) params.push_back(p);
+      optim::Adam opt(params, optim::AdamOptions(lr));
+      data::DataLoader loader(train, data::DataLoaderOptions(batch).shuffle(true).seed(seed).device(device)
+                                         .transform(data::Normalize({0.2860}, {0.3530})));
+      data::DataLoader test_loader(test, data::DataLoaderOptions(512).device(device)
+                                             .transform(data::Normalize({0.2860}, {0.3530})));
+      const int64_t limit = device.is_cpu() && app.count("--epochs") == 0 ? 40 : 0;
+      for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+        loader.set_epoch(epoch);
+        int64_t i = 0;
+        double loss_sum = 0;
+        for (data::Batch& b : loader) {
+          if (limit && i >= limit) break;
+          Tensor x = b[0].reshape({b[0].size(0), 28, 28});
+          RnnResult r = lstm->forward(x);
+          Tensor loss = cross_entropy(head->forward(r.output.select(1, 27)), b[1]);
+          opt.zero_grad();
+          loss.backward();
+          opt.step();
+          loss_sum += loss.item();
+          ++i;
+        }
+        double correct = 0, total = 0;
+        {
+          autograd::NoGradGuard ng;
+          for (data::Batch& b : test_loader) {
+            Tensor x = b[0].reshape({b[0].size(0), 28, 28});
+            Tensor pred = argmax(head->forward(lstm->forward(x).output.select(1, 27)), 1);
+            correct += sum(eq(pred, b[1]).to(DType::f32)).item();
+            total += double(b[0].size(0));
+            if (limit && total >= 2000) break;
+          }
+        }
+        std::printf("epoch %lld: train loss %.4f | test acc %.2f%%\n", (long long)epoch + 1,
+                    loss_sum / std::max<int64_t>(i, 1), 100 * correct / std::max(total, 1.0));
+      }
+      return 0;
+    }
+    EMBER_CHECK(task == "charlm", "unknown --task '", task, "' (charlm or fashion)");
+
+    data::TextCorpus corpus = corpus_path.empty() ? data::TextCorpus() : data::TextCorpus(corpus_path);
+    Tensor tokens = corpus.tokens();
+    const int64_t n = tokens.size(0), n_val = std::max<int64_t>(n / 20, seq_len + 1);
+    auto train_set = std::make_shared<data::SequenceDataset>(tokens.narrow(0, 0, n - n_val).contiguous(), seq_len);
+    auto val_set = std::make_shared<data::SequenceDataset>(tokens.narrow(0, n - n_val, n_val).contiguous(), seq_len);
+    const int64_t vocab = corpus.vocab_size();
+    auto model = std::make_shared<CharLMImpl>(vocab, embed_dim, hidden, layers, dropout);
+    model->to(device);
+    optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
+    data::DataLoader loader(train_set, data::DataLoaderOptions(batch).shuffle(true).drop_last(true).seed(seed).device(device));
+    data::DataLoader val_loader(val_set, data::DataLoaderOptions(batch).drop_last(true).device(device));
+    std::printf("char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s\n",
+                corpus_path.empty() ? "fortunes" : corpus_path.c_str(), (long long)n, (long long)vocab,
+                (long long)layers, (long long)hidden, device.str().c_str());
+
+    auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+      Tensor loss;
+      {
+        nn::AutocastGuard ac(DType::bf16, use_amp);
+        Tensor logits = model->forward(in[0]).output;
+        loss = cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), in[1].reshape({-1}));
+      }
+      loss.backward();
+      if (clip > 0) nn::clip_grad_norm_(model->parameters(), clip);
+      opt.step();
+      opt.zero_grad(false);
+      return {loss.detach()};
+    };
+    nn::GraphedStepOptions go;
+    go.enabled = graphs && device.is_cuda();
+    nn::GraphedStep step(train_step, go);
+    Generator sampler(Device::cpu(), seed + 7);
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t done = 0, tokens_seen = 0;
+    double running = 0;
+    while (done < steps) {
+      for (data::Batch& b : loader) {
+        if (done >= steps) break;
+        Tensor loss = step({b[0], b[1]})[0];
+        ++done;
+        tokens_seen += b[0].numel();
+        if (done % 10 == 0 || done == steps) running = loss.item();
+        if (done % eval_every == 0 || done == steps) {
+          double val = 0;
+          int64_t k = 0;
+          {
+            autograd::NoGradGuard ng;
+            model->eval();
+            for (data::Batch& v : val_loader) {
+              Tensor logits = model->forward(v[0]).output;
+              val += cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), v[1].reshape({-1})).item();
+              if (++k >= 20) break;
+            }
+            model->train();
+          }
+          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::printf("step %lld: train loss %.4f | val loss %.4f | %.0f tokens/s\n", (long long)done, running,
+                      val / std::max<int64_t>(k, 1), tokens_seen / secs);
+        }
+        if (done % sample_every == 0 || done == steps)
+          std::printf("--- sample at step %lld ---%s\n---\n", (long long)done,
+                      sample(*model, corpus, device, 200, 0.8, sampler).c_str());
+      }
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

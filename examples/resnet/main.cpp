@@ -1,0 +1,356 @@
+// examples/resnet: trains ResNet-18/34/50 on Fashion-MNIST (default: the IDX files of Debian's
+// dataset-fashion-mnist package), CIFAR-10 (--dataset cifar10 --data DIR) or synthetic
+// ImageNet-shaped data (--dataset synthetic, for throughput). GPU when present, else CPU.
+// Progress line with loss, accuracy and images/s; a CSV log and a PNG plot (gnuplot) in --out;
+// atomic checkpoints and --resume; --amp bf16|fp16, --channels-last, --graphs (CUDA graphs per
+// input shape), and data parallel under ember-launch (--ddp, or automatically when WORLD_SIZE > 1).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "distributed/ddp.h"
+#include "ember.h"
+#include "nn/graphed_step.h"
+#include "nn/nn.h"
+#include "resnet/resnet.h"
+
+using namespace ember;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Config {
+  std::string dataset = "fashion-mnist", data, arch = "resnet18", device = "auto";
+  std::string schedule = "cosine", amp = "none", out = "runs/resnet", checkpoint;
+  int64_t batch_size = 128, epochs = 15, train_limit = 0, test_limit = 0, max_steps = 0;
+  int64_t workers = 2, log_interval = 50, synthetic_size = 224, synthetic_batches = 50;
+  double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, warmup_epochs = 1, label_smoothing = 0;
+  bool channels_last = false, graphs = false, ddp = false, resume = false, augment = true;
+  uint64_t seed = 0;
+};
+
+struct Data {
+  std::shared_ptr<data::Dataset> train, test;
+  int64_t channels = 1, classes = 10;
+  std::string stem = "cifar";
+  std::vector<double> mean, std;
+};
+
+// The first n examples of a tensor dataset (for quick runs).
+std::shared_ptr<data::Dataset> head(std::shared_ptr<data::TensorDataset> d, int64_t n) {
+  if (n <= 0 || n >= d->size()) return d;
+  std::vector<Tensor> t;
+  for (const Tensor& x : d->tensors()) t.push_back(x.narrow(0, 0, n).contiguous());
+  return std::make_shared<data::TensorDataset>(t);
+}
+
+Data load_data(const Config& c) {
+  Data d;
+  if (c.dataset == "fashion-mnist" || c.dataset == "mnist") {
+    std::string folder = c.data.empty() ? data::default_fashion_mnist_folder() : c.data;
+    d.train = head(std::make_shared<data::MNIST>(folder, data::Split::train), c.train_limit);
+    d.test = head(std::make_shared<data::MNIST>(folder, data::Split::test), c.test_limit);
+    d.channels = 1;
+    d.mean = {0.2860};
+    d.std = {0.3530};
+  } else if (c.dataset == "cifar10") {
+    EMBER_CHECK(!c.data.empty(), "--dataset cifar10 needs --data DIR (the cifar-10-batches-bin folder)");
+    d.train = head(std::make_shared<data::CIFAR10>(c.data, data::Split::train), c.train_limit);
+    d.test = head(std::make_shared<data::CIFAR10>(c.data, data::Split::test), c.test_limit);
+    d.channels = 3;
+    d.mean = {0.4914, 0.4822, 0.4465};
+    d.std = {0.2470, 0.2435, 0.2616};
+  } else if (c.dataset == "synthetic") {
+    // ImageNet-shaped random images for throughput runs (no accuracy to speak of).
+    const int64_t n = c.batch_size * c.synthetic_batches, s = c.synthetic_size;
+    Generator gen(Device::cpu(), c.seed + 1);
+    auto ds = std::make_shared<data::TensorDataset>(std::vector<Tensor>{
+        randn({n, 3, s, s}, TensorOptions(), &gen), randint(0, 1000, {n}, TensorOptions(DType::i64), &gen)});
+    d.train = ds;
+    d.test = head(ds, c.batch_size);
+    d.channels = 3;
+    d.classes = 1000;
+    d.stem = s >= 128 ? "imagenet" : "cifar";
+  } else {
+    EMBER_THROW(bad_param, "unknown --dataset '", c.dataset, "' (fashion-mnist, mnist, cifar10, synthetic)");
+  }
+  return d;
+}
+
+void write_plot(const std::string& dir) {
+  const std::string csv = dir + "/log.csv", png = dir + "/curves.png", gp = dir + "/curves.gp";
+  std::ofstream s(gp);
+  s << "set terminal pngcairo size 1000,420 noenhanced\nset output '" << png << "'\n"
+    << "set datafile separator ','\nset multiplot layout 1,2\nset xlabel 'epoch'\n"
+    << "set title 'loss'\nplot '" << csv << "' using 1:3 skip 1 with linespoints title 'train'\n"
+    << "set title 'accuracy'\nset yrange [0:1]\nplot '" << csv << "' using 1:4 skip 1 with linespoints title 'train', '"
+    << csv << "' using 1:5 skip 1 with linespoints title 'test'\nunset multiplot\n";
+  s.close();
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    std::printf("(gnuplot not found: %s not drawn; bash scripts/setup.sh installs it)\n", png.c_str());
+    return;
+  }
+  if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) != 0)
+    std::printf("(gnuplot failed to draw %s)\n", png.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Ember ResNet training (Fashion-MNIST by default)"};
+  app.add_option("--dataset", c.dataset, "fashion-mnist, mnist, cifar10 or synthetic");
+  app.add_option("--data", c.data, "dataset folder (default: Debian's Fashion-MNIST files)");
+  app.add_option("--arch", c.arch, "resnet18, resnet34 or resnet50");
+  app.add_option("--device", c.device, "auto, cpu or cuda[:N]");
+  app.add_option("--batch-size", c.batch_size, "per process");
+  app.add_option("--epochs", c.epochs);
+  app.add_option("--lr", c.lr, "peak learning rate (SGD, Nesterov momentum)");
+  app.add_option("--momentum", c.momentum);
+  app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--schedule", c.schedule, "cosine (with linear warm-up), step, onecycle or constant");
+  app.add_option("--warmup-epochs", c.warmup_epochs);
+  app.add_option("--label-smoothing", c.label_smoothing);
+  app.add_option("--amp", c.amp, "none, bf16 or fp16 (fp16 uses a GradScaler)");
+  app.add_flag("--channels-last", c.channels_last, "NHWC activations and weights");
+  app.add_flag("--graphs", c.graphs, "capture training steps as CUDA graphs (one per input shape)");
+  app.add_flag("--ddp", c.ddp, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
+  app.add_option("--train-limit", c.train_limit, "use only the first N training images");
+  app.add_option("--test-limit", c.test_limit, "use only the first N test images");
+  app.add_option("--max-steps", c.max_steps, "stop each epoch after N steps (throughput runs)");
+  app.add_option("--workers", c.workers, "data loader threads");
+  app.add_option("--log-interval", c.log_interval, "steps between progress updates");
+  app.add_option("--synthetic-size", c.synthetic_size, "image size of --dataset synthetic");
+  app.add_option("--out", c.out, "folder for log.csv and curves.png");
+  app.add_option("--checkpoint", c.checkpoint, "save a checkpoint here after every epoch (atomic)");
+  app.add_flag("--resume", c.resume, "continue from --checkpoint");
+  app.add_flag("!--no-augment", c.augment, "no random crop / flip");
+  app.add_option("--seed", c.seed);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const bool distributed = c.ddp || distributed::env_int("WORLD_SIZE", 1) > 1;
+    std::shared_ptr<distributed::ProcessGroup> group;
+    if (distributed) group = distributed::init_process_group();
+    const int rank = group ? group->rank() : 0, world = group ? group->world_size() : 1;
+    Device device = c.device == "auto" ? (cuda::is_available() ? Device::cuda(distributed::env_int("LOCAL_RANK", 0))
+                                                               : Device::cpu())
+                                       : Device(c.device);
+    manual_seed(c.seed);
+    const bool main_rank = rank == 0;
+    // Without a GPU, a full run takes hours: unless told otherwise, make it a short demo run.
+    if (device.is_cpu() && c.dataset != "synthetic" && app.count("--epochs") == 0 &&
+        app.count("--train-limit") == 0) {
+      c.epochs = 1;
+      c.train_limit = 512;
+      if (app.count("--test-limit") == 0) c.test_limit = 500;
+      if (app.count("--arch") == 0) c.arch = "resnet18";
+      if (main_rank)
+        std::printf("no GPU: a short CPU run (1 epoch on %lld images; pass --epochs / --train-limit "
+                    "for more)\n", (long long)c.train_limit);
+    }
+
+    Data d = load_data(c);
+    resnet::ResNetOptions ro;
+    ro.arch = c.arch;
+    ro.stem = d.stem;
+    ro.in_channels = d.channels;
+    ro.num_classes = d.classes;
+    auto model = std::make_shared<resnet::ResNetImpl>(ro);
+    model->to(device);
+    if (c.channels_last) model->to(MemoryFormat::channels_last);
+    std::unique_ptr<distributed::DistributedDataParallel> ddp;
+    if (group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, group);
+
+    optim::SGD opt(model->parameters(), optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(c.momentum > 0)
+                                            .weight_decay(c.weight_decay));
+    data::DataLoaderOptions lo(c.batch_size);
+    lo.shuffle(true).drop_last(false).num_workers(c.workers).seed(c.seed).device(device).pin_memory(device.is_cuda());
+    if (c.augment && c.dataset != "synthetic") {
+      const int64_t size = c.dataset == "cifar10" ? 32 : 28;
+      lo.transform(data::compose({data::RandomCrop(size, 4), data::RandomHorizontalFlip(),
+                                  data::Normalize(d.mean, d.std)}));
+    } else if (!d.mean.empty()) {
+      lo.transform(data::Normalize(d.mean, d.std));
+    }
+    // Each rank reads its own shard of every epoch (the same shuffle everywhere).
+    std::shared_ptr<data::Dataset> train_set = d.train;
+    if (world > 1) {
+      auto idx = distributed::distributed_sample_indices(d.train->size(), rank, world, c.seed, 0, false);
+      auto td = std::dynamic_pointer_cast<data::TensorDataset>(d.train);
+      EMBER_CHECK(td != nullptr, "data parallel needs an in-memory dataset");
+      Tensor index = from_vector(std::vector<double>(idx.begin(), idx.end()), {int64_t(idx.size())},
+                                 TensorOptions(DType::i64));
+      std::vector<Tensor> shard;
+      for (const Tensor& t : td->tensors()) shard.push_back(index_select(t, 0, index));
+      train_set = std::make_shared<data::TensorDataset>(shard);
+    }
+    data::DataLoader train_loader(train_set, lo);
+    data::DataLoaderOptions to(c.batch_size);
+    to.num_workers(c.workers).device(device);
+    if (!d.mean.empty()) to.transform(data::Normalize(d.mean, d.std));
+    data::DataLoader test_loader(d.test, to);
+
+    int64_t steps_per_epoch = train_loader.num_batches();
+    if (c.max_steps > 0) steps_per_epoch = std::min(steps_per_epoch, c.max_steps);
+    const int64_t total_steps = std::max<int64_t>(1, steps_per_epoch * c.epochs);
+    std::unique_ptr<optim::LRScheduler> sched;
+    if (c.schedule == "cosine")
+      sched = std::make_unique<optim::WarmupCosineLR>(
+          opt, std::min<int64_t>(int64_t(c.warmup_epochs * steps_per_epoch), total_steps / 2), total_steps, 0.01);
+    else if (c.schedule == "step")
+      sched = std::make_unique<optim::StepLR>(opt, std::max<int64_t>(1, total_steps / 3), 0.1);
+    else if (c.schedule == "onecycle")
+      sched = std::make_unique<optim::OneCycleLR>(opt, c.lr, total_steps);
+    else
+      EMBER_CHECK(c.schedule == "constant", "unknown --schedule '", c.schedule, "'");
+
+    const DType amp_dtype = c.amp == "fp16" ? DType::f16 : DType::bf16;
+    EMBER_CHECK(c.amp == "none" || c.amp == "bf16" || c.amp == "fp16", "--amp must be none, bf16 or fp16");
+    const bool amp = c.amp != "none";
+    nn::GradScaler scaler(nn::GradScalerOptions().enabled(c.amp == "fp16"));
+
+    int64_t start_epoch = 0, global_step = 0;
+    if (c.resume) {
+      EMBER_CHECK(!c.checkpoint.empty() && fs::exists(c.checkpoint), "--resume needs an existing --checkpoint, got '",
+                  c.checkpoint, "'");
+      auto ck = nn::Checkpoint::load(c.checkpoint);
+      model->load_state_dict(ck.model);
+      opt.load_state_dict(ck.optimizer, ck.optimizer_config);
+      if (sched && !ck.scheduler.empty()) sched->load_state_json(ck.scheduler);
+      nn::restore_rng_state(ck.rng);
+      global_step = ck.step;
+      start_epoch = std::stoll(ck.extra.at("epoch"));
+      if (main_rank) std::printf("resumed from %s at epoch %lld, step %lld\n", c.checkpoint.c_str(),
+                                 (long long)start_epoch, (long long)global_step);
+    }
+
+    // One training step on a batch: returns {loss, number correct} as device tensors (no sync).
+    auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+      Tensor x = c.channels_last ? in[0].contiguous(MemoryFormat::channels_last) : in[0];
+      Tensor logits, loss;
+      {
+        nn::AutocastGuard ac(amp_dtype, amp);
+        logits = model->forward(x);
+        loss = cross_entropy(logits.to(DType::f32), in[1], CrossEntropyOptions().with_label_smoothing(c.label_smoothing));
+      }
+      if (scaler.is_enabled()) {
+        scaler.scale(loss).backward();
+        scaler.step(opt);
+        scaler.update();
+      } else {
+        loss.backward();
+        opt.step();
+      }
+      opt.zero_grad(false);  // keep gradient memory: a captured step must not reallocate it
+      autograd::NoGradGuard ng;
+      Tensor correct = sum(eq(argmax(logits, 1), in[1]).to(DType::f32));
+      return {loss.detach(), correct};
+    };
+    nn::GraphedStepOptions go;
+    go.enabled = c.graphs && device.is_cuda();
+    nn::GraphedStep step(train_step, go);
+
+    if (main_rank) {
+      fs::create_directories(c.out);
+      std::printf("%s on %s (%s stem, %lld parameters), %s, batch %lld x %d rank(s), %lld steps/epoch%s%s%s\n",
+                  c.arch.c_str(), device.str().c_str(), d.stem.c_str(), (long long)model->num_parameters(),
+                  c.dataset.c_str(), (long long)c.batch_size, world, (long long)steps_per_epoch,
+                  amp ? (" amp " + c.amp).c_str() : "", c.channels_last ? " channels_last" : "",
+                  go.enabled ? " cuda-graphs" : "");
+    }
+    std::ofstream csv;
+    if (main_rank) {
+      const bool append = c.resume && fs::exists(c.out + "/log.csv");
+      csv.open(c.out + "/log.csv", append ? std::ios::app : std::ios::trunc);
+      if (!append) csv << "epoch,step,train_loss,train_acc,test_acc,images_per_s,seconds\n";
+    }
+
+    for (int64_t epoch = start_epoch; epoch < c.epochs; ++epoch) {
+      model->train();
+      train_loader.set_epoch(epoch);
+      Tensor loss_sum = zeros({}, TensorOptions().with_device(device));
+      Tensor correct_sum = zeros({}, TensorOptions().with_device(device));
+      int64_t seen = 0, step_in_epoch = 0;
+      auto t0 = std::chrono::steady_clock::now();
+      for (data::Batch& batch : train_loader) {
+        if (step_in_epoch >= steps_per_epoch) break;
+        if (ddp) ddp->sync_buffers();
+        auto out = step({batch[0], batch[1]});
+        {
+          autograd::NoGradGuard ng;
+          add_(loss_sum, out[0] * double(batch[0].size(0)));
+          add_(correct_sum, out[1]);
+        }
+        if (sched) sched->step();
+        seen += batch[0].size(0);
+        ++step_in_epoch;
+        ++global_step;
+        if (main_rank && (step_in_epoch % c.log_interval == 0 || step_in_epoch == steps_per_epoch)) {
+          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const int width = 30, done = int(width * step_in_epoch / steps_per_epoch);
+          std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f acc %.2f%% %.0f img/s   ",
+                      (long long)epoch + 1, (long long)c.epochs, std::string(size_t(done), '#').c_str(),
+                      std::string(size_t(width - done), '.').c_str(), (long long)step_in_epoch,
+                      (long long)steps_per_epoch, loss_sum.item() / seen, 100.0 * correct_sum.item() / seen,
+                      seen * world / std::max(secs, 1e-9));
+          std::fflush(stdout);
+        }
+      }
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // Evaluation on the test set.
+      model->eval();
+      double correct = 0, total = 0;
+      {
+        autograd::NoGradGuard ng;
+        nn::AutocastGuard ac(amp_dtype, amp);
+        for (data::Batch& batch : test_loader) {
+          Tensor x = c.channels_last ? batch[0].contiguous(MemoryFormat::channels_last) : batch[0];
+          correct += sum(eq(argmax(model->forward(x), 1), batch[1]).to(DType::f32)).item();
+          total += double(batch[0].size(0));
+        }
+      }
+      const double train_loss = loss_sum.item() / std::max<int64_t>(seen, 1);
+      const double train_acc = correct_sum.item() / std::max<int64_t>(seen, 1);
+      const double test_acc = correct / std::max(total, 1.0);
+      if (main_rank) {
+        std::printf("\repoch %lld/%lld: train loss %.4f acc %.2f%% | test acc %.2f%% | %.0f img/s | %.1f s%s\n",
+                    (long long)epoch + 1, (long long)c.epochs, train_loss, 100 * train_acc, 100 * test_acc,
+                    seen * world / secs, secs, std::string(20, ' ').c_str());
+        csv << epoch + 1 << "," << global_step << "," << train_loss << "," << train_acc << "," << test_acc << ","
+            << seen * world / secs << "," << secs << "\n";
+        csv.flush();
+        if (!c.checkpoint.empty()) {
+          nn::Checkpoint ck;
+          ck.model = model->state_dict();
+          ck.optimizer = opt.state_dict();
+          ck.optimizer_config = opt.config_json();
+          if (sched) ck.scheduler = sched->state_json();
+          ck.step = global_step;
+          ck.rng = nn::capture_rng_state();
+          ck.extra["epoch"] = std::to_string(epoch + 1);
+          ck.extra["arch"] = c.arch;
+          ck.save(c.checkpoint);
+        }
+      }
+    }
+    if (main_rank) {
+      csv.close();
+      write_plot(c.out);
+      const auto& s = step.stats();
+      if (go.enabled)
+        std::printf("cuda graphs: %llu captured, %llu replays, %llu eager steps, %llu fallbacks\n",
+                    (unsigned long long)s.captures, (unsigned long long)s.replays,
+                    (unsigned long long)s.eager_steps, (unsigned long long)s.fallbacks);
+      std::printf("log: %s/log.csv, plot: %s/curves.png\n", c.out.c_str(), c.out.c_str());
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

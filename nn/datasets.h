@@ -1,0 +1,96 @@
+// Dataset readers: MNIST / Fashion-MNIST (IDX files, gzipped or not), CIFAR-10 (the binary
+// release), and a text corpus for character models (a file or a folder; by default the fortune
+// cookies of Debian's `fortunes` package). Files are read with zlib, which reads uncompressed files
+// transparently. A malformed file (bad magic, impossible header, truncated or corrupt data,
+// out-of-range labels, binary data in a text corpus) throws ember::Error naming the file and the
+// byte offset (in the decompressed data for .gz files) of the problem.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/data.h"
+
+namespace ember::data {
+
+enum class Split { train, test };
+
+// Where Debian's dataset-fashion-mnist package installs its four .gz files.
+std::string default_fashion_mnist_folder();  // /usr/share/datasets/fashion-mnist
+// Where Debian's fortunes package installs its fortune files.
+std::string default_text_corpus_path();  // /usr/share/games/fortunes
+
+// Reads an IDX file (http://yann.lecun.com/exdb/mnist/: magic 0 0 <type> <ndim>, ndim big-endian
+// uint32 sizes, then big-endian data) into a CPU tensor of its shape. Types: unsigned byte -> u8,
+// signed byte and short -> i32 (Ember has no 8/16-bit integers), int -> i32, float -> f32,
+// double -> f64. Data after the last element is an error too.
+Tensor read_idx(const std::string& path);
+
+// MNIST or Fashion-MNIST from `folder` holding {train,t10k}-{images-idx3,labels-idx1}-ubyte, each
+// with or without .gz. Examples: image float32 [1, 28, 28] in [0, 1], label int64 in [0, 10).
+class MNIST : public TensorDataset {
+ public:
+  explicit MNIST(const std::string& folder = default_fashion_mnist_folder(), Split split = Split::train);
+  const Tensor& images() const { return tensors()[0]; }   // [N, 1, 28, 28] float32
+  const Tensor& targets() const { return tensors()[1]; }  // [N] int64
+  static constexpr int64_t kNumClasses = 10;
+};
+
+// CIFAR-10's binary release ("cifar-10-batches-bin"): data_batch_1..5.bin (train) or
+// test_batch.bin, records of one label byte and 3x32x32 pixel bytes (channel planes).
+// Examples: image float32 [3, 32, 32] in [0, 1], label int64 in [0, 10).
+class CIFAR10 : public TensorDataset {
+ public:
+  explicit CIFAR10(const std::string& folder, Split split = Split::train);
+  const Tensor& images() const { return tensors()[0]; }   // [N, 3, 32, 32] float32
+  const Tensor& targets() const { return tensors()[1]; }  // [N] int64
+  static constexpr int64_t kNumClasses = 10;
+};
+
+struct TextCorpusOptions {
+  // Turns the "%" lines that separate fortune(6) cookies into empty lines.
+  EMBER_ARG(bool, strip_fortune_separators) = true;
+};
+
+// A byte-level text corpus: a file, or every regular file of a folder in name order (skipping
+// hidden files and fortune(6)'s *.dat index files, and reading a file once when several names,
+// e.g. fortunes' *.u8 symlinks, lead to it). The vocabulary is the sorted set of bytes present.
+// A NUL byte means the file is not text: an error naming the file and the offset.
+class TextCorpus {
+ public:
+  explicit TextCorpus(const std::string& path = default_text_corpus_path(),
+                      const TextCorpusOptions& options = {});
+  const std::string& text() const { return text_; }
+  const std::vector<std::string>& files() const { return files_; }
+  // Token id -> byte; vocab_size() ids in all.
+  const std::string& vocabulary() const { return vocabulary_; }
+  int64_t vocab_size() const { return int64_t(vocabulary_.size()); }
+  // int64 [len] ids of `s` (a byte outside the vocabulary is an error) and back.
+  Tensor encode(const std::string& s) const;
+  std::string decode(const Tensor& ids) const;
+  // The whole text encoded.
+  Tensor tokens() const { return encode(text_); }
+
+ private:
+  std::string text_, vocabulary_;
+  std::vector<std::string> files_;
+  int16_t id_of_byte_[256];
+};
+
+// Next-token windows of a token sequence: example i is (tokens[i*L .. i*L+L), tokens[i*L+1 ..
+// i*L+L+1)) for L = seq_len, both int64 [L]; the windows do not overlap and a final partial window
+// is dropped.
+class SequenceDataset : public Dataset {
+ public:
+  SequenceDataset(Tensor tokens, int64_t seq_len);
+  int64_t size() const override;
+  Example get(int64_t index) const override;
+  Batch get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const override;
+  int64_t seq_len() const { return seq_len_; }
+
+ private:
+  Tensor tokens_;  // int64, contiguous, CPU
+  int64_t seq_len_;
+};
+
+}  // namespace ember::data

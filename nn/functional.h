@@ -1,0 +1,50 @@
+// nn::functional (alias F), as torch.nn.functional: the stateless forms of the layers and losses
+// gathered under one name. These are the ops themselves (re-exported, no wrappers), except the
+// losses, which are nn's autocast-aware versions of nn/loss.h.
+#pragma once
+#include "nn/loss.h"
+#include "ops/activation.h"
+#include "ops/conv.h"
+#include "ops/conv_variants.h"
+#include "ops/dropout.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+#include "ops/pooling.h"
+#include "ops/softmax.h"
+
+namespace ember::nn::functional {
+
+using ember::adaptive_avg_pool2d;
+using ember::avg_pool2d;
+using ember::batch_norm;
+using ember::conv1d;
+using ember::conv2d;
+using ember::conv3d;
+using ember::conv_transpose2d;
+using ember::dropout;
+using ember::elu;
+using ember::embedding;
+using ember::gelu;
+using ember::group_norm;
+using ember::layer_norm;
+using ember::leaky_relu;
+using ember::linear;
+using ember::log_softmax;
+using ember::max_pool2d;
+using ember::relu;
+using ember::sigmoid;
+using ember::silu;
+using ember::softmax;
+using ember::tanh;
+
+using nn::binary_cross_entropy_with_logits;
+using nn::cross_entropy;
+using nn::l1_loss;
+using nn::mse_loss;
+using nn::nll_loss;
+
+}  // namespace ember::nn::functional
+
+namespace ember::nn {
+namespace F = functional;
+}

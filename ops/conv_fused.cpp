@@ -1,0 +1,116 @@
+// conv2d_bias_relu (ops/conv_fused.h): the fused CUDA path with its backward, and the composite
+// relu(conv2d(...)) everywhere else (the CPU, and any call conv2d must reject: conv2d then
+// throws its own error message).
+#include "ops/conv_fused.h"
+
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+namespace ember {
+
+EMBER_DEFINE_KERNEL(conv2d_epilogue_kernel, ConvEpilogueKernel)
+
+namespace {
+
+using dispatch::Direction;
+
+int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// True when the call is one conv2d accepts, on a GPU with a fused kernel for its dtype, and has
+// no empty operand. Everything else goes through the composite, so there is one set of argument
+// checks and messages: conv2d's.
+bool fused_path_applies(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  if (!x.defined() || !w.defined() || x.dim() != 4 || w.dim() != 4) return false;
+  if (!x.device().is_cuda() || w.device() != x.device() || w.dtype() != x.dtype()) return false;
+  if (!conv2d_epilogue_kernel().has(DeviceType::CUDA, x.dtype())) return false;
+  for (int i = 0; i < 2; ++i)
+    if (p.stride[i] < 1 || p.dilation[i] < 1 || p.padding[i] < 0) return false;
+  const int64_t C = x.size(1), K = w.size(0);
+  if (p.groups < 1 || C % p.groups != 0 || K % p.groups != 0 || w.size(1) * p.groups != C)
+    return false;
+  if (x.numel() == 0 || w.numel() == 0) return false;
+  for (int i = 0; i < 2; ++i)
+    if (p.dilation[i] * (w.size(2 + i) - 1) + 1 > x.size(2 + i) + 2 * p.padding[i]) return false;
+  if (b.defined() && (b.dim() != 1 || b.size(0) != K || b.device() != x.device() ||
+                      b.dtype() != x.dtype()))
+    return false;
+  return true;
+}
+
+}  // namespace
+
+Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Conv2dParams& p) {
+  if (!fused_path_applies(input, weight, bias, p)) return relu(conv2d(input, weight, bias, p));
+
+  const DType dtype = input.dtype();
+  const Device device = input.device();
+  const bool has_bias = bias.defined();
+  std::vector<Tensor> inputs = {input, weight};
+  if (has_bias) inputs.push_back(bias);
+  const bool record = autograd::needs_grad(inputs);
+  const bool tf32 = conv_allow_tf32();
+  const Shape out_shape = {input.size(0), weight.size(0),
+                           conv_out_size(input.size(2), weight.size(2), p.stride[0], p.padding[0],
+                                         p.dilation[0]),
+                           conv_out_size(input.size(3), weight.size(3), p.stride[1], p.padding[1],
+                                         p.dilation[1])};
+
+  Tensor x, w, out;
+  {
+    autograd::NoGradGuard no_grad;
+    x = input.detach();
+    w = weight.detach();
+    // The output follows the input's memory format, so channels_last networks stay channels_last.
+    out = empty(out_shape, dtype, device, input.suggest_memory_format());
+    conv2d_epilogue_kernel().get(device.type, dtype)(
+        ConvProblem{Direction::forward, x, w, out, p, tf32}, has_bias ? bias.detach() : Tensor(),
+        true);
+  }
+
+  if (record) {
+    // Backward needs the output (the ReLU mask), x for the weight gradient, w for the input's.
+    autograd::SavedTensor saved_out(out, "conv2d_bias_relu");
+    autograd::SavedTensor saved_x, saved_w;
+    if (weight.requires_grad()) saved_x = autograd::SavedTensor(x, "conv2d_bias_relu");
+    if (input.requires_grad()) saved_w = autograd::SavedTensor(w, "conv2d_bias_relu");
+    const Shape x_shape = input.sizes(), w_shape = weight.sizes();
+    const MemoryFormat x_format = input.suggest_memory_format();
+    const MemoryFormat w_format = weight.suggest_memory_format();
+    autograd::record_backward(
+        "Conv2dBiasReluBackward", inputs, {&out},
+        [saved_out, saved_x, saved_w, x_shape, w_shape, x_format, w_format, device, dtype, p, tf32,
+         has_bias](const std::vector<Tensor>& grads, const autograd::Node& node) {
+          std::vector<Tensor> result(has_bias ? 3 : 2);
+          if (!grads[0].defined()) return result;
+          // The gradient of the pre-activation: grad where the output is positive, else 0.
+          const Tensor& y = saved_out.unpack();
+          Tensor grad_pre = empty_like(y);
+          ElementwiseIter it = make_elementwise_iter("conv2d_bias_relu", grad_pre, {grads[0], y});
+          binary_kernel().get(device.type, dtype)(it, BinaryOp::relu_backward, 1);
+          if (node.needs_input_grad(0)) {
+            Tensor grad_input = empty(x_shape, dtype, device, x_format);
+            conv2d_run(
+                {Direction::backward_data, grad_input, saved_w.unpack(), grad_pre, p, tf32});
+            result[0] = grad_input;
+          }
+          if (node.needs_input_grad(1)) {
+            Tensor grad_weight = empty(w_shape, dtype, device, w_format);
+            conv2d_run(
+                {Direction::backward_filter, saved_x.unpack(), grad_weight, grad_pre, p, tf32});
+            result[1] = grad_weight;
+          }
+          if (has_bias && node.needs_input_grad(2)) result[2] = sum(grad_pre, {0, 2, 3});
+          return result;
+        });
+  }
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,47 @@
+// The convolutions beside conv2d, built on conv2d's kernel interface (ops/conv.h), so every CPU
+// and CUDA algorithm of the algorithm cache serves them too:
+//   conv1d            conv2d over a height-1 image (views, so autograd flows through conv2d)
+//   conv3d            one conv2d per kernel-depth tap over the (depth-subsampled) input slices,
+//                     summed (composite: differentiable through its pieces)
+//   conv_transpose2d  the adjoint of conv2d: its forward is conv2d's backward-data, its input
+//                     gradient conv2d's forward and its weight gradient conv2d's backward-filter
+// All accept float32/float64 on the CPU (float16/bfloat16 compute in float32 there) and float32,
+// float16, bfloat16 (and float64) on CUDA, like conv2d.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "ops/conv.h"
+
+namespace ember {
+
+struct Conv1dParams {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+// input [N, C, L], weight [K, C / groups, S], bias [K] or undefined -> [N, K, Lout] with
+// Lout = (L + 2 * padding - dilation * (S - 1) - 1) / stride + 1.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              const Conv1dParams& p = {});
+
+struct Conv3dParams {
+  std::array<int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+  int64_t groups = 1;
+};
+// input [N, C, D, H, W], weight [K, C / groups, T, R, S], bias [K] or undefined ->
+// [N, K, Dout, Hout, Wout], each size as for conv2d along its axis.
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              const Conv3dParams& p = {});
+
+struct ConvTranspose2dParams {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, output_padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+// As torch.nn.functional.conv_transpose2d: input [N, Cin, H, W], weight [Cin, Cout / groups, R, S],
+// bias [Cout] or undefined -> [N, Cout, Hout, Wout] with
+// Hout = (H - 1) * stride - 2 * padding + dilation * (R - 1) + output_padding + 1.
+// output_padding must be smaller than the stride (it picks among the input sizes a strided
+// convolution maps to the same output size).
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        const ConvTranspose2dParams& p = {});
+
+}  // namespace ember

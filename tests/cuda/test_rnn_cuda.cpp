@@ -1,0 +1,218 @@
+// Recurrent ops on CUDA (cuda_kernels/rnn.cu) against the CPU reference (cpu_kernels/rnn.cpp, in
+// fp64 on the same rounded inputs): outputs, h_n, c_n and every gradient, float32 (TF32 off and
+// on) and bfloat16, for LSTM / GRU / RNN with several layers (the wavefront schedule),
+// bidirectional, proj_size, lengths, batch_first, dropout (the same Philox masks as the CPU) and
+// odd sizes; both forward algorithms (cuBLAS per step, persistent) forced in turn; float16
+// through float32; float64 refused. Skips without a GPU.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "dispatch/algo_cache.h"
+#include "ember.h"
+#include "ops/rnn.h"
+
+using namespace ember;
+
+namespace {
+
+struct Case {
+  const char* name;
+  RnnMode mode;
+  int64_t layers = 1;
+  bool bidirectional = false;
+  int64_t proj = 0;
+  bool batch_first = false;
+  bool lengths = false;
+  double dropout = 0;
+  int64_t T = 7, B = 5, I = 13, H = 17;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {"lstm", RnnMode::lstm},
+      {"lstm_3layer_wavefront", RnnMode::lstm, 3, false, 0, false, false, 0, 20, 33, 64, 96},
+      {"lstm_2layer_bidirectional_lengths", RnnMode::lstm, 2, true, 0, false, true},
+      {"lstm_proj", RnnMode::lstm, 1, false, 7},
+      {"lstm_proj_2layer_lengths_wavefront", RnnMode::lstm, 2, false, 5, true, true, 0, 19, 40, 9, 24},
+      {"lstm_dropout_wavefront", RnnMode::lstm, 2, false, 0, false, false, 0.3, 16, 64, 8, 32},
+      {"gru", RnnMode::gru},
+      {"gru_2layer_bidirectional_batch_first", RnnMode::gru, 2, true, 0, true},
+      {"gru_lengths_wavefront", RnnMode::gru, 3, false, 0, false, true, 0, 12, 48, 5, 31},
+      {"rnn_tanh_bidirectional_lengths_dropout", RnnMode::rnn_tanh, 2, true, 0, false, true, 0.2},
+      {"rnn_relu", RnnMode::rnn_relu, 2},
+      {"lstm_batch1", RnnMode::lstm, 1, false, 0, false, false, 0, 9, 1, 3, 8},
+  };
+  return all;
+}
+
+RnnConfig config_of(const Case& c) {
+  RnnConfig cfg;
+  cfg.mode = c.mode;
+  cfg.num_layers = c.layers;
+  cfg.num_directions = c.bidirectional ? 2 : 1;
+  cfg.input_size = c.I;
+  cfg.hidden_size = c.H;
+  cfg.proj_size = c.proj;
+  return cfg;
+}
+
+// max |a - b| relative to the reference's scale (at least 1).
+double rel_err(const Tensor& a, const Tensor& ref) {
+  std::vector<double> x = a.to_vector(), y = ref.to_vector();
+  REQUIRE(x.size() == y.size());
+  double scale = 1, err = 0;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
+  return err / scale;
+}
+
+Tensor flat(const RnnResult& r) {
+  std::vector<Tensor> parts = {r.output.flatten(), r.h_n.flatten()};
+  if (r.c_n.defined()) parts.push_back(r.c_n.flatten());
+  return cat(parts, 0);
+}
+
+struct Run {
+  Tensor out;                 // flat(result), moved to the CPU as f64
+  std::vector<Tensor> grads;  // of x, h0, c0 (LSTM), weights; CPU f64
+};
+
+// One forward + backward of case c on `device` / `dtype` from the fp64 CPU inputs `base`, rounded
+// to `dtype` first (the CPU reference gets the rounded values in fp64).
+Run run(const Case& c, const std::vector<Tensor>& base, Device device, DType dtype, uint64_t dropout_seed) {
+  std::vector<Tensor> v;
+  for (const Tensor& t : base) v.push_back(t.to(dtype).to(device, device.is_cpu() ? DType::f64 : dtype)
+                                              .detach().set_requires_grad(true));
+  size_t at = 2;
+  Tensor c0 = c.mode == RnnMode::lstm ? v[at++] : Tensor();
+  std::vector<Tensor> weights(v.begin() + long(at), v.end());
+  Tensor lengths;
+  if (c.lengths) {
+    std::vector<double> lens;
+    for (int64_t b = 0; b < c.B; ++b) lens.push_back(double(b % 3 == 0 ? c.T : 1 + (b * 5) % c.T));
+    lengths = from_vector(lens, {c.B}, TensorOptions(DType::i64));
+  }
+  Generator gen(device, dropout_seed);
+  RnnOptions o;
+  o.mode = c.mode;
+  o.num_layers = c.layers;
+  o.bidirectional = c.bidirectional;
+  o.proj_size = c.proj;
+  o.batch_first = c.batch_first;
+  o.dropout = c.dropout;
+  o.generator = &gen;
+  RnnResult r = rnn(v[0], weights, v[1], c0, lengths, o);
+  CHECK(r.output.device() == device);
+  Tensor f = flat(r);
+  Generator wgen(Device::cpu(), 5);
+  Tensor w = rand(f.sizes(), TensorOptions(DType::f64), &wgen) - 0.5;
+  sum(f * w.to(device, f.dtype())).backward();
+  Run out;
+  out.out = f.detach().to(Device::cpu(), DType::f64);
+  for (const Tensor& t : v) {
+    REQUIRE(t.grad().defined());
+    out.grads.push_back(t.grad().to(Device::cpu(), DType::f64));
+  }
+  return out;
+}
+
+std::vector<Tensor> base_inputs(const Case& c, uint64_t seed) {
+  Generator gen(Device::cpu(), seed);
+  const RnnConfig cfg = config_of(c);
+  const int64_t ld = cfg.num_layers * cfg.num_directions;
+  auto u = [&](const Shape& s, double scale) { return (rand(s, TensorOptions(DType::f64), &gen) - 0.5) * (2 * scale); };
+  std::vector<Tensor> v = {u(c.batch_first ? Shape{c.B, c.T, c.I} : Shape{c.T, c.B, c.I}, 1.0),
+                           u({ld, c.B, cfg.out_size()}, 0.5)};
+  if (c.mode == RnnMode::lstm) v.push_back(u({ld, c.B, c.H}, 0.5));
+  const double bound = 1.0 / std::sqrt(double(c.H));
+  for (int64_t i = 0; i < cfg.num_weights(); ++i) v.push_back(u(cfg.weight_shape(i), bound));
+  return v;
+}
+
+void compare(const Case& c, DType dtype, bool tf32, const char* forward_algorithm) {
+  CAPTURE(c.name);
+  CAPTURE(dtype_name(dtype));
+  CAPTURE(tf32);
+  CAPTURE(forward_algorithm);
+  const std::vector<Tensor> base = base_inputs(c, 17);
+  const Run ref = run(c, base, Device::cpu(), dtype, 123);
+  const bool prev_tf32 = rnn_allow_tf32();
+  set_rnn_allow_tf32(tf32);
+  dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force("rnn.forward", forward_algorithm));
+  const Run gpu = run(c, base, Device::cuda(), dtype, 123);
+  set_rnn_allow_tf32(prev_tf32);
+  const double tol = dtype == DType::bf16 ? 3e-2 : tf32 ? 5e-3 : 1e-4;
+  CHECK(rel_err(gpu.out, ref.out) <= tol);
+  REQUIRE(gpu.grads.size() == ref.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    CAPTURE(i);
+    CHECK(rel_err(gpu.grads[i], ref.grads[i]) <= 4 * tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rnn cuda: cuBLAS-per-step algorithm matches the CPU reference, fp32" *
+          doctest::skip(!cuda::is_available())) {
+  for (const Case& c : cases()) compare(c, DType::f32, false, "cublas_steps");
+}
+
+TEST_CASE("rnn cuda: cuBLAS-per-step algorithm matches the CPU reference, bf16 and TF32" *
+          doctest::skip(!cuda::is_available())) {
+  for (const Case& c : cases()) {
+    compare(c, DType::bf16, false, "cublas_steps");
+    compare(c, DType::f32, true, "cublas_steps");
+  }
+}
+
+TEST_CASE("rnn cuda: persistent algorithm matches the CPU reference" * doctest::skip(!cuda::is_available())) {
+  int compared = 0;
+  for (const Case& c : cases()) {
+    if (c.proj > 0) continue;  // the persistent kernel has no projection
+    compare(c, DType::f32, false, "persistent");
+    compare(c, DType::bf16, false, "persistent");
+    ++compared;
+  }
+  CHECK(compared >= 8);
+}
+
+TEST_CASE("rnn cuda: the cache has both algorithms and picks one that applies" *
+          doctest::skip(!cuda::is_available())) {
+  const std::vector<std::string> names = rnn_slot(dispatch::Direction::forward, DeviceType::CUDA).names();
+  CHECK(std::find(names.begin(), names.end(), "cublas_steps") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "persistent") != names.end());
+  // Benchmark mode times both on a small problem and keeps a working choice.
+  dispatch::AlgoModeGuard bench(dispatch::AlgoMode::benchmark);
+  Case c{"small", RnnMode::lstm, 1, false, 0, false, false, 0, 10, 4, 8, 32};
+  const std::vector<Tensor> base = base_inputs(c, 3);
+  const Run ref = run(c, base, Device::cpu(), DType::f32, 1);
+  set_rnn_allow_tf32(false);
+  const Run gpu = run(c, base, Device::cuda(), DType::f32, 1);
+  set_rnn_allow_tf32(true);
+  CHECK(rel_err(gpu.out, ref.out) <= 1e-4);
+}
+
+TEST_CASE("rnn cuda: dtypes: float16 runs through float32, float64 is refused" *
+          doctest::skip(!cuda::is_available())) {
+  Case c{"lstm", RnnMode::lstm};
+  const std::vector<Tensor> base = base_inputs(c, 7);
+  const Run ref = run(c, base, Device::cpu(), DType::f16, 1);
+  const Run gpu = run(c, base, Device::cuda(), DType::f16, 1);
+  CHECK(rel_err(gpu.out, ref.out) <= 1e-2);
+  Tensor x = zeros({3, 2, 4}, TensorOptions(DType::f64).with_device(Device::cuda()));
+  std::vector<Tensor> w = {zeros({8, 4}, TensorOptions(DType::f64).with_device(Device::cuda())),
+                           zeros({8, 2}, TensorOptions(DType::f64).with_device(Device::cuda()))};
+  RnnOptions o;
+  o.bias = false;
+  try {
+    (void)rnn(x, w, Tensor(), Tensor(), Tensor(), o);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::not_supported);
+    CHECK(std::string(e.what()).find("float64") != std::string::npos);
+  }
+}
