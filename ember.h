@@ -8,6 +8,8 @@
 #include "nn/nn.h"
 #include "ops/activation.h"
 #include "ops/conv.h"
+#include "ops/conv_fused.h"
+#include "ops/conv_variants.h"
 #include "ops/dropout.h"
 #include "ops/layout.h"
 #include "ops/norm.h"

@@ -1,5 +1,5 @@
 // conv2d_bias_relu on the CPU (the composite relu(conv2d + bias)): values, gradients (fp64
-// gradcheck of the op_cases_conv rows in every input layout), the optional bias, and argument
+// gradcheck of the op_cases_conv rows (run in test_gradcheck.cpp) in every input layout), the optional bias, and argument
 // errors, which are conv2d's own.
 #include <doctest/doctest.h>
 
@@ -8,12 +8,8 @@
 #include "ops/conv_fused.h"
 #include "support/op_table.h"
 
-namespace ember::testing {
-const std::vector<OpCase>& op_cases_conv();  // tests/support/op_table_conv.cpp
-}
 
 using namespace ember;
-using ember::testing::Layout;
 
 TEST_CASE("conv2d_bias_relu equals relu(conv2d(x, w) + b) on the CPU") {
   Conv2dParams p;
@@ -25,17 +21,6 @@ TEST_CASE("conv2d_bias_relu equals relu(conv2d(x, w) + b) on the CPU") {
   CHECK(max_abs_diff(conv2d_bias_relu(x, w, b, p), expected) < 1e-12);
   CHECK(max_abs_diff(conv2d_bias_relu(x, w, Tensor(), p), relu(conv2d(x, w, Tensor(), p))) < 1e-12);
   CHECK(ember::min(conv2d_bias_relu(x, w, b, p)).item() >= 0.0);
-}
-
-TEST_CASE("conv op-table rows: fp64 gradcheck in every layout") {
-  for (Layout layout : {Layout::contiguous, Layout::transposed, Layout::channels_last})
-    for (const auto& c : ember::testing::op_cases_conv()) {
-      CAPTURE(c.name);
-      CAPTURE(int(layout));
-      auto inputs = ember::testing::make_inputs(c, DType::f64, Device::cpu(), 77, layout, true);
-      std::string report;
-      CHECK_MESSAGE(autograd::gradcheck(c.fn, inputs, 1e-6, 1e-5, 1e-4, &report), report);
-    }
 }
 
 TEST_CASE("conv2d_bias_relu reports conv2d's argument errors") {

@@ -1,6 +1,6 @@
 // conv1d, conv3d and conv_transpose2d on the CPU: values against naive fp64 loops (conv3d's
 // sum over taps, conv_transpose2d's scatter form), shapes, the 16-bit path, empty inputs and
-// argument errors. Gradients are checked by the op_cases_conv rows (tests/cpu/test_conv_fused.cpp).
+// argument errors. Gradients are checked by the op_cases_conv rows (tests/cpu/test_gradcheck.cpp).
 #include <doctest/doctest.h>
 
 #include <cstring>

@@ -25,6 +25,7 @@ const std::vector<OpCase>& op_cases_norm();  // op_table_norm.cpp
 const std::vector<OpCase>& op_cases_act();   // op_table_act.cpp
 const std::vector<OpCase>& op_cases_nn();    // op_table_nn.cpp
 const std::vector<OpCase>& op_cases_rnn();   // op_table_rnn.cpp
+const std::vector<OpCase>& op_cases_conv();  // op_table_conv.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 

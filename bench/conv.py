@@ -1,0 +1,98 @@
+# PyTorch side of bench/conv.cpp: the nine ResNet-50 layer shapes at batch 64, forward /
+# backward-data / backward-filter, bf16 channels_last and fp32 NCHW (TF32 allowed, the default),
+# cudnn.benchmark on, each cuDNN call timed as a replayed CUDA graph so Python overhead is
+# excluded. Same JSON keys and the same input formula (sin(0.37 * i + phase)) as the Ember side;
+# workspace_bytes is the peak memory a call allocates beyond its result.
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+
+LAYERS = [  # N, C, H, W, K, R, stride; padding R // 2
+    (64, 64, 56, 56, 64, 1, 1), (64, 64, 56, 56, 64, 3, 1), (64, 64, 56, 56, 256, 1, 1),
+    (64, 128, 28, 28, 128, 3, 1), (64, 256, 14, 14, 256, 3, 1), (64, 512, 7, 7, 512, 3, 1),
+    (64, 1024, 14, 14, 256, 1, 1), (64, 3, 224, 224, 64, 7, 2), (64, 256, 56, 56, 512, 1, 2),
+]
+CONFIGS = [("bf16-nhwc", torch.bfloat16, True), ("fp32-nchw", torch.float32, False)]
+dev = "cuda"
+
+
+def emit(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def pattern(shape, phase, scale, dtype, channels_last):
+    i = torch.arange(math.prod(shape), device=dev, dtype=torch.float32).view(shape)
+    t = (torch.sin(i * 0.37 + phase) * scale).to(dtype)
+    return t.contiguous(memory_format=torch.channels_last) if channels_last else t.contiguous()
+
+
+def graph_time_ms(f, iters=20, reps=5):
+    # Warm up on a side stream (cudnn.benchmark chooses its algorithm on the first calls), then
+    # capture one call and time replays.
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = f()
+    g.replay()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / iters)
+    ts.sort()
+    return ts[len(ts) // 2], out
+
+
+def workspace_bytes(f):
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = f()
+    torch.cuda.synchronize()
+    return max(0, torch.cuda.max_memory_allocated() - base - out.numel() * out.element_size())
+
+
+def main():
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = True
+    for name, dtype, channels_last in CONFIGS:
+        for (n, c, h, w, k, r, stride) in LAYERS:
+            pad = r // 2
+            p = (h + 2 * pad - r) // stride + 1
+            q = (w + 2 * pad - r) // stride + 1
+            flops = 2.0 * n * k * p * q * c * r * r
+            x = pattern((n, c, h, w), 0.0, 1.0, dtype, channels_last)
+            wt = pattern((k, c, r, r), 1.0, 0.1, dtype, channels_last)
+            dy = pattern((n, k, p, q), 2.0, 1.0, dtype, channels_last)
+            shape = f"{n}x{c}x{h}x{w} k{k} {r}x{r} s{stride} {name}"
+
+            def backward(mask, index):
+                return lambda: torch.ops.aten.convolution_backward(
+                    dy, x, wt, None, [stride, stride], [pad, pad], [1, 1], False, [0, 0], 1, mask)[index]
+
+            calls = [
+                ("conv2d_fwd", lambda: F.conv2d(x, wt, None, stride, pad)),
+                ("conv2d_bwd_data", backward([True, False, False], 0)),
+                ("conv2d_bwd_filter", backward([False, True, False], 1)),
+            ]
+            for bench, f in calls:
+                ms, out = graph_time_ms(f)
+                emit(bench=bench, impl="torch", shape=shape, ms=ms, TFLOPs=flops / (ms * 1e9),
+                     workspace_bytes=workspace_bytes(f), checksum=out.double().mean().item())
+    emit(bench="versions", impl="torch", shape=torch.__version__, cuda=torch.version.cuda,
+         cudnn=str(torch.backends.cudnn.version()), gpu=torch.cuda.get_device_name())
+
+
+if __name__ == "__main__":
+    main()
