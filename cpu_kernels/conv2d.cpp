@@ -18,42 +18,7 @@ namespace {
 
 using dispatch::Direction;
 
-struct ConvDims {
-  int64_t N, C, H, W;  // input
-  int64_t K, R, S;     // weight [K, C/G, R, S]
-  int64_t P, Q;        // output spatial
-  int64_t G, Cg, Kg;   // groups, channels per group
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t HW() const { return H * W; }
-  int64_t PQ() const { return P * Q; }
-  int64_t CgRS() const { return Cg * R * S; }
-  // 1x1, stride 1, no padding: the unfolded matrix of an image is its own [C/g, H*W] slice.
-  bool pointwise() const { return R == 1 && S == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
-  double macs() const { return double(N) * K * P * Q * Cg * R * S; }
-};
 
-ConvDims dims_of(const ConvProblem& pr) {
-  ConvDims d{};
-  d.N = pr.input.size(0);
-  d.C = pr.input.size(1);
-  d.H = pr.input.size(2);
-  d.W = pr.input.size(3);
-  d.K = pr.weight.size(0);
-  d.R = pr.weight.size(2);
-  d.S = pr.weight.size(3);
-  d.P = pr.output.size(2);
-  d.Q = pr.output.size(3);
-  d.G = pr.params.groups;
-  d.Cg = d.C / d.G;
-  d.Kg = d.K / d.G;
-  d.sh = pr.params.stride[0];
-  d.sw = pr.params.stride[1];
-  d.ph = pr.params.padding[0];
-  d.pw = pr.params.padding[1];
-  d.dh = pr.params.dilation[0];
-  d.dw = pr.params.dilation[1];
-  return d;
-}
 
 // The output positions o in [0, count) whose input coordinate o * stride + offset falls in
 // [0, limit): returns [lo, hi). Lets the inner loops run without bounds checks.
@@ -118,7 +83,7 @@ void col2im_add(const T* col, const ConvDims& d, T* dx) {
 
 template <typename T>
 void forward_im2col_gemm(const ConvProblem& pr, void* workspace) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
   T* y = pr.output.data<T>();
@@ -140,7 +105,7 @@ void forward_im2col_gemm(const ConvProblem& pr, void* workspace) {
 
 template <typename T>
 void backward_data_im2col_gemm(const ConvProblem& pr, void* workspace) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   T* dx = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
   const T* dy = pr.output.data<T>();
@@ -162,7 +127,7 @@ void backward_data_im2col_gemm(const ConvProblem& pr, void* workspace) {
 
 template <typename T>
 void backward_filter_im2col_gemm(const ConvProblem& pr, void* workspace) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   T* dw = pr.weight.data<T>();
   const T* dy = pr.output.data<T>();
@@ -187,7 +152,7 @@ void backward_filter_im2col_gemm(const ConvProblem& pr, void* workspace) {
 
 template <typename T>
 void forward_direct(const ConvProblem& pr, void*) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
   T* y = pr.output.data<T>();
@@ -217,7 +182,7 @@ void forward_direct(const ConvProblem& pr, void*) {
 
 template <typename T>
 void backward_data_direct(const ConvProblem& pr, void*) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   T* dx = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
   const T* dy = pr.output.data<T>();
@@ -247,7 +212,7 @@ void backward_data_direct(const ConvProblem& pr, void*) {
 
 template <typename T>
 void backward_filter_direct(const ConvProblem& pr, void*) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   T* dw = pr.weight.data<T>();
   const T* dy = pr.output.data<T>();
@@ -285,7 +250,7 @@ bool cpu_applies(const ConvProblem& pr) {
 }
 
 size_t im2col_workspace_bytes(const ConvProblem& pr) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   if (d.pointwise()) return 0;
   return size_t(d.CgRS()) * size_t(d.PQ()) * pr.input.element_size();
 }
@@ -294,9 +259,9 @@ size_t im2col_workspace_bytes(const ConvProblem& pr) {
 // the loop nest does one, but im2col first copies R*S times the input and each of the N*G GEMMs
 // has a fixed overhead. So im2col_gemm wins for ordinary layers, direct for depthwise and tiny
 // layers.
-double direct_cost(const ConvProblem& pr) { return dims_of(pr).macs(); }
+double direct_cost(const ConvProblem& pr) { return conv_dims(pr).macs(); }
 double im2col_gemm_cost(const ConvProblem& pr) {
-  ConvDims d = dims_of(pr);
+  ConvDims d = conv_dims(pr);
   double unfold = d.pointwise() ? 0.0 : double(d.N) * d.G * d.CgRS() * d.PQ();
   return d.macs() / 8 + unfold + double(d.N) * d.G * 2000;
 }

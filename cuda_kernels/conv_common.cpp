@@ -10,29 +10,6 @@
 
 namespace ember::cuda::conv {
 
-ConvShape shape_of(const ConvProblem& pr) {
-  ConvShape d{};
-  d.N = pr.input.size(0);
-  d.C = pr.input.size(1);
-  d.H = pr.input.size(2);
-  d.W = pr.input.size(3);
-  d.K = pr.weight.size(0);
-  d.R = pr.weight.size(2);
-  d.S = pr.weight.size(3);
-  d.P = pr.output.size(2);
-  d.Q = pr.output.size(3);
-  d.G = pr.params.groups;
-  d.Cg = d.C / d.G;
-  d.Kg = d.K / d.G;
-  d.sh = pr.params.stride[0];
-  d.sw = pr.params.stride[1];
-  d.ph = pr.params.padding[0];
-  d.pw = pr.params.padding[1];
-  d.dh = pr.params.dilation[0];
-  d.dw = pr.params.dilation[1];
-  return d;
-}
-
 MemoryFormat memory_format_of(Form f) {
   return f == Form::nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }

@@ -18,25 +18,8 @@ namespace ember::cuda::conv {
 using dispatch::Direction;
 
 // The sizes of one problem (input [N, C, H, W], weight [K, Cg, R, S], output [N, K, P, Q]).
-struct ConvShape {
-  int64_t N, C, H, W;
-  int64_t K, R, S;
-  int64_t P, Q;
-  int64_t G, Cg, Kg;  // groups, channels per group (input, output)
-  int64_t sh, sw, ph, pw, dh, dw;
-
-  int64_t NPQ() const { return N * P * Q; }
-  int64_t NHW() const { return N * H * W; }
-  int64_t RS() const { return R * S; }
-  // Multiply-adds of the convolution (the same in every direction).
-  double macs() const { return double(N) * double(K) * double(P * Q) * double(Cg * R * S); }
-  // 1x1, stride 1, no padding: a plain GEMM over the pixels.
-  bool pointwise() const {
-    return R == 1 && S == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
-  }
-  bool depthwise() const { return Cg == 1 && Kg == 1 && G > 1; }
-};
-ConvShape shape_of(const ConvProblem& pr);
+using ConvShape = ConvDims;  // ops/conv.h
+inline ConvShape shape_of(const ConvProblem& pr) { return conv_dims(pr); }
 
 // The dense forms the kernels compute in. For activations nchw is NCHW-contiguous and nhwc is
 // channels_last; for weights [K, Cg, R, S] nchw is KCRS and nhwc is KRSC (channels_last).

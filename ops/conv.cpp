@@ -105,6 +105,29 @@ const Tensor& ConvProblem::written() const {
   }
 }
 
+ConvDims conv_dims(const ConvProblem& pr) {
+  ConvDims d{};
+  d.N = pr.input.size(0);
+  d.C = pr.input.size(1);
+  d.H = pr.input.size(2);
+  d.W = pr.input.size(3);
+  d.K = pr.weight.size(0);
+  d.R = pr.weight.size(2);
+  d.S = pr.weight.size(3);
+  d.P = pr.output.size(2);
+  d.Q = pr.output.size(3);
+  d.G = pr.params.groups;
+  d.Cg = d.C / d.G;
+  d.Kg = d.K / d.G;
+  d.sh = pr.params.stride[0];
+  d.sw = pr.params.stride[1];
+  d.ph = pr.params.padding[0];
+  d.pw = pr.params.padding[1];
+  d.dh = pr.params.dilation[0];
+  d.dw = pr.params.dilation[1];
+  return d;
+}
+
 ConvProblem ConvProblem::with_scratch_outputs() const {
   ConvProblem scratch = *this;
   switch (direction) {

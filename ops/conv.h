@@ -58,6 +58,27 @@ struct ConvProblem {
   ConvProblem with_scratch_outputs() const;
 };
 
+// The sizes of a ConvProblem as plain numbers, shared by the CPU and CUDA algorithms.
+struct ConvDims {
+  int64_t N, C, H, W;  // input
+  int64_t K, R, S;     // weight [K, C/G, R, S]
+  int64_t P, Q;        // output spatial
+  int64_t G, Cg, Kg;   // groups, channels per group (input, output)
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t HW() const { return H * W; }
+  int64_t PQ() const { return P * Q; }
+  int64_t RS() const { return R * S; }
+  int64_t CgRS() const { return Cg * R * S; }
+  int64_t NPQ() const { return N * P * Q; }
+  int64_t NHW() const { return N * H * W; }
+  // Multiply-adds of the convolution (the same in every direction).
+  double macs() const { return double(N) * double(K) * double(P * Q) * double(Cg * R * S); }
+  // 1x1, stride 1, no padding: a plain GEMM over the pixels.
+  bool pointwise() const { return R == 1 && S == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+  bool depthwise() const { return Cg == 1 && Kg == 1 && G > 1; }
+};
+ConvDims conv_dims(const ConvProblem& problem);
+
 // The op id of "conv2d" and the slot of each direction on a device type.
 dispatch::OpId conv2d_op();
 dispatch::AlgoSlot& conv2d_slot(dispatch::Direction direction, DeviceType device_type);
