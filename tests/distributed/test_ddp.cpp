@@ -108,7 +108,6 @@ TEST_CASE("no_sync accumulates locally, then one synchronized backward averages 
     mean(square(model->forward(x) - y)).backward();
   }
   const uint64_t before = ddp.stats().buckets_reduced;
-  std::vector<double> local = model->w2.grad().to_vector();
   mean(square(model->forward(x) - y)).backward();
   CHECK(ddp.stats().buckets_reduced > before);
   // After the synchronized step every rank holds the same gradient.
@@ -116,7 +115,6 @@ TEST_CASE("no_sync accumulates locally, then one synchronized backward averages 
   Tensor g0 = g.clone();
   pg->broadcast(g0, 0);
   CHECK(max_abs_diff(g, g0) == 0);
-  (void)local;
 }
 
 TEST_CASE("a parameter without a gradient is an error naming it, unless allowed") {
