@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ember.h"
@@ -69,8 +70,12 @@ void give_grads(Twin& t, uint64_t seed, DType dtype) {
 
 void check_twins(const Twin& t, double rtol, double atol) {
   for (size_t k = 0; k < t.cpu.size(); ++k) {
+    const Tensor gpu = t.gpu[k].cpu().to(DType::f64), cpu = t.cpu[k].to(DType::f64);
     CAPTURE(k);
-    CHECK(allclose(t.gpu[k].cpu(), t.cpu[k], rtol, atol));
+    CAPTURE(t.cpu[k].numel());
+    const double max_diff = ember::max((gpu - cpu).abs()).item();
+    CAPTURE(max_diff);
+    CHECK(allclose(gpu, cpu, rtol, atol));
   }
 }
 
@@ -102,8 +107,9 @@ TEST_CASE("fused CUDA optimizers match the CPU kernels over many odd-sized tenso
   };
   for (const auto& [name, make] : optimizers) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-      CAPTURE(name);
-      CAPTURE(dtype_name(dtype));
+      const std::string optimizer_name = name, dtype_label = dtype_name(dtype);
+      CAPTURE(optimizer_name);
+      CAPTURE(dtype_label);
       // The huge tensor once per optimizer (float32): packing does not depend on the dtype.
       const std::vector<int64_t> sizes = odd_sizes(dtype == DType::f32);
       Twin t = make_params(sizes, dtype, 11);
@@ -114,7 +120,9 @@ TEST_CASE("fused CUDA optimizers match the CPU kernels over many odd-sized tenso
         cpu_opt->step();
         gpu_opt->step();
       }
-      if (dtype == DType::f32) check_twins(t, 1e-5, 1e-6);
+      // fp32: the GPU contracts multiply-adds (FMA), the CPU may not; over the 21M elements of the
+      // huge tensor the worst element of three steps differs by ~1e-6 where values cancel.
+      if (dtype == DType::f32) check_twins(t, 1e-5, 1e-5);
       else check_twins(t, 2e-2, 1e-2);  // one rounding step of the 16-bit types
       const nn::NamedTensors cpu_state = cpu_opt->state_dict(), gpu_state = gpu_opt->state_dict();
       REQUIRE(cpu_state.size() == gpu_state.size());
@@ -128,7 +136,8 @@ TEST_CASE("fused CUDA optimizers match the CPU kernels over many odd-sized tenso
 TEST_CASE("GradScaler and clip_grad_norm_ on CUDA match the CPU" * doctest::skip(!cuda::is_available())) {
   const std::vector<int64_t> sizes = odd_sizes();
   for (DType dtype : {DType::f32, DType::bf16}) {
-    CAPTURE(dtype_name(dtype));
+    const std::string dtype_label = dtype_name(dtype);
+    CAPTURE(dtype_label);
     Twin t = make_params(sizes, dtype, 5);
     optim::SGD cpu_opt(t.cpu, optim::SGDOptions(0.1)), gpu_opt(t.gpu, optim::SGDOptions(0.1));
     nn::GradScaler cpu_scaler(nn::GradScalerOptions().init_scale(256));
