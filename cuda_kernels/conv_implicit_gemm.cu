@@ -3,15 +3,17 @@
 // only when the problem allows TF32), groups == 1:
 //   forward / backward_data  "implicit_gemm": the fprop kernel. The filter is packed once per call
 //       into the workspace as [Nout][R][S][Cpad] (forward: W as KRSC; backward_data: W^T as CRSK,
-//       i.e. the transposed convolution), zero-padded to whole channel blocks; a forward with a
-//       KRSC weight whose C is a multiple of the block uses the weight in place. Tiles: 128x128
-//       (64x64 warp tiles), 128x64 or 64x64, picked so the grid fills the GPU; channel counts
-//       that are not a multiple of 8 (16-bit) / 4 (fp32) take the general (element-load) path.
+//       spatially flipped for stride 1, where backward_data runs as a forward convolution),
+//       zero-padded to whole channel blocks; a forward with a KRSC weight whose C is a multiple
+//       of the block uses the weight in place. Tiles: 256x128 (8 warps of 64x64), 128x128 (4 of
+//       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), the one whose busiest SM has the least
+//       work (partial last waves count); channel counts that are not a multiple of 8 (16-bit) /
+//       4 (fp32) take the general (element-load) 64x64 path.
 //   backward_filter  "implicit_gemm": split-K over output pixels, every split writing an fp32
 //       partial into the workspace, then a reduce kernel summing the splits in a fixed order
 //       (deterministic); "implicit_gemm_atomic": the splits atomically add into one fp32 buffer
-//       (not deterministic). Needs C and K multiples of 8 (16-bit) / 4 (fp32); other channel
-//       counts go to im2col_gemm.
+//       (not deterministic). Tiles: 128x128 when K >= 128, else 64x128, over columns tap*C + c.
+//       Needs C and K multiples of 8 (16-bit) / 4 (fp32); other channel counts go to im2col_gemm.
 // Activations not in channels_last are staged into the workspace (and written back). Every
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
@@ -29,22 +31,23 @@ namespace {
 using igemm::FpropParams;
 using igemm::WgradParams;
 
-constexpr int kStages = 4;          // fprop pipeline depth (64-byte rows, any dtype)
-constexpr int kWgradStages16 = 4;   // wgrad pipeline depth for 16-bit types
-constexpr int kWgradStages32 = 3;   // and for fp32 (rows twice as wide)
-
-// Opts a kernel into more than 48 KiB of dynamic shared memory, once per device.
+// Opts a kernel into `bytes` of dynamic shared memory (more than 48 KiB needs it) and asks for the
+// largest shared-memory carveout, so as many blocks as the tile was sized for fit on one SM; once
+// per kernel and device.
 void allow_shared_memory(const void* kernel, int bytes, int device) {
-  if (bytes <= 48 * 1024) return;
   static std::mutex mutex;
   static std::set<std::pair<const void*, int>> done;
   std::lock_guard<std::mutex> lock(mutex);
   if (!done.insert({kernel, device}).second) return;
   EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
 }
 
 int vector_elems(DType t) { return int(16 / element_size(t)); }
-int block_k_elems(DType t) { return int(64 / element_size(t)); }  // fprop channels per stage
+int block_k_elems(DType t) {  // fprop channels per stage
+  return int(igemm::kFpropRowBytes / element_size(t));
+}
 
 bool tensor_core_dtype(const ConvProblem& pr) {
   const DType t = pr.input.dtype();
@@ -53,12 +56,12 @@ bool tensor_core_dtype(const ConvProblem& pr) {
 
 // ---- filter packing and split reduction -------------------------------------------------------
 
-// out[o][r][s][i] for i < Cpad: forward W[o, i, r, s]; transposed (backward-data) W[i, o, r, s];
-// zero for i >= Cin.
+// out[o][r][s][i] for i < Cpad: forward W[o, i, r, s]; transposed (backward-data) W[i, o, r, s],
+// or W[i, o, R-1-r, S-1-s] when also flipped; zero for i >= Cin.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
 pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
-                   int64_t R, int64_t S, int64_t Cin, int64_t Cpad, bool transposed,
+                   int64_t R, int64_t S, int64_t Cin, int64_t Cpad, bool transposed, bool flipped,
                    T* __restrict__ out, int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -66,7 +69,8 @@ pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws
     T v = convert<T>(0.0f);
     if (i < Cin) {
       const int64_t k = transposed ? i : o, c = transposed ? o : i;
-      v = w[k * ws0 + c * ws1 + (rs / S) * ws2 + (rs % S) * ws3];
+      const int64_t r = flipped ? R - 1 - rs / S : rs / S, s = flipped ? S - 1 - rs % S : rs % S;
+      v = w[k * ws0 + c * ws1 + r * ws2 + s * ws3];
     }
     out[idx] = v;
   }
@@ -89,14 +93,30 @@ wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C
 
 // ---- fprop (forward, backward_data) -----------------------------------------------------------
 
-enum class FpropTile : uint8_t { big, narrow, small, general };
+enum class FpropTile : uint8_t { wide, square, narrow, small, general };
 
-struct FpropPlan {
-  bool transposed;  // backward_data
-  int64_t Csrc, Nout, SH, SW, OH, OW, M;
-  int64_t Cpad;
+// A tile's shape and its throughput per SM relative to the best tile: warp tiles of 64x32 and
+// 32x32 read more shared memory per MMA than 64x64 ones. Blocks per SM (shared memory 192, 96,
+// 72, 48 KiB): 1, 2, 3, 4, i.e. 8, 8, 12, 16 warps (TF32: at most 2 blocks).
+struct FpropTileInfo {
   FpropTile tile;
   int bm, bn;
+  double relative_speed;
+};
+constexpr FpropTileInfo kFpropTiles[] = {{FpropTile::wide, 256, 128, 1.0},
+                                         {FpropTile::square, 128, 128, 0.95},
+                                         {FpropTile::narrow, 128, 64, 0.8},
+                                         {FpropTile::small, 64, 64, 0.5}};
+constexpr int kGeneralTile = 64;  // the element-load path's square tile
+
+struct FpropPlan {
+  bool backward_data;
+  bool transposed;  // strided backward_data: the transposed index map
+  bool flipped;     // stride-1 backward_data: a forward convolution with the flipped W^T
+  int64_t Csrc, Nout, SH, SW, OH, OW, M;
+  int64_t ph, pw;  // padding of the convolution the kernel computes
+  int64_t Cpad;
+  FpropTileInfo tile;
   bool pack_filter;
   size_t filter_bytes, staging_bytes, workspace;
 };
@@ -104,31 +124,37 @@ struct FpropPlan {
 FpropPlan fprop_plan(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   FpropPlan f{};
-  f.transposed = pr.direction == Direction::backward_data;
-  f.Csrc = f.transposed ? d.K : d.C;
-  f.Nout = f.transposed ? d.C : d.K;
-  f.SH = f.transposed ? d.P : d.H;
-  f.SW = f.transposed ? d.Q : d.W;
-  f.OH = f.transposed ? d.H : d.P;
-  f.OW = f.transposed ? d.W : d.Q;
+  f.backward_data = pr.direction == Direction::backward_data;
+  f.transposed = f.backward_data && (d.sh != 1 || d.sw != 1);
+  f.flipped = f.backward_data && !f.transposed;
+  f.Csrc = f.backward_data ? d.K : d.C;
+  f.Nout = f.backward_data ? d.C : d.K;
+  f.SH = f.backward_data ? d.P : d.H;
+  f.SW = f.backward_data ? d.Q : d.W;
+  f.OH = f.backward_data ? d.H : d.P;
+  f.OW = f.backward_data ? d.W : d.Q;
   f.M = d.N * f.OH * f.OW;
+  // dx[h] = sum over r of dy[h + ph - r*dh] W[r] = sum over r' of dy[h - ph' + r'*dh] W[R-1-r'].
+  f.ph = f.flipped ? d.dh * (d.R - 1) - d.ph : d.ph;
+  f.pw = f.flipped ? d.dw * (d.S - 1) - d.pw : d.pw;
   const int64_t bk = block_k_elems(pr.input.dtype());
   f.Cpad = (f.Csrc + bk - 1) / bk * bk;
-  const int64_t sms = sm_count(pr.device());
-  auto blocks = [&](int64_t bm, int64_t bn) { return ((f.M + bm - 1) / bm) * ((f.Nout + bn - 1) / bn); };
   if (f.Csrc % vector_elems(pr.input.dtype()) != 0) {
-    f.tile = FpropTile::general, f.bm = 64, f.bn = 64;
-  } else if (f.Nout > 64 && blocks(128, 128) >= sms) {
-    f.tile = FpropTile::big, f.bm = 128, f.bn = 128;
-  } else if (blocks(128, 64) >= sms) {
-    f.tile = FpropTile::narrow, f.bm = 128, f.bn = 64;
+    f.tile = {FpropTile::general, kGeneralTile, kGeneralTile, 0.1};
   } else {
-    f.tile = FpropTile::small, f.bm = 64, f.bn = 64;
+    // The busiest SM's work: its share of the blocks (a partial last wave costs a whole one).
+    const int64_t sms = sm_count(pr.device());
+    double best = 0;
+    for (const FpropTileInfo& t : kFpropTiles) {
+      const int64_t blocks = ((f.M + t.bm - 1) / t.bm) * ((f.Nout + t.bn - 1) / t.bn);
+      const double work = double((blocks + sms - 1) / sms) * t.bm * t.bn / t.relative_speed;
+      if (best == 0 || work < best) best = work, f.tile = t;
+    }
   }
-  f.pack_filter = f.transposed || !dense_as(pr.weight, Form::nhwc) || f.Cpad != f.Csrc;
+  f.pack_filter = f.backward_data || !dense_as(pr.weight, Form::nhwc) || f.Cpad != f.Csrc;
   f.filter_bytes = f.pack_filter ? size_t(f.Nout * d.RS() * f.Cpad) * pr.input.element_size() : 0;
-  const Tensor& src = f.transposed ? pr.output : pr.input;
-  const Tensor& dst = f.transposed ? pr.input : pr.output;
+  const Tensor& src = f.backward_data ? pr.output : pr.input;
+  const Tensor& dst = f.backward_data ? pr.input : pr.output;
   WorkspacePlan ws;
   ws.add(staging_bytes(src, Form::nhwc));
   ws.add(staging_bytes(dst, Form::nhwc));
@@ -138,12 +164,13 @@ FpropPlan fprop_plan(const ConvProblem& pr) {
   return f;
 }
 
-template <typename T, int BM, int BN, int WM, int WN, bool kVec>
+template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec>
 void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  auto kernel = igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, kStages, kVec>;
-  constexpr int smem = igemm::fprop_smem_bytes<BM, BN, kStages>();
+  auto kernel = igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, STAGES, kVec>;
+  constexpr int smem = igemm::fprop_smem_bytes<BM, BN, STAGES>();
   allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, device);
-  const dim3 grid(unsigned((p.M + BM - 1) / BM), unsigned((p.Nout + BN - 1) / BN));
+  const int64_t blocks = int64_t((p.M + BM - 1) / BM) * ((p.Nout + BN - 1) / BN);
+  const dim3 grid{unsigned(blocks)};
   kernel<<<grid, igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
@@ -151,10 +178,13 @@ void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
 template <typename T>
 void launch_fprop_tile(FpropTile tile, const FpropParams& p, cudaStream_t stream, int device) {
   switch (tile) {
-    case FpropTile::big: launch_fprop<T, 128, 128, 64, 64, true>(p, stream, device); break;
-    case FpropTile::narrow: launch_fprop<T, 128, 64, 64, 32, true>(p, stream, device); break;
-    case FpropTile::small: launch_fprop<T, 64, 64, 32, 32, true>(p, stream, device); break;
-    case FpropTile::general: launch_fprop<T, 64, 64, 32, 32, false>(p, stream, device); break;
+    case FpropTile::wide: launch_fprop<T, 256, 128, 64, 64, 4, true>(p, stream, device); break;
+    case FpropTile::square: launch_fprop<T, 128, 128, 64, 64, 3, true>(p, stream, device); break;
+    case FpropTile::narrow: launch_fprop<T, 128, 64, 64, 32, 3, true>(p, stream, device); break;
+    case FpropTile::small: launch_fprop<T, 64, 64, 32, 32, 3, true>(p, stream, device); break;
+    case FpropTile::general:
+      launch_fprop<T, kGeneralTile, kGeneralTile, 32, 32, 3, false>(p, stream, device);
+      break;
   }
 }
 
@@ -167,8 +197,8 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
   cudaStream_t stream = stream_of(dev);
-  const Tensor& src_t = f.transposed ? pr.output : pr.input;
-  const Tensor& dst_t = f.transposed ? pr.input : pr.output;
+  const Tensor& src_t = f.backward_data ? pr.output : pr.input;
+  const Tensor& dst_t = f.backward_data ? pr.input : pr.output;
   Tensor src = stage_read(src_t, Form::nhwc, arena);
   Tensor dst = stage_write(dst_t, Form::nhwc, arena);
   const void* filter = pr.weight.data_ptr();
@@ -182,13 +212,15 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   p.transposed = f.transposed;
   p.N = int(d.N), p.SH = int(f.SH), p.SW = int(f.SW), p.Csrc = int(f.Csrc), p.Cpad = int(f.Cpad);
   p.OH = int(f.OH), p.OW = int(f.OW);
-  p.R = int(d.R), p.S = int(d.S), p.sh = int(d.sh), p.sw = int(d.sw), p.ph = int(d.ph),
-  p.pw = int(d.pw), p.dh = int(d.dh), p.dw = int(d.dw);
+  p.R = int(d.R), p.S = int(d.S), p.sh = int(d.sh), p.sw = int(d.sw), p.ph = int(f.ph),
+  p.pw = int(f.pw), p.dh = int(d.dh), p.dw = int(d.dw);
   p.M = int(f.M), p.Nout = int(f.Nout);
   p.cblocks = int(f.Cpad / block_k_elems(pr.input.dtype()));
   p.k_tiles = int(d.RS()) * p.cblocks;
   p.div_ohw = FastDivmod(uint32_t(f.OH * f.OW));
   p.div_ow = FastDivmod(uint32_t(f.OW));
+  p.div_sh = FastDivmod(uint32_t(d.sh));
+  p.div_sw = FastDivmod(uint32_t(d.sw));
 
   dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {
     using T = decltype(tag);
@@ -196,13 +228,13 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
       const int64_t total = f.Nout * d.RS() * f.Cpad;
       pack_filter_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
           static_cast<const T*>(pr.weight.data_ptr()), pr.weight.stride(0), pr.weight.stride(1),
-          pr.weight.stride(2), pr.weight.stride(3), d.R, d.S, f.Csrc, f.Cpad, f.transposed,
-          static_cast<T*>(packed), total);
+          pr.weight.stride(2), pr.weight.stride(3), d.R, d.S, f.Csrc, f.Cpad, f.backward_data,
+          f.flipped, static_cast<T*>(packed), total);
       EMBER_CUDA_LAUNCH_CHECK();
       filter = packed;
     }
     p.filter = filter;
-    launch_fprop_tile<T>(f.tile, p, stream, dev.index);
+    launch_fprop_tile<T>(f.tile.tile, p, stream, dev.index);
   });
   finish_write(dst_t, dst);
 }
@@ -212,29 +244,32 @@ bool fprop_applies(const ConvProblem& pr) {
   if (!tensor_core_dtype(pr) || d.G != 1 || operand_alignment(pr) != 16) return false;
   const FpropPlan f = fprop_plan(pr);
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
-  return f.M < kMaxIndex && f.Nout < int64_t(65535) * 64 && f.Cpad * d.RS() < kMaxIndex &&
+  // Blocks are numbered along one grid dimension (at most 2^31 - 1, tiles at least 64x64).
+  const int64_t max_blocks = ((f.M + 63) / 64) * ((f.Nout + 63) / 64);
+  return f.M < kMaxIndex && max_blocks < kMaxIndex && f.Cpad * d.RS() < kMaxIndex &&
          d.N * f.SH * f.SW < kMaxIndex;
 }
 
 size_t fprop_workspace(const ConvProblem& pr) { return fprop_plan(pr).workspace; }
 
-// mma.sync reaches about 45% of the tensor peak on full tiles; zero padding of channels and of
-// partial tiles is wasted work; a strided backward_data wastes the taps the stride skips; the
-// general path loads element by element.
+// mma.sync reaches about 55% of the tensor peak with 64x64 warp tiles, less with smaller ones;
+// zero padding of channels and of partial tiles is wasted work; a strided backward_data wastes
+// the taps the stride skips; the general path loads element by element.
 double fprop_cost_us(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   const FpropPlan f = fprop_plan(pr);
-  const double tiles_m = double((f.M + f.bm - 1) / f.bm * f.bm) / double(f.M);
-  const double tiles_n = double((f.Nout + f.bn - 1) / f.bn * f.bn) / double(f.Nout);
+  const int64_t bm = f.tile.bm, bn = f.tile.bn;
+  const double tiles_m = double((f.M + bm - 1) / bm * bm) / double(f.M);
+  const double tiles_n = double((f.Nout + bn - 1) / bn * bn) / double(f.Nout);
   double waste = double(f.Cpad) / double(f.Csrc) * tiles_m * tiles_n;
   if (f.transposed) waste *= double(d.sh * d.sw);
-  const double efficiency = f.tile == FpropTile::general ? 0.08 : (f.tile == FpropTile::small ? 0.35 : 0.45);
+  const double efficiency = f.tile.tile == FpropTile::general ? 0.08 : 0.55 * f.tile.relative_speed;
   // Small-channel layers are bound by memory: the source is read once per column tile, the
   // filter once per row tile, the destination written once.
-  const Tensor& src = f.transposed ? pr.output : pr.input;
-  const Tensor& dst = f.transposed ? pr.input : pr.output;
-  const double traffic = double(src.nbytes()) * double((f.Nout + f.bn - 1) / f.bn) +
-                         double(pr.weight.nbytes()) * double((f.M + f.bm - 1) / f.bm) +
+  const Tensor& src = f.backward_data ? pr.output : pr.input;
+  const Tensor& dst = f.backward_data ? pr.input : pr.output;
+  const double traffic = double(src.nbytes()) * double((f.Nout + bn - 1) / bn) +
+                         double(pr.weight.nbytes()) * double((f.M + bm - 1) / bm) +
                          double(dst.nbytes());
   return std::max(math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, efficiency),
                   memory_time_us(traffic) / 0.7) +
@@ -248,8 +283,14 @@ void run_fprop_algorithm(const ConvProblem& pr, void* workspace, size_t workspac
 
 // ---- wgrad (backward_filter) ------------------------------------------------------------------
 
+// wgrad tiles, rows (output channels) x columns (tap*C + c): 128x128 (4 warps of 64x64) when
+// K >= 128, else 64x128 (4 warps of 32x64). A stage holds 128 bytes of each pixel row, for any
+// dtype; 3 stages of the first take 102 KiB, 4 of the second 104 KiB: 2 blocks per SM.
+constexpr int kWgradStagesBig = 3;
+constexpr int kWgradStagesShort = 4;
+
 struct WgradPlan {
-  bool big;  // 128x128 tiles, else 64x64
+  bool big;  // 128x128 tiles, else 64x128
   int bm, bn;
   int64_t grid_m, grid_n, k_tiles, tiles_per_split, splits;
   size_t partial_bytes, staging_bytes;
@@ -258,15 +299,28 @@ struct WgradPlan {
 WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic) {
   const ConvShape d = shape_of(pr);
   WgradPlan w{};
-  w.big = d.K >= 128 && d.C >= 128;
-  w.bm = w.bn = w.big ? 128 : 64;
+  w.big = d.K >= 128;
+  w.bm = w.big ? 128 : 64;
+  w.bn = 128;
   w.grid_m = (d.K + w.bm - 1) / w.bm;
-  w.grid_n = d.RS() * ((d.C + w.bn - 1) / w.bn);
-  w.k_tiles = (d.NPQ() + igemm::kWgradRows - 1) / igemm::kWgradRows;
+  w.grid_n = (d.RS() * d.C + w.bn - 1) / w.bn;
+  const int64_t rows = igemm::wgrad_rows(int(pr.input.element_size()));
+  w.k_tiles = (d.NPQ() + rows - 1) / rows;
   const int64_t sms = sm_count(pr.device());
-  // Splits to fill the GPU about twice, each walking at least 8 k-tiles.
-  const int64_t wanted = (2 * sms + w.grid_m * w.grid_n - 1) / (w.grid_m * w.grid_n);
-  const int64_t splits = std::clamp<int64_t>(wanted, 1, std::min<int64_t>(std::max<int64_t>(1, w.k_tiles / 8), 65535));
+  // Splits: the fewest whose blocks fill the resident slots (2 blocks per SM) to 90% counting
+  // the last partial wave, else the best fill, trying up to four waves' worth; each split walks
+  // at least 6 k-tiles (twice its pipeline).
+  const int64_t grid = w.grid_m * w.grid_n, slots = 2 * sms;
+  const int64_t max_splits = std::min<int64_t>(std::max<int64_t>(1, w.k_tiles / 6), 65535);
+  const int64_t tried = std::min<int64_t>(max_splits, 4 * ((slots + grid - 1) / grid));
+  int64_t splits = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= tried; ++s) {
+    const int64_t blocks = grid * s;
+    const double fill = double(blocks) / double((blocks + slots - 1) / slots * slots);
+    if (fill > best_fill) best_fill = fill, splits = s;
+    if (fill >= 0.9) break;
+  }
   w.tiles_per_split = (w.k_tiles + splits - 1) / splits;
   w.splits = (w.k_tiles + w.tiles_per_split - 1) / w.tiles_per_split;
   w.partial_bytes = size_t(atomic ? 1 : w.splits) * size_t(d.K * d.RS() * d.C) * sizeof(float);
@@ -316,7 +370,6 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
   p.sh = int(d.sh), p.sw = int(d.sw), p.ph = int(d.ph), p.pw = int(d.pw), p.dh = int(d.dh),
   p.dw = int(d.dw);
   p.NPQ = int(d.NPQ());
-  p.cblocks = int((d.C + w.bn - 1) / w.bn);
   p.k_tiles = int(w.k_tiles);
   p.tiles_per_split = int(w.tiles_per_split);
   p.div_pq = FastDivmod(uint32_t(d.P * d.Q));
@@ -324,11 +377,10 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
 
   dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {
     using T = decltype(tag);
-    constexpr int stages = sizeof(T) == 2 ? kWgradStages16 : kWgradStages32;
     if (w.big) {
-      launch_wgrad<T, 128, 128, 64, 64, stages>(p, w, stream, dev.index);
+      launch_wgrad<T, 128, 128, 64, 64, kWgradStagesBig>(p, w, stream, dev.index);
     } else {
-      launch_wgrad<T, 64, 64, 32, 32, stages>(p, w, stream, dev.index);
+      launch_wgrad<T, 64, 128, 32, 64, kWgradStagesShort>(p, w, stream, dev.index);
     }
     const int64_t total = d.K * d.RS() * d.C;
     wgrad_reduce_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
@@ -344,18 +396,18 @@ bool wgrad_applies(const ConvProblem& pr) {
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
   return tensor_core_dtype(pr) && d.G == 1 && operand_alignment(pr) == 16 && d.C % vec == 0 &&
          d.K % vec == 0 && d.NPQ() < kMaxIndex && d.NHW() * d.C < (int64_t(1) << 40) &&
-         d.RS() * ((d.C + 63) / 64) <= 65535;
+         (d.RS() * d.C + 127) / 128 <= 65535;
 }
 
 double wgrad_cost_us(const ConvProblem& pr, bool atomic) {
   const ConvShape d = shape_of(pr);
   const WgradPlan w = wgrad_plan(pr, atomic);
   const double waste = double(w.grid_m * w.bm) / double(d.K) *
-                       double((d.C + w.bn - 1) / w.bn * w.bn) / double(d.C);
+                       double(w.grid_n * w.bn) / double(d.RS() * d.C);
   // Partials: written once per split and read back by the reduction (atomics: read-modify-write).
   const double partial_traffic = atomic ? 3.0 * double(w.partial_bytes) * double(w.splits)
                                         : 2.0 * double(w.partial_bytes);
-  return math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, w.big ? 0.4 : 0.3) +
+  return math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, w.big ? 0.45 : 0.35) +
          memory_time_us(partial_traffic + 2.0 * double(w.staging_bytes)) + 2 * kLaunchUs;
 }
 

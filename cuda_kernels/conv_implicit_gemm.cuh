@@ -1,28 +1,33 @@
 // Implicit-GEMM conv2d kernels on tensor cores (mma.sync: m16n8k16 for bf16/f16, m16n8k8 for
 // TF32), NHWC activations, fp32 accumulation. The tiles of the GEMM are gathered straight from
 // the activations into shared memory with cp.async (no im2col buffer), through a STAGES-deep
-// pipeline; each warp computes a WM x WN tile from ldmatrix-loaded fragments.
+// pipeline with one barrier per stage of four MMA k-steps; each warp computes a WM x WN tile from
+// ldmatrix-loaded fragments, double-buffered so shared-memory reads overlap the MMAs.
 //
-// fprop kernel (forward, and backward-data as a transposed convolution):
+// fprop kernel (forward, and backward-data):
 //   GEMM rows m = (n, oh, ow) of the destination, columns = destination channels, reduction =
-//   (tap r,s; channel c) walked tap by tap, BK channels at a time, so each 16-byte chunk is a
-//   contiguous channel vector of one source pixel:
+//   (tap r,s; channel c) walked tap by tap, 128 bytes of channels per stage, so each 16-byte
+//   chunk is a contiguous channel vector of one source pixel:
 //     forward        src = x [N,H,W,C],  filter = W packed as [K][R][S][Cpad], dst = y [N,P,Q,K]
 //     backward_data  src = dy [N,P,Q,K], filter = W^T packed as [C][R][S][Kpad], dst = dx [N,H,W,C]
-//   with the source pixel of destination (oh, ow) at tap (r, s): forward oh*sh - ph + r*dh;
-//   backward_data (oh + ph - r*dh) / sh when that division is exact (else the tap adds nothing).
-//   Shared tiles are [rows][64 bytes] (padded to 80 bytes so ldmatrix is conflict-free); the
-//   packed filter is zero-padded to Cpad (a multiple of BK), and source channels beyond Csrc load
-//   as zeros, so any channel count works: kVec loads 16-byte chunks (Csrc a multiple of 8 for
-//   16-bit types, 4 for fp32), the general path loads element by element.
-//   The epilogue optionally adds a bias and applies ReLU (the fused conv2d_bias_relu forward).
+//   Stride-1 backward_data is itself a forward convolution (of dy with the spatially flipped W^T,
+//   padding dil*(R-1) - pad), so only strided backward_data takes the transposed index map:
+//   source pixel (oh + ph - r*dh) / sh when that division is exact (else the tap adds nothing).
+//   Per-thread pixel state is decomposed once; a stage advances (tap, channel block) counters, so
+//   the forward gather does no division. Shared rows are 128 bytes with an XOR swizzle (no
+//   padding); the packed filter is zero-padded to Cpad (a multiple of the stage's channels), and
+//   source channels beyond Csrc load as zeros, so any channel count works: kVec loads 16-byte
+//   chunks (Csrc a multiple of 8 for 16-bit types, 4 for fp32), the general path loads element by
+//   element. The epilogue optionally adds a bias and applies ReLU (fused conv2d_bias_relu).
 //
-// wgrad kernel (backward-filter): GEMM rows = output channels k, columns = (tap, channel c),
-//   reduction = the N*P*Q output pixels, split across blockIdx.z (split-K). Both operands are
-//   pixel-major in memory (dy [NPQ][K], x gathered per pixel), so shared tiles are [pixels][rows]
-//   and fragments come from ldmatrix.trans (16-bit) or scalar loads (fp32). Each split writes its
-//   fp32 partial [K][R*S*C] to a workspace slice (reduced afterwards in a fixed order:
-//   deterministic), or atomically adds into one fp32 buffer (not deterministic).
+// wgrad kernel (backward-filter): GEMM rows = output channels k, columns = the (tap, channel c)
+//   index tap*C + c (a column tile may span taps, so 64-channel layers fill 128-wide tiles),
+//   reduction = the N*P*Q output pixels (128 bytes of them per stage), split across blockIdx.z
+//   (split-K). Both operands are pixel-major in memory (dy [NPQ][K], x gathered per pixel), so
+//   shared tiles are [pixels][rows] (padded rows) and fragments come from ldmatrix.trans (16-bit)
+//   or scalar loads (fp32). Each split writes its fp32 partial [K][R*S*C] to a workspace slice
+//   (reduced afterwards in a fixed order: deterministic), or atomically adds into one fp32 buffer
+//   (not deterministic).
 // Include only from cuda_kernels/conv_implicit_gemm.cu.
 #pragma once
 #include <cuda_bf16.h>
@@ -125,18 +130,19 @@ struct alignas(2 * sizeof(T)) Pair {
 
 struct FpropParams {
   const void* src;     // [N][SH][SW][Csrc], NHWC dense
-  const void* filter;  // [Nout][R][S][Cpad], Cpad a multiple of the kernel's BK, zero-padded
+  const void* filter;  // [Nout][R][S][Cpad], Cpad a multiple of the stage's channels, zero-padded
   void* dst;           // [M][Nout]: NHWC dense destination
   const void* bias;    // [Nout] or null (forward only)
   bool relu;           // forward only
-  bool transposed;     // backward-data index map
+  bool transposed;     // the strided backward-data index map
   int N, SH, SW, Csrc, Cpad;
   int OH, OW;  // destination spatial size; M = N * OH * OW
   int R, S, sh, sw, ph, pw, dh, dw;
   int M, Nout;
-  int cblocks;  // Cpad / BK
+  int cblocks;  // Cpad / channels per stage
   int k_tiles;  // R * S * cblocks
   FastDivmod div_ohw, div_ow;
+  FastDivmod div_sh, div_sw;  // transposed only
 };
 
 template <int BM, int BN, int WM, int WN>
@@ -145,97 +151,185 @@ struct TileShape {
   static constexpr int kThreads = kWarps * 32;
 };
 
-// Shared-memory bytes of one fprop pipeline: STAGES x (BM + BN) rows of 80 bytes.
-constexpr int kFpropRowBytes = 80;
+// Shared fprop tiles are rows of 128 bytes: one stage's slice of the reduction (64 bf16/f16 or 32
+// fp32 channels), 8 chunks of 16 bytes, four 32-byte MMA k-steps. Chunk j of row r is stored at
+// chunk j ^ (r % 8): the 8 rows that one ldmatrix phase reads at one logical chunk fall in 8
+// different bank groups, and the 8 threads filling one row write a whole 128-byte line, so
+// neither side has bank conflicts and no padding is needed.
+constexpr int kFpropRowBytes = 128;
+constexpr int kFpropKSteps = kFpropRowBytes / 32;
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  return uint32_t(row * kFpropRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
 template <int BM, int BN, int STAGES>
 constexpr int fprop_smem_bytes() {
   return STAGES * (BM + BN) * kFpropRowBytes;
 }
 
+// Blocks of a kernel using `smem_bytes` that fit in an SM's 228 KiB of shared memory (1 KiB of
+// it reserved per block), at most 4: the register budget __launch_bounds__ asks for, so that
+// registers do not limit occupancy below what shared memory allows.
+constexpr int blocks_per_sm(int smem_bytes) {
+  const int fit = (228 * 1024) / (smem_bytes + 1024);
+  return fit < 1 ? 1 : (fit > 4 ? 4 : fit);
+}
+
+// A row of the A tile whose destination pixel is past M: its coordinates never pass a bounds test.
+constexpr int kNoPixel = -(1 << 30);
+
+// TF32 (fp32) fprop kernels settle for at most 2 blocks per SM: the 168 registers of 3 blocks of
+// 128 threads spill once every fragment also needs its cvt.
+template <typename T, int BM, int BN, int STAGES>
+constexpr int fprop_min_blocks() {
+  const int fit = blocks_per_sm(fprop_smem_bytes<BM, BN, STAGES>());
+  return sizeof(T) == 4 && fit > 2 ? 2 : fit;
+}
+
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec>
-__global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads)
+__global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
+                                  fprop_min_blocks<T, BM, BN, STAGES>())
 implicit_gemm_fprop_kernel(FpropParams p) {
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
-  constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte chunk
-  constexpr int BK = 64 / int(sizeof(T));   // reduction elements per stage (64 bytes)
-  constexpr int kRow = kFpropRowBytes;
-  constexpr int kRowsPerPass = kThreads / 4;  // 4 chunks per 64-byte row
+  constexpr int VEC = 16 / int(sizeof(T));             // elements per 16-byte chunk
+  constexpr int BK = kFpropRowBytes / int(sizeof(T));  // reduction elements per stage
+  constexpr int kRowsPerPass = kThreads / 8;           // 8 chunks per row
   constexpr int A_ITERS = BM / kRowsPerPass;
   constexpr int B_ITERS = BN / kRowsPerPass;
   static_assert(A_ITERS * kRowsPerPass == BM && B_ITERS * kRowsPerPass == BN, "tile vs threads");
+  static_assert(B_ITERS <= 32, "B row validity is a 32-bit mask");
+  static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
+  static_assert(kFpropKSteps % 2 == 0, "fragment double buffers alternate within a stage");
   constexpr int MT = WM / 16, NT = WN / 8;
   static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
-  constexpr int kStageBytes = (BM + BN) * kRow;
+  constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
   using Mma = MmaOp<T>;
 
   extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem_base = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % (BM / WM), warp_n = warp / (BM / WM);
-  const int block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
+  // Column tiles vary fastest along blockIdx.x: the blocks resident at once share their A rows
+  // (the gathered source) through L2, and the filter is small enough to stay there.
+  const int tiles_n = (p.Nout + BN - 1) / BN;
+  const int tile_m = int(blockIdx.x) / tiles_n;
+  const int block_m = tile_m * BM, block_n = (int(blockIdx.x) - tile_m * tiles_n) * BN;
   const T* src = static_cast<const T*>(p.src);
   const T* filter = static_cast<const T*>(p.filter);
-  const int chunk = tid & 3;  // this thread's 16-byte chunk within each 64-byte row
+  const int chunk = tid & 7;  // this thread's 16-byte chunk within every row it loads
+  const int row0 = tid >> 3;  // its first row; the others follow every kRowsPerPass rows
 
-  // The destination pixels of this thread's A rows: image (-1 past M) and base coordinates.
-  int a_img[A_ITERS], a_h[A_ITERS], a_w[A_ITERS];
+  // The destination pixels of this thread's A rows, decomposed once. Forward: the source pixel
+  // index and coordinates at tap (0, 0) (a tap adds r*dh, s*dw). Transposed: the image's first
+  // pixel and oh + ph, ow + pw (a tap subtracts r*dh, s*dw, then divides by the stride).
+  int a_pix[A_ITERS], a_h[A_ITERS], a_w[A_ITERS];
 #pragma unroll
   for (int i = 0; i < A_ITERS; ++i) {
-    const int m = block_m + tid / 4 + i * kRowsPerPass;
-    a_img[i] = -1;
-    a_h[i] = a_w[i] = 0;
+    const int m = block_m + row0 + i * kRowsPerPass;
+    a_pix[i] = 0;
+    a_h[i] = a_w[i] = kNoPixel;
     if (m < p.M) {
       const int n = int(p.div_ohw.div(uint32_t(m)));
       const int rem = m - n * p.OH * p.OW;
       const int oh = int(p.div_ow.div(uint32_t(rem)));
       const int ow = rem - oh * p.OW;
-      a_img[i] = n;
-      a_h[i] = p.transposed ? oh + p.ph : oh * p.sh - p.ph;
-      a_w[i] = p.transposed ? ow + p.pw : ow * p.sw - p.pw;
+      if (!p.transposed) {
+        a_h[i] = oh * p.sh - p.ph;
+        a_w[i] = ow * p.sw - p.pw;
+        a_pix[i] = (n * p.SH + a_h[i]) * p.SW + a_w[i];
+      } else {
+        a_h[i] = oh + p.ph;
+        a_w[i] = ow + p.pw;
+        a_pix[i] = n * p.SH * p.SW;
+      }
     }
   }
+  // This thread's B rows (destination channels) and which of them exist.
+  const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
+  const T* b_first = filter + int64_t(block_n + row0) * b_row_elems + chunk * VEC;
+  uint32_t b_valid = 0;
+#pragma unroll
+  for (int i = 0; i < B_ITERS; ++i)
+    if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
 
-  auto load_stage = [&](int stage, int kt) {
-    const int tap = kt / p.cblocks, cb = kt - tap * p.cblocks;
-    const int r = tap / p.S, s = tap - r * p.S;
-    const int c = cb * BK + chunk * VEC;  // first channel of this thread's chunks
-    unsigned char* sA = smem + stage * kStageBytes;
-    unsigned char* sB = sA + BM * kRow;
+  // The next k-tile to load, advanced one tile per load: channel block and tap (r, s), and the
+  // tile's offset within a packed filter row ((tap * cblocks + cb) * BK = tap * Cpad + cb * BK).
+  int ld_cb = 0, ld_r = 0, ld_s = 0, ld_k = 0;
+  auto load_stage = [&](int stage) {
+    const uint32_t a_off = uint32_t(stage * kStageBytes);
+    const uint32_t b_off = a_off + uint32_t(BM * kFpropRowBytes);
+    const int c = ld_cb * BK + chunk * VEC;  // first channel of this thread's chunks
+    const int tap_h = ld_r * p.dh, tap_w = ld_s * p.dw;
+    const int tap_pix = tap_h * p.SW + tap_w;
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
-      const int row = tid / 4 + i * kRowsPerPass;
-      bool ok = a_img[i] >= 0;
-      int h, w;
+      bool ok;
+      int pixel;
       if (!p.transposed) {
-        h = a_h[i] + r * p.dh;
-        w = a_w[i] + s * p.dw;
-        ok = ok && h >= 0 && h < p.SH && w >= 0 && w < p.SW;
+        ok = uint32_t(a_h[i] + tap_h) < uint32_t(p.SH) && uint32_t(a_w[i] + tap_w) < uint32_t(p.SW);
+        pixel = a_pix[i] + tap_pix;
       } else {
-        const int nh = a_h[i] - r * p.dh, nw = a_w[i] - s * p.dw;
-        ok = ok && nh >= 0 && nw >= 0 && nh % p.sh == 0 && nw % p.sw == 0;
-        h = nh / p.sh;
-        w = nw / p.sw;
-        ok = ok && h < p.SH && w < p.SW;
+        const int nh = a_h[i] - tap_h, nw = a_w[i] - tap_w;
+        const int h = int(p.div_sh.div(uint32_t(max(nh, 0))));
+        const int w = int(p.div_sw.div(uint32_t(max(nw, 0))));
+        ok = nh >= 0 && nw >= 0 && h * p.sh == nh && w * p.sw == nw && h < p.SH && w < p.SW;
+        pixel = a_pix[i] + h * p.SW + w;
       }
-      const int64_t pixel = ok ? (int64_t(a_img[i]) * p.SH + h) * p.SW + w : 0;
-      const T* g = src + pixel * p.Csrc + c;
-      unsigned char* d = sA + row * kRow + chunk * 16;
+      const T* g = src + int64_t(pixel) * p.Csrc + c;
+      const uint32_t d = a_off + swizzled(row0 + i * kRowsPerPass, chunk);
       if constexpr (kVec) {
         const bool valid = ok && c < p.Csrc;
-        cp_async_16(smem_u32(d), valid ? g : src, valid);
+        cp_async_16(smem_base + d, valid ? g : src, valid);
       } else {
         alignas(16) T vals[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; ++e) vals[e] = (ok && c + e < p.Csrc) ? g[e] : convert<T>(0.0f);
-        *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(vals);
+        *reinterpret_cast<uint4*>(smem + d) = *reinterpret_cast<const uint4*>(vals);
       }
     }
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i) {
-      const int row = tid / 4 + i * kRowsPerPass;
-      const int n_out = block_n + row;
-      const bool valid = n_out < p.Nout;
-      const T* g = filter + (int64_t(n_out) * (p.R * p.S) + tap) * p.Cpad + c;
-      cp_async_16(smem_u32(sB + row * kRow + chunk * 16), valid ? g : filter, valid);
+      const bool valid = (b_valid >> i) & 1u;
+      const T* g = b_first + int64_t(i * kRowsPerPass) * b_row_elems + ld_k;
+      cp_async_16(smem_base + b_off + swizzled(row0 + i * kRowsPerPass, chunk), valid ? g : filter,
+                  valid);
+    }
+    ld_k += BK;
+    if (++ld_cb == p.cblocks) {
+      ld_cb = 0;
+      if (++ld_s == p.S) {
+        ld_s = 0;
+        ++ld_r;
+      }
+    }
+  };
+
+  // Fragments, double-buffered: k-step ks + 1 is read from shared memory while ks runs. Lane l
+  // addresses A row l % 16 at chunk 2*ks + l / 16 and B row (l % 8) + 8 * (l / 16) at chunk
+  // 2*ks + (l / 8) % 2 (the x4 matrices in fragment order, see MmaOp).
+  const int a_frag_row = warp_m * WM + (lane & 15), a_frag_chunk = lane >> 4;
+  const int b_frag_row = warp_n * WN + (lane & 7) + ((lane >> 4) << 3);
+  const int b_frag_chunk = (lane >> 3) & 1;
+  uint32_t af[2][MT][4], bf[2][NT][2];
+  auto load_frags = [&](int buf, int stage, int ks) {
+    const uint32_t sA = smem_base + uint32_t(stage * kStageBytes);
+    const uint32_t sB = sA + uint32_t(BM * kFpropRowBytes);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      ldmatrix_x4(af[buf][mt], sA + swizzled(a_frag_row + mt * 16, 2 * ks + a_frag_chunk));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) Mma::prepare(af[buf][mt][k]);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t r[4];
+      ldmatrix_x4(r, sB + swizzled(b_frag_row + np * 16, 2 * ks + b_frag_chunk));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) Mma::prepare(r[k]);
+      bf[buf][2 * np][0] = r[0];
+      bf[buf][2 * np][1] = r[1];
+      bf[buf][2 * np + 1][0] = r[2];
+      bf[buf][2 * np + 1][1] = r[3];
     }
   };
 
@@ -247,47 +341,38 @@ implicit_gemm_fprop_kernel(FpropParams p) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
 
+  // Pipeline: STAGES - 1 tiles in flight. One commit group per k-tile (empty past the end), so
+  // waiting until STAGES - 2 groups are pending means the tile about to be read has landed.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < p.k_tiles) load_stage(s, s);
+    if (s < p.k_tiles) load_stage(s);
     cp_async_commit();
   }
-
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = STAGES - 1;
+  load_frags(0, 0, 0);
   for (int kt = 0; kt < p.k_tiles; ++kt) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();  // stage kt landed for every thread; stage kt-1 is no longer being read
-    const int next = kt + STAGES - 1;
-    if (next < p.k_tiles) load_stage(next % STAGES, next);
-    cp_async_commit();
-
-    const unsigned char* sA = smem + (kt % STAGES) * kStageBytes;
-    const unsigned char* sB = sA + BM * kRow;
 #pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {  // two 32-byte MMA steps per 64-byte stage
-      uint32_t af[MT][4], bf[NT][2];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int row = warp_m * WM + mt * 16 + (lane & 15);
-        ldmatrix_x4(af[mt], smem_u32(sA + row * kRow + ks * 32 + (lane >> 4) * 16));
-#pragma unroll
-        for (int k = 0; k < 4; ++k) Mma::prepare(af[mt][k]);
+    for (int ks = 0; ks < kFpropKSteps; ++ks) {
+      if (ks == kFpropKSteps - 1) {
+        // After this barrier tile kt + 1 has landed for every thread, and every warp holds all
+        // its fragments of tile kt (the last were read at k-step kFpropKSteps - 2), so the
+        // refill at ks == 0 of iteration kt + 1 may overwrite tile kt's stage.
+        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
       }
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        const int row = warp_n * WN + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-        uint32_t r[4];
-        ldmatrix_x4(r, smem_u32(sB + row * kRow + ks * 32 + ((lane >> 3) & 1) * 16));
-#pragma unroll
-        for (int k = 0; k < 4; ++k) Mma::prepare(r[k]);
-        bf[2 * np][0] = r[0];
-        bf[2 * np][1] = r[1];
-        bf[2 * np + 1][0] = r[2];
-        bf[2 * np + 1][1] = r[3];
+      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kFpropKSteps);
+      if (ks == 0) {
+        if (kt + STAGES - 1 < p.k_tiles) load_stage(write_stage);
+        cp_async_commit();
+        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[mt], bf[nt]);
+        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
     }
   }
   cp_async_wait<0>();
@@ -336,48 +421,52 @@ struct WgradParams {
   bool atomic;
   int N, H, W, C, K, P, Q, R, S, sh, sw, ph, pw, dh, dw;
   int NPQ;
-  int cblocks;          // ceil(C / BN)
-  int k_tiles;          // ceil(NPQ / kWgradRows)
+  int k_tiles;          // ceil(NPQ / wgrad_rows(T))
   int tiles_per_split;  // consecutive k-tiles per blockIdx.z
   FastDivmod div_pq, div_q;
 };
 
-constexpr int kWgradRows = 32;  // output pixels (reduction) per pipeline stage
-constexpr int kWgradPad = 8;    // elements of padding per shared row (conflict-free fragments)
+// Output pixels (the reduction) per pipeline stage: 128 bytes of each pixel's channels, i.e. four
+// MMA k-steps, so one barrier serves four k-steps.
+constexpr int wgrad_rows(int elem_bytes) { return 128 / elem_bytes; }
+constexpr int kWgradKSteps = 4;
+constexpr int kWgradPad = 8;  // elements of padding per shared row (conflict-free fragments)
 
 template <typename T, int BM, int BN, int STAGES>
 constexpr int wgrad_smem_bytes() {
-  return STAGES * kWgradRows * (BM + kWgradPad + BN + kWgradPad) * int(sizeof(T));
+  return STAGES * wgrad_rows(int(sizeof(T))) * (BM + kWgradPad + BN + kWgradPad) * int(sizeof(T));
 }
 
 template <typename T, int BM, int BN, int WM, int WN, int STAGES>
-__global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads)
+__global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
+                                  blocks_per_sm(wgrad_smem_bytes<T, BM, BN, STAGES>()))
 implicit_gemm_wgrad_kernel(WgradParams p) {
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
   constexpr int VEC = 16 / int(sizeof(T));
-  constexpr int kRows = kWgradRows;
+  constexpr int kRows = wgrad_rows(int(sizeof(T)));
   constexpr int A_ROW = (BM + kWgradPad) * int(sizeof(T));  // bytes per shared row
   constexpr int B_ROW = (BN + kWgradPad) * int(sizeof(T));
   constexpr int A_CPR = BM / VEC;  // 16-byte chunks per row
   constexpr int B_CPR = BN / VEC;
+  static_assert(kThreads % A_CPR == 0 && kThreads % B_CPR == 0, "a thread keeps its chunk column");
   constexpr int A_ITERS = kRows * A_CPR / kThreads;
   constexpr int B_ITERS = kRows * B_CPR / kThreads;
   static_assert(A_ITERS * kThreads == kRows * A_CPR && B_ITERS * kThreads == kRows * B_CPR,
                 "tile vs threads");
+  static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
   constexpr int kStageBytes = kRows * (A_ROW + B_ROW);
   constexpr int MT = WM / 16, NT = WN / 8;
   static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
   using Mma = MmaOp<T>;
-  constexpr int KSTEP = Mma::kK;
+  static_assert(kRows == kWgradKSteps * Mma::kK, "a stage is four k-steps");
   constexpr bool kSixteenBit = sizeof(T) == 2;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % (BM / WM), warp_n = warp / (BM / WM);
   const int block_m = blockIdx.x * BM;  // first output channel k
-  const int tap = blockIdx.y / p.cblocks;
-  const int c_base = (blockIdx.y - tap * p.cblocks) * BN;
-  const int r = tap / p.S, s = tap - r * p.S;
+  const int block_n = blockIdx.y * BN;  // first column tap*C + c
+  const int cols = p.R * p.S * p.C;
   const int kt_begin = blockIdx.z * p.tiles_per_split;
   const int kt_end = min(p.k_tiles, kt_begin + p.tiles_per_split);
   const int n_tiles = max(kt_end - kt_begin, 0);
@@ -385,37 +474,106 @@ implicit_gemm_wgrad_kernel(WgradParams p) {
   const T* x = static_cast<const T*>(p.x);
   const int PQ = p.P * p.Q;
 
+  // Each thread loads one chunk column of each tile, on rows every kThreads / CPR pixels. Its B
+  // chunk is VEC channels of one tap (C is a multiple of VEC), decomposed once.
+  const int a_col = tid % A_CPR, a_row0 = tid / A_CPR;
+  const int b_col = tid % B_CPR, b_row0 = tid / B_CPR;
+  const int a_k = block_m + a_col * VEC;
+  const bool a_col_ok = a_k < p.K;
+  // A column past the last one gets a row offset that fails every bounds test.
+  const int b_n = block_n + b_col * VEC;
+  const int b_tap = b_n / p.C, b_c = b_n - b_tap * p.C;
+  const int b_r = b_tap / p.S, b_s = b_tap - b_r * p.S;
+  const int tap_h = b_n < cols ? b_r * p.dh - p.ph : kNoPixel, tap_w = b_s * p.dw - p.pw;
+
   auto load_stage = [&](int stage, int kt) {
     unsigned char* sA = smem + stage * kStageBytes;
     unsigned char* sB = sA + kRows * A_ROW;
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
-      const int id = tid + i * kThreads;
-      const int row = id / A_CPR, col = id % A_CPR;
+      const int row = a_row0 + i * (kThreads / A_CPR);
       const int pix = kt * kRows + row;
-      const int k = block_m + col * VEC;
-      const bool valid = pix < p.NPQ && k < p.K;
-      const T* g = dy + int64_t(pix) * p.K + k;
-      cp_async_16(smem_u32(sA + row * A_ROW + col * 16), valid ? g : dy, valid);
+      const bool valid = a_col_ok && pix < p.NPQ;
+      const T* g = dy + int64_t(pix) * p.K + a_k;
+      cp_async_16(smem_u32(sA + row * A_ROW + a_col * 16), valid ? g : dy, valid);
     }
-#pragma unroll
+    // Partly unrolled: all B_ITERS gathers in flight at once would need more registers than the
+    // 128x128 tile has left.
+#pragma unroll 4
     for (int i = 0; i < B_ITERS; ++i) {
-      const int id = tid + i * kThreads;
-      const int row = id / B_CPR, col = id % B_CPR;
+      const int row = b_row0 + i * (kThreads / B_CPR);
       const int pix = kt * kRows + row;
-      const int c = c_base + col * VEC;
-      bool valid = pix < p.NPQ && c < p.C;
+      bool valid = pix < p.NPQ;
       int64_t at = 0;
       if (valid) {
         const int n = int(p.div_pq.div(uint32_t(pix)));
         const int rem = pix - n * PQ;
         const int op = int(p.div_q.div(uint32_t(rem)));
         const int oq = rem - op * p.Q;
-        const int h = op * p.sh - p.ph + r * p.dh, w = oq * p.sw - p.pw + s * p.dw;
-        valid = h >= 0 && h < p.H && w >= 0 && w < p.W;
-        at = ((int64_t(n) * p.H + h) * p.W + w) * p.C + c;
+        const int h = op * p.sh + tap_h, w = oq * p.sw + tap_w;
+        valid = uint32_t(h) < uint32_t(p.H) && uint32_t(w) < uint32_t(p.W);
+        at = ((int64_t(n) * p.H + h) * p.W + w) * p.C + b_c;
       }
-      cp_async_16(smem_u32(sB + row * B_ROW + col * 16), valid ? x + at : x, valid);
+      cp_async_16(smem_u32(sB + row * B_ROW + b_col * 16), valid ? x + at : x, valid);
+    }
+  };
+
+  // Fragments of k-step ks of a stage, double-buffered like the fprop kernel's.
+  uint32_t af[2][MT][4], bf[2][NT][2];
+  auto load_frags = [&](int buf, int stage, int ks) {
+    const unsigned char* sA = smem + stage * kStageBytes;
+    const unsigned char* sB = sA + kRows * A_ROW;
+    if constexpr (kSixteenBit) {
+      // Shared tiles are [pixel][channel]: the transposing ldmatrix yields row-major A
+      // (channels k x pixels) and column-major B (pixels x channels c) fragments.
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int krow = ks * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int mcol = warp_m * WM + mt * 16 + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4_trans(af[buf][mt], smem_u32(sA + krow * A_ROW + mcol * 2));
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        const int krow = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        const int ncol = warp_n * WN + np * 16 + (lane >> 4) * 8;
+        uint32_t q[4];
+        ldmatrix_x4_trans(q, smem_u32(sB + krow * B_ROW + ncol * 2));
+        bf[buf][2 * np][0] = q[0];
+        bf[buf][2 * np][1] = q[1];
+        bf[buf][2 * np + 1][0] = q[2];
+        bf[buf][2 * np + 1][1] = q[3];
+      }
+    } else {
+      // TF32 m16n8k8: a0 (m g, k t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+      // b0 (k t, n g), b1 (t + 4, g); g = lane / 4, t = lane % 4.
+      const int g = lane >> 2, t4 = lane & 3;
+      const float* As = reinterpret_cast<const float*>(sA);
+      const float* Bs = reinterpret_cast<const float*>(sB);
+      constexpr int AS = A_ROW / 4, BS = B_ROW / 4;
+      const int k0 = ks * 8 + t4;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int m0 = warp_m * WM + mt * 16 + g;
+        af[buf][mt][0] = __float_as_uint(As[k0 * AS + m0]);
+        af[buf][mt][1] = __float_as_uint(As[k0 * AS + m0 + 8]);
+        af[buf][mt][2] = __float_as_uint(As[(k0 + 4) * AS + m0]);
+        af[buf][mt][3] = __float_as_uint(As[(k0 + 4) * AS + m0 + 8]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int n0 = warp_n * WN + nt * 8 + g;
+        bf[buf][nt][0] = __float_as_uint(Bs[k0 * BS + n0]);
+        bf[buf][nt][1] = __float_as_uint(Bs[(k0 + 4) * BS + n0]);
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) Mma::prepare(af[buf][mt][k]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      Mma::prepare(bf[buf][nt][0]);
+      Mma::prepare(bf[buf][nt][1]);
     }
   };
 
@@ -427,104 +585,58 @@ implicit_gemm_wgrad_kernel(WgradParams p) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
 
+  // The same pipeline as the fprop kernel: one commit group per k-tile, one barrier per stage.
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < n_tiles) load_stage(st, kt_begin + st);
     cp_async_commit();
   }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = STAGES - 1;
+  load_frags(0, 0, 0);
   for (int t = 0; t < n_tiles; ++t) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = t + STAGES - 1;
-    if (next < n_tiles) load_stage(next % STAGES, kt_begin + next);
-    cp_async_commit();
-
-    const unsigned char* sA = smem + (t % STAGES) * kStageBytes;
-    const unsigned char* sB = sA + kRows * A_ROW;
 #pragma unroll
-    for (int ks = 0; ks < kRows / KSTEP; ++ks) {
-      uint32_t af[MT][4], bf[NT][2];
-      if constexpr (kSixteenBit) {
-        // Shared tiles are [pixel][channel]: the transposing ldmatrix yields row-major A
-        // (channels k x pixels) and column-major B (pixels x channels c) fragments.
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const int krow = ks * 16 + (lane & 7) + ((lane >> 4) << 3);
-          const int mcol = warp_m * WM + mt * 16 + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4_trans(af[mt], smem_u32(sA + krow * A_ROW + mcol * 2));
-        }
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          const int krow = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-          const int ncol = warp_n * WN + np * 16 + (lane >> 4) * 8;
-          uint32_t q[4];
-          ldmatrix_x4_trans(q, smem_u32(sB + krow * B_ROW + ncol * 2));
-          bf[2 * np][0] = q[0];
-          bf[2 * np][1] = q[1];
-          bf[2 * np + 1][0] = q[2];
-          bf[2 * np + 1][1] = q[3];
-        }
-      } else {
-        // TF32 m16n8k8: a0 (m g, k t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
-        // b0 (k t, n g), b1 (t + 4, g); g = lane / 4, t = lane % 4.
-        const int g = lane >> 2, t4 = lane & 3;
-        const float* As = reinterpret_cast<const float*>(sA);
-        const float* Bs = reinterpret_cast<const float*>(sB);
-        constexpr int AS = A_ROW / 4, BS = B_ROW / 4;
-        const int k0 = ks * 8 + t4;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const int m0 = warp_m * WM + mt * 16 + g;
-          af[mt][0] = __float_as_uint(As[k0 * AS + m0]);
-          af[mt][1] = __float_as_uint(As[k0 * AS + m0 + 8]);
-          af[mt][2] = __float_as_uint(As[(k0 + 4) * AS + m0]);
-          af[mt][3] = __float_as_uint(As[(k0 + 4) * AS + m0 + 8]);
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int n0 = warp_n * WN + nt * 8 + g;
-          bf[nt][0] = __float_as_uint(Bs[k0 * BS + n0]);
-          bf[nt][1] = __float_as_uint(Bs[(k0 + 4) * BS + n0]);
-        }
+    for (int ks = 0; ks < kWgradKSteps; ++ks) {
+      if (ks == kWgradKSteps - 1) {
+        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+      }
+      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kWgradKSteps);
+      if (ks == 0) {
+        if (t + STAGES - 1 < n_tiles) load_stage(write_stage, kt_begin + t + STAGES - 1);
+        cp_async_commit();
+        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) Mma::prepare(af[mt][k]);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        Mma::prepare(bf[nt][0]);
-        Mma::prepare(bf[nt][1]);
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[mt], bf[nt]);
+        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
     }
   }
   cp_async_wait<0>();
 
   // Every split writes its whole tile (zeros when it had no k-tiles), so the reduction over
   // splits never reads stale memory.
-  const int64_t cols = int64_t(p.R) * p.S * p.C;
   float* out = p.atomic ? p.partial : p.partial + int64_t(blockIdx.z) * p.K * cols;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const int c = c_base + warp_n * WN + nt * 8 + (lane & 3) * 2;
+      const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int k = block_m + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
         if (k >= p.K) continue;
-        float* row = out + int64_t(k) * cols + int64_t(tap) * p.C;
+        float* row = out + int64_t(k) * cols;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if (c + e >= p.C) continue;
+          if (col + e >= cols) continue;
           if (p.atomic) {
-            atomicAdd(row + c + e, acc[mt][nt][2 * half + e]);
+            atomicAdd(row + col + e, acc[mt][nt][2 * half + e]);
           } else {
-            row[c + e] = acc[mt][nt][2 * half + e];
+            row[col + e] = acc[mt][nt][2 * half + e];
           }
         }
       }
