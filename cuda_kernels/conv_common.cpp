@@ -1,10 +1,12 @@
 // Host-side helpers of the CUDA conv2d algorithms (see conv_common.h): problem sizes, dense forms
-// and staging into workspace memory, the GEMM wrapper, the cost model and registration.
+// and staging into workspace memory, the GEMM wrappers (fp32-output and pointer-array variants
+// for split-K partials), the cost model and registration.
 #include "cuda_kernels/conv_common.h"
 
 #include <algorithm>
 #include <memory>
 
+#include "cuda_kernels/blas.h"
 #include "tensor/cuda_check.h"
 #include "tensor/stream.h"
 
@@ -66,6 +68,75 @@ void finish_write(const Tensor& dst, const Tensor& staged) {
 }
 
 void gemm(const GemmArgs& args) { gemm_kernel().get(DeviceType::CUDA, args.dtype)(args); }
+
+namespace {
+// cuBLAS's column-major view of the row-major product (as in cuda_kernels/blas.cpp): the first
+// operand is B, the second A, and C comes out transposed, so nothing is copied.
+struct F32OutCall {
+  cublasOperation_t op_first, op_second;
+  cudaDataType_t in_type;
+  cublasComputeType_t compute;
+  float alpha, beta;
+};
+
+F32OutCall f32_out_call(const GemmArgs& g) {
+  EMBER_INTERNAL_ASSERT(g.device.is_cuda() && g.m > 0 && g.n > 0 && g.k > 0 && g.batch > 0,
+                        "conv2d gemm_f32_out: bad sizes m=", g.m, " n=", g.n, " k=", g.k,
+                        " batch=", g.batch);
+  F32OutCall c{};
+  c.op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  c.op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  c.compute = CUBLAS_COMPUTE_32F;
+  switch (g.dtype) {
+    case DType::f32:
+      c.in_type = CUDA_R_32F;
+      if (g.allow_tf32) c.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case DType::f16: c.in_type = CUDA_R_16F; break;
+    case DType::bf16: c.in_type = CUDA_R_16BF; break;
+    default:
+      EMBER_THROW(internal, "conv2d gemm_f32_out: dtype ", dtype_name(g.dtype),
+                  " is not an f32/f16/bf16 operand type");
+  }
+  c.alpha = float(g.alpha);
+  c.beta = float(g.beta);
+  return c;
+}
+}  // namespace
+
+void gemm_f32_out(const GemmArgs& g) {
+  const F32OutCall c = f32_out_call(g);
+  DeviceGuard device_guard(g.device);
+  cublasHandle_t handle = cublas_handle();
+  EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
+      handle, c.op_first, c.op_second, g.n, g.m, g.k, &c.alpha, g.b, c.in_type, g.ldb, g.stride_b,
+      g.a, c.in_type, g.lda, g.stride_a, &c.beta, g.c, CUDA_R_32F, g.ldc, g.stride_c, g.batch,
+      c.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_f32_out_pointer_array(const GemmArgs& g) {
+  const F32OutCall c = f32_out_call(g);
+  DeviceGuard device_guard(g.device);
+  cublasHandle_t handle = cublas_handle();
+  EMBER_CUBLAS_CHECK(cublasGemmBatchedEx_64(
+      handle, c.op_first, c.op_second, g.n, g.m, g.k, &c.alpha,
+      static_cast<const void* const*>(g.b), c.in_type, g.ldb, static_cast<const void* const*>(g.a),
+      c.in_type, g.lda, &c.beta, static_cast<void* const*>(g.c), CUDA_R_32F, g.ldc, g.batch,
+      c.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+Tensor workspace_view(void* memory, int64_t elements, const Shape& sizes, const Shape& strides,
+                      DType dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  // Non-owning, like workspace_tensor.
+  impl->storage = std::make_shared<StorageImpl>(DataPtr{memory, nullptr},
+                                                size_t(elements) * element_size(dtype), device);
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = 0;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
 
 int sm_count(Device device) { return std::max(device_properties(device.index).sm_count, 1); }
 

@@ -1,6 +1,6 @@
 // Device-side helpers shared by the CUDA conv2d algorithms: the dtype switch over exactly the
 // types an algorithm instantiates (a generic lambda receives a value of the device type, so no
-// other instantiation is compiled). Include only from .cu files.
+// other instantiation is compiled), and the reduction that ends a split-K GEMM. Include only from .cu files.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,6 +28,32 @@ void dispatch_conv_dtype(DType dtype, const char* algorithm, F&& f) {
   }
   EMBER_THROW(internal, "conv2d ", algorithm, ": dtype ", dtype_name(dtype),
               " reached a kernel that does not support it");
+}
+
+// The deterministic end of a split-K GEMM: out[r * out_row + c * out_col] = the sum, in split
+// order, of partial[(s * rows + r) * cols + c] over s < splits (fp32 partials, T output).
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+sum_split_partials_kernel(const float* __restrict__ partial, int64_t splits, int64_t rows,
+                          int64_t cols, int64_t out_row, int64_t out_col, T* __restrict__ out) {
+  const int64_t total = rows * cols;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    float sum = 0.f;
+    for (int64_t s = 0; s < splits; ++s) sum += partial[s * total + i];
+    const int64_t r = i / cols, c = i - r * cols;
+    out[r * out_row + c * out_col] = convert<T>(sum);
+  }
+}
+
+template <typename T>
+void sum_split_partials(const float* partial, int64_t splits, int64_t rows, int64_t cols,
+                        int64_t out_row, int64_t out_col, T* out, Device device) {
+  const int64_t total = rows * cols;
+  const unsigned blocks = grid_for(total, device.index);
+  sum_split_partials_kernel<T><<<blocks, kBlockThreads, 0, stream_of(device)>>>(
+      partial, splits, rows, cols, out_row, out_col, out);
+  EMBER_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace ember::cuda::conv

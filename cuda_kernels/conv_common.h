@@ -74,6 +74,17 @@ void finish_write(const Tensor& dst, const Tensor& staged);
 // tensor cores when allow_tf32.
 void gemm(const GemmArgs& args);
 
+// Like gemm(), but C is fp32 whatever args.dtype (f32, f16 or bf16 operands, fp32 accumulation):
+// split-K partials keep fp32 precision. args.c points to floats; ldc and stride_c count floats.
+void gemm_f32_out(const GemmArgs& args);
+// The same product for args.batch problems whose operands come from device arrays of pointers:
+// args.a, args.b and args.c each point to args.batch device pointers (strides unused). For
+// batches whose operands are not evenly spaced (e.g. pixel chunks of every image).
+void gemm_f32_out_pointer_array(const GemmArgs& args);
+// A view with arbitrary element strides of `memory` (workspace), which holds `elements` elements.
+Tensor workspace_view(void* memory, int64_t elements, const Shape& sizes, const Shape& strides,
+                      DType dtype, Device device);
+
 // ---- device facts and the cost model --------------------------------------------------------
 
 int sm_count(Device device);

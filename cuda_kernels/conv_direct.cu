@@ -10,9 +10,8 @@
 //                     backward_data is the same kernel with the transposed index map;
 //                     backward_filter accumulates every tap in registers, reduces the block in a
 //                     fixed order and the pixel splits in a second kernel (deterministic).
-//   stem_direct       forward for few input channels (C <= 4, the RGB stem): the block's filters
-//                     in shared memory as float [C*R*S][k], a thread computes 16 output channels
-//                     of one pixel.
+// The 3-channel stem (7x7 stride 2) has no kernel of its own: im2col_gemm (a memory-bound unfold
+// into 16-byte aligned rows, then cuBLAS) beats a CUDA-core direct kernel in every direction.
 // Every direction OVERWRITES the tensor it writes. Accumulation is in fp32 (fp64 for f64).
 #include <algorithm>
 
@@ -470,132 +469,6 @@ const auto depthwise_backward_data = register_conv_algorithm(
 const auto depthwise_backward_filter = register_conv_algorithm(
     {"depthwise_direct", Direction::backward_filter, true, {DType::f32, DType::f16, DType::bf16},
      depthwise_applies, depthwise_workspace, depthwise_cost_us, run_depthwise});
-
-// ---- stem: few input channels -----------------------------------------------------------------
-
-constexpr int kStemThreads = 256;
-constexpr int kStemKPerThread = 16;
-constexpr size_t kStemSharedBytes = 48 * 1024;
-constexpr int64_t kStemMaxChannels = 4;
-
-// Output channels per block: the largest of 64, 32, 16 whose float filters fit in shared memory.
-int64_t stem_block_channels(const ConvShape& d) {
-  for (int64_t kb : {64, 32, 16})
-    if (kb <= std::max<int64_t>(16, (d.K + 15) / 16 * 16) &&
-        size_t(d.Cg * d.RS() * kb) * sizeof(float) <= kStemSharedBytes)
-      return kb;
-  return 0;
-}
-
-struct StemArgs {
-  int64_t N, C, H, W, K, R, S, P, Q;
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t xs[4], ws[4], ys[4];
-  int64_t KB;  // output channels per block (a multiple of kStemKPerThread)
-  bool channels_fastest;
-};
-
-template <typename T>
-__global__ void __launch_bounds__(kStemThreads)
-stem_forward_kernel(StemArgs a, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y) {
-  extern __shared__ float filters[];  // [C * R * S][KB], output channel innermost
-  const int64_t k_base = int64_t(blockIdx.y) * a.KB;
-  const int64_t crs = a.C * a.R * a.S;
-  for (int64_t i = threadIdx.x; i < crs * a.KB; i += blockDim.x) {
-    const int64_t kk = i % a.KB, j = i / a.KB;
-    const int64_t c = j / (a.R * a.S), r = (j / a.S) % a.R, s = j % a.S;
-    filters[i] = k_base + kk < a.K
-                     ? convert<float>(w[(k_base + kk) * a.ws[0] + c * a.ws[1] + r * a.ws[2] + s * a.ws[3]])
-                     : 0.f;
-  }
-  __syncthreads();
-
-  const int64_t chunks = a.KB / kStemKPerThread;
-  const int64_t pixels = a.N * a.P * a.Q;
-  const int64_t items = pixels * chunks;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += step) {
-    int64_t pix, chunk;
-    if (a.channels_fastest) {
-      chunk = item % chunks;
-      pix = item / chunks;
-    } else {
-      pix = item % pixels;
-      chunk = item / pixels;
-    }
-    const int64_t q = pix % a.Q, p = (pix / a.Q) % a.P, n = pix / (a.Q * a.P);
-    float acc[kStemKPerThread];
-#pragma unroll
-    for (int j = 0; j < kStemKPerThread; ++j) acc[j] = 0.f;
-    for (int64_t c = 0; c < a.C; ++c)
-      for (int64_t r = 0; r < a.R; ++r) {
-        const int64_t h = p * a.sh - a.ph + r * a.dh;
-        if (h < 0 || h >= a.H) continue;
-        for (int64_t s = 0; s < a.S; ++s) {
-          const int64_t ww = q * a.sw - a.pw + s * a.dw;
-          if (ww < 0 || ww >= a.W) continue;
-          const float xv = convert<float>(x[n * a.xs[0] + c * a.xs[1] + h * a.xs[2] + ww * a.xs[3]]);
-          const float4* f = reinterpret_cast<const float4*>(
-              filters + ((c * a.R + r) * a.S + s) * a.KB + chunk * kStemKPerThread);
-#pragma unroll
-          for (int j = 0; j < kStemKPerThread / 4; ++j) {
-            const float4 v = f[j];
-            acc[4 * j + 0] += xv * v.x;
-            acc[4 * j + 1] += xv * v.y;
-            acc[4 * j + 2] += xv * v.z;
-            acc[4 * j + 3] += xv * v.w;
-          }
-        }
-      }
-    const int64_t k0 = k_base + chunk * kStemKPerThread;
-    T* out = y + n * a.ys[0] + p * a.ys[2] + q * a.ys[3];
-#pragma unroll
-    for (int j = 0; j < kStemKPerThread; ++j)
-      if (k0 + j < a.K) out[(k0 + j) * a.ys[1]] = convert<T>(acc[j]);
-  }
-}
-
-bool stem_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
-  return d.G == 1 && d.C <= kStemMaxChannels && stem_block_channels(d) > 0;
-}
-
-void run_stem(const ConvProblem& pr, void*, size_t) {
-  const ConvShape d = shape_of(pr);
-  StemArgs a{};
-  a.N = d.N, a.C = d.C, a.H = d.H, a.W = d.W, a.K = d.K, a.R = d.R, a.S = d.S, a.P = d.P, a.Q = d.Q;
-  a.sh = d.sh, a.sw = d.sw, a.ph = d.ph, a.pw = d.pw, a.dh = d.dh, a.dw = d.dw;
-  for (int i = 0; i < 4; ++i) {
-    a.xs[i] = pr.input.stride(i);
-    a.ws[i] = pr.weight.stride(i);
-    a.ys[i] = pr.output.stride(i);
-  }
-  a.KB = stem_block_channels(d);
-  a.channels_fastest = pr.output.suggest_memory_format() == MemoryFormat::channels_last;
-  const int64_t k_blocks = (d.K + a.KB - 1) / a.KB;
-  const size_t shared = size_t(d.C * d.RS() * a.KB) * sizeof(float);
-  const int64_t items = d.NPQ() * (a.KB / kStemKPerThread);
-  const int64_t sms = sm_count(pr.device());
-  const unsigned blocks = unsigned(std::clamp<int64_t>((items + kStemThreads - 1) / kStemThreads, 1,
-                                                       std::max<int64_t>(1, sms * 8 / k_blocks)));
-  cudaStream_t stream = stream_of(pr.device());
-  dispatch_conv_dtype(pr.input.dtype(), "stem_direct", [&](auto tag) {
-    using T = decltype(tag);
-    stem_forward_kernel<T><<<dim3(blocks, unsigned(k_blocks)), kStemThreads, shared, stream>>>(
-        a, static_cast<const T*>(pr.input.data_ptr()), static_cast<const T*>(pr.weight.data_ptr()),
-        static_cast<T*>(pr.output.data_ptr()));
-    EMBER_CUDA_LAUNCH_CHECK();
-  });
-}
-
-// fp32 FMAs on CUDA cores at about a third of their peak.
-double stem_cost_us(const ConvProblem& pr) {
-  return math_time_us(shape_of(pr).macs(), DType::f32, false, 0.35) + kLaunchUs;
-}
-
-const auto stem_forward = register_conv_algorithm(
-    {"stem_direct", Direction::forward, true, {DType::f32, DType::f16, DType::bf16}, stem_applies,
-     nullptr, stem_cost_us, run_stem});
 
 }  // namespace
 }  // namespace ember::cuda::conv

@@ -1,10 +1,11 @@
 // conv2d on CUDA: every CUDA algorithm of every direction, reached through forced mode, against the
 // CPU in fp64 on a sweep (odd H and W, C and K not multiples of 8, stride 2, dilation 2, groups,
-// depthwise, the 3-channel stem, 1x1, batch 1; NCHW, channels_last and non-contiguous inputs;
-// fp32 with and without TF32, bf16, f16, f64), with coverage of every registered algorithm; then
-// deterministic mode (bitwise repeatability), the workspace limit, benchmark mode, the op with
-// autograd against the CPU, conv2d_bias_relu on both of its CUDA paths, and device errors.
-// Tolerances are relative to the largest reference value, set by dtype. Skips without a GPU.
+// depthwise, the 3-channel stem, 1x1 (strided, padded, many pixels), batch 1; NCHW,
+// channels_last and non-contiguous inputs; fp32 with and without TF32, bf16, f16, f64), with
+// coverage of every registered algorithm; then deterministic mode (bitwise repeatability), the
+// workspace limit, benchmark mode, the op with autograd against the CPU, conv2d_bias_relu on both
+// of its CUDA paths, and device errors. Tolerances are relative to the largest reference value,
+// set by dtype. Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -65,6 +66,15 @@ const std::vector<ConvCase>& sweep() {
       {"3x3 C136 K136 (big tiles)", 1, 136, 5, 5, 136, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
       {"3x3 many pixels (split-K)", 4, 32, 19, 17, 64, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
       {"kernel = padded input", 1, 2, 3, 4, 2, 5, 6, params(1, 1, 1, 1, 1, 1, 1)},
+      // 16-byte gather/scatter of strided 1x1 (C a multiple of 8), and the per-element paths.
+      {"1x1 stride 2, C16 K8 odd H", 2, 16, 9, 8, 8, 1, 1, params(2, 2, 0, 0, 1, 1, 1)},
+      {"1x1 stride (2, 3), C5 K7", 1, 5, 7, 8, 7, 1, 1, params(2, 3, 0, 0, 1, 1, 1)},
+      {"1x1 padding 1", 2, 8, 5, 6, 8, 1, 1, params(1, 1, 1, 1, 1, 1, 1)},
+      // Enough pixels for split-K filter gradients (image slices in gemm_1x1's NCHW form, pixel
+      // slices with a remainder in im2col_gemm) and, for the stem, rows padded from 147 to 152.
+      {"1x1 many pixels C8 K12", 2, 8, 40, 40, 12, 1, 1, params(1, 1, 0, 0, 1, 1, 1)},
+      {"stem 7x7 stride 2, C3 batch 1, many pixels", 1, 3, 96, 95, 16, 7, 7,
+       params(2, 2, 3, 3, 1, 1, 1)},
   };
   return cases;
 }
@@ -414,4 +424,43 @@ TEST_CASE("conv2d CUDA: device and dtype errors name the tensors" * doctest::ski
   CHECK_THROWS_WITH_AS(conv2d(x, w, zeros({2})), doctest::Contains("bias is on cpu"), Error);
   CHECK_THROWS_WITH_AS(conv2d(x, w.to(DType::bf16)), doctest::Contains("input has dtype float32"), Error);
   CHECK_THROWS_WITH_AS(conv2d_bias_relu(x, w.cpu()), doctest::Contains("weight is on cpu"), Error);
+}
+
+// The implicit-GEMM kernels on grids large enough for their big tiles and long pipelines. On an
+// H200 (132 SMs) the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
+// the stride-1 backward_data of "C128 K8" (a forward convolution of dy with the flipped filter)
+// and the strided backward_data of "C128 K16 stride 2" (the transposed index map); 128x64 for the
+// backward_data of "C8 K128" and the forward of "C128 K8"; 128x128 for both directions of "C72
+// K128" (bf16: two channel blocks per tap, the second part zero). backward_filter runs 128x128
+// tiles over many split-K slices ("C8 K128": one partial column tile) and over columns spanning
+// taps with dilation 2; 64x128 tiles for "C128 K8". (The sweep's "1x1 padding 1" makes the
+// stride-1 backward_data's forward padding dil*(R-1) - pad negative.)
+TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the CPU fp64 reference" *
+          doctest::skip(!cuda::is_available())) {
+  const std::vector<ConvCase> cases = {
+      {"C8 K128 2x116x128", 2, 8, 116, 128, 128, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
+      {"C128 K8 2x116x128", 2, 128, 116, 128, 8, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
+      {"C128 K16 stride 2", 2, 128, 116, 128, 16, 3, 3, params(2, 2, 1, 1, 1, 1, 1)},
+      {"C72 K128 100x100", 1, 72, 100, 100, 128, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
+      {"C128 K128 dilation 2", 2, 128, 24, 24, 128, 3, 3, params(1, 1, 2, 2, 2, 2, 1)},
+  };
+  for (const ConvCase& c : cases) {
+    CAPTURE(c.name);
+    for (const Mode m : {Mode{DType::bf16, true}, Mode{DType::f32, true}}) {
+      CAPTURE(dtype_name(m.dtype));
+      const Operands o = make_operands(c, m.dtype, Layout::channels_last);
+      for (Direction d : kDirections) {
+        CAPTURE(dispatch::direction_name(d));
+        for (const char* name : {"implicit_gemm", "implicit_gemm_atomic"}) {
+          if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
+          CAPTURE(name);
+          ConvProblem pr = problem_for(d, o, c, Layout::channels_last, m.tf32);
+          REQUIRE(cuda_algorithm(d, name).applies(pr));
+          AlgoSettingsGuard forced(AlgoSettings().force(force_key(d), name));
+          conv2d_run(pr);
+          CHECK(rel_err(pr.written(), reference_for(d, o)) <= tolerance(m.dtype, m.tf32));
+        }
+      }
+    }
+  }
 }
