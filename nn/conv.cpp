@@ -23,6 +23,12 @@ ConvNdImpl<D, Options>::ConvNdImpl(const char* name, const Options& options_) : 
     EMBER_CHECK(o.kernel_size()[i] > 0 && o.stride()[i] > 0 && o.dilation()[i] > 0 && o.padding()[i] >= 0, name,
                 ": kernel_size ", o.kernel_size(), ", stride ", o.stride(), " and dilation ", o.dilation(),
                 " must be positive and padding ", o.padding(), " non-negative");
+  if constexpr (!kTransposed) {
+    if (o.padding().mode() == ConvPaddingMode::same)
+      for (size_t i = 0; i < D; ++i)
+        EMBER_CHECK(o.stride()[i] == 1, name, ": padding=\"same\" needs stride 1 (the output keeps "
+                    "the input's size), got stride ", o.stride(), "; give explicit padding sizes");
+  }
   if constexpr (kTransposed) {
     for (size_t i = 0; i < D; ++i)
       EMBER_CHECK(o.output_padding()[i] >= 0 && (o.output_padding()[i] < o.stride()[i] ||
@@ -83,7 +89,8 @@ Tensor Conv1dImpl::forward(const Tensor& x) {
   Tensor xb = batched_input("Conv1d", x, 1, &batched);
   const auto& o = options;
   auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);
-  Tensor y = conv1d(in[0], in[1], in[2], Conv1dParams{o.stride()[0], o.padding()[0], o.dilation()[0], o.groups()});
+  Tensor y = conv1d(in[0], in[1], in[2],
+                    Conv1dParams{o.stride()[0], o.padding()[0], o.dilation()[0], o.groups(), o.padding().mode()});
   return batched ? y : y.squeeze(0);
 }
 
@@ -94,6 +101,7 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
   Conv2dParams p;
   p.stride = o.stride().values();
   p.padding = o.padding().values();
+  p.padding_mode = o.padding().mode();
   p.dilation = o.dilation().values();
   p.groups = o.groups();
   auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);
@@ -108,6 +116,7 @@ Tensor Conv3dImpl::forward(const Tensor& x) {
   Conv3dParams p;
   p.stride = o.stride().values();
   p.padding = o.padding().values();
+  p.padding_mode = o.padding().mode();
   p.dilation = o.dilation().values();
   p.groups = o.groups();
   auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);

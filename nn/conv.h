@@ -1,12 +1,62 @@
 // Convolution layers, as torch.nn.Conv1d / Conv2d / Conv3d / ConvTranspose2d: options builders
 // (`Conv2dOptions(3, 64, 3).stride(2).bias(false)`), PyTorch's default initialization and printing,
 // on the ops of ops/conv.h and ops/conv_variants.h. Under autocast the input, weight and bias are
-// cast to the low precision (nn/amp.h). Padding is zeros.
+// cast to the low precision (nn/amp.h). Padding is zeros: sizes, or "same" / "valid" as in PyTorch.
 #pragma once
+#include <array>
+#include <initializer_list>
+#include <ostream>
+#include <string_view>
+#include <vector>
+
 #include "nn/module.h"
 #include "nn/options.h"
+#include "ops/conv.h"
 
 namespace ember::nn {
+
+// A convolution layer's padding, as PyTorch's `padding` argument: sizes (one for every spatial
+// dim, or one per dim) or a mode: `Conv2dOptions(3, 8, 5).padding("same")`, `.padding("valid")`
+// or `.padding(ConvPaddingMode::same)`. 'same' needs stride 1 (the layer checks at construction).
+template <size_t D>
+class ConvPadding {
+ public:
+  ConvPadding(int64_t value) : sizes_(value) {}                                   // NOLINT
+  ConvPadding(std::initializer_list<int64_t> list) : sizes_(list) {}
+  ConvPadding(const std::vector<int64_t>& list) : sizes_(list) {}                 // NOLINT
+  ConvPadding(const std::array<int64_t, D>& values) : sizes_(values) {}           // NOLINT
+  ConvPadding(const ExpandingArray<D>& sizes) : sizes_(sizes) {}                  // NOLINT
+  ConvPadding(ConvPaddingMode mode) : sizes_(0), mode_(mode) {}                   // NOLINT
+  template <size_t N>
+  ConvPadding(const char (&mode)[N]) : ConvPadding(mode_from_name(mode)) {}      // NOLINT
+
+  ConvPaddingMode mode() const { return mode_; }
+  // The explicit sizes (zeros for 'valid' and 'same', whose sizes the op derives).
+  int64_t operator[](size_t i) const { return sizes_[i]; }
+  const std::array<int64_t, D>& values() const { return sizes_.values(); }
+  bool all_equal(int64_t v) const {
+    return mode_ == ConvPaddingMode::explicit_sizes && sizes_.all_equal(v);
+  }
+  bool operator==(const ConvPadding& o) const { return mode_ == o.mode_ && sizes_ == o.sizes_; }
+
+ private:
+  static ConvPaddingMode mode_from_name(std::string_view name) {
+    if (name == "same") return ConvPaddingMode::same;
+    EMBER_CHECK(name == "valid", "convolution padding must be \"same\", \"valid\" or sizes, got \"",
+                name, "\"");
+    return ConvPaddingMode::valid;
+  }
+
+  ExpandingArray<D> sizes_;
+  ConvPaddingMode mode_ = ConvPaddingMode::explicit_sizes;
+};
+
+// "[1, 1]" for sizes, "same" / "valid" for a mode (as PyTorch prints padding=same).
+template <size_t D>
+std::ostream& operator<<(std::ostream& os, const ConvPadding<D>& p) {
+  if (p.mode() != ConvPaddingMode::explicit_sizes) return os << conv_padding_mode_name(p.mode());
+  return os << ExpandingArray<D>(p.values());
+}
 
 template <size_t D>
 struct ConvOptions {
@@ -16,7 +66,7 @@ struct ConvOptions {
   EMBER_ARG(int64_t, out_channels);
   EMBER_ARG(ExpandingArray<D>, kernel_size);
   EMBER_ARG(ExpandingArray<D>, stride) = 1;
-  EMBER_ARG(ExpandingArray<D>, padding) = 0;  // zeros on both sides of each spatial dim
+  EMBER_ARG(ConvPadding<D>, padding) = 0;  // zeros on both sides of each spatial dim, or a mode
   EMBER_ARG(ExpandingArray<D>, dilation) = 1;
   EMBER_ARG(int64_t, groups) = 1;
   EMBER_ARG(bool, bias) = true;

@@ -1,11 +1,15 @@
-// conv2d: argument checks, output shape, autograd formula (backward-data, backward-filter and the
-// bias gradient), and the glue to the algorithm cache (ConvProblem keys, slots, running).
+// conv2d: argument checks, 'same'/'valid' padding, output shape and memory format, autograd
+// formula (backward-data, backward-filter and the bias gradient), and the glue to the algorithm
+// cache (ConvProblem keys, slots, running). On CUDA a bias is added in the convolution's epilogue
+// through conv2d_epilogue_kernel (ops/conv_fused.h).
 #include "ops/conv.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "ops/conv_fused.h"
 #include "ops/ops.h"
 
 namespace ember {
@@ -87,7 +91,73 @@ void run_or_zero(const ConvProblem& pr) {
 
 // The CPU algorithms read dense NCHW tensors.
 Tensor dense_for(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t; }
+
+// The memory format of the tensors a convolution allocates (output, grad_input, grad_weight): on
+// CUDA channels_last when the input or the weight is (cuDNN's and PyTorch's rule), so
+// channels_last networks never stage operands through a workspace; the CPU computes in NCHW.
+MemoryFormat result_memory_format(const Tensor& input, const Tensor& weight) {
+  if (!input.device().is_cuda()) return MemoryFormat::contiguous;
+  const bool channels_last = input.suggest_memory_format() == MemoryFormat::channels_last ||
+                             weight.suggest_memory_format() == MemoryFormat::channels_last;
+  return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
+
+// The forward with its bias: fused into the convolution's epilogue on CUDA (the implicit-GEMM
+// kernel's when the cache picks it, else one pass over the output), a separate add elsewhere.
+void run_forward_with_bias(const ConvProblem& forward, const Tensor& bias) {
+  const Device device = forward.device();
+  const bool nonempty =
+      forward.input.numel() > 0 && forward.weight.numel() > 0 && forward.output.numel() > 0;
+  if (bias.defined() && nonempty && device.is_cuda() &&
+      conv2d_epilogue_kernel().has(device.type, forward.output.dtype())) {
+    conv2d_epilogue_kernel().get(device.type, forward.output.dtype())(forward, bias, false);
+    return;
+  }
+  run_or_zero(forward);
+  if (bias.defined()) {
+    Tensor out = forward.output;
+    add_(out, bias.view({1, bias.size(0), 1, 1}));
+  }
+}
 }  // namespace
+
+const char* conv_padding_mode_name(ConvPaddingMode mode) {
+  switch (mode) {
+    case ConvPaddingMode::valid: return "valid";
+    case ConvPaddingMode::same: return "same";
+    default: return "explicit";
+  }
+}
+
+ResolvedConv2dPadding resolve_conv2d_padding(const char* op, const Tensor& input,
+                                             const Tensor& weight, const Conv2dParams& p) {
+  if (p.padding_mode == ConvPaddingMode::explicit_sizes) return {input, p};
+  Conv2dParams q = p;
+  q.padding_mode = ConvPaddingMode::explicit_sizes;
+  q.padding = {0, 0};
+  // Malformed operands get conv2d's own messages: resolve nothing more.
+  const bool well_formed = input.defined() && weight.defined() && input.dim() == 4 &&
+                           weight.dim() == 4 && p.dilation[0] >= 1 && p.dilation[1] >= 1;
+  if (p.padding_mode == ConvPaddingMode::valid || !well_formed) return {input, q};
+  EMBER_CHECK(p.stride[0] == 1 && p.stride[1] == 1, op,
+              ": padding='same' needs stride 1 (the output keeps the input's size), got stride ",
+              ints(p.stride), " for input ", input.shape_str(), " and weight ", weight.shape_str(),
+              "; give explicit padding for a strided convolution");
+  // Total padding dilation * (kernel - 1) per axis: half on each side; an odd one extra zero on
+  // the bottom/right, appended to the input (torch.nn.functional.conv2d does the same).
+  Tensor x = input;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t total = p.dilation[i] * std::max<int64_t>(weight.size(2 + i) - 1, 0);
+    q.padding[i] = total / 2;
+    if (total % 2 == 0) continue;
+    Shape zeros_shape = x.sizes();
+    zeros_shape[2 + i] = 1;
+    x = cat({x, zeros(zeros_shape, TensorOptions(x.dtype()).with_device(x.device()))}, 2 + i);
+  }
+  if (!x.is_same(input) && input.suggest_memory_format() == MemoryFormat::channels_last)
+    x = x.contiguous(MemoryFormat::channels_last);
+  return {x, q};
+}
 
 bool conv_allow_tf32() { return g_conv_allow_tf32.load(std::memory_order_relaxed); }
 void set_conv_allow_tf32(bool allow) { g_conv_allow_tf32 = allow; }
@@ -182,6 +252,10 @@ void conv2d_run(const ConvProblem& pr) {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv2dParams& p) {
+  if (p.padding_mode != ConvPaddingMode::explicit_sizes) {
+    const ResolvedConv2dPadding r = resolve_conv2d_padding("conv2d", input, weight, p);
+    return conv2d(r.input, weight, bias, r.params);
+  }
   const Shape out_shape = check_conv2d(input, weight, bias, p);
   const DType dtype = input.dtype();
 
@@ -198,15 +272,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const bool record = autograd::needs_grad(inputs);
   const bool tf32 = conv_allow_tf32();
 
+  const MemoryFormat format = result_memory_format(input, weight);
+
   Tensor x, w, out;
   {
     autograd::NoGradGuard no_grad;
     x = dense_for(input.detach());
     w = dense_for(weight.detach());
-    out = empty(out_shape, dtype, input.device());
-    ConvProblem forward{Direction::forward, x, w, out, p, tf32};
-    run_or_zero(forward);
-    if (has_bias) add_(out, bias.detach().view({1, out_shape[1], 1, 1}));
+    out = empty(out_shape, dtype, input.device(), format);
+    run_forward_with_bias({Direction::forward, x, w, out, p, tf32},
+                          has_bias ? bias.detach() : Tensor());
   }
 
   if (record) {
@@ -218,19 +293,19 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
     Device device = input.device();
     autograd::record_backward(
         "Conv2dBackward", inputs, {&out},
-        [saved_x, saved_w, x_shape, w_shape, device, dtype, p, tf32, has_bias](
+        [saved_x, saved_w, x_shape, w_shape, device, dtype, format, p, tf32, has_bias](
             const std::vector<Tensor>& grads, const autograd::Node& node) {
           std::vector<Tensor> result(has_bias ? 3 : 2);
           if (!grads[0].defined()) return result;
           Tensor grad_out = dense_for(grads[0]);
           if (node.needs_input_grad(0)) {
-            Tensor grad_input = empty(x_shape, dtype, device);
+            Tensor grad_input = empty(x_shape, dtype, device, format);
             run_or_zero(
                 {Direction::backward_data, grad_input, saved_w.unpack(), grad_out, p, tf32});
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {
-            Tensor grad_weight = empty(w_shape, dtype, device);
+            Tensor grad_weight = empty(w_shape, dtype, device, format);
             run_or_zero(
                 {Direction::backward_filter, saved_x.unpack(), grad_weight, grad_out, p, tf32});
             result[1] = grad_weight;

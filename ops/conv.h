@@ -12,9 +12,18 @@
 
 namespace ember {
 
+// How a convolution's padding is given, as PyTorch's `padding` argument: the numbers in the
+// params (explicit), "valid" (none) or "same" (the output has the input's spatial size; stride
+// must be 1; where the total padding dilation * (kernel - 1) is odd, the extra zero goes on the
+// right/bottom, exactly as torch.nn.functional.conv2d(padding='same')).
+enum class ConvPaddingMode : uint8_t { explicit_sizes, valid, same };
+const char* conv_padding_mode_name(ConvPaddingMode mode);  // "explicit", "valid", "same"
+
 struct Conv2dParams {
   std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
   int64_t groups = 1;
+  // valid/same replace `padding`; kernels only ever see explicit params (conv2d resolves them).
+  ConvPaddingMode padding_mode = ConvPaddingMode::explicit_sizes;
 };
 
 // 2-D convolution (cross-correlation, as torch.nn.functional.conv2d).
@@ -22,12 +31,26 @@ struct Conv2dParams {
 //   weight [K, C / groups, R, S]
 //   bias   [K] or undefined
 //   output [N, K, P, Q] with P = (H + 2 * padding[0] - dilation[0] * (R - 1) - 1) / stride[0] + 1,
-//          and Q likewise along W.
+//          and Q likewise along W ('same': P = H, Q = W; 'valid': padding 0).
+// On CUDA the output is allocated in the operands' memory format (channels_last when the input or
+// the weight is channels_last, as cuDNN and PyTorch do), and so are the gradients.
 // float32 and float64; float16 and bfloat16 compute in float32 on the CPU. Differentiable in
 // input, weight and bias; the backward runs the backward-data and backward-filter algorithms
 // through the algorithm cache.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv2dParams& p = {});
+
+// The explicit form of a valid/same convolution: the params with padding_mode explicit and the
+// padding it stands for, and the input to convolve, which for an odd 'same' total is `input` with
+// one zero row/column appended on the bottom/right (differentiably), as PyTorch does. Explicit
+// params come back unchanged with `input`. `op` names the caller in error messages (stride != 1
+// with 'same').
+struct ResolvedConv2dPadding {
+  Tensor input;
+  Conv2dParams params;
+};
+ResolvedConv2dPadding resolve_conv2d_padding(const char* op, const Tensor& input,
+                                             const Tensor& weight, const Conv2dParams& p);
 
 // Whether float32 convolutions may use TF32 tensor cores (on by default, as PyTorch's
 // torch.backends.cudnn.allow_tf32). Part of every conv algorithm key.

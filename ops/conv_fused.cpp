@@ -47,6 +47,10 @@ bool fused_path_applies(const Tensor& x, const Tensor& w, const Tensor& b, const
 
 Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p) {
+  if (p.padding_mode != ConvPaddingMode::explicit_sizes) {
+    const ResolvedConv2dPadding r = resolve_conv2d_padding("conv2d_bias_relu", input, weight, p);
+    return conv2d_bias_relu(r.input, weight, bias, r.params);
+  }
   if (!fused_path_applies(input, weight, bias, p)) return relu(conv2d(input, weight, bias, p));
 
   const DType dtype = input.dtype();

@@ -1,8 +1,9 @@
-// conv1d, conv3d and conv_transpose2d (see conv_variants.h): argument checks, output shapes, and
-// the mapping onto conv2d and its ConvProblem directions; conv_transpose2d's backward formula
-// lives beside its forward.
+// conv1d, conv3d and conv_transpose2d (see conv_variants.h): argument checks, output shapes
+// ('same'/'valid' padding included), and the mapping onto conv2d and its ConvProblem directions;
+// conv_transpose2d's backward formula lives beside its forward.
 #include "ops/conv_variants.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,18 @@ void check_common(const char* op, const Tensor& input, const Tensor& weight, con
   }
 }
 
+// padding='same' keeps the input's size, which only a stride of 1 does (PyTorch's rule).
+template <size_t D>
+void check_same_stride(const char* op, ConvPaddingMode mode, const std::array<int64_t, D>& stride,
+                       const Tensor& input, const Tensor& weight) {
+  if (mode != ConvPaddingMode::same) return;
+  for (size_t i = 0; i < D; ++i)
+    EMBER_CHECK(stride[i] == 1, op,
+                ": padding='same' needs stride 1 (the output keeps the input's size), got stride ",
+                ints(stride), " for input ", input.shape_str(), " and weight ", weight.shape_str(),
+                "; give explicit padding for a strided convolution");
+}
+
 // Runs one conv2d direction, or writes zeros when the reduction is empty (as conv2d does).
 void run_or_zero(const ConvProblem& pr) {
   const Tensor& written = pr.written();
@@ -79,11 +92,13 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& p) {
   check_common<1>("conv1d", input, weight, bias, {p.stride}, {p.padding}, {p.dilation}, p.groups,
                   "[N, C, L]", "[K, C / groups, S]");
+  check_same_stride<1>("conv1d", p.padding_mode, {p.stride}, input, weight);
   Conv2dParams q;
   q.stride = {1, p.stride};
   q.padding = {0, p.padding};
   q.dilation = {1, p.dilation};
   q.groups = p.groups;
+  q.padding_mode = p.padding_mode;  // conv2d resolves it (the height axis, kernel 1, needs none)
   return conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, q).squeeze(2);
 }
 
@@ -93,13 +108,23 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv3dParams& p) {
   check_common<3>("conv3d", input, weight, bias, p.stride, p.padding, p.dilation, p.groups,
                   "[N, C, D, H, W]", "[K, C / groups, T, R, S]");
+  check_same_stride<3>("conv3d", p.padding_mode, p.stride, input, weight);
   const int64_t N = input.size(0), C = input.size(1), D = input.size(2);
   const int64_t K = weight.size(0), T = weight.size(2);
   EMBER_CHECK(C % p.groups == 0 && K % p.groups == 0 && weight.size(1) * p.groups == C,
               "conv3d: weight ", weight.shape_str(), " and input ", input.shape_str(),
               " do not match groups = ", p.groups,
               "; weight must be [K, C / groups, T, R, S] with C and K divisible by groups");
-  const int64_t T_eff = p.dilation[0] * (T - 1) + 1, D_pad = D + 2 * p.padding[0];
+  // Depth padding before and after; valid/same also set the H and W padding, which conv2d
+  // resolves (an odd 'same' total gets its extra zero at the back, as on H and W).
+  int64_t pad_front = p.padding[0], pad_back = p.padding[0];
+  if (p.padding_mode != ConvPaddingMode::explicit_sizes) {
+    const int64_t total =
+        p.padding_mode == ConvPaddingMode::same ? p.dilation[0] * std::max<int64_t>(T - 1, 0) : 0;
+    pad_front = total / 2;
+    pad_back = total - pad_front;
+  }
+  const int64_t T_eff = p.dilation[0] * (T - 1) + 1, D_pad = D + pad_front + pad_back;
   EMBER_CHECK(T >= 1 && T_eff <= D_pad, "conv3d: the kernel depth (", T, ", ", T_eff,
               " with dilation ", p.dilation[0], ") is larger than the padded input depth (",
               D_pad, " for input ", input.shape_str(), "); use a smaller kernel or more padding");
@@ -112,16 +137,23 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
   // Zero padding along depth, so that every tap reads one strided slice of depth positions.
   Tensor x = input;
-  if (p.padding[0] > 0) {
-    Tensor z = zeros({N, C, p.padding[0], input.size(3), input.size(4)},
-                     TensorOptions(input.dtype()).with_device(input.device()));
-    x = cat({z, input, z}, 2);
+  if (pad_front > 0 || pad_back > 0) {
+    auto depth_zeros = [&](int64_t depth) {
+      return zeros({N, C, depth, input.size(3), input.size(4)},
+                   TensorOptions(input.dtype()).with_device(input.device()));
+    };
+    std::vector<Tensor> pieces;
+    if (pad_front > 0) pieces.push_back(depth_zeros(pad_front));
+    pieces.push_back(input);
+    if (pad_back > 0) pieces.push_back(depth_zeros(pad_back));
+    x = cat(pieces, 2);
   }
   Conv2dParams q;
   q.stride = {p.stride[1], p.stride[2]};
   q.padding = {p.padding[1], p.padding[2]};
   q.dilation = {p.dilation[1], p.dilation[2]};
   q.groups = p.groups;
+  q.padding_mode = p.padding_mode;
   Tensor sum;
   for (int64_t t = 0; t < T; ++t) {
     const int64_t first = t * p.dilation[0];

@@ -17,18 +17,21 @@ namespace ember {
 
 struct Conv1dParams {
   int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+  ConvPaddingMode padding_mode = ConvPaddingMode::explicit_sizes;  // valid/same as for conv2d
 };
 // input [N, C, L], weight [K, C / groups, S], bias [K] or undefined -> [N, K, Lout] with
-// Lout = (L + 2 * padding - dilation * (S - 1) - 1) / stride + 1.
+// Lout = (L + 2 * padding - dilation * (S - 1) - 1) / stride + 1 (L for 'same').
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv1dParams& p = {});
 
 struct Conv3dParams {
   std::array<int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
   int64_t groups = 1;
+  ConvPaddingMode padding_mode = ConvPaddingMode::explicit_sizes;  // valid/same as for conv2d
 };
 // input [N, C, D, H, W], weight [K, C / groups, T, R, S], bias [K] or undefined ->
-// [N, K, Dout, Hout, Wout], each size as for conv2d along its axis.
+// [N, K, Dout, Hout, Wout], each size as for conv2d along its axis (with 'same', an odd total
+// padding puts the extra zero at the back/bottom/right, as PyTorch).
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv3dParams& p = {});
 

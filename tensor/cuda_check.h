@@ -1,4 +1,4 @@
-// Status checks for every CUDA runtime, cuBLAS, cuRAND and NCCL call and every kernel launch.
+// Status checks for every CUDA runtime, cuBLAS, cuRAND, cuFFT and NCCL call and every kernel launch.
 // Include only from files compiled with CUDA (cuda_kernels/, or .cpp guarded by EMBER_WITH_CUDA).
 // A failure throws ember::Error(execution_failed, or alloc_failed for out-of-memory) naming the
 // call, the status string, and the file:line.
@@ -37,6 +37,15 @@ namespace ember::cuda::detail {
     curandStatus_t ember_st_ = (call);                                                      \
     if (ember_st_ != CURAND_STATUS_SUCCESS) [[unlikely]]                                    \
       ::ember::cuda::detail::throw_library_error("cuRAND", int(ember_st_), "", #call,       \
+                                                 __FILE__, __LINE__);                       \
+  } while (0)
+
+// cuFFT has no status-string function: the message carries the cufftResult number.
+#define EMBER_CUFFT_CHECK(call)                                                             \
+  do {                                                                                      \
+    cufftResult ember_st_ = (call);                                                         \
+    if (ember_st_ != CUFFT_SUCCESS) [[unlikely]]                                            \
+      ::ember::cuda::detail::throw_library_error("cuFFT", int(ember_st_), "", #call,        \
                                                  __FILE__, __LINE__);                       \
   } while (0)
 

@@ -1,9 +1,11 @@
 // conv2d on the CPU: every registered algorithm of every direction against a naive fp64 reference
 // over a sweep of shapes, the op with bias and autograd (gradcheck in fp64), the algorithm-cache
 // modes through the op (forced, workspace limit, deterministic repeatability, benchmark),
-// float16/bfloat16, channels_last and empty inputs, and the argument errors.
+// float16/bfloat16, channels_last and empty inputs, and the argument errors; padding 'same' and
+// 'valid' for conv1d/2d/3d and the nn layers (against explicitly padded inputs, gradcheck, errors).
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstring>
 #include <sstream>
 
@@ -36,7 +38,7 @@ Conv2dParams params(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, 
 }
 
 // Odd sizes, channels not multiples of 8, stride 2, dilation 2, groups, depthwise, batch 1,
-// padding, 1x1 (the pointwise im2col shortcut) and asymmetric parameters.
+// padding, 1x1 (the pointwise im2col shortcut), asymmetric parameters and one larger layer.
 const std::vector<ConvCase>& sweep() {
   static const std::vector<ConvCase> cases = {
       {"3x3 plain", 2, 3, 7, 9, 5, 3, 3, params(1, 1, 0, 0, 1, 1, 1)},
@@ -51,6 +53,9 @@ const std::vector<ConvCase>& sweep() {
       {"1x1 stride 2", 2, 4, 7, 7, 3, 1, 1, params(2, 2, 0, 0, 1, 1, 1)},
       {"asymmetric", 2, 4, 10, 7, 6, 3, 2, params(2, 1, 0, 1, 1, 2, 2)},
       {"kernel = padded input", 1, 2, 3, 4, 2, 5, 6, params(1, 1, 1, 1, 1, 1, 1)},
+      // Large enough for the packed float32 GEMM's threads, several K blocks (C*R*S = 360),
+      // partial register tiles (70 channels) and images side by side in one GEMM.
+      {"large, threaded", 3, 40, 20, 20, 70, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
   };
   return cases;
 }
@@ -399,4 +404,177 @@ TEST_CASE("conv2d: argument errors name the problem and the shapes") {
     CHECK_THROWS_WITH_AS(
         conv2d(zeros({1, 3, 6, 6}), zeros({2, 3, 3, 3}, TensorOptions(Device::cuda()))),
         doctest::Contains("input is on cpu but weight is on cuda:0"), Error);
+}
+
+// ---- padding 'same' and 'valid' ---------------------------------------------------------------
+
+namespace {
+
+// x with pads[i] = {before, after} zeros on spatial axis i (a plain copy, outside autograd).
+Tensor zero_padded(const Tensor& x, const std::vector<std::array<int64_t, 2>>& pads) {
+  Shape sizes = x.sizes();
+  for (size_t i = 0; i < pads.size(); ++i) sizes[2 + i] += pads[i][0] + pads[i][1];
+  Tensor out = zeros(sizes, x.dtype());
+  Tensor inner = out;
+  for (size_t i = 0; i < pads.size(); ++i)
+    inner = inner.slice(int64_t(2 + i), pads[i][0], pads[i][0] + x.size(int64_t(2 + i)));
+  inner.copy_(x);
+  return out;
+}
+
+Conv2dParams same_params(int64_t dh, int64_t dw) {
+  Conv2dParams p;
+  p.dilation = {dh, dw};
+  p.padding_mode = ConvPaddingMode::same;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d padding='same': the input's size, extra zero on the bottom/right as PyTorch") {
+  struct Row {
+    const char* name;
+    int64_t R, S, dh, dw;
+  };
+  // Odd totals (even kernels, 4 -> 1 before and 2 after) and even ones (odd kernels, dilation).
+  const std::vector<Row> rows = {{"3x3", 3, 3, 1, 1},     {"4x2 (odd totals)", 4, 2, 1, 1},
+                                 {"5x4 dilation 2", 5, 4, 2, 2}, {"2x3 dilation (1, 3)", 2, 3, 1, 3},
+                                 {"1x6", 1, 6, 1, 1}};
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    Tensor x = randn({2, 3, 7, 6}, DType::f64);
+    Tensor w = randn({4, 3, row.R, row.S}, DType::f64);
+    Tensor b = randn({4}, DType::f64);
+    const int64_t th = row.dh * (row.R - 1), tw = row.dw * (row.S - 1);
+    Conv2dParams explicit_p;
+    explicit_p.dilation = {row.dh, row.dw};
+    Tensor expected =
+        conv2d(zero_padded(x, {{th / 2, th - th / 2}, {tw / 2, tw - tw / 2}}), w, b, explicit_p);
+    Tensor y = conv2d(x, w, b, same_params(row.dh, row.dw));
+    CHECK(y.sizes() == Shape{2, 4, 7, 6});
+    CHECK(max_diff(y.to_vector(), expected.to_vector()) < 1e-12);
+    // channels_last input, and the fused conv + bias + ReLU op, resolve it the same way.
+    Tensor y_nhwc = conv2d(x.contiguous(MemoryFormat::channels_last), w, b,
+                           same_params(row.dh, row.dw));
+    CHECK(max_diff(y_nhwc.to_vector(), expected.to_vector()) < 1e-12);
+    Tensor fused = conv2d_bias_relu(x, w, b, same_params(row.dh, row.dw));
+    CHECK(max_diff(fused.to_vector(), relu(expected).to_vector()) < 1e-12);
+  }
+}
+
+TEST_CASE("conv2d padding='valid' ignores the padding sizes; float32 'same' keeps its dtype") {
+  Tensor x = randn({1, 2, 6, 5}, DType::f64), w = randn({3, 2, 3, 2}, DType::f64);
+  Conv2dParams valid;
+  valid.padding = {2, 1};  // ignored
+  valid.padding_mode = ConvPaddingMode::valid;
+  Tensor y = conv2d(x, w, Tensor(), valid);
+  CHECK(y.sizes() == Shape{1, 3, 4, 4});
+  CHECK(max_diff(y.to_vector(), conv2d(x, w).to_vector()) == 0);
+  Tensor y32 = conv2d(x.to(DType::f32), w.to(DType::f32), Tensor(), same_params(1, 1));
+  CHECK(y32.dtype() == DType::f32);
+  CHECK(y32.sizes() == Shape{1, 3, 6, 5});
+  CHECK(std::string(conv_padding_mode_name(ConvPaddingMode::same)) == "same");
+}
+
+TEST_CASE("conv2d padding='same': gradcheck in fp64 through the odd-total input padding") {
+  for (bool bias : {false, true}) {
+    CAPTURE(bias);
+    std::vector<Tensor> inputs = {randn({2, 2, 5, 4}, DType::f64).set_requires_grad(true),
+                                  randn({3, 2, 4, 3}, DType::f64).set_requires_grad(true)};
+    if (bias) inputs.push_back(randn({3}, DType::f64).set_requires_grad(true));
+    auto fn = [](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), same_params(1, 2));
+    };
+    std::string report;
+    CHECK_MESSAGE(autograd::gradcheck(fn, inputs, 1e-6, 1e-5, 1e-4, &report), report);
+  }
+}
+
+TEST_CASE("conv1d and conv3d padding='same' and 'valid' match explicitly padded inputs") {
+  Tensor x1 = randn({2, 3, 9}, DType::f64), w1 = randn({2, 3, 4}, DType::f64);
+  Conv1dParams same1;
+  same1.dilation = 2;
+  same1.padding_mode = ConvPaddingMode::same;  // total 6: 3 and 3
+  Tensor y1 = conv1d(x1, w1, Tensor(), same1);
+  CHECK(y1.sizes() == Shape{2, 2, 9});
+  Conv1dParams dilated;
+  dilated.dilation = 2;
+  CHECK(max_diff(y1.to_vector(),
+                 conv1d(zero_padded(x1.unsqueeze(2), {{0, 0}, {3, 3}}).squeeze(2), w1, Tensor(),
+                        dilated)
+                     .to_vector()) < 1e-12);
+  same1.dilation = 1;  // total 3: 1 before, 2 after
+  CHECK(max_diff(conv1d(x1, w1, Tensor(), same1).to_vector(),
+                 conv1d(zero_padded(x1.unsqueeze(2), {{0, 0}, {1, 2}}).squeeze(2), w1).to_vector()) <
+        1e-12);
+
+  Tensor x3 = randn({1, 2, 5, 4, 6}, DType::f64), w3 = randn({3, 2, 2, 3, 4}, DType::f64);
+  Tensor b3 = randn({3}, DType::f64);
+  Conv3dParams same3;
+  same3.padding_mode = ConvPaddingMode::same;  // totals 1, 2, 3
+  Tensor y3 = conv3d(x3, w3, b3, same3);
+  CHECK(y3.sizes() == Shape{1, 3, 5, 4, 6});
+  Tensor expected3 = conv3d(zero_padded(x3, {{0, 1}, {1, 1}, {1, 2}}), w3, b3);
+  CHECK(max_diff(y3.to_vector(), expected3.to_vector()) < 1e-12);
+  Conv3dParams valid3;
+  valid3.padding = {1, 1, 1};
+  valid3.padding_mode = ConvPaddingMode::valid;
+  CHECK(max_diff(conv3d(x3, w3, b3, valid3).to_vector(), conv3d(x3, w3, b3).to_vector()) == 0);
+
+  std::vector<Tensor> inputs = {x3.clone().set_requires_grad(true),
+                                w3.clone().set_requires_grad(true)};
+  std::string report;
+  CHECK_MESSAGE(autograd::gradcheck(
+                    [same3](const std::vector<Tensor>& in) {
+                      return conv3d(in[0], in[1], Tensor(), same3);
+                    },
+                    inputs, 1e-6, 1e-5, 1e-4, &report),
+                report);
+}
+
+TEST_CASE("padding='same' with a stride is an error naming the op and the stride") {
+  Conv2dParams p = same_params(1, 1);
+  p.stride = {1, 2};
+  CHECK_THROWS_WITH_AS(conv2d(zeros({1, 3, 6, 6}), zeros({2, 3, 3, 3}), Tensor(), p),
+                       doctest::Contains("conv2d: padding='same' needs stride 1"), Error);
+  CHECK_THROWS_WITH_AS(conv2d_bias_relu(zeros({1, 3, 6, 6}), zeros({2, 3, 3, 3}), Tensor(), p),
+                       doctest::Contains("got stride [1, 2]"), Error);
+  Conv1dParams p1;
+  p1.stride = 2;
+  p1.padding_mode = ConvPaddingMode::same;
+  CHECK_THROWS_WITH_AS(conv1d(zeros({1, 3, 6}), zeros({2, 3, 3}), Tensor(), p1),
+                       doctest::Contains("conv1d: padding='same' needs stride 1"), Error);
+  Conv3dParams p3;
+  p3.stride = {2, 1, 1};
+  p3.padding_mode = ConvPaddingMode::same;
+  CHECK_THROWS_WITH_AS(conv3d(zeros({1, 3, 4, 4, 4}), zeros({2, 3, 3, 3, 3}), Tensor(), p3),
+                       doctest::Contains("conv3d: padding='same' needs stride 1"), Error);
+  // Malformed operands still get conv2d's own messages.
+  CHECK_THROWS_WITH_AS(conv2d(zeros({3, 6, 6}), zeros({2, 3, 3, 3}), Tensor(), same_params(1, 1)),
+                       doctest::Contains("input must be 4-D"), Error);
+}
+
+TEST_CASE("nn::Conv1d/2d/3d with padding(\"same\") and padding(\"valid\")") {
+  nn::Conv2d same2(nn::Conv2dOptions(3, 4, {4, 3}).padding("same"));
+  Tensor x = randn({2, 3, 7, 5});
+  CHECK(same2->forward(x).sizes() == Shape{2, 4, 7, 5});
+  std::ostringstream os;
+  same2->pretty_print(os);
+  CHECK(os.str().find("padding=same") != std::string::npos);
+  CHECK(same2->options.padding().mode() == ConvPaddingMode::same);
+
+  nn::Conv2d valid2(nn::Conv2dOptions(3, 4, 3).padding("valid"));
+  CHECK(valid2->forward(x).sizes() == Shape{2, 4, 5, 3});
+  nn::Conv1d same1(nn::Conv1dOptions(3, 2, 4).padding(ConvPaddingMode::same).dilation(2));
+  CHECK(same1->forward(randn({1, 3, 8})).sizes() == Shape{1, 2, 8});
+  nn::Conv3d same3(nn::Conv3dOptions(2, 3, {2, 3, 2}).padding("same"));
+  CHECK(same3->forward(randn({1, 2, 3, 4, 5})).sizes() == Shape{1, 3, 3, 4, 5});
+  // Sizes still work as before.
+  CHECK(nn::Conv2dOptions(3, 4, 3).padding({1, 0}).padding()[0] == 1);
+
+  CHECK_THROWS_WITH_AS(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).stride(2).padding("same")),
+                       doctest::Contains("padding=\"same\" needs stride 1"), Error);
+  CHECK_THROWS_WITH_AS(nn::Conv2dOptions(3, 4, 3).padding("full"),
+                       doctest::Contains("must be \"same\", \"valid\" or sizes, got \"full\""),
+                       Error);
 }
