@@ -2,19 +2,27 @@
 // leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and backward. The same two paths as
 // the elementwise kernels (cuda_kernels/elementwise.cu), built from the helpers of
 // elementwise.cuh:
-//  - contiguous: every operand dense in loop order and 16-byte aligned: 16-byte vector accesses,
-//    a grid-stride loop sized to the SM count, the n % vector tail done by the first threads;
-//  - strided: any layout, a flat index turned into byte offsets by OffsetCalc.
-// The op is a runtime switch (uniform over the grid), so there is one instantiation per floating
-// dtype, path and direction. f16/bf16/f32 compute in float, f64 in double. Gradients are written,
-// never accumulated.
+//  - contiguous: every operand dense in loop order and 16-byte aligned: one 16-byte vector per
+//    thread and grid-stride iteration on a full grid, the n % vector tail done by the first
+//    threads; one kernel per dtype and direction, the op a uniform switch around op-specialized
+//    loops;
+//  - strided: any layout, a flat index turned into byte offsets by OffsetCalc, the op a runtime
+//    switch per element.
+// f16/bf16/f32 compute in float, f64 in double. Gradients are written, never accumulated.
 #include "cuda_kernels/elementwise.cuh"
 #include "ops/activation.h"
 
 namespace ember::cuda {
 namespace {
 
-constexpr int kUnroll = 2;  // vectors in flight per thread and grid-stride iteration
+// Blocks per SM of the contiguous kernel: one 16-byte vector per thread and grid-stride
+// iteration, with memory-level parallelism from occupancy (2048 threads per SM; the compiler keeps
+// registers at 32 for that). The erf/tanh/exp forms cost 20-40 instructions per element, which
+// for bf16 is about the budget of a thread at copy bandwidth, so the op is a template parameter of
+// the loop (no per-element switch) and the grid stays full. Backward holds a second vector (g) and
+// spills at 32 registers: 6 blocks (40 registers). f64 computes in double: 4 blocks.
+template <typename T, bool Backward>
+inline constexpr int kContiguousBlocksPerSm = std::is_same_v<T, double> ? 4 : (Backward ? 6 : 8);
 
 template <typename A>
 __device__ __forceinline__ A d_exp(A x) {
@@ -37,99 +45,160 @@ __device__ __forceinline__ A d_tanh(A x) {
   else return tanh(x);
 }
 
-// The activation, its derivative, and the op parameter in the accumulation type.
+inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+inline constexpr double kKappa = 0.044715;
+
+// The activation of a compile-time op, in the accumulation type A.
+template <ActivationOp Op, typename A>
+__device__ __forceinline__ A activation_forward(A x, A param) {
+  if constexpr (Op == ActivationOp::leaky_relu) {
+    return x > A(0) ? x : x * param;
+  } else if constexpr (Op == ActivationOp::elu) {
+    return x > A(0) ? x : param * d_expm1(x);
+  } else if constexpr (Op == ActivationOp::gelu) {
+    return A(0.5) * x * (A(1) + d_erf(x * A(kSqrtHalf)));
+  } else if constexpr (Op == ActivationOp::gelu_tanh) {
+    const A inner = A(kSqrt2OverPi) * (x + A(kKappa) * x * x * x);
+    return A(0.5) * x * (A(1) + d_tanh(inner));
+  } else {
+    static_assert(Op == ActivationOp::silu);
+    return x / (A(1) + d_exp(-x));
+  }
+}
+
+// Its derivative.
+template <ActivationOp Op, typename A>
+__device__ __forceinline__ A activation_derivative(A x, A param) {
+  if constexpr (Op == ActivationOp::leaky_relu) {
+    return x > A(0) ? A(1) : param;
+  } else if constexpr (Op == ActivationOp::elu) {
+    return x > A(0) ? A(1) : param * d_exp(x);
+  } else if constexpr (Op == ActivationOp::gelu) {
+    const A cdf = A(0.5) * (A(1) + d_erf(x * A(kSqrtHalf)));
+    const A pdf = A(kInvSqrt2Pi) * d_exp(A(-0.5) * x * x);
+    return cdf + x * pdf;
+  } else if constexpr (Op == ActivationOp::gelu_tanh) {
+    const A x_sq = x * x;
+    const A tanh_inner = d_tanh(A(kSqrt2OverPi) * (x + A(kKappa) * x_sq * x));
+    const A left = A(0.5) * (A(1) + tanh_inner);
+    const A right = A(0.5) * x * (A(1) - tanh_inner * tanh_inner) * A(kSqrt2OverPi) *
+                    (A(1) + A(3 * kKappa) * x_sq);
+    return left + right;
+  } else {
+    static_assert(Op == ActivationOp::silu);
+    const A s = A(1) / (A(1) + d_exp(-x));
+    return s * (A(1) + x * (A(1) - s));
+  }
+}
+
+// The runtime-op form used by the strided kernel (a uniform switch per element is cheap next to
+// its scattered accesses).
 template <typename T>
 struct ActivationFunctor {
   using acc_t = OpMath<T>;
   ActivationOp op;
   acc_t param;
 
-  static constexpr double kSqrtHalf = 0.70710678118654752440;      // 1 / sqrt(2)
-  static constexpr double kSqrt2OverPi = 0.79788456080286535588;   // sqrt(2 / pi)
-  static constexpr double kInvSqrt2Pi = 0.39894228040143267794;    // 1 / sqrt(2 pi)
-  static constexpr double kKappa = 0.044715;
-
   __device__ __forceinline__ acc_t forward(acc_t x) const {
     switch (op) {
-      case ActivationOp::leaky_relu: return x > acc_t(0) ? x : x * param;
-      case ActivationOp::elu: return x > acc_t(0) ? x : param * d_expm1(x);
-      case ActivationOp::gelu: return acc_t(0.5) * x * (acc_t(1) + d_erf(x * acc_t(kSqrtHalf)));
-      case ActivationOp::gelu_tanh: {
-        const acc_t inner = acc_t(kSqrt2OverPi) * (x + acc_t(kKappa) * x * x * x);
-        return acc_t(0.5) * x * (acc_t(1) + d_tanh(inner));
-      }
-      case ActivationOp::silu: return x / (acc_t(1) + d_exp(-x));
+      case ActivationOp::leaky_relu: return activation_forward<ActivationOp::leaky_relu>(x, param);
+      case ActivationOp::elu: return activation_forward<ActivationOp::elu>(x, param);
+      case ActivationOp::gelu: return activation_forward<ActivationOp::gelu>(x, param);
+      case ActivationOp::gelu_tanh: return activation_forward<ActivationOp::gelu_tanh>(x, param);
+      case ActivationOp::silu: return activation_forward<ActivationOp::silu>(x, param);
     }
     return x;
   }
-
   __device__ __forceinline__ acc_t derivative(acc_t x) const {
     switch (op) {
-      case ActivationOp::leaky_relu: return x > acc_t(0) ? acc_t(1) : param;
-      case ActivationOp::elu: return x > acc_t(0) ? acc_t(1) : param * d_exp(x);
-      case ActivationOp::gelu: {
-        const acc_t cdf = acc_t(0.5) * (acc_t(1) + d_erf(x * acc_t(kSqrtHalf)));
-        const acc_t pdf = acc_t(kInvSqrt2Pi) * d_exp(acc_t(-0.5) * x * x);
-        return cdf + x * pdf;
-      }
-      case ActivationOp::gelu_tanh: {
-        const acc_t x_sq = x * x;
-        const acc_t tanh_inner = d_tanh(acc_t(kSqrt2OverPi) * (x + acc_t(kKappa) * x_sq * x));
-        const acc_t left = acc_t(0.5) * (acc_t(1) + tanh_inner);
-        const acc_t right = acc_t(0.5) * x * (acc_t(1) - tanh_inner * tanh_inner) *
-                            acc_t(kSqrt2OverPi) * (acc_t(1) + acc_t(3 * kKappa) * x_sq);
-        return left + right;
-      }
-      case ActivationOp::silu: {
-        const acc_t s = acc_t(1) / (acc_t(1) + d_exp(-x));
-        return s * (acc_t(1) + x * (acc_t(1) - s));
-      }
+      case ActivationOp::leaky_relu:
+        return activation_derivative<ActivationOp::leaky_relu>(x, param);
+      case ActivationOp::elu: return activation_derivative<ActivationOp::elu>(x, param);
+      case ActivationOp::gelu: return activation_derivative<ActivationOp::gelu>(x, param);
+      case ActivationOp::gelu_tanh: return activation_derivative<ActivationOp::gelu_tanh>(x, param);
+      case ActivationOp::silu: return activation_derivative<ActivationOp::silu>(x, param);
     }
     return acc_t(1);
   }
 };
 
-// Forward: out[i] = f(x[i]); backward: out[i] = g[i] * f'(x[i]). n dense elements; `g` is null
-// in the forward direction.
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-activation_contiguous_kernel(ActivationFunctor<T> f, T* out, const T* g, const T* x, int64_t n) {
+// y = f(x) (forward) or g * f'(x) (backward) for one element.
+template <ActivationOp Op, bool Backward, typename T>
+__device__ __forceinline__ OpMath<T> activation_value(T x, T g, OpMath<T> param) {
   using acc_t = OpMath<T>;
+  const acc_t xv = convert<acc_t>(x);
+  if constexpr (Backward) return convert<acc_t>(g) * activation_derivative<Op>(xv, param);
+  else return activation_forward<Op>(xv, param);
+}
+
+// The grid-stride loop of the contiguous kernel for one op: vector i of out from vector i of x
+// (and g). Reduced floats are rounded two at a time (one packed conversion instruction).
+template <ActivationOp Op, bool Backward, typename T>
+__device__ __forceinline__ void activation_contiguous_loop(OpMath<T> param, T* out, const T* g,
+                                                           const T* x, int64_t n) {
   constexpr int V = 16 / sizeof(T);
   using Vec = AlignedVec<T, V>;
-  const bool backward = g != nullptr;
   const int64_t nvec = n / V;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t base = tid; base < nvec; base += step * kUnroll) {
-    Vec vx[kUnroll], vg[kUnroll];
+  for (int64_t i = tid; i < nvec; i += step) {
+    const Vec vx = reinterpret_cast<const Vec*>(x)[i];
+    Vec vg{};
+    if constexpr (Backward) vg = reinterpret_cast<const Vec*>(g)[i];
+    Vec y;
+    if constexpr (is_reduced_float_v<T>) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * step;
-      if (i < nvec) {
-        vx[u] = reinterpret_cast<const Vec*>(x)[i];
-        if (backward) vg[u] = reinterpret_cast<const Vec*>(g)[i];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * step;
-      if (i < nvec) {
-        Vec y;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const acc_t xv = convert<acc_t>(vx[u].v[j]);
-          y.v[j] = convert<T>(backward ? convert<acc_t>(vg[u].v[j]) * f.derivative(xv)
-                                       : f.forward(xv));
+      for (int j = 0; j < V; j += 2) {
+        const float y0 = activation_value<Op, Backward>(vx.v[j], Backward ? vg.v[j] : T(), param);
+        const float y1 =
+            activation_value<Op, Backward>(vx.v[j + 1], Backward ? vg.v[j + 1] : T(), param);
+        if constexpr (std::is_same_v<T, __half>) {
+          const __half2 h = __floats2half2_rn(y0, y1);
+          y.v[j] = __low2half(h);
+          y.v[j + 1] = __high2half(h);
+        } else {
+          const __nv_bfloat162 h = __floats2bfloat162_rn(y0, y1);
+          y.v[j] = __low2bfloat16(h);
+          y.v[j + 1] = __high2bfloat16(h);
         }
-        reinterpret_cast<Vec*>(out)[i] = y;
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        y.v[j] = convert<T>(
+            activation_value<Op, Backward>(vx.v[j], Backward ? vg.v[j] : T(), param));
     }
+    reinterpret_cast<Vec*>(out)[i] = y;
   }
   const int64_t t = nvec * V + tid;  // the n % V elements past the last whole vector
-  if (t < n) {
-    const acc_t xv = convert<acc_t>(x[t]);
-    out[t] = convert<T>(backward ? convert<acc_t>(g[t]) * f.derivative(xv) : f.forward(xv));
+  if (t < n)
+    out[t] = convert<T>(activation_value<Op, Backward>(x[t], Backward ? g[t] : T(), param));
+}
+
+// Dense, 16-byte aligned operands: out = f(x) or g * f'(x) over n elements (g unused forward).
+// One kernel per dtype and direction; the op switch is uniform and outside the loop.
+template <typename T, bool Backward>
+__global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T, Backward>)
+activation_contiguous_kernel(ActivationOp op, OpMath<T> param, T* out, const T* g, const T* x,
+                             int64_t n) {
+  switch (op) {
+    case ActivationOp::leaky_relu:
+      activation_contiguous_loop<ActivationOp::leaky_relu, Backward>(param, out, g, x, n);
+      break;
+    case ActivationOp::elu:
+      activation_contiguous_loop<ActivationOp::elu, Backward>(param, out, g, x, n);
+      break;
+    case ActivationOp::gelu:
+      activation_contiguous_loop<ActivationOp::gelu, Backward>(param, out, g, x, n);
+      break;
+    case ActivationOp::gelu_tanh:
+      activation_contiguous_loop<ActivationOp::gelu_tanh, Backward>(param, out, g, x, n);
+      break;
+    case ActivationOp::silu:
+      activation_contiguous_loop<ActivationOp::silu, Backward>(param, out, g, x, n);
+      break;
   }
 }
 
@@ -168,9 +237,16 @@ void launch_activation(const ElementwiseIter& iter, ActivationOp op, double para
     constexpr int V = 16 / sizeof(T);
     const T* x = reinterpret_cast<const T*>(iter.data[backward ? 2 : 1]);
     const T* g = backward ? reinterpret_cast<const T*>(iter.data[1]) : nullptr;
-    activation_contiguous_kernel<T><<<grid_for((n + V * kUnroll - 1) / (V * kUnroll), device),
-                                      kBlockThreads, 0, stream>>>(
-        f, reinterpret_cast<T*>(iter.data[0]), g, x, n);
+    T* out = reinterpret_cast<T*>(iter.data[0]);
+    const int64_t nvec = (n + V - 1) / V;
+    if (backward)
+      activation_contiguous_kernel<T, true>
+          <<<grid_for(nvec, device, kContiguousBlocksPerSm<T, true>), kBlockThreads, 0, stream>>>(
+              op, f.param, out, g, x, n);
+    else
+      activation_contiguous_kernel<T, false>
+          <<<grid_for(nvec, device, kContiguousBlocksPerSm<T, false>), kBlockThreads, 0, stream>>>(
+              op, f.param, out, g, x, n);
     EMBER_CUDA_LAUNCH_CHECK();
   } else {
     activation_strided_kernel<T><<<grid_for(n, device), kBlockThreads, 0, stream>>>(

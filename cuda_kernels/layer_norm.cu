@@ -4,10 +4,17 @@
 // channel_grad_sums (cuda_kernels/batch_norm.cu). float32, float16 and bfloat16 inputs, float32
 // statistics. Outputs are overwritten.
 //
-// A block per row (grid-stride over rows), 32 to 256 threads by the row length. Forward: Welford
-// over the row (16-byte vectors when D allows; a thread's vector lanes share one count), a
-// fixed-order block merge, then a second pass that normalizes; the second read of the row mostly
-// hits L1/L2, so HBM sees about one read and one write. Backward: the two row sums, then dx.
+// Forward, two kernels:
+//  - warp per row (rows of at most 1024 values, on the 16-byte vector path): the row is loaded
+//    once into registers, the mean and the centered sum of squares are warp reductions over
+//    those registers (exact two-pass statistics without a second read, never a sum and a sum of
+//    squares), and y is written from registers: one read and one write, no block barrier, 4 rows
+//    per 128-thread block;
+//  - block per row (longer or unaligned rows; grid-stride over rows), 32 to 256 threads by the
+//    row length: Welford over the row (16-byte vectors when D allows; a thread's vector lanes
+//    share one count), a fixed-order block merge, then a second pass that normalizes; the second
+//    read of the row mostly hits L1/L2, so HBM sees about one read and one write.
+// Backward: a block per row; the two row sums, then dx.
 #include "cuda_kernels/batch_norm.cuh"
 
 namespace ember::cuda::norm {
@@ -132,6 +139,110 @@ row_norm_forward_block_per_row(RowForwardParams<T> p) {
   }
 }
 
+// ---- forward, warp per row -------------------------------------------------------------------
+
+constexpr int kRowsPerWarpBlock = 4;  // warps (rows in flight) per block of the warp-per-row kernel
+// Vectors of 16 bytes per lane at most: rows of up to 1024 values in every dtype (16-bit rows of
+// 2048 would hold 64 floats per thread once converted, and spill).
+template <typename T>
+inline constexpr int kMaxVecsPerLane = sizeof(T) == 2 ? 4 : 8;
+// Blocks per SM it is compiled for: 1024 threads (32 rows in flight per SM), at most 64
+// registers; the longest rows (32 values per lane, held as floats once converted) need more:
+// 768 threads, 80 registers.
+template <typename T, int kVecsPerLane>
+inline constexpr int kWarpBlocksPerSm = kVecsPerLane == kMaxVecsPerLane<T> ? 6 : 8;
+
+// VEC float parameters of the vector starting at column j, as 16-byte loads when `aligned` (layer
+// norm, S == 1, parameter pointers 16-byte aligned: base + j is a multiple of VEC >= 4), else as
+// load_params does.
+template <int VEC, typename P>
+__device__ __forceinline__ void load_params_fast(const P& p, const float* param, float fallback,
+                                                 int64_t base, int64_t j, bool aligned,
+                                                 float (&out)[VEC]) {
+  if (aligned && param != nullptr) {
+#pragma unroll
+    for (int k = 0; k < VEC; k += 4) {
+      const float4 q = *reinterpret_cast<const float4*>(param + base + j + k);
+      out[k] = q.x;
+      out[k + 1] = q.y;
+      out[k + 2] = q.z;
+      out[k + 3] = q.w;
+    }
+  } else {
+    load_params<VEC>(p, param, fallback, base, j, out);
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// A warp per row, the row in registers: lane l holds vectors k * 32 + l (k < kVecsPerLane) of the
+// row, so every load instruction of the warp reads 512 consecutive bytes. Needs the vector path
+// (D % VEC == 0, S % VEC == 0, x and y 16-byte aligned) and D <= 32 * kVecsPerLane * VEC.
+template <typename T, int kVecsPerLane>
+__global__ void __launch_bounds__(kRowsPerWarpBlock * 32, (kWarpBlocksPerSm<T, kVecsPerLane>))
+row_norm_forward_warp_per_row(RowForwardParams<T> p, bool params_aligned) {
+  constexpr int VEC = kVec<T>;
+  using Vec = AlignedVec<T, VEC>;
+  const int lane = threadIdx.x % 32;
+  const int64_t nvec = p.D / VEC;
+  const float inv_d = 1.f / float(p.D);
+  const int64_t step = int64_t(gridDim.x) * kRowsPerWarpBlock;
+  // r is uniform over the warp, so every lane takes part in each shuffle.
+  const int64_t first = int64_t(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
+  for (int64_t r = first; r < p.rows; r += step) {
+    const Vec* xr = reinterpret_cast<const Vec*>(p.x + r * p.D);
+    Vec v[kVecsPerLane];
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; ++k)
+      if (k * 32 + lane < nvec) v[k] = xr[k * 32 + lane];
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; ++k) {
+      if (k * 32 + lane < nvec) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) sum += convert<float>(v[k].v[e]);
+      }
+    }
+    const float mu = warp_sum(sum) * inv_d;
+    float m2 = 0.f;
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; ++k) {
+      if (k * 32 + lane < nvec) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float d = convert<float>(v[k].v[e]) - mu;
+          m2 += d * d;
+        }
+      }
+    }
+    const float rs = rsqrtf(warp_sum(m2) * inv_d + p.eps);
+    if (lane == 0) {
+      p.mean[r] = mu;
+      p.rstd[r] = rs;
+    }
+    const int64_t base = (r % p.groups) * p.group_channels;
+    Vec* yr = reinterpret_cast<Vec*>(p.y + r * p.D);
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; ++k) {
+      const int64_t i = k * 32 + lane;
+      if (i < nvec) {
+        float w[VEC], b[VEC];
+        load_params_fast<VEC>(p, p.weight, 1.f, base, i * VEC, params_aligned, w);
+        load_params_fast<VEC>(p, p.bias, 0.f, base, i * VEC, params_aligned, b);
+        Vec out;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          out.v[e] = convert<T>((convert<float>(v[k].v[e]) - mu) * rs * w[e] + b[e]);
+        yr[i] = out;
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 row_norm_backward_data_block_per_row(RowBackwardParams<T> p) {
@@ -244,7 +355,26 @@ void launch_row_forward(const RowNormForwardArgs& a, cudaStream_t stream) {
   p.div_s = FastDivmod(uint32_t(l.S));
   const RowPlan plan = plan_rows(l, VEC, all_aligned16({&a.y, &a.x}), a.x.device());
   p.vector_ok = plan.vector_ok;
-  row_norm_forward_block_per_row<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+  const int64_t nvec = l.D / VEC;
+  constexpr int kMaxVecs = kMaxVecsPerLane<T>;
+  if (plan.vector_ok && nvec <= 32 * kMaxVecs) {
+    // A wave of 4-warp blocks at full occupancy, or one block per 4 rows when there are fewer.
+    const int64_t sms = std::max(device_properties(a.x.device().index).sm_count, 1);
+    const bool params_aligned = l.S == 1 && all_aligned16({&a.weight, &a.bias});
+    auto grid = [&](int blocks_per_sm) {
+      return unsigned(std::max<int64_t>(
+          1, std::min(ceil_div(l.rows, kRowsPerWarpBlock), int64_t(blocks_per_sm) * sms)));
+    };
+    if (nvec <= 32 * 2)
+      row_norm_forward_warp_per_row<T, 2><<<grid(kWarpBlocksPerSm<T, 2>), kRowsPerWarpBlock * 32,
+                                            0, stream>>>(p, params_aligned);
+    else
+      row_norm_forward_warp_per_row<T, kMaxVecs><<<grid(kWarpBlocksPerSm<T, kMaxVecs>),
+                                                   kRowsPerWarpBlock * 32, 0, stream>>>(
+          p, params_aligned);
+  } else {
+    row_norm_forward_block_per_row<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+  }
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -14,7 +14,9 @@
 //   column           the reduced dim is not innermost (inner > 1): a thread per column, threads
 //                    along the contiguous inner dim, online statistics then a write pass.
 // f16/bf16/f32 compute in float (f64 in double, which only block_multipass, multi_block and
-// column accept). 16-byte vector accesses wherever the row length and pointers allow.
+// column accept). 16-byte vector accesses wherever the row length and pointers allow; the online
+// statistics take a whole vector at a time (one max, at most one rescale, one exponential per
+// value), which keeps 16-bit rows at memory speed.
 //
 // Cross-entropy / nll_loss (cross_entropy_forward_kernel, cross_entropy_backward_kernel):
 //   forward, classes innermost: a warp per row (<= 1024 classes) or a block per row reads the row
@@ -51,9 +53,38 @@ __device__ __forceinline__ bool aligned16(const T* p) {
 // (vec requires begin, end and the row start to be multiples of the vector width; the callers
 // check that on the host.)
 
-// f(value, index) for each element, thread `rank` of `group` threads taking every group-th
-// element (or vector), with 4 vector loads in flight per thread.
+// The values of one vector converted to the accumulation type.
+template <typename A, typename T, int V>
+__device__ __forceinline__ void to_acc(const AlignedVec<T, V>& c, A (&v)[V]) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = convert<A>(c.v[j]);
+}
+
+// f(values, index of values[0]) on one vector: all V values at once (an array), or for f64 (a
+// correctness path) one value at a time, whose inlined double math spills otherwise.
 template <typename A, typename T, typename F>
+__device__ __forceinline__ void visit_vector(const AlignedVec<T, kVec<T>>& c, int64_t first,
+                                             F&& f) {
+  constexpr int V = kVec<T>;
+  if constexpr (std::is_same_v<T, double>) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const A one[1] = {c.v[j]};
+      f(one, first + j);
+    }
+  } else {
+    A v[V];
+    to_acc(c, v);
+    f(v, first);
+  }
+}
+
+// visit_vector's f for each vector of [begin, end) of a row, or for each element as an array of
+// one on the scalar path; thread `rank` of `group` threads takes every group-th vector (or
+// element), with kInFlight vector loads in flight per thread (softmax_block_forward_kernel keeps
+// 2 in f64, which spills with 4). Handing over whole vectors lets the online statistics rescale
+// once per vector instead of once per element.
+template <typename A, int kInFlight = 4, typename T, typename F>
 __device__ __forceinline__ void visit_row(const T* row, int64_t begin, int64_t end, bool vec,
                                           int rank, int group, F&& f) {
   constexpr int V = kVec<T>;
@@ -62,23 +93,45 @@ __device__ __forceinline__ void visit_row(const T* row, int64_t begin, int64_t e
     const Vec* rv = reinterpret_cast<const Vec*>(row);
     const int64_t vb = begin / V, ve = end / V;
     int64_t i = vb + rank;
-    for (; i + 3 * int64_t(group) < ve; i += 4 * int64_t(group)) {
-      Vec c[4];
+    for (; i + (kInFlight - 1) * int64_t(group) < ve; i += kInFlight * int64_t(group)) {
+      Vec c[kInFlight];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) c[u] = rv[i + u * group];
+      for (int u = 0; u < kInFlight; ++u) c[u] = rv[i + u * group];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int j = 0; j < V; ++j) f(convert<A>(c[u].v[j]), (i + u * group) * V + j);
+      for (int u = 0; u < kInFlight; ++u) visit_vector<A>(c[u], (i + u * group) * V, f);
     }
-    for (; i < ve; i += group) {
-      const Vec c = rv[i];
-#pragma unroll
-      for (int j = 0; j < V; ++j) f(convert<A>(c.v[j]), i * V + j);
-    }
+    for (; i < ve; i += group) visit_vector<A>(rv[i], i * V, f);
   } else {
-    for (int64_t i = begin + rank; i < end; i += group) f(convert<A>(row[i]), i);
+    for (int64_t i = begin + rank; i < end; i += group) {
+      const A v[1] = {convert<A>(row[i])};
+      f(v, i);
+    }
   }
+}
+
+// Adds N values to online statistics: one rescale for the group (when its max is a new maximum)
+// and one exponential per value, instead of a compare, branch and possible rescale per value.
+// -inf values add exp(-inf) = 0 (while every value so far is -inf the sum is taken against 0, so
+// it stays 0), and a NaN makes the sum NaN (it never wins the max, but its exponential is NaN).
+// A single value takes maxsum_add (one exponential on either branch).
+template <typename A, int N>
+__device__ __forceinline__ void maxsum_add_n(MaxSum<A>& s, const A (&v)[N]) {
+  if constexpr (N == 1) {
+    maxsum_add(s, v[0]);
+    return;
+  }
+  A m = v[0];
+#pragma unroll
+  for (int j = 1; j < N; ++j) m = v[j] > m ? v[j] : m;
+  if (m > s.max) {
+    s.sum *= exp_acc(s.max - m);  // exp(-inf) = 0 for empty statistics
+    s.max = m;
+  }
+  const A base = s.max == neg_infinity<A>() ? A(0) : s.max;
+  A add = 0;
+#pragma unroll
+  for (int j = 0; j < N; ++j) add += exp_acc(v[j] - base);
+  s.sum += add;
 }
 
 // f(a, b) for each element pair of two rows.
@@ -276,15 +329,17 @@ softmax_smem_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           dst[i + u * blockDim.x] = c[u];
-#pragma unroll
-          for (int j = 0; j < V; ++j) maxsum_add(st, convert<float>(c[u].v[j]));
+          float v[V];
+          to_acc(c[u], v);
+          maxsum_add_n(st, v);
         }
       }
       for (; i < nvec; i += blockDim.x) {
         const Vec c = src[i];
         dst[i] = c;
-#pragma unroll
-        for (int j = 0; j < V; ++j) maxsum_add(st, convert<float>(c.v[j]));
+        float v[V];
+        to_acc(c, v);
+        maxsum_add_n(st, v);
       }
     } else {
       for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -366,8 +421,9 @@ softmax_block_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
     if (mode == kPassWrite) {
       for (int64_t k = 0; k < splits; ++k) st = maxsum_merge(st, partials[row * splits + k]);
     } else {
-      visit_row<A>(xr, begin, end, vec, int(threadIdx.x), int(blockDim.x),
-                   [&](A v, int64_t) { maxsum_add(st, v); });
+      constexpr int kInFlight = std::is_same_v<T, double> ? 2 : 4;
+      visit_row<A, kInFlight>(xr, begin, end, vec, int(threadIdx.x), int(blockDim.x),
+                              [&](const auto& v, int64_t) { maxsum_add_n(st, v); });
       st = block_maxsum(st, scratch);
       if (mode == kPassStats) {
         if (threadIdx.x == 0) partials[row * splits + split] = st;
@@ -794,9 +850,12 @@ cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
     const T* row = x + r * C;
     MaxSum<A> st = maxsum_identity<A>();
     A wx = 0;  // sum_c w[c] * x[c], only with label smoothing
-    visit_row<A>(row, 0, C, vec, rank, group_size, [&](A v, int64_t c) {
-      maxsum_add(st, v);
-      if (smoothing) wx += a.weight_of(c) * v;
+    visit_row<A>(row, 0, C, vec, rank, group_size, [&](const auto& v, int64_t c0) {
+      maxsum_add_n(st, v);
+      if (smoothing) {
+#pragma unroll
+        for (int j = 0; j < int(sizeof(v) / sizeof(A)); ++j) wx += a.weight_of(c0 + j) * v[j];
+      }
     });
     if (warp_groups) {
       st = warp_maxsum(st);
@@ -874,11 +933,16 @@ __device__ __forceinline__ A ce_grad(const CeDevice<A>& a, const CeRowCoef<A>& k
   return k.scale * d;
 }
 
+// Blocks per SM of the backward pass: one vector per thread and grid-stride iteration, so memory-
+// level parallelism comes from a full SM (2048 threads, 32 registers); f64 needs more registers.
+template <typename T>
+inline constexpr int kCeBackwardBlocksPerSm = std::is_same_v<T, double> ? 4 : 8;
+
 // One flat pass: element e -> (n, c, s). Vector path (inner == 1, classes % V == 0, aligned):
 // each thread's vector lies in one row, and by_a divides by the vectors of a row; scalar path:
 // by_a divides by inner, by_b by classes.
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kBlockThreads, kCeBackwardBlocksPerSm<T>)
 cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool vec, bool use32, DivideBy by_a,
                                    DivideBy by_b) {
   using A = OpMath<T>;
@@ -969,8 +1033,9 @@ void launch_ce_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
   const int64_t work = vec ? total / V : total;
   const bool use32 = total <= std::numeric_limits<int32_t>::max();
   const DivideBy by_a(vec ? a.classes / V : a.inner, use32), by_b(a.classes, use32);
-  cross_entropy_backward_flat_kernel<T><<<grid_for(work, a.input.device().index), kBlockThreads, 0,
-                                          stream>>>(d, vec, use32, by_a, by_b);
+  cross_entropy_backward_flat_kernel<T>
+      <<<grid_for(work, a.input.device().index, kCeBackwardBlocksPerSm<T>), kBlockThreads, 0,
+         stream>>>(d, vec, use32, by_a, by_b);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -313,3 +313,68 @@ TEST_CASE("layout: the tiled NCHW <-> NHWC kernel, every element size" *
     }
   }
 }
+
+TEST_CASE("activations: every op on the op-specialized vector path, f16, grads of their own" *
+          doctest::skip(!cuda::is_available())) {
+  // n = 8 * k + 3: whole 16-byte vectors for every dtype plus a tail; dense and aligned, so the
+  // contiguous kernel runs (leaky_relu included, which the test above runs strided only).
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64}) {
+    for (int64_t n : {8, 8 * 5000 + 3}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(n);
+      Tensor x = gpu_randn({n}, dtype, 4);
+      const double tol = tolerance(dtype);
+      check_parity([](const Tensor& t) { return leaky_relu(t, 0.3); }, x, tol);
+      check_parity([](const Tensor& t) { return elu(t, 1.3); }, x, tol);
+      check_parity([](const Tensor& t) { return gelu(t); }, x, tol);
+      check_parity([](const Tensor& t) { return gelu(t, GeluApproximation::tanh); }, x, tol);
+      check_parity([](const Tensor& t) { return silu(t); }, x, tol);
+    }
+  }
+}
+
+TEST_CASE("softmax: -inf masks inside vectors and late maxima, every forward algorithm" *
+          doctest::skip(!cuda::is_available())) {
+  // The online statistics take a whole 16-byte vector at a time: vectors that are all -inf,
+  // partly -inf, or whose max exceeds everything before it (ascending rows) must all give the
+  // CPU's result. Every row keeps finite entries.
+  using dispatch::Direction;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t cols : {64, 1024, 6000, 50000}) {
+      const int64_t rows = 6;
+      Tensor base = gpu_randn({rows, cols}, DType::f32, 2);
+      // Ascending ramp on top (the max keeps moving right), -inf on columns c % 16 in [3, 13).
+      Tensor ramp = arange(double(cols), TensorOptions(DType::f32)).reshape({1, cols}).to(kGpu) *
+                    (8.0 / double(cols));
+      std::vector<double> mask(size_t(cols), 0.0);
+      for (int64_t c = 0; c < cols; ++c)
+        if (c % 16 >= 3 && c % 16 < 13) mask[size_t(c)] = -INFINITY;
+      Tensor m = from_vector(mask, {1, cols}).to(kGpu, DType::f32);
+      Tensor x = (base + ramp + m).to(dtype);
+      SoftmaxProblem probe;
+      probe.direction = Direction::forward;
+      probe.input = x;
+      probe.output = x;
+      probe.outer = rows;
+      probe.dim_size = cols;
+      auto& slot = softmax_slot(Direction::forward, DeviceType::CUDA);
+      for (const std::string& name : slot.names()) {
+        const auto& algo = slot.get<SoftmaxProblem>(slot.find(name));
+        if (algo.applies && !algo.applies(probe)) continue;
+        CAPTURE(name);
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(cols);
+        const dispatch::AlgoSettings forced =
+            dispatch::current_algo_settings().force("softmax.forward", name);
+        check_parity([](const Tensor& t) { return softmax(t, 1); }, x, tolerance(dtype), forced);
+      }
+      // The fused cross-entropy forward shares the statistics; targets on finite columns.
+      std::vector<double> target(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) target[size_t(r)] = double((r * 16 + 1) % cols);
+      Tensor t = from_vector(target, {rows}, TensorOptions(DType::i64));
+      check_parity([&](const Tensor& in) {
+        return cross_entropy(in, t.to(in.device()));
+      }, x, tolerance(dtype));
+    }
+  }
+}
