@@ -65,6 +65,8 @@ Tensor BatchNormImplBase::run(const Tensor& x, const Tensor& residual, Tail tail
   const bool update_running = is_training() && options.track_running_stats();
   Tensor rm = update_running || !use_batch_stats ? running_mean : Tensor();
   Tensor rv = update_running || !use_batch_stats ? running_var : Tensor();
+  if (is_training() && training_forward)
+    return training_forward(x, residual, weight, bias, rm, rv, tail != Tail::none, factor, options.eps());
   switch (tail) {
     case Tail::none:
       return batch_norm(x, weight, bias, rm, rv, use_batch_stats, factor, options.eps());

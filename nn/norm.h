@@ -6,6 +6,7 @@
 // and parameters in float32 and returns the input's dtype, as PyTorch's CUDA batch_norm does);
 // LayerNorm and GroupNorm cast their input to float32 and return float32 (PyTorch's fp32 list).
 #pragma once
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -43,6 +44,15 @@ class BatchNormImplBase : public Module {
 
   BatchNormOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+  // Training-mode normalization, when set, in place of ember::batch_norm and its fused tails; it
+  // is how distributed::convert_sync_batchnorm makes an existing layer (held by its parent as a
+  // BatchNorm2d) compute its batch statistics across a process group. Arguments as
+  // batch_norm_add_relu (residual undefined and relu false for the plain forward).
+  using TrainingForward = std::function<Tensor(
+      const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+      const Tensor& running_mean, const Tensor& running_var, bool relu, double momentum, double eps)>;
+  TrainingForward training_forward;
 
  protected:
   virtual void check_input_dim(const Tensor& x) const = 0;

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "distributed/ddp.h"
+#include "distributed/sync_batch_norm.h"
 #include "ember.h"
 #include "nn/graphed_step.h"
 #include "nn/nn.h"
@@ -29,7 +30,7 @@ struct Config {
   int64_t batch_size = 128, epochs = 15, train_limit = 0, test_limit = 0, max_steps = 0;
   int64_t workers = 2, log_interval = 50, synthetic_size = 224, synthetic_batches = 50;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, warmup_epochs = 1, label_smoothing = 0;
-  bool channels_last = false, graphs = false, ddp = false, resume = false, augment = true;
+  bool channels_last = false, graphs = false, ddp = false, sync_bn = false, resume = false, augment = true;
   uint64_t seed = 0;
 };
 
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   app.add_flag("--channels-last", c.channels_last, "NHWC activations and weights");
   app.add_flag("--graphs", c.graphs, "capture training steps as CUDA graphs (one per input shape)");
   app.add_flag("--ddp", c.ddp, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
+  app.add_flag("--sync-bn", c.sync_bn, "with data parallel: batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--train-limit", c.train_limit, "use only the first N training images");
   app.add_option("--test-limit", c.test_limit, "use only the first N test images");
   app.add_option("--max-steps", c.max_steps, "stop each epoch after N steps (throughput runs)");
@@ -163,6 +165,8 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<resnet::ResNetImpl>(ro);
     model->to(device);
     if (c.channels_last) model->to(MemoryFormat::channels_last);
+    if (c.sync_bn && !group && main_rank) std::printf("--sync-bn has no effect without --ddp\n");
+    if (c.sync_bn && group) nn::convert_sync_batchnorm(*model, group);
     std::unique_ptr<distributed::DistributedDataParallel> ddp;
     if (group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, group);
 
@@ -279,7 +283,8 @@ int main(int argc, char** argv) {
       auto t0 = std::chrono::steady_clock::now();
       for (data::Batch& batch : train_loader) {
         if (step_in_epoch >= steps_per_epoch) break;
-        if (ddp) ddp->sync_buffers();
+        // Synchronized batch norm keeps the running statistics equal on every rank already.
+        if (ddp && !c.sync_bn) ddp->sync_buffers();
         auto out = step({batch[0], batch[1]});
         {
           autograd::NoGradGuard ng;
