@@ -11,7 +11,9 @@
 #   summary.txt  the environment, scripts/bench_report.py's Ember-vs-PyTorch table, then the
 #                table of steps (printed last)
 # Header-only dependencies missing there can be carried in .deps/ (bash scripts/pack_deps.sh).
-# Environment: EMBER_GPU_STEPS (default "build test bench"), EMBER_CTEST_ARGS (extra ctest
+# Environment: EMBER_GPU_STEPS (default "build test bench"; add "acceptance" for
+# scripts/acceptance.sh, the GPU acceptance runs of issues 7 and 8, after the benchmarks, within
+# what is left of the budget; its logs are acceptance.{log,jsonl,txt}), EMBER_CTEST_ARGS (extra ctest
 # arguments, e.g. "-L cuda -R conv"), EMBER_BENCH_FILTER (regex on benchmark names),
 # EMBER_GPU_BUDGET_S (whole-script budget, default 570: the tool stops a command at 600 s),
 # EMBER_BENCH_TIMEOUT_S (per benchmark, default 180), EMBER_JOBS (default 16).
@@ -184,6 +186,18 @@ if has_step bench; then
   [[ -n $names ]] || echo "[gpu_run] no benchmarks found (bench/*.cpp, bench/*.py)"
 fi
 
+# --- acceptance runs (issues 7 and 8), only when asked for -----------------------------------------
+if has_step acceptance; then
+  if ((built)); then
+    # The script keeps to its own budget (each part under timeout); this limit is the backstop.
+    EMBER_ACCEPT_BUDGET_S=$((budget_s - SECONDS - 20)) run_step "$bench_log" $((budget_s - SECONDS)) tail \
+      bash scripts/acceptance.sh
+    record acceptance "$step_status" "$step_seconds" "$(tail -n 1 "$step_output"); table: acceptance.txt"
+  else
+    record acceptance skipped 0 "no build"
+  fi
+fi
+
 # --- summary -------------------------------------------------------------------------------------
 {
   cat "$environment"
@@ -191,6 +205,10 @@ fi
   # Ember vs PyTorch side by side, from this run's JSON lines.
   if [[ -s $bench_jsonl && -f scripts/bench_report.py ]]; then
     python3 scripts/bench_report.py "$bench_jsonl" 2>&1 | head -n 60
+    echo
+  fi
+  if has_step acceptance && [[ -s $out/acceptance.txt ]]; then
+    cat "$out/acceptance.txt"
     echo
   fi
   printf '%-32s %-18s %6s  %s\n' step status seconds note

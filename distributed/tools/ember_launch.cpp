@@ -64,15 +64,20 @@ int main(int argc, char** argv) {
   app.add_option("--master-addr", addr, "address of rank 0");
   app.add_option("--master-port", port, "port of rank 0's rendezvous")->check(CLI::Range(1, 65535));
   app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
-  app.add_option("command", command, "the program and its arguments")->required();
+  app.footer("After the launcher's options: the program and its arguments, passed on in order.");
+  // The program is the first positional argument: it and everything after it stay unparsed, in
+  // order (a positional option here would take the program's values and leave its flags behind).
   app.prefix_command();
   CLI11_PARSE(app, argc, argv);
   if (node_rank >= nnodes) {
     std::fprintf(stderr, "ember-launch: --node-rank %d must be below --nnodes %d\n", node_rank, nnodes);
     return 2;
   }
-  // Everything after the program name belongs to the program.
-  for (const std::string& extra : app.remaining()) command.push_back(extra);
+  command = app.remaining();
+  if (command.empty()) {
+    std::fprintf(stderr, "ember-launch: no program given (ember-launch --nproc N PROGRAM [ARGS...])\n");
+    return 2;
+  }
 
   const int world = nproc * nnodes;
   struct sigaction sa {};

@@ -1,0 +1,351 @@
+// Whole training steps (issue 10), Ember side; bench/models.py is the PyTorch side with the same
+// bench/shape keys. The rows are shared/ANCHORS.md's whole-step rows:
+//   resnet50_bf16     ResNet-50 (ImageNet stem), 224x224x3, batch 256, bf16 autocast, channels_last
+//   resnet50_fp32     the same in float32, NCHW (convolutions may use TF32, PyTorch's default)
+//   cifar18_eager     ResNet-18 with the CIFAR stem, 32x32x3, batch 128, bf16, channels_last
+//   cifar18_graphed   the same step captured by nn::GraphedStep (a CUDA graph replayed per step)
+//   fmnist18_eager    ResNet-18 CIFAR stem on 28x28x1 (Fashion-MNIST shaped), batch 256, bf16,
+//                     channels_last
+//   fmnist18_graphed  the same, graphed
+//   charlm_eager      the char LM of examples/lstm (Embedding(256,256) -> LSTM(256,512, 2 layers,
+//                     batch_first) -> Linear(512,256)), batch 64, seq 128, float32, Adam lr 2e-3,
+//                     gradient norm clipped at 1 (the example's defaults)
+//   charlm_graphed    the same, graphed
+// The ResNets are examples/resnet's (resnet.h); the char LM is defined inside examples/lstm/main.cpp
+// (not reusable from here), so CharLM below restates it, layer for layer. ResNet rows train with
+// SGD (momentum 0.9, weight decay 5e-4, lr 0.02), as the PyTorch side does.
+//
+// Inputs are synthetic and the same on both sides: image element i (flat, NCHW order) is
+// sin(0.001 i + 0.5), label j is (7 j) % classes; token i of the [64, 129] char-LM block is
+// (37 i + i / 5) % 256, the input its first 128 columns and the target the last 128. Every step
+// trains on that one batch, so the loss must fall: correct-first, each row checks that every loss
+// is finite and that the smallest loss of the last third of the steps is below the first step's,
+// prints "correct" and exits non-zero if any row fails.
+//
+// Timing: `--warmup` steps (graphed rows: 3 eager steps, the capture, then replays), then `--steps`
+// timed steps with a CUDA event between consecutive steps and no host sync until the end; ms is
+// the median step, spread_ms its 10th and 90th percentiles (min_ms, max_ms too), img_per_s or
+// tokens_per_s follow from the median. peak_MiB is the device's peak allocated memory during the
+// timed steps (everything live: weights, optimizer state, activations), reserved_MiB what the
+// allocator held at the end (for graphed rows this includes the graph's private pool). The
+// algorithm cache runs in benchmark mode (PyTorch: cudnn.benchmark = True).
+//
+//   bench_models [--rows cifar18_eager,charlm_eager] [--steps N] [--warmup N] [--device cpu]
+//                [--batch N]
+// --rows (or EMBER_BENCH_ROWS when --rows is absent) picks rows by id; --device cpu with a small
+// --batch is a smoke test of the logic (graphed rows are skipped there: graphs need CUDA).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dispatch/algo_cache.h"
+#include "ember.h"
+#include "nn/graphed_step.h"
+#include "nn/nn.h"
+#include "resnet/resnet.h"
+
+using namespace ember;
+
+namespace {
+
+struct RowSpec {
+  std::string id;
+  std::string model;  // resnet50, resnet18-cifar, resnet18-fmnist, charlm
+  int64_t batch;
+  bool bf16, channels_last, graphed;
+};
+
+const std::vector<RowSpec> kRows = {
+    {"resnet50_bf16", "resnet50", 256, true, true, false},
+    {"resnet50_fp32", "resnet50", 256, false, false, false},
+    {"cifar18_eager", "resnet18-cifar", 128, true, true, false},
+    {"cifar18_graphed", "resnet18-cifar", 128, true, true, true},
+    {"fmnist18_eager", "resnet18-fmnist", 256, true, true, false},
+    {"fmnist18_graphed", "resnet18-fmnist", 256, true, true, true},
+    {"charlm_eager", "charlm", 64, false, false, false},
+    {"charlm_graphed", "charlm", 64, false, false, true},
+};
+
+constexpr int64_t kVocab = 256, kEmbed = 256, kHidden = 512, kLayers = 2, kSeqLen = 128;
+
+// The char LM of examples/lstm/main.cpp (CharLMImpl there), restated: same layers and names.
+struct CharLMImpl : nn::Module {
+  nn::Embedding embed{nullptr};
+  nn::LSTM lstm{nullptr};
+  nn::Linear head{nullptr};
+  CharLMImpl() : nn::Module("CharLM") {
+    embed = register_module("embed", nn::Embedding(kVocab, kEmbed));
+    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
+    head = register_module("head", nn::Linear(kHidden, kVocab));
+  }
+  Tensor forward(const Tensor& tokens) { return head->forward(lstm->forward(embed->forward(tokens)).output); }
+};
+
+// sin(0.001 i + 0.5) over the flat index of `shape`, computed in float64 on the CPU (as PyTorch's
+// side does), then float32 on `device`.
+Tensor synthetic_images(const Shape& shape, Device device) {
+  Tensor i = arange(0, double(shape_numel(shape)), 1, TensorOptions(DType::f64));
+  return sin(i * 0.001 + 0.5).view(shape).to(device, DType::f32);
+}
+
+Tensor synthetic_labels(int64_t n, int64_t classes, Device device) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) v[size_t(j)] = double((7 * j) % classes);
+  return from_vector(v, {n}, TensorOptions(DType::i64)).to(device);
+}
+
+// {input [B, T], target [B, T]} from the token block (37 i + i / 5) % 256 of shape [B, T + 1].
+std::vector<Tensor> synthetic_tokens(int64_t batch, Device device) {
+  const int64_t width = kSeqLen + 1;
+  std::vector<double> v(static_cast<size_t>(batch * width));
+  for (int64_t i = 0; i < batch * width; ++i) v[size_t(i)] = double((37 * i + i / 5) % kVocab);
+  Tensor block = from_vector(v, {batch, width}, TensorOptions(DType::i64));
+  return {block.narrow(1, 0, kSeqLen).contiguous().to(device), block.narrow(1, 1, kSeqLen).contiguous().to(device)};
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(pos), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+std::string shape_key(const RowSpec& r) {
+  std::ostringstream s;
+  if (r.model == "resnet50") s << "resnet50 224x224x3";
+  else if (r.model == "resnet18-cifar") s << "resnet18-cifar 32x32x3";
+  else if (r.model == "resnet18-fmnist") s << "resnet18-cifar 28x28x1";
+  else s << "charlm T" << kSeqLen;
+  s << " b" << r.batch << (r.bf16 ? " bf16" : " f32") << (r.channels_last ? " cl" : "")
+    << (r.graphed ? " graphed" : " eager");
+  return s.str();
+}
+
+struct Options {
+  int64_t steps = 20, warmup = 10, batch_override = 0;
+  Device device = Device::cpu();
+};
+
+// Runs one row and prints its JSON line; returns whether the loss check passed.
+bool run_row(RowSpec row, const Options& o) {
+  const Device dev = o.device;
+  if (o.batch_override > 0) row.batch = o.batch_override;
+  const std::string shape = shape_key(row);
+  if (row.graphed && !dev.is_cuda()) {
+    std::printf("{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"%s\",\"row\":\"%s\","
+                "\"skipped\":\"graphs need a GPU\"}\n", shape.c_str(), row.id.c_str());
+    std::fflush(stdout);
+    return true;
+  }
+  manual_seed(0);
+  const bool charlm = row.model == "charlm";
+  const MemoryFormat format = row.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+
+  // Model, optimizer, one fixed batch, and the step as the examples write it.
+  std::shared_ptr<nn::Module> model;
+  std::function<Tensor(const Tensor&)> forward;
+  std::vector<Tensor> batch;
+  if (charlm) {
+    auto m = std::make_shared<CharLMImpl>();
+    m->to(dev);
+    forward = [m](const Tensor& x) { return m->forward(x).reshape({-1, kVocab}); };
+    model = m;
+    batch = synthetic_tokens(row.batch, dev);
+  } else {
+    resnet::ResNetOptions ro;
+    ro.arch = row.model == "resnet50" ? "resnet50" : "resnet18";
+    ro.stem = row.model == "resnet50" ? "imagenet" : "cifar";
+    ro.in_channels = row.model == "resnet18-fmnist" ? 1 : 3;
+    ro.num_classes = row.model == "resnet50" ? 1000 : 10;
+    const int64_t size = row.model == "resnet50" ? 224 : row.model == "resnet18-cifar" ? 32 : 28;
+    auto m = std::make_shared<resnet::ResNetImpl>(ro);
+    m->to(dev);
+    if (row.channels_last) m->to(MemoryFormat::channels_last);
+    forward = [m](const Tensor& x) { return m->forward(x); };
+    model = m;
+    batch = {synthetic_images({row.batch, ro.in_channels, size, size}, dev).contiguous(format),
+             synthetic_labels(row.batch, ro.num_classes, dev)};
+  }
+  std::vector<Tensor> params = model->parameters();
+  std::unique_ptr<optim::Optimizer> opt;
+  if (charlm) opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(2e-3));
+  else opt = std::make_unique<optim::SGD>(params, optim::SGDOptions(0.02).momentum(0.9).weight_decay(5e-4));
+
+  auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor loss;
+    {
+      nn::AutocastGuard ac(DType::bf16, row.bf16);
+      Tensor x = charlm ? in[0] : in[0].contiguous(format);
+      Tensor target = charlm ? in[1].reshape({-1}) : in[1];
+      loss = cross_entropy(forward(x).to(DType::f32), target);
+    }
+    loss.backward();
+    if (charlm) nn::clip_grad_norm_(params, 1.0);
+    opt->step();
+    // A captured step keeps its gradient memory (zeroed in place); eager drops it, as PyTorch does.
+    opt->zero_grad(!row.graphed);
+    return {loss.detach()};
+  };
+  nn::GraphedStepOptions go;
+  go.enabled = row.graphed;
+  nn::GraphedStep step(train_step, go);
+
+  dispatch::AlgoModeGuard benchmark_mode(dispatch::AlgoMode::benchmark);
+  const int64_t total = o.warmup + o.steps;
+  Tensor losses = zeros({total}, TensorOptions().with_device(dev));
+  auto run_step = [&](int64_t i) {
+    Tensor loss = step(batch)[0];
+    autograd::NoGradGuard ng;
+    losses.select(0, i).copy_(loss);  // a replay overwrites its static output: copy it out
+  };
+  for (int64_t i = 0; i < o.warmup; ++i) run_step(i);
+
+  std::vector<double> ms(size_t(o.steps));
+  size_t before_bytes = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  if (dev.is_cuda()) {
+    Stream s = current_stream(dev);
+    s.synchronize();
+    cuda::reset_peak_memory_stats(dev.index);
+    before_bytes = cuda::memory_stats(dev.index).allocated_bytes;
+    std::vector<Event> marks;
+    for (int64_t i = 0; i <= o.steps; ++i) marks.emplace_back(true);
+    t0 = std::chrono::steady_clock::now();
+    marks[0].record(s);
+    for (int64_t i = 0; i < o.steps; ++i) {
+      run_step(o.warmup + i);
+      marks[size_t(i + 1)].record(s);
+    }
+    marks.back().synchronize();
+    for (int64_t i = 0; i < o.steps; ++i) ms[size_t(i)] = marks[size_t(i)].elapsed_ms(marks[size_t(i + 1)]);
+  } else {
+    for (int64_t i = 0; i < o.steps; ++i) {
+      auto a = std::chrono::steady_clock::now();
+      run_step(o.warmup + i);
+      ms[size_t(i)] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+    }
+  }
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / double(o.steps);
+
+  // Correct first: finite losses that fall on the one repeated batch.
+  const std::vector<double> l = losses.cpu().to_vector();
+  bool finite = true;
+  for (double v : l) finite = finite && std::isfinite(v);
+  const int64_t tail = std::max<int64_t>(1, total / 3);
+  const double tail_min = *std::min_element(l.end() - tail, l.end());
+  const bool ok = finite && tail_min < l.front();
+
+  const double median = percentile(ms, 0.5);
+  const double items = double(row.batch) * (charlm ? double(kSeqLen) : 1.0);
+  std::ostringstream j;
+  j.precision(6);
+  j << "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"" << shape << "\",\"row\":\"" << row.id
+    << "\",\"batch\":" << row.batch << ",\"" << (charlm ? "tokens_per_s" : "img_per_s") << "\":"
+    << std::fixed << items / (median / 1e3) << std::defaultfloat << ",\"ms\":" << median
+    << ",\"spread_ms\":[" << percentile(ms, 0.1) << "," << percentile(ms, 0.9) << "],\"min_ms\":"
+    << *std::min_element(ms.begin(), ms.end()) << ",\"max_ms\":" << *std::max_element(ms.begin(), ms.end())
+    << ",\"wall_ms\":" << wall_ms << ",\"steps\":" << o.steps << ",\"warmup\":" << o.warmup;
+  if (dev.is_cuda()) {
+    const MemoryStats m = cuda::memory_stats(dev.index);
+    j << ",\"peak_MiB\":" << double(m.peak_allocated_bytes) / (1 << 20)
+      << ",\"reserved_MiB\":" << double(m.reserved_bytes) / (1 << 20)
+      << ",\"before_MiB\":" << double(before_bytes) / (1 << 20);
+  }
+  if (row.graphed) {
+    const nn::GraphedStepStats& gs = step.stats();
+    j << ",\"graph_captures\":" << gs.captures << ",\"graph_replays\":" << gs.replays
+      << ",\"graph_fallbacks\":" << gs.fallbacks;
+  }
+  j << ",\"optimizer\":\"" << (charlm ? "Adam" : "SGD momentum") << "\",\"loss_first\":" << l.front()
+    << ",\"loss_last\":" << l.back() << ",\"correct\":" << (ok ? "true" : "false") << "}";
+  std::printf("%s\n", j.str().c_str());
+  std::fflush(stdout);
+  if (!ok)
+    std::fprintf(stderr, "bench_models: row %s: the loss %s (first %g, smallest of the last %lld steps %g)\n",
+                 row.id.c_str(), finite ? "did not fall" : "is not finite", l.front(), (long long)tail, tail_min);
+  if (row.graphed && step.stats().fallbacks > 0)
+    std::fprintf(stderr, "bench_models: row %s ran eagerly: %s\n", row.id.c_str(), step.last_fallback_reason().c_str());
+  return ok;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s [--rows ID,ID] [--steps N] [--warmup N] [--device cpu|cuda] [--batch N]\nrows:", argv0);
+  for (const RowSpec& r : kRows) std::fprintf(stderr, " %s", r.id.c_str());
+  std::fprintf(stderr, "\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string rows_arg, device_arg;
+  if (const char* env = std::getenv("EMBER_BENCH_ROWS")) rows_arg = env;
+  for (int a = 1; a < argc; ++a) {
+    const std::string flag = argv[a];
+    if (a + 1 >= argc) return usage(argv[0]);
+    const std::string value = argv[++a];
+    try {
+      if (flag == "--rows") rows_arg = value;
+      else if (flag == "--steps") o.steps = std::stoll(value);
+      else if (flag == "--warmup") o.warmup = std::stoll(value);
+      else if (flag == "--batch") o.batch_override = std::stoll(value);
+      else if (flag == "--device") device_arg = value;
+      else return usage(argv[0]);
+    } catch (const std::exception&) {
+      return usage(argv[0]);
+    }
+  }
+  // Graphed rows need 3 eager steps and the capture inside the warm-up; the median needs >= 10.
+  if (o.steps < 10 || o.warmup < 5) {
+    std::fprintf(stderr, "bench_models: --steps must be >= 10 and --warmup >= 5\n");
+    return 2;
+  }
+  std::vector<RowSpec> selected;
+  for (const std::string& id : split_list(rows_arg)) {
+    auto it = std::find_if(kRows.begin(), kRows.end(), [&](const RowSpec& r) { return r.id == id; });
+    if (it == kRows.end()) {
+      std::fprintf(stderr, "bench_models: unknown row '%s'\n", id.c_str());
+      return usage(argv[0]);
+    }
+    selected.push_back(*it);
+  }
+  if (selected.empty()) selected = kRows;
+  try {
+    if (device_arg.empty()) {
+      if (!cuda::is_available()) {
+        std::printf("{\"bench\":\"train_step\",\"skipped\":\"no GPU (--device cpu runs a smoke test)\"}\n");
+        return 0;
+      }
+      o.device = Device::cuda();
+    } else {
+      o.device = Device(device_arg);
+    }
+    bool all_ok = true;
+    for (const RowSpec& r : selected) {
+      all_ok = run_row(r, o) && all_ok;
+      if (o.device.is_cuda()) cuda::empty_cache();  // the next row's peak starts from its own state
+    }
+    return all_ok ? 0 : 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_models: %s\n", e.what());
+    return 1;
+  }
+}
