@@ -1,14 +1,24 @@
 // CPU conv2d algorithms (NCHW, float32 and float64, any stride / padding / dilation / groups), for
 // the forward, backward-data and backward-filter directions, registered in the algorithm cache:
-//   im2col_gemm  unfold the receptive fields into a [C/g * R * S, P * Q] workspace, then one Eigen
-//                GEMM per image and group (1x1 stride-1 unpadded convolutions skip the unfold and
-//                need no workspace)
+//   im2col_gemm  unfold the receptive fields into a [C/g * R * S, P * Q] workspace, then GEMMs
+//                (1x1 stride-1 unpadded convolutions may skip the unfold). float32 on a CPU with
+//                AVX2 and FMA runs our own packed GEMM (6x16 register tiles, K in blocks of 256,
+//                the weights packed once per call, small feature maps of several images side by
+//                side in one GEMM) on all cores: images are split across threads (forward,
+//                backward-data), or the weight gradient's columns are (backward-filter).
+//                float64, and float32 elsewhere, use Eigen's GEMM per image and group, one core.
 //   direct       a loop nest over the output (or the gradient), no workspace
-// Both are deterministic (fixed summation order). Every direction OVERWRITES the tensor it writes
-// (see ConvProblem in ops/conv.h). float16/bfloat16 never reach here: the op computes them in fp32.
+// Both are deterministic: every output element is summed in a fixed order that does not depend on
+// the number of threads. Every direction OVERWRITES the tensor it writes (see ConvProblem in
+// ops/conv.h). float16/bfloat16 never reach here: the op computes them in fp32.
+#include <immintrin.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "dispatch/algorithm.h"
 #include "ops/conv.h"
@@ -17,8 +27,6 @@ namespace ember {
 namespace {
 
 using dispatch::Direction;
-
-
 
 // The output positions o in [0, count) whose input coordinate o * stride + offset falls in
 // [0, limit): returns [lo, hi). Lets the inner loops run without bounds checks.
@@ -42,32 +50,41 @@ using MutMap = Eigen::Map<RowMatrix<T>>;
 
 // Unfolds the receptive fields of one image and group, zero outside the input:
 //   col[(c * R + r) * S + s][p * Q + q] = x[c][p * sh - ph + r * dh][q * sw - pw + s * dw]
-// x: [Cg, H, W]; col: [Cg * R * S, P * Q].
+// x: [Cg, H, W]; col: [Cg * R * S, P * Q] with rows `ld` elements apart (ld >= P * Q, so several
+// images can sit side by side). im2col_rows writes only rows [row_lo, row_hi), from `col` on.
 template <typename T>
-void im2col(const T* x, const ConvDims& d, T* col) {
-  for (int64_t c = 0; c < d.Cg; ++c)
-    for (int64_t r = 0; r < d.R; ++r)
-      for (int64_t s = 0; s < d.S; ++s) {
-        T* row = col + ((c * d.R + r) * d.S + s) * d.PQ();
-        std::fill(row, row + d.PQ(), T(0));
-        int64_t p_lo, p_hi, q_lo, q_hi;
-        valid_range(r * d.dh - d.ph, d.sh, d.H, d.P, p_lo, p_hi);
-        valid_range(s * d.dw - d.pw, d.sw, d.W, d.Q, q_lo, q_hi);
-        for (int64_t p = p_lo; p < p_hi; ++p) {
-          const T* xrow = x + (c * d.H + p * d.sh - d.ph + r * d.dh) * d.W;
-          T* out = row + p * d.Q;
-          for (int64_t q = q_lo; q < q_hi; ++q) out[q] = xrow[q * d.sw - d.pw + s * d.dw];
-        }
-      }
+void im2col_rows(const T* x, const ConvDims& d, int64_t row_lo, int64_t row_hi, T* col,
+                 int64_t ld) {
+  for (int64_t row_index = row_lo; row_index < row_hi; ++row_index) {
+    const int64_t c = row_index / d.RS(), r = row_index / d.S % d.R, s = row_index % d.S;
+    T* row = col + (row_index - row_lo) * ld;
+    std::fill(row, row + d.PQ(), T(0));
+    int64_t p_lo, p_hi, q_lo, q_hi;
+    valid_range(r * d.dh - d.ph, d.sh, d.H, d.P, p_lo, p_hi);
+    valid_range(s * d.dw - d.pw, d.sw, d.W, d.Q, q_lo, q_hi);
+    const int64_t col0 = s * d.dw - d.pw;
+    for (int64_t p = p_lo; p < p_hi; ++p) {
+      const T* xrow = x + (c * d.H + p * d.sh - d.ph + r * d.dh) * d.W;
+      T* out = row + p * d.Q;
+      if (d.sw == 1)
+        std::memcpy(out + q_lo, xrow + q_lo + col0, size_t(q_hi - q_lo) * sizeof(T));
+      else
+        for (int64_t q = q_lo; q < q_hi; ++q) out[q] = xrow[q * d.sw + col0];
+    }
+  }
+}
+template <typename T>
+void im2col(const T* x, const ConvDims& d, T* col, int64_t ld) {
+  im2col_rows(x, d, 0, d.CgRS(), col, ld);
 }
 
 // The adjoint of im2col: dx[c][h][w] += col[...] for every receptive field covering (h, w).
 template <typename T>
-void col2im_add(const T* col, const ConvDims& d, T* dx) {
+void col2im_add(const T* col, const ConvDims& d, T* dx, int64_t ld) {
   for (int64_t c = 0; c < d.Cg; ++c)
     for (int64_t r = 0; r < d.R; ++r)
       for (int64_t s = 0; s < d.S; ++s) {
-        const T* row = col + ((c * d.R + r) * d.S + s) * d.PQ();
+        const T* row = col + ((c * d.R + r) * d.S + s) * ld;
         int64_t p_lo, p_hi, q_lo, q_hi;
         valid_range(r * d.dh - d.ph, d.sh, d.H, d.P, p_lo, p_hi);
         valid_range(s * d.dw - d.pw, d.sw, d.W, d.Q, q_lo, q_hi);
@@ -79,10 +96,10 @@ void col2im_add(const T* col, const ConvDims& d, T* dx) {
       }
 }
 
-// ---- im2col + GEMM ----------------------------------------------------------------------------
+// ---- im2col + Eigen GEMM (float64; float32 without AVX2 + FMA) ----------------------------------
 
 template <typename T>
-void forward_im2col_gemm(const ConvProblem& pr, void* workspace) {
+void forward_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
@@ -93,7 +110,7 @@ void forward_im2col_gemm(const ConvProblem& pr, void* workspace) {
       const T* xg = x + (n * d.C + g * d.Cg) * d.HW();
       const T* unfolded = xg;
       if (!d.pointwise()) {
-        im2col(xg, d, col);
+        im2col(xg, d, col, d.PQ());
         unfolded = col;
       }
       ConstMap<T> wg(w + g * d.Kg * d.CgRS(), d.Kg, d.CgRS());  // [Kg, Cg*R*S]
@@ -104,7 +121,7 @@ void forward_im2col_gemm(const ConvProblem& pr, void* workspace) {
 }
 
 template <typename T>
-void backward_data_im2col_gemm(const ConvProblem& pr, void* workspace) {
+void backward_data_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
   T* dx = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
@@ -120,13 +137,13 @@ void backward_data_im2col_gemm(const ConvProblem& pr, void* workspace) {
         MutMap<T>(dxg, d.Cg, d.HW()).noalias() = wg.transpose() * dyg;
       } else {
         MutMap<T>(col, d.CgRS(), d.PQ()).noalias() = wg.transpose() * dyg;
-        col2im_add(col, d, dxg);
+        col2im_add(col, d, dxg, d.PQ());
       }
     }
 }
 
 template <typename T>
-void backward_filter_im2col_gemm(const ConvProblem& pr, void* workspace) {
+void backward_filter_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   T* dw = pr.weight.data<T>();
@@ -138,7 +155,7 @@ void backward_filter_im2col_gemm(const ConvProblem& pr, void* workspace) {
       const T* xg = x + (n * d.C + g * d.Cg) * d.HW();
       const T* unfolded = xg;
       if (!d.pointwise()) {
-        im2col(xg, d, col);
+        im2col(xg, d, col, d.PQ());
         unfolded = col;
       }
       ConstMap<T> cols(unfolded, d.CgRS(), d.PQ());
@@ -146,6 +163,374 @@ void backward_filter_im2col_gemm(const ConvProblem& pr, void* workspace) {
       MutMap<T> dwg(dw + g * d.Kg * d.CgRS(), d.Kg, d.CgRS());
       dwg.noalias() += dyg * cols.transpose();
     }
+}
+
+// ---- im2col + packed GEMM for float32 on AVX2 + FMA, multithreaded ----------------------------
+
+// Register tile (kMR x kNR floats: 12 of the 16 ymm registers accumulate), the K block (a kKC x
+// kNR panel of B, 16 KiB, stays in L1 while the A panels stream past it) and the N block (a packed
+// kKC x kNC block of B, 512 KiB, stays in L2).
+constexpr int64_t kMR = 6, kNR = 16, kKC = 256, kNC = 512;
+constexpr int64_t kPackedBFloats = kKC * kNC;
+// More threads than this would multiply the per-thread workspace for little gain on these sizes.
+constexpr int kMaxThreads = 16;
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+// Workspace sub-buffers start on 64-byte boundaries.
+int64_t aligned_floats(int64_t n) { return round_up(n, 16); }
+
+bool cpu_has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+bool uses_packed_gemm(const ConvProblem& pr) {
+  return pr.input.dtype() == DType::f32 && cpu_has_avx2_fma();
+}
+
+// Threads for a problem with `items` independent work items. Small problems stay on the caller's
+// thread: starting a thread costs tens of microseconds.
+int thread_count(const ConvDims& d, int64_t items) {
+  static const int hardware =
+      std::clamp(int(std::thread::hardware_concurrency()), 1, kMaxThreads);
+  if (d.macs() < 2e6) return 1;
+  return int(std::clamp<int64_t>(items, 1, hardware));
+}
+
+// The items [lo, hi) of `worker` when `items` are split evenly among `workers`.
+void share_of(int64_t items, int workers, int worker, int64_t& lo, int64_t& hi) {
+  lo = items * worker / workers;
+  hi = items * (worker + 1) / workers;
+}
+
+// Runs body(worker) for worker in [0, workers), worker 0 on the calling thread. If the system
+// refuses a thread, the caller runs that worker's share itself. `body` must not throw.
+template <typename F>
+void run_workers(int workers, const F& body) {
+  std::vector<std::thread> pool;
+  pool.reserve(size_t(workers));
+  int inline_from = workers;
+  for (int t = 1; t < workers; ++t) {
+    try {
+      pool.emplace_back([&body, t] { body(t); });
+    } catch (const std::system_error&) {
+      inline_from = t;
+      break;
+    }
+  }
+  body(0);
+  for (int t = inline_from; t < workers; ++t) body(t);
+  for (std::thread& th : pool) th.join();
+}
+
+// Packs A[M, K], read as a[i * rs + k * cs], for gemm_packed: per K block, per kMR-row panel, kc
+// columns of kMR values; rows past M are zero. Holds round_up(M, kMR) * K floats.
+void pack_a(const float* a, int64_t rs, int64_t cs, int64_t M, int64_t K, float* out) {
+  const int64_t Mp = round_up(M, kMR);
+  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+    const int64_t kc = std::min(kKC, K - k0);
+    for (int64_t i0 = 0; i0 < Mp; i0 += kMR) {
+      float* panel = out + k0 * Mp + i0 * kc;
+      const int64_t rows = std::clamp<int64_t>(M - i0, 0, kMR);
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = a + i0 * rs + (k0 + k) * cs;
+        for (int64_t i = 0; i < rows; ++i) panel[k * kMR + i] = src[i * rs];
+        for (int64_t i = rows; i < kMR; ++i) panel[k * kMR + i] = 0.0f;
+      }
+    }
+  }
+}
+
+// Packs rows [k0, k0 + kc) and columns [j0, j0 + nc) of B[K, N], read as b[k * rs + j * cs], in
+// kNR-column panels of kc rows; columns past N are zero.
+void pack_b(const float* b, int64_t rs, int64_t cs, int64_t N, int64_t k0, int64_t kc, int64_t j0,
+            int64_t nc, float* out) {
+  for (int64_t jp = 0; jp < nc; jp += kNR) {
+    float* panel = out + jp * kc;
+    const int64_t cols = std::min(kNR, N - j0 - jp);
+    const float* src = b + k0 * rs + (j0 + jp) * cs;
+    if (cs == 1) {
+      for (int64_t k = 0; k < kc; ++k) {
+        std::memcpy(panel + k * kNR, src + k * rs, size_t(cols) * sizeof(float));
+        std::fill(panel + k * kNR + cols, panel + (k + 1) * kNR, 0.0f);
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = src[k * rs + j * cs];
+      for (int64_t j = cols; j < kNR; ++j)
+        for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;
+    }
+  }
+}
+
+// c[kMR, kNR] (row stride ldc) = (accumulate ? c : 0) + a_panel * b_panel over kc.
+__attribute__((target("avx2,fma"))) void kernel_6x16(int64_t kc, const float* a, const float* b,
+                                                     float* c, int64_t ldc, bool accumulate) {
+  __m256 acc[kMR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) {
+      acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(row));
+      acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(row + 8));
+    }
+    _mm256_storeu_ps(row, acc[i][0]);
+    _mm256_storeu_ps(row + 8, acc[i][1]);
+  }
+}
+
+// C[M, N] (row stride ldc) = (accumulate ? C : 0) + A * B, A packed by pack_a, B[K, N] read as
+// b[k * rs + j * cs] and packed into `bpack` (kPackedBFloats). Each element of C is summed over k
+// in order, K block by K block.
+__attribute__((target("avx2,fma"))) void gemm_packed(const float* apack, int64_t M, int64_t N,
+                                                     int64_t K, const float* b, int64_t rs,
+                                                     int64_t cs, float* c, int64_t ldc,
+                                                     bool accumulate, float* bpack) {
+  const int64_t Mp = round_up(M, kMR);
+  alignas(32) float tile[kMR * kNR];
+  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+    const int64_t kc = std::min(kKC, K - k0);
+    const bool add = accumulate || k0 > 0;
+    for (int64_t j0 = 0; j0 < N; j0 += kNC) {
+      const int64_t nc = std::min(kNC, N - j0);
+      pack_b(b, rs, cs, N, k0, kc, j0, nc, bpack);
+      for (int64_t jp = 0; jp < nc; jp += kNR) {
+        const float* bp = bpack + jp * kc;
+        const int64_t cols = std::min(kNR, nc - jp);
+        for (int64_t i0 = 0; i0 < M; i0 += kMR) {
+          const float* ap = apack + k0 * Mp + i0 * kc;
+          const int64_t rows = std::min(kMR, M - i0);
+          float* ct = c + i0 * ldc + j0 + jp;
+          if (rows == kMR && cols == kNR) {
+            kernel_6x16(kc, ap, bp, ct, ldc, add);
+            continue;
+          }
+          kernel_6x16(kc, ap, bp, tile, kNR, false);
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+              ct[i * ldc + j] = add ? tile[i * kNR + j] + ct[i * ldc + j] : tile[i * kNR + j];
+        }
+      }
+    }
+  }
+}
+
+// How the packed path splits a problem, and its workspace in floats: the packed weights of every
+// group (shared), then one region per thread holding, in order, `a_dense`, `a_packed`, `col`,
+// `c_buffer` and the packed B block (sizes 0 where a direction does not use them).
+//   forward          C[Kg, b*PQ] = W[g] * col[CgRS, b*PQ] for b images side by side
+//   backward_data    col[CgRS, b*PQ] = W[g]^T * dy[Kg, b*PQ], then col2im per image
+//   backward_filter  dW[g][:, cols] += dy[Kg, b*PQ] * col[cols, b*PQ]^T
+// Putting b images side by side keeps the GEMMs wide on small feature maps (a 4x4 map alone is one
+// register tile wide, and the weights would be streamed once per image).
+struct PackedLayout {
+  int workers = 1;
+  int64_t batch = 1;         // images per GEMM
+  int64_t weights = 0;       // packed weights of all groups (forward, backward-data)
+  int64_t a_dense = 0;       // dy of `batch` images side by side (backward-data, backward-filter)
+  int64_t a_packed = 0;      // packed dy (backward-filter)
+  int64_t col = 0;           // im2col of `batch` images (a column range in backward-filter)
+  int64_t c_buffer = 0;      // forward output of `batch` images, before it is scattered
+  int64_t filter_panels = 0; // backward-filter: NR-column panels of dW, split across threads
+  int64_t per_worker() const { return a_dense + a_packed + col + c_buffer + kPackedBFloats; }
+  int64_t total() const { return weights + workers * per_worker(); }
+};
+
+PackedLayout packed_layout(const ConvProblem& pr) {
+  ConvDims d = conv_dims(pr);
+  PackedLayout l;
+  // Enough images for a full N block (forward, backward-data) or two K blocks (backward-filter).
+  auto images_for = [&](int64_t columns) {
+    return std::clamp<int64_t>((columns + d.PQ() - 1) / d.PQ(), 1, d.N);
+  };
+  switch (pr.direction) {
+    case Direction::backward_data:
+      l.workers = thread_count(d, d.N);
+      l.batch = images_for(kNC);
+      l.weights = aligned_floats(d.G * round_up(d.CgRS(), kMR) * d.Kg);
+      l.a_dense = l.batch > 1 ? aligned_floats(d.Kg * l.batch * d.PQ()) : 0;
+      l.col = d.pointwise() && l.batch == 1 ? 0 : aligned_floats(d.CgRS() * l.batch * d.PQ());
+      break;
+    case Direction::backward_filter: {
+      l.filter_panels = (d.CgRS() + kNR - 1) / kNR;
+      l.workers = thread_count(d, l.filter_panels);
+      l.batch = images_for(2 * kKC);
+      const int64_t max_cols = (l.filter_panels + l.workers - 1) / l.workers * kNR;
+      l.a_dense = l.batch > 1 ? aligned_floats(d.Kg * l.batch * d.PQ()) : 0;
+      l.a_packed = aligned_floats(round_up(d.Kg, kMR) * l.batch * d.PQ());
+      l.col = aligned_floats(max_cols * l.batch * d.PQ());
+      break;
+    }
+    default:
+      l.workers = thread_count(d, d.N);
+      l.batch = images_for(kNC);
+      l.weights = aligned_floats(d.G * round_up(d.Kg, kMR) * d.CgRS());
+      l.col = d.pointwise() && l.batch == 1 ? 0 : aligned_floats(d.CgRS() * l.batch * d.PQ());
+      l.c_buffer = l.batch > 1 ? aligned_floats(d.Kg * l.batch * d.PQ()) : 0;
+      break;
+  }
+  return l;
+}
+
+// One thread's buffers in the workspace.
+struct WorkerBuffers {
+  float *a_dense, *a_packed, *col, *c_buffer, *b_packed;
+  WorkerBuffers(const PackedLayout& l, void* workspace, int worker) {
+    a_dense = static_cast<float*>(workspace) + l.weights + worker * l.per_worker();
+    a_packed = a_dense + l.a_dense;
+    col = a_packed + l.a_packed;
+    c_buffer = col + l.col;
+    b_packed = c_buffer + l.c_buffer;
+  }
+};
+
+// Copies the [Kg, PQ] blocks of group g of images [n0, n0 + count) of t ([N, K, P, Q]) side by
+// side into dense [Kg, count * PQ] (gather), or back (scatter).
+void gather_images(const ConvDims& d, const float* t, int64_t n0, int64_t count, int64_t g,
+                   float* dense) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t i = 0; i < d.Kg; ++i)
+      std::memcpy(dense + i * count * d.PQ() + j * d.PQ(),
+                  t + ((n0 + j) * d.K + g * d.Kg + i) * d.PQ(), size_t(d.PQ()) * sizeof(float));
+}
+void scatter_images(const ConvDims& d, const float* dense, int64_t n0, int64_t count, int64_t g,
+                    float* t) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t i = 0; i < d.Kg; ++i)
+      std::memcpy(t + ((n0 + j) * d.K + g * d.Kg + i) * d.PQ(),
+                  dense + i * count * d.PQ() + j * d.PQ(), size_t(d.PQ()) * sizeof(float));
+}
+
+// y = conv(x, W): images split across threads, `batch` images per GEMM.
+void forward_packed(const ConvProblem& pr, void* workspace) {
+  ConvDims d = conv_dims(pr);
+  const PackedLayout l = packed_layout(pr);
+  const float* x = pr.input.data<float>();
+  const float* w = pr.weight.data<float>();
+  float* y = pr.output.data<float>();
+  float* weights = static_cast<float*>(workspace);
+  const int64_t a_floats = round_up(d.Kg, kMR) * d.CgRS();
+  for (int64_t g = 0; g < d.G; ++g)
+    pack_a(w + g * d.Kg * d.CgRS(), d.CgRS(), 1, d.Kg, d.CgRS(), weights + g * a_floats);
+  run_workers(l.workers, [&](int t) {
+    WorkerBuffers buf(l, workspace, t);
+    int64_t n_lo, n_hi;
+    share_of(d.N, l.workers, t, n_lo, n_hi);
+    for (int64_t n0 = n_lo; n0 < n_hi; n0 += l.batch) {
+      const int64_t count = std::min(l.batch, n_hi - n0), cols = count * d.PQ();
+      for (int64_t g = 0; g < d.G; ++g) {
+        const float* b = x + (n0 * d.C + g * d.Cg) * d.HW();  // pointwise, one image: x itself
+        if (!d.pointwise() || count > 1) {
+          for (int64_t j = 0; j < count; ++j)
+            im2col(x + ((n0 + j) * d.C + g * d.Cg) * d.HW(), d, buf.col + j * d.PQ(), cols);
+          b = buf.col;
+        }
+        float* out = count > 1 ? buf.c_buffer : y + (n0 * d.K + g * d.Kg) * d.PQ();
+        gemm_packed(weights + g * a_floats, d.Kg, cols, d.CgRS(), b, cols, 1, out, cols, false,
+                    buf.b_packed);
+        if (count > 1) scatter_images(d, buf.c_buffer, n0, count, g, y);
+      }
+    }
+  });
+}
+
+// dx = conv_backward_data(dy, W): images split across threads, `batch` images per GEMM.
+void backward_data_packed(const ConvProblem& pr, void* workspace) {
+  ConvDims d = conv_dims(pr);
+  const PackedLayout l = packed_layout(pr);
+  float* dx = pr.input.data<float>();
+  const float* w = pr.weight.data<float>();
+  const float* dy = pr.output.data<float>();
+  float* weights = static_cast<float*>(workspace);
+  const int64_t a_floats = round_up(d.CgRS(), kMR) * d.Kg;
+  for (int64_t g = 0; g < d.G; ++g)  // A = W[g]^T: [Cg*R*S, Kg]
+    pack_a(w + g * d.Kg * d.CgRS(), 1, d.CgRS(), d.CgRS(), d.Kg, weights + g * a_floats);
+  run_workers(l.workers, [&](int t) {
+    WorkerBuffers buf(l, workspace, t);
+    int64_t n_lo, n_hi;
+    share_of(d.N, l.workers, t, n_lo, n_hi);
+    for (int64_t n0 = n_lo; n0 < n_hi; n0 += l.batch) {
+      const int64_t count = std::min(l.batch, n_hi - n0), cols = count * d.PQ();
+      // col2im adds: clear the images first, unless one pointwise GEMM writes dx directly
+      const bool direct = d.pointwise() && count == 1;
+      if (!direct) std::fill(dx + n0 * d.C * d.HW(), dx + (n0 + count) * d.C * d.HW(), 0.0f);
+      for (int64_t g = 0; g < d.G; ++g) {
+        const float* b = dy + (n0 * d.K + g * d.Kg) * d.PQ();
+        if (count > 1) {
+          gather_images(d, dy, n0, count, g, buf.a_dense);
+          b = buf.a_dense;
+        }
+        float* out = direct ? dx + (n0 * d.C + g * d.Cg) * d.HW() : buf.col;
+        gemm_packed(weights + g * a_floats, d.CgRS(), cols, d.Kg, b, cols, 1, out, cols, false,
+                    buf.b_packed);
+        if (!direct)
+          for (int64_t j = 0; j < count; ++j)
+            col2im_add(buf.col + j * d.PQ(), d, dx + ((n0 + j) * d.C + g * d.Cg) * d.HW(), cols);
+      }
+    }
+  });
+}
+
+// dW = conv_backward_filter(x, dy): the columns of dW (input channel, r, s) split across threads,
+// `batch` images per GEMM, so each element is summed over (image, pixel) in order whatever the
+// number of threads.
+void backward_filter_packed(const ConvProblem& pr, void* workspace) {
+  ConvDims d = conv_dims(pr);
+  const PackedLayout l = packed_layout(pr);
+  const float* x = pr.input.data<float>();
+  float* dw = pr.weight.data<float>();
+  const float* dy = pr.output.data<float>();
+  run_workers(l.workers, [&](int t) {
+    WorkerBuffers buf(l, workspace, t);
+    int64_t p_lo, p_hi;
+    share_of(l.filter_panels, l.workers, t, p_lo, p_hi);
+    const int64_t lo = p_lo * kNR, hi = std::min(p_hi * kNR, d.CgRS());
+    if (lo >= hi) return;
+    for (int64_t n0 = 0; n0 < d.N; n0 += l.batch) {
+      const int64_t count = std::min(l.batch, d.N - n0), cols = count * d.PQ();
+      for (int64_t g = 0; g < d.G; ++g) {
+        const float* a = dy + (n0 * d.K + g * d.Kg) * d.PQ();
+        if (count > 1) {
+          gather_images(d, dy, n0, count, g, buf.a_dense);
+          a = buf.a_dense;
+        }
+        pack_a(a, cols, 1, d.Kg, cols, buf.a_packed);
+        for (int64_t j = 0; j < count; ++j)
+          im2col_rows(x + ((n0 + j) * d.C + g * d.Cg) * d.HW(), d, lo, hi, buf.col + j * d.PQ(),
+                      cols);
+        // B = col^T: [count * P * Q, hi - lo]
+        gemm_packed(buf.a_packed, d.Kg, hi - lo, cols, buf.col, 1, cols,
+                    dw + g * d.Kg * d.CgRS() + lo, d.CgRS(), n0 > 0, buf.b_packed);
+      }
+    }
+  });
+}
+
+// float32 takes the packed path where the CPU has AVX2 and FMA; float64 always takes Eigen's.
+void forward_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
+  uses_packed_gemm(pr) ? forward_packed(pr, workspace)
+                       : forward_im2col_gemm_eigen<float>(pr, workspace);
+}
+void backward_data_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
+  uses_packed_gemm(pr) ? backward_data_packed(pr, workspace)
+                       : backward_data_im2col_gemm_eigen<float>(pr, workspace);
+}
+void backward_filter_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
+  uses_packed_gemm(pr) ? backward_filter_packed(pr, workspace)
+                       : backward_filter_im2col_gemm_eigen<float>(pr, workspace);
 }
 
 // ---- direct loop nests ------------------------------------------------------------------------
@@ -250,20 +635,23 @@ bool cpu_applies(const ConvProblem& pr) {
 }
 
 size_t im2col_workspace_bytes(const ConvProblem& pr) {
+  if (uses_packed_gemm(pr)) return size_t(packed_layout(pr).total()) * sizeof(float);
   ConvDims d = conv_dims(pr);
   if (d.pointwise()) return 0;
   return size_t(d.CgRS()) * size_t(d.PQ()) * pr.input.element_size();
 }
 
-// Heuristic costs, in "multiply-adds of the direct loop": a GEMM does about 8 of them in the time
-// the loop nest does one, but im2col first copies R*S times the input and each of the N*G GEMMs
-// has a fixed overhead. So im2col_gemm wins for ordinary layers, direct for depthwise and tiny
-// layers.
+// Heuristic costs, in "multiply-adds of the direct loop": Eigen's GEMM does about 8 of them in the
+// time the loop nest does one, the packed float32 GEMM about 32 per thread, but im2col first
+// copies R*S times the input and each of the N*G GEMMs has a fixed overhead. So im2col_gemm wins
+// for ordinary layers, direct for depthwise and tiny layers.
 double direct_cost(const ConvProblem& pr) { return conv_dims(pr).macs(); }
 double im2col_gemm_cost(const ConvProblem& pr) {
   ConvDims d = conv_dims(pr);
   double unfold = d.pointwise() ? 0.0 : double(d.N) * d.G * d.CgRS() * d.PQ();
-  return d.macs() / 8 + unfold + double(d.N) * d.G * 2000;
+  double gemm = d.macs() / 8;
+  if (uses_packed_gemm(pr)) gemm = d.macs() / (32.0 * packed_layout(pr).workers);
+  return gemm + unfold + double(d.N) * d.G * 2000;
 }
 
 using Kernel = void (*)(const ConvProblem&, void*);
@@ -283,20 +671,20 @@ dispatch::Algorithm<ConvProblem> make_algorithm(const char* name, Kernel f32, Ke
 }
 
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", forward, CPU,
-                         make_algorithm("im2col_gemm", forward_im2col_gemm<float>,
-                                        forward_im2col_gemm<double>, true));
+                         make_algorithm("im2col_gemm", forward_im2col_gemm_f32,
+                                        forward_im2col_gemm_eigen<double>, true));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", forward, CPU,
                          make_algorithm("direct", forward_direct<float>, forward_direct<double>,
                                         false));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_data, CPU,
-                         make_algorithm("im2col_gemm", backward_data_im2col_gemm<float>,
-                                        backward_data_im2col_gemm<double>, true));
+                         make_algorithm("im2col_gemm", backward_data_im2col_gemm_f32,
+                                        backward_data_im2col_gemm_eigen<double>, true));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_data, CPU,
                          make_algorithm("direct", backward_data_direct<float>,
                                         backward_data_direct<double>, false));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_filter, CPU,
-                         make_algorithm("im2col_gemm", backward_filter_im2col_gemm<float>,
-                                        backward_filter_im2col_gemm<double>, true));
+                         make_algorithm("im2col_gemm", backward_filter_im2col_gemm_f32,
+                                        backward_filter_im2col_gemm_eigen<double>, true));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_filter, CPU,
                          make_algorithm("direct", backward_filter_direct<float>,
                                         backward_filter_direct<double>, false));

@@ -3,11 +3,14 @@
 // forced choices), running with a workspace, LRU eviction, statistics and the decision log.
 // Persistence lives in algo_cache_io.cpp.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <sstream>
@@ -295,8 +298,11 @@ void AlgoCache::Impl::evict_to_capacity() {
       }
     }
     if (victim_shard < 0) return;
-    std::unique_lock<SharedSpinLock> lock(shards[victim_shard].mutex);
-    if (shards[victim_shard].map.erase(victim) == 1) {
+    CacheShard& shard = shards[victim_shard];
+    std::unique_lock<SharedSpinLock> lock(shard.mutex);
+    auto it = shard.map.find(victim);
+    if (it != shard.map.end()) {
+      shard.erase(it);
       entries.fetch_sub(1, std::memory_order_relaxed);
       evictions.fetch_add(1, std::memory_order_relaxed);
     }
@@ -332,7 +338,7 @@ void AlgoCache::clear() {
   for (CacheShard& shard : impl_->shards) {
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     impl_->entries.fetch_sub(shard.map.size());
-    shard.map.clear();
+    shard.clear();
   }
   std::lock_guard<std::mutex> lock(impl_->policy_mutex);
   impl_->benchmarked_keys.clear();
@@ -525,6 +531,33 @@ std::string first_line(const char* what) {
 
 }  // namespace
 
+// ---- SettingsKey (algo_cache_impl.h) ------------------------------------------------------------
+
+namespace {
+static_assert(std::endian::native == std::endian::little, "SettingsKey patches bytes by shifts");
+static_assert(offsetof(AlgoKey, deterministic) / 8 == 1 &&
+                  offsetof(AlgoKey, workspace_bucket) / 8 == 1,
+              "SettingsKey patches the key's second 8-byte word");
+constexpr int kDeterministicShift = int(8 * (offsetof(AlgoKey, deterministic) - 8));
+constexpr int kWorkspaceBucketShift = int(8 * (offsetof(AlgoKey, workspace_bucket) - 8));
+}  // namespace
+
+SettingsKey::SettingsKey(const AlgoKey& key, uint8_t deterministic, uint8_t workspace_bucket)
+    : key_(&key) {
+  uint64_t w;
+  std::memcpy(&w, reinterpret_cast<const unsigned char*>(&key) + 8, 8);
+  w &= ~((uint64_t(0xFF) << kDeterministicShift) | (uint64_t(0xFF) << kWorkspaceBucketShift));
+  w |= uint64_t(deterministic) << kDeterministicShift |
+       uint64_t(workspace_bucket) << kWorkspaceBucketShift;
+  word1_ = w;
+}
+
+AlgoKey SettingsKey::copy() const {
+  AlgoKey k = *key_;
+  std::memcpy(reinterpret_cast<unsigned char*>(&k) + 8, &word1_, 8);
+  return k;
+}
+
 int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail::ErasedProblem& p) {
   Impl& m = *impl_;
   const ResolvedSettings& rs = thread_settings();
@@ -577,18 +610,22 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
   }
 
   // ---- the hot path: a shared-locked lookup in one shard ----
-  AlgoKey key = key_in;
-  key.deterministic = mode == AlgoMode::deterministic;
-  key.workspace_bucket = rs.bucket;
-  const uint64_t hash = key.hash();
+  const SettingsKey filed(key_in, mode == AlgoMode::deterministic, rs.bucket);
+  const uint64_t hash = filed.hash();
   CacheShard& shard = m.shard_of(hash);
   int cached = -1;
   ChoiceSource cached_source = ChoiceSource::heuristic;
   {
     std::shared_lock<SharedSpinLock> lock(shard.mutex);
-    auto it = shard.map.find(KeyRef{&key, hash});
-    if (it != shard.map.end()) {
-      CacheEntry& e = it->second;
+    std::atomic<CacheShard::Node*>& front = shard.front_slot(hash);
+    CacheShard::Node* node = front.load(std::memory_order_relaxed);
+    if (node == nullptr || node->first.hash != hash || !filed.equals(node->first.key)) {
+      auto it = shard.map.find(SettingsKeyRef{&filed, hash});
+      node = it == shard.map.end() ? nullptr : &*it;
+      if (node != nullptr) front.store(node, std::memory_order_relaxed);
+    }
+    if (node != nullptr) {
+      CacheEntry& e = node->second;
       cached = e.algorithm;
       cached_source = e.source;
       uint64_t now = m.epoch.load(std::memory_order_relaxed);
@@ -614,6 +651,9 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
 
   // ---- the miss path ----
   m.misses.fetch_add(1, std::memory_order_relaxed);
+  const AlgoKey key = filed.copy();
+  EMBER_INTERNAL_ASSERT(key.hash() == hash, "SettingsKey::hash disagrees with AlgoKey::hash for ",
+                        key.to_string());
   CandidateSet set = gather_candidates(slot, p, mode == AlgoMode::deterministic, limit);
   if (set.usable.empty()) throw_no_candidate(slot, key, set, limit);
   const bool logging = algo_log_enabled();

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -24,10 +25,76 @@ struct KeyRef {
   const AlgoKey* key;
   uint64_t hash;
 };
+
+// A caller's key as the cache files it: the same bytes with `deterministic` and
+// `workspace_bucket` (both in the key's second 8-byte word) replaced by the current settings. The
+// hot path hashes and compares it in place, without copying 256 bytes and reading back the two
+// patched bytes (a store-forwarding stall).
+class SettingsKey {
+ public:
+  SettingsKey(const AlgoKey& key, uint8_t deterministic, uint8_t workspace_bucket);
+
+  // Equals AlgoKey::hash() of the patched copy (the miss path checks it): the same lanes,
+  // constants and avalanche, with the patched word in lane b of the first round.
+  uint64_t hash() const {
+    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+    auto mix = [](uint64_t lane, uint64_t w) {
+      uint64_t x = (lane ^ w) * kMul;
+      return (x << 29) | (x >> 35);
+    };
+    uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
+             d = 0x082EFA98EC4E6C89ull;
+    a = mix(a, word(0));
+    b = mix(b, word1_);
+    c = mix(c, word(16));
+    d = mix(d, word(24));
+    for (size_t i = 32; i < sizeof(AlgoKey); i += 32) {
+      a = mix(a, word(i));
+      b = mix(b, word(i + 8));
+      c = mix(c, word(i + 16));
+      d = mix(d, word(i + 24));
+    }
+    uint64_t h = a ^ (b * 3) ^ (c * 5) ^ (d * 7);
+    h ^= h >> 31;
+    h *= kMul;
+    h ^= h >> 29;
+    return h;
+  }
+
+  bool equals(const AlgoKey& filed) const {
+    const unsigned char* f = reinterpret_cast<const unsigned char*>(&filed);
+    auto filed_word = [f](size_t at) {
+      uint64_t v;
+      std::memcpy(&v, f + at, 8);
+      return v;
+    };
+    uint64_t diff = (filed_word(0) ^ word(0)) | (filed_word(8) ^ word1_);
+    for (size_t at = 16; at < sizeof(AlgoKey); at += 8) diff |= filed_word(at) ^ word(at);
+    return diff == 0;
+  }
+
+  // The patched copy (the miss path files it).
+  AlgoKey copy() const;
+
+ private:
+  uint64_t word(size_t at) const {
+    uint64_t v;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(key_) + at, 8);
+    return v;
+  }
+  const AlgoKey* key_;
+  uint64_t word1_;  // bytes 8..15 with the settings in place
+};
+struct SettingsKeyRef {
+  const SettingsKey* key;
+  uint64_t hash;
+};
+
 struct StoredKeyHash {
   using is_transparent = void;
   size_t operator()(const StoredKey& k) const { return size_t(k.hash); }
   size_t operator()(const KeyRef& k) const { return size_t(k.hash); }
+  size_t operator()(const SettingsKeyRef& k) const { return size_t(k.hash); }
 };
 struct StoredKeyEqual {
   using is_transparent = void;
@@ -39,6 +106,12 @@ struct StoredKeyEqual {
   }
   bool operator()(const StoredKey& a, const KeyRef& b) const {
     return a.hash == b.hash && a.key == *b.key;
+  }
+  bool operator()(const SettingsKeyRef& a, const StoredKey& b) const {
+    return a.hash == b.hash && a.key->equals(b.key);
+  }
+  bool operator()(const StoredKey& a, const SettingsKeyRef& b) const {
+    return a.hash == b.hash && b.key->equals(a.key);
   }
 };
 
@@ -94,9 +167,32 @@ struct CacheEntry {
 };
 
 struct alignas(64) CacheShard {
+  using Map = std::unordered_map<StoredKey, CacheEntry, StoredKeyHash, StoredKeyEqual>;
+  using Node = Map::value_type;
+  static constexpr size_t kFrontSlots = 64;
+
   mutable SharedSpinLock mutex;
-  std::unordered_map<StoredKey, CacheEntry, StoredKeyHash, StoredKeyEqual> map;
+  Map map;
   std::atomic<uint64_t> hits{0};  // per shard, so hits on different shards share no counter
+  // A direct-mapped index in front of the map, by the hash's low bits: a hit usually finds its
+  // entry here, without the map's modulo (a 64-bit division) and bucket walk. Lookups fill it
+  // under the shared lock (map nodes never move); erasing a node, under the exclusive lock,
+  // clears the slot that points to it.
+  std::array<std::atomic<Node*>, kFrontSlots> front{};
+
+  std::atomic<Node*>& front_slot(uint64_t hash) { return front[hash % kFrontSlots]; }
+  // Erases `it` (exclusive lock held), clearing its front slot.
+  void erase(Map::iterator it) {
+    std::atomic<Node*>& slot = front_slot(it->first.hash);
+    if (slot.load(std::memory_order_relaxed) == &*it)
+      slot.store(nullptr, std::memory_order_relaxed);
+    map.erase(it);
+  }
+  // Erases everything (exclusive lock held).
+  void clear() {
+    for (std::atomic<Node*>& slot : front) slot.store(nullptr, std::memory_order_relaxed);
+    map.clear();
+  }
 };
 
 // A key the dynamic-shape policy may reuse, with its benchmarked choice.

@@ -96,29 +96,28 @@ uint8_t workspace_bucket(size_t limit_bytes) {
 
 namespace {
 // Whether strides are those of a dense tensor whose dims, innermost first, are `order`; size-1
-// dims may have any stride (as Tensor::is_contiguous). Allocation-free: this runs on every lookup.
-bool dense_in_order(const Shape& sizes, const Shape& strides, const int* order, int n) {
+// dims may have any stride (as Tensor::is_contiguous). Allocation-free and without early exits:
+// this runs for every operand of every lookup.
+bool dense_in_order(const int64_t* sizes, const int64_t* strides, const int* order, int n) {
   int64_t expect = 1;
+  bool dense = true;
   for (int i = 0; i < n; ++i) {
-    int d = order[i];
-    if (sizes[d] != 1 && strides[d] != expect) return false;
+    const int d = order[i];
+    dense &= sizes[d] == 1 || strides[d] == expect;
     expect *= std::max<int64_t>(sizes[d], 1);
   }
-  return true;
+  return dense;
 }
 
-OperandLayout layout_of(const Shape& sizes, const Shape& strides) {
-  const int n = int(sizes.size());
-  int order[AlgoKey::kMaxDims];
-  for (int i = 0; i < n; ++i) order[i] = n - 1 - i;  // W, H, (D), C, N
-  if (dense_in_order(sizes, strides, order, n)) return OperandLayout::contiguous;
-  if (n == 4 || n == 5) {
-    int k = 0;
-    order[k++] = 1;  // C innermost, then W, H, (D), N
-    for (int d = n - 1; d >= 2; --d) order[k++] = d;
-    order[k++] = 0;
-    if (dense_in_order(sizes, strides, order, n)) return OperandLayout::channels_last;
-  }
+OperandLayout layout_of(const int64_t* sizes, const int64_t* strides, int n) {
+  static constexpr int kRowMajor[6][AlgoKey::kMaxDims] = {
+      {}, {0}, {1, 0}, {2, 1, 0}, {3, 2, 1, 0}, {4, 3, 2, 1, 0}};  // W, H, (D), C, N
+  static constexpr int kChannelsLast4[4] = {1, 3, 2, 0};         // C innermost, then W, H, N
+  static constexpr int kChannelsLast5[5] = {1, 4, 3, 2, 0};      // C, W, H, D, N
+  if (dense_in_order(sizes, strides, kRowMajor[n], n)) return OperandLayout::contiguous;
+  if ((n == 4 && dense_in_order(sizes, strides, kChannelsLast4, 4)) ||
+      (n == 5 && dense_in_order(sizes, strides, kChannelsLast5, 5)))
+    return OperandLayout::channels_last;
   return OperandLayout::strided;
 }
 
@@ -130,22 +129,35 @@ uint8_t alignment_of(const void* p) {
 }
 }  // namespace
 
-void AlgoKey::describe(Operand which, const Tensor& t) {
+namespace {
+// The errors of describe(), out of line so that its hot path keeps a small frame.
+[[gnu::cold, gnu::noinline]] void throw_bad_operand(const Tensor& t) {
   EMBER_CHECK(t.defined(), "AlgoKey::describe: the operand tensor is undefined");
-  const Shape& shape = t.sizes();
-  const int n = int(shape.size());
-  EMBER_CHECK(n <= kMaxDims, "AlgoKey::describe: operand has ", n, " dims (shape ", t.shape_str(),
-              "); algorithm keys hold at most ", kMaxDims);
+  EMBER_THROW(bad_param, "AlgoKey::describe: operand has ", t.dim(), " dims (shape ",
+              t.shape_str(), "); algorithm keys hold at most ", AlgoKey::kMaxDims);
+}
+}  // namespace
+
+void AlgoKey::describe(Operand which, const Tensor& t) {
+  // Straight from the TensorImpl: the Tensor accessors are out-of-line calls that each re-check
+  // definedness, and this runs for three operands on every convolution lookup.
+  const TensorImpl* impl_ptr = t.impl();
+  if (impl_ptr == nullptr || impl_ptr->sizes.size() > size_t(kMaxDims)) [[unlikely]]
+    throw_bad_operand(t);
+  const TensorImpl& impl = *impl_ptr;
+  const int n = int(impl.sizes.size());
+  const int64_t* shape = impl.sizes.data();
   int64_t* sizes = which == Operand::input    ? input_sizes
                    : which == Operand::weight ? weight_sizes
                                               : output_sizes;
   bool empty = false;
-  for (int i = 0; i < kMaxDims; ++i) {
-    sizes[i] = i < n ? shape[i] : 0;
-    empty |= i < n && shape[i] == 0;
+  for (int i = 0; i < n; ++i) {
+    sizes[i] = shape[i];
+    empty |= shape[i] == 0;
   }
-  uint8_t dt = uint8_t(t.dtype());
-  uint8_t lay = uint8_t(layout_of(shape, t.strides()));
+  for (int i = n; i < kMaxDims; ++i) sizes[i] = 0;
+  const uint8_t dt = uint8_t(impl.dtype);
+  const uint8_t lay = uint8_t(layout_of(shape, impl.strides.data(), n));
   switch (which) {
     case Operand::input:
       input_dtype = dt;
@@ -161,7 +173,9 @@ void AlgoKey::describe(Operand which, const Tensor& t) {
       break;
   }
   if (uint8_t(n) > rank) rank = uint8_t(n);
-  uint8_t align = empty ? uint8_t(16) : alignment_of(t.data_ptr());
+  const char* first = static_cast<const char*>(impl.storage->data.ptr);
+  if (impl.offset != 0) first += impl.offset * int64_t(element_size(impl.dtype));
+  const uint8_t align = empty ? uint8_t(16) : alignment_of(first);
   if (alignment_bytes == 0 || align < alignment_bytes) alignment_bytes = align;
 }
 

@@ -420,6 +420,31 @@ TEST_CASE("LRU: bounded entries, least recently used evicted first") {
   CHECK(cache.size() == 0);
 }
 
+TEST_CASE("lookups: many keys, evictions and clear never return a stale choice") {
+  // Sizes up to 1000 take "small", larger ones "large". 3000 keys are more than the shards'
+  // direct-mapped front slots (16 x 64), so slots are shared and overwritten.
+  FakeOp op({{"small", 1.0, true, 0, 1000}, {"large", 2.0}});
+  AlgoCache cache;
+  AlgoModeGuard mode(AlgoMode::heuristic);
+  auto expected = [](int64_t n) { return std::string(n <= 1000 ? "small" : "large"); };
+  for (int round = 0; round < 2; ++round)
+    for (int64_t n = 1; n <= 3000; ++n) REQUIRE(op.choose(cache, n) == expected(n));
+  CHECK(cache.stats().misses == 3000);
+  CHECK(cache.stats().hits == 3000);
+
+  // Evicted entries are chosen afresh (misses), never found through a stale index.
+  cache.set_capacity(1);
+  cache.reset_stats();
+  for (int64_t n = 1; n <= 50; ++n) CHECK(op.choose(cache, n) == expected(n));
+  CHECK(cache.stats().misses == 50);
+  CHECK(cache.stats().hits == 0);
+  CHECK(op.choose(cache, 50) == "small");
+  CHECK(cache.stats().hits == 1);
+  cache.clear();
+  CHECK(op.choose(cache, 50) == "small");
+  CHECK(cache.stats().misses == 51);
+}
+
 TEST_CASE("settings: per-thread guards, global settings seen by every thread") {
   AlgoSettings before = global_algo_settings();
   {
