@@ -313,19 +313,11 @@ __global__ void philox_curand_reference_kernel(uint32_t* bits, float* uniforms, 
   }
 }
 
-__global__ void philox_offset_advance_kernel(uint64_t* base, uint64_t increment) {
-  *base += increment;
-}
 __global__ void philox_offset_set_kernel(uint64_t* base, uint64_t value) { *base = value; }
 
 }  // namespace
 
 namespace cuda {
-
-void philox_offset_advance(uint64_t* base, uint64_t increment, cudaStream_t stream) {
-  philox_offset_advance_kernel<<<1, 1, 0, stream>>>(base, increment);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
 
 void philox_offset_set(uint64_t* base, uint64_t value, cudaStream_t stream) {
   philox_offset_set_kernel<<<1, 1, 0, stream>>>(base, value);

@@ -8,11 +8,7 @@
 
 namespace ember::cuda {
 
-// *base += increment, ordered on `stream`. Enqueued into a capture, it makes every replay of the
-// graph advance the offset its random kernels read, so replays draw new numbers.
-void philox_offset_advance(uint64_t* base, uint64_t increment, cudaStream_t stream);
-
-// *base = value, ordered on `stream` (initialisation and reseeding, never inside a capture).
+// *base = value, ordered on `stream` (creation, and before each graph replay; never captured).
 void philox_offset_set(uint64_t* base, uint64_t value, cudaStream_t stream);
 
 // For tests: what cuRAND itself returns for each group g < groups right after

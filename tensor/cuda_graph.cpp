@@ -44,8 +44,8 @@ void Graph::capture_begin(Device device, MemPoolId pool) {
 
 void Graph::capture_end() {
   EMBER_CHECK(capturing_, "Graph::capture_end: not capturing");
-  // The generator's offset advance is enqueued into the capture, so every replay advances it.
-  default_generator(device_).capture_end();
+  // What one replay draws from the generator (each replay starts at the host offset then).
+  rng_increment_ = default_generator(device_).capture_end();
   generator_capturing_ = false;
   cudaGraph_t graph = nullptr;
   cudaError_t err = cudaStreamEndCapture(cudaStream_t(stream_.handle), &graph);
@@ -86,6 +86,7 @@ void Graph::capture_abort() noexcept {
 void Graph::replay() {
   EMBER_CHECK(captured(), "Graph::replay: nothing was captured");
   DeviceGuard guard(device_);
+  default_generator(device_).begin_replay(rng_increment_);
   EMBER_CUDA_CHECK(cudaGraphLaunch(cudaGraphExec_t(exec_), cudaStream_t(current_stream(device_).handle)));
 }
 

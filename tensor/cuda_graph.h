@@ -2,7 +2,7 @@
 // work queued on the current stream of one device between capture_begin and capture_end, with
 // every allocation made meanwhile (on this thread, on that device) served from a private memory
 // pool, and the default generator of the device switched to device-side offsets so each replay
-// draws new random numbers. GraphCapture is the scoped guard: if the captured code throws (a host
+// draws the random numbers the same step run eagerly would (and new ones every replay). GraphCapture is the scoped guard: if the captured code throws (a host
 // sync, a forbidden call), the guard aborts the capture cleanly and the error propagates.
 #pragma once
 #include <cstdint>
@@ -46,6 +46,7 @@ class Graph {
   void* exec_ = nullptr;   // cudaGraphExec_t
   bool capturing_ = false;
   bool generator_capturing_ = false;
+  uint64_t rng_increment_ = 0;  // generator offsets one replay consumes
 };
 
 // Scoped capture: begins on construction, end() finishes it; leaving the scope without end()

@@ -3,13 +3,11 @@
 //
 // Graph offsets. A captured random kernel cannot take its offset from the host at replay time, so
 // while capturing, reserve() hands out offsets relative to a uint64 kept in device memory (the
-// "device base"), and capture_end() records into the graph a kernel that adds the graph's total
-// increment to that base: replay k draws at base_0 + k * increment + relative offset. The base
-// starts at kGraphOffsetBase = 2^63, half-way through Philox's 2^64 offsets, rather than at the
-// host offset: eager draws (host offsets count up from 0) and graph replays then never reuse each
-// other's numbers, however many replays run. Several graphs of one generator share the base, each
-// replay moving it past the numbers it used. A captured graph keeps the seed it was captured with;
-// manual_seed() resets the base (stream-ordered) so that a reseeded run replays the same numbers.
+// "device base"), and the capture records the total increment one replay consumes. Before every
+// replay, begin_replay() sets the base (stream-ordered) to the host offset and advances the host
+// offset by that increment: a replay draws exactly where the same step run eagerly would, so N
+// replayed steps draw the same numbers as N eager steps, and eager draws between replays (or
+// replays of several graphs) never reuse each other's numbers.
 //
 // The base is created (cudaMalloc of 8 bytes, set with a one-thread kernel, then a stream sync)
 // outside any capture, because its initial value must not be recorded into a graph: by
@@ -34,9 +32,6 @@
 namespace ember {
 namespace {
 
-// Where graph replays start drawing (see the file comment).
-constexpr uint64_t kGraphOffsetBase = uint64_t(1) << 63;
-
 #if defined(EMBER_WITH_CUDA)
 cudaStream_t current_cuda_stream(Device device) {
   return static_cast<cudaStream_t>(current_stream(device).handle);
@@ -60,7 +55,7 @@ bool ensure_device_base(Device device, uint64_t*& base) {
   // whose blocks may belong to a graph's private pool.
   EMBER_CUDA_CHECK(cudaMalloc(&memory, sizeof(uint64_t)));
   base = static_cast<uint64_t*>(memory);
-  cuda::philox_offset_set(base, kGraphOffsetBase, stream);
+  cuda::philox_offset_set(base, 0, stream);  // set again before every replay
   // A graph may later be replayed on another stream: make sure the value has landed.
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
   return true;
@@ -87,13 +82,6 @@ void Generator::manual_seed(uint64_t seed) {
               "capturing or after capture_end");
   seed_ = seed;
   offset_ = 0;
-#if defined(EMBER_WITH_CUDA)
-  if (device_offset_ != nullptr) {
-    // Graph replays after a reseed start from the beginning of their region again.
-    DeviceGuard device_guard(device_);
-    cuda::philox_offset_set(device_offset_, kGraphOffsetBase, current_cuda_stream(device_));
-  }
-#endif
 }
 
 uint64_t Generator::seed() const {
@@ -158,19 +146,24 @@ uint64_t Generator::capture_end() {
   capturing_ = false;
   const uint64_t increment = capture_increment_;
   capture_increment_ = 0;
-#if defined(EMBER_WITH_CUDA)
-  if (increment > 0) {
-    DeviceGuard device_guard(device_);
-    cudaStream_t stream = current_cuda_stream(device_);
-    EMBER_CHECK(stream_is_capturing(stream), "Generator::capture_end: the current stream of ",
-                device_.str(),
-                " is not capturing, so the offset advance would run once now "
-                "instead of in every replay; call capture_end before cudaStreamEndCapture, with "
-                "the capturing stream current");
-    cuda::philox_offset_advance(device_offset_, increment, stream);
-  }
-#endif
   return increment;
+}
+
+void Generator::begin_replay(uint64_t increment) {
+  if (increment == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  EMBER_CHECK(!capturing_, "Generator::begin_replay: the generator of ", device_.str(),
+              " is capturing; replay graphs outside a capture");
+#if defined(EMBER_WITH_CUDA)
+  EMBER_CHECK(device_offset_ != nullptr, "Generator::begin_replay: the generator of ", device_.str(),
+              " has no device offset; only a graph captured from this generator can be replayed");
+  DeviceGuard device_guard(device_);
+  cudaStream_t stream = current_cuda_stream(device_);
+  EMBER_CHECK(!stream_is_capturing(stream), "Generator::begin_replay: the current stream of ",
+              device_.str(), " is capturing; replay graphs outside a capture");
+  cuda::philox_offset_set(device_offset_, offset_, stream);
+#endif
+  offset_ += increment;
 }
 
 Generator& default_generator(Device device) {

@@ -2,8 +2,9 @@
 // use cuRAND's device Philox; the CPU replicates it bit for bit, so one seed gives the same numbers
 // on both (see random_kernel in ops/kernels.h for how elements map to Philox subsequences).
 // For CUDA graphs the offset can live on the device: between capture_begin and capture_end every
-// draw reads a device base offset plus a host-known increment, and capture_end enqueues (into the
-// capture) a kernel that advances the base, so each replay draws new numbers.
+// draw reads a device base offset plus a host-known increment; before each replay, begin_replay
+// sets the base to the host offset and advances the host offset by the replay's increment, so a
+// replayed step draws exactly the numbers the same step run eagerly would (and the next one new).
 #pragma once
 #include <cstdint>
 #include <mutex>
@@ -34,6 +35,10 @@ class Generator {
   // CUDA only. See the file comment.
   void capture_begin();
   uint64_t capture_end();  // returns the increment one replay consumes
+  // Before replaying a graph whose capture consumed `increment`: enqueues (on the current stream,
+  // which must not be capturing) the setting of the device base to the host offset, then advances
+  // the host offset past the numbers the replay draws. No-op for increment 0.
+  void begin_replay(uint64_t increment);
   bool capturing() const { return capturing_; }
 
  private:

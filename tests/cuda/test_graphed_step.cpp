@@ -101,3 +101,33 @@ TEST_CASE("random numbers drawn inside a graph differ on every replay" * doctest
   std::vector<double> b = step({x})[0].to_vector();
   CHECK(a != b);
 }
+
+TEST_CASE("replayed steps draw the random numbers the same eager steps draw" * doctest::skip(!cuda::is_available())) {
+  Device dev = Device::cuda();
+  auto o = TensorOptions().with_device(dev);
+  auto draws = [&](bool graphs) {
+    manual_seed(3);
+    nn::GraphedStepOptions opts;
+    opts.warmup_steps = 1;
+    opts.enabled = graphs;
+    nn::GraphedStep step([&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{in[0] + rand({64}, o), randn({3, 5}, o)};
+    }, opts);
+    Tensor x = zeros({64}, o);
+    std::vector<std::vector<double>> seen;
+    for (int i = 0; i < 5; ++i) {
+      auto out = step({x});
+      seen.push_back(out[0].to_vector());
+      seen.push_back(out[1].to_vector());
+      seen.push_back(rand({7}, o).to_vector());  // an eager draw between steps
+    }
+    return seen;
+  };
+  const auto eager = draws(false), graphed = draws(true);
+  REQUIRE(eager.size() == graphed.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    CAPTURE(i);
+    CHECK(graphed[i] == eager[i]);
+  }
+  CHECK(eager[0] != eager[3]);  // and every step draws new numbers
+}
