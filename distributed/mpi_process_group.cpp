@@ -70,7 +70,7 @@ class MpiProcessGroup : public ProcessGroup {
   std::string backend() const override { return "mpi"; }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
-    check_tensor("all_reduce", t, false);
+    check_tensor("all_reduce", t, false, /*elementwise=*/true);
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), int(t.numel()), mpi_type(t.dtype()),
                             mpi_op(op), MPI_COMM_WORLD), "MPI_Allreduce");
     if (op == ReduceOp::avg) {
@@ -80,7 +80,7 @@ class MpiProcessGroup : public ProcessGroup {
     t.bump_version();
   }
   void broadcast(Tensor& t, int root) override {
-    check_tensor("broadcast", t, false);
+    check_tensor("broadcast", t, false, /*elementwise=*/true);
     check_mpi(MPI_Bcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
     t.bump_version();
   }

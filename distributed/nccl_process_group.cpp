@@ -85,7 +85,7 @@ class NcclProcessGroup : public ProcessGroup {
   std::string backend() const override { return "nccl"; }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
-    check_tensor("all_reduce", t, true);
+    check_tensor("all_reduce", t, true, /*elementwise=*/true);
     run("all_reduce", t.device(), [&](cudaStream_t s) {
       EMBER_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
                                      nccl_op(op), comm_, s));
@@ -93,7 +93,7 @@ class NcclProcessGroup : public ProcessGroup {
     t.bump_version();
   }
   void broadcast(Tensor& t, int root) override {
-    check_tensor("broadcast", t, true);
+    check_tensor("broadcast", t, true, /*elementwise=*/true);
     run("broadcast", t.device(), [&](cudaStream_t s) {
       EMBER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm_, s));
     });

@@ -6,10 +6,11 @@
 
 namespace ember::distributed {
 
-void ProcessGroup::check_tensor(const char* op, const Tensor& t, bool cuda) const {
+void ProcessGroup::check_tensor(const char* op, const Tensor& t, bool cuda, bool elementwise) const {
   EMBER_CHECK(t.defined(), backend(), " ", op, ": undefined tensor");
-  EMBER_CHECK(t.is_contiguous(), backend(), " ", op, ": the tensor of shape ", t.shape_str(),
-              " must be contiguous; call .contiguous() first");
+  const bool dense = t.is_contiguous() || (elementwise && t.is_contiguous(MemoryFormat::channels_last));
+  EMBER_CHECK(dense, backend(), " ", op, ": the tensor of shape ", t.shape_str(), " must be contiguous",
+              elementwise ? " (or dense channels_last)" : "", "; call .contiguous() first");
   EMBER_CHECK(t.device().is_cuda() == cuda, backend(), " ", op, ": the ", backend(),
               " backend serves ", cuda ? "CUDA" : "CPU", " tensors, got one on ", t.device().str(),
               cuda ? "; use the MPI backend for CPU tensors" : "; use the NCCL backend for GPU tensors");

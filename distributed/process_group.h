@@ -34,7 +34,10 @@ class ProcessGroup {
 
  protected:
   ProcessGroup(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
-  void check_tensor(const char* op, const Tensor& t, bool cuda) const;
+  // Undefined, wrong-device or non-dense tensors are errors. An elementwise collective (all_reduce,
+  // broadcast) works on the tensor's memory as it lies, so channels_last is accepted there too;
+  // the others need the contiguous order.
+  void check_tensor(const char* op, const Tensor& t, bool cuda, bool elementwise = false) const;
 
  private:
   int rank_, world_size_;

@@ -68,6 +68,17 @@ TEST_CASE("MPI collectives") {
   pg->barrier();
   Tensor strided = ones({4, 2}).t();  // not contiguous: an error, not a silent wrong result
   CHECK_THROWS_AS(pg->all_reduce(strided, distributed::ReduceOp::sum), Error);
+  // A channels_last tensor (a channels_last model's weights) is dense: elementwise collectives
+  // take it as it lies in memory; all_gather (whose order matters) still refuses it.
+  Tensor cl = (arange(24.0, TensorOptions(DType::f32)).reshape({1, 2, 3, 4}) * double(r + 1))
+                  .contiguous(MemoryFormat::channels_last);
+  REQUIRE_FALSE(cl.is_contiguous());
+  pg->broadcast(cl, 0);
+  CHECK(cl.to_vector() == arange(24.0, TensorOptions(DType::f32)).to_vector());
+  pg->all_reduce(cl, distributed::ReduceOp::sum);
+  CHECK(cl.to_vector()[23] == 23.0 * w);
+  Tensor gathered = empty({w, 2, 3, 4}, TensorOptions(DType::f32)).contiguous(MemoryFormat::channels_last);
+  CHECK_THROWS_AS(pg->all_gather(gathered, cl), Error);
 }
 
 TEST_CASE("DDP at batch B/2 per rank equals one process at batch B") {
