@@ -205,9 +205,11 @@ Plan plan_of(const ConvProblem& pr) {
 
 // compact (dense channels_last [N, C, P, Q]) = x[:, :, ::sh, ::sw].
 void gather_subsampled(const Tensor& x, const Tensor& compact, const ConvShape& d) {
+  // Test emptiness on the elements, not on the vector count: with fewer channels than a 16-byte
+  // vector holds (5 bf16 channels), C / vec is 0 yet every element must still be copied.
+  if (compact.numel() == 0) return;
   const int64_t vec = 16 / int64_t(x.element_size());
-  const int64_t total = d.N * d.P * d.Q * (d.C / vec);
-  if (total == 0) return;
+  const int64_t total = compact.numel() / vec;  // the 16-byte path's vectors, when C % vec == 0
   if (!nhwc_vectors(x, total)) {
     Tensor dst = compact;
     dst.copy_(subsampled(x, d).detach());
@@ -227,9 +229,9 @@ void gather_subsampled(const Tensor& x, const Tensor& compact, const ConvShape& 
 
 // dx = compact on the stride grid, zero elsewhere, each element written once.
 void scatter_subsampled(const Tensor& compact, const Tensor& dx, const ConvShape& d) {
-  const int64_t vec = 16 / int64_t(dx.element_size());
-  const int64_t vectors = d.N * d.H * d.W * (d.C / vec);
   if (dx.numel() == 0) return;
+  const int64_t vec = 16 / int64_t(dx.element_size());
+  const int64_t vectors = dx.numel() / vec;  // the 16-byte path's vectors, when C % vec == 0
   const Device dev = dx.device();
   cudaStream_t stream = stream_of(dev);
   dispatch_conv_dtype<true>(dx.dtype(), "gemm_1x1", [&](auto tag) {

@@ -69,6 +69,8 @@ const std::vector<ConvCase>& sweep() {
       // 16-byte gather/scatter of strided 1x1 (C a multiple of 8), and the per-element paths.
       {"1x1 stride 2, C16 K8 odd H", 2, 16, 9, 8, 8, 1, 1, params(2, 2, 0, 0, 1, 1, 1)},
       {"1x1 stride (2, 3), C5 K7", 1, 5, 7, 8, 7, 1, 1, params(2, 3, 0, 0, 1, 1, 1)},
+      // Fewer channels than one 16-byte vector holds even in fp32 (the gather is per element).
+      {"1x1 stride 2, C3 K4", 1, 3, 5, 6, 4, 1, 1, params(2, 2, 0, 0, 1, 1, 1)},
       {"1x1 padding 1", 2, 8, 5, 6, 8, 1, 1, params(1, 1, 1, 1, 1, 1, 1)},
       // Enough pixels for split-K filter gradients (image slices in gemm_1x1's NCHW form, pixel
       // slices with a remainder in im2col_gemm) and, for the stem, rows padded from 147 to 152.
@@ -198,15 +200,19 @@ TEST_CASE("conv2d CUDA: every algorithm of every direction matches the CPU fp64 
           doctest::skip(!cuda::is_available())) {
   std::map<std::string, int> runs;  // "direction/algorithm" -> problems it ran
   for (const ConvCase& c : sweep()) {
-    CAPTURE(c.name);
+    const std::string case_name = c.name;  // std::string: doctest prints a const char* as a pointer
+    CAPTURE(case_name);
     for (const Mode& m : modes()) {
-      CAPTURE(dtype_name(m.dtype));
+      const std::string dtype_str = dtype_name(m.dtype);
+      CAPTURE(dtype_str);
       CAPTURE(m.tf32);
       for (Layout layout : {Layout::nchw, Layout::channels_last, Layout::strided}) {
-        CAPTURE(layout_name(layout));
+        const std::string layout_str = layout_name(layout);
+        CAPTURE(layout_str);
         const Operands o = make_operands(c, m.dtype, layout);
         for (Direction d : kDirections) {
-          CAPTURE(dispatch::direction_name(d));
+          const std::string direction_str = dispatch::direction_name(d);
+          CAPTURE(direction_str);
           for (const std::string& name : conv2d_slot(d, DeviceType::CUDA).names()) {
             CAPTURE(name);
             ConvProblem pr = problem_for(d, o, c, layout, m.tf32);
@@ -227,8 +233,9 @@ TEST_CASE("conv2d CUDA: every algorithm of every direction matches the CPU fp64 
   // The sweep reaches every registered CUDA algorithm in every direction it has.
   for (Direction d : kDirections)
     for (const std::string& name : conv2d_slot(d, DeviceType::CUDA).names()) {
+      const std::string direction_str = dispatch::direction_name(d);
       CAPTURE(name);
-      CAPTURE(dispatch::direction_name(d));
+      CAPTURE(direction_str);
       CHECK(runs[std::string(dispatch::direction_name(d)) + "/" + name] > 0);
     }
   CHECK(conv2d_slot(Direction::forward, DeviceType::CUDA).names().size() >= 6);
@@ -238,7 +245,8 @@ TEST_CASE("conv2d CUDA: deterministic algorithms are bitwise repeatable" *
           doctest::skip(!cuda::is_available())) {
   const ConvCase c = {"split-K sized", 4, 32, 19, 17, 64, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};
   for (DType dtype : {DType::f32, DType::bf16}) {
-    CAPTURE(dtype_name(dtype));
+    const std::string dtype_str = dtype_name(dtype);
+    CAPTURE(dtype_str);
     const Operands o = make_operands(c, dtype, Layout::channels_last);
     for (Direction d : kDirections) {
       dispatch::AlgoSlot& slot = conv2d_slot(d, DeviceType::CUDA);
@@ -294,7 +302,8 @@ TEST_CASE("conv2d CUDA: workspace limit 0 and benchmark mode" * doctest::skip(!c
   const ConvCase c = {"3x3", 2, 16, 9, 9, 32, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};
   const Operands o = make_operands(c, DType::f32, Layout::channels_last);
   for (Direction d : kDirections) {
-    CAPTURE(dispatch::direction_name(d));
+    const std::string direction_str = dispatch::direction_name(d);
+    CAPTURE(direction_str);
     ConvProblem pr = problem_for(d, o, c, Layout::channels_last, false);
     {
       AlgoSettingsGuard g(AlgoSettings().with_workspace_limit(0));
@@ -331,9 +340,11 @@ TEST_CASE("conv2d CUDA: the op and its gradients match the CPU (NCHW and channel
   for (const Row& row : rows)
     for (DType dtype : {DType::f32, DType::bf16})
       for (MemoryFormat format : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
-        CAPTURE(row.name);
-        CAPTURE(dtype_name(dtype));
-        CAPTURE(memory_format_name(format));
+        const std::string row_name = row.name, dtype_str = dtype_name(dtype),
+                          format_str = memory_format_name(format);
+        CAPTURE(row_name);
+        CAPTURE(dtype_str);
+        CAPTURE(format_str);
         Generator gen(Device::cpu(), 7);
         Tensor x = randn(row.x, TensorOptions(), &gen).to(Device::cuda(), dtype).contiguous(format);
         Tensor w = randn(row.w, TensorOptions(), &gen).to(Device::cuda(), dtype);
@@ -381,7 +392,8 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
   const bool saved_tf32 = conv_allow_tf32();
   for (const Row& row : rows)
     for (bool with_bias : {true, false}) {
-      CAPTURE(row.name);
+      const std::string row_name = row.name;
+      CAPTURE(row_name);
       CAPTURE(with_bias);
       set_conv_allow_tf32(row.dtype == DType::f32);
       Generator gen(Device::cpu(), 21);
@@ -445,13 +457,17 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
       {"C128 K128 dilation 2", 2, 128, 24, 24, 128, 3, 3, params(1, 1, 2, 2, 2, 2, 1)},
   };
   for (const ConvCase& c : cases) {
-    CAPTURE(c.name);
+    const std::string case_name = c.name;
+    CAPTURE(case_name);
     for (const Mode m : {Mode{DType::bf16, true}, Mode{DType::f32, true}}) {
-      CAPTURE(dtype_name(m.dtype));
+      const std::string dtype_str = dtype_name(m.dtype);
+      CAPTURE(dtype_str);
       const Operands o = make_operands(c, m.dtype, Layout::channels_last);
       for (Direction d : kDirections) {
-        CAPTURE(dispatch::direction_name(d));
-        for (const char* name : {"implicit_gemm", "implicit_gemm_atomic"}) {
+        const std::string direction_str = dispatch::direction_name(d);
+        CAPTURE(direction_str);
+        for (const char* algorithm : {"implicit_gemm", "implicit_gemm_atomic"}) {
+          const std::string name = algorithm;
           if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
           CAPTURE(name);
           ConvProblem pr = problem_for(d, o, c, Layout::channels_last, m.tf32);
