@@ -1,9 +1,12 @@
 // Normalization benchmarks (GPU), Ember side; bench/norm.py is the PyTorch side with the same
-// bench/shape keys. One JSON line per measurement: ms (median of CUDA-event timings after warm-up)
+// bench/shape keys (batch_norm_train_fwd_algo rows, one per batch-norm forward algorithm, are
+// Ember only). One JSON line per measurement: ms (median of CUDA-event timings after warm-up)
 // and GBps over the minimum bytes:
-//   batch-norm training forward:  3 x |x|  (statistics read + normalize read and write; the
-//                                  activation is larger than the chip's on-chip memory, so the
-//                                  two-pass algorithm's bytes are the minimum)
+//   batch-norm training forward:  3 x |x|  (statistics read + normalize read and write: the
+//                                  two-pass algorithm's bytes, the minimum when the activation is
+//                                  larger than the chip's on-chip memory; at 128x64x32x32 the
+//                                  persistent algorithm moves 2 x |x|, but rows keep one
+//                                  accounting, so its GB/s may exceed the copy bandwidth)
 //   batch-norm forward+backward:  8 x |x|  (forward 3 + backward: dy and x read for the sums,
 //                                  dy and x read and dx written)
 //   layer-norm forward+backward:  5 x |x|  (x read and y written; dy and x read and dx written)
@@ -91,29 +94,59 @@ int main() {
   }
   const Device dev = Device::cuda();
 
-  // BatchNorm2d training, 256x64x56x56 channels_last, parameters in the input dtype.
+  // BatchNorm2d training, channels_last, parameters in the input dtype: 256x64x56x56 (ImageNet
+  // ResNet stage 1) and 128x64x32x32 (CIFAR ResNet-18, small enough for the persistent algorithm).
+  // The _fwd and _fwd_bwd rows use the algorithm the cache picks; the _fwd_algo rows force each
+  // training-forward algorithm that applies ("<shape> <algorithm>"), with _fwd's byte accounting.
   for (DType dtype : {DType::f32, DType::bf16}) {
     if (!validate_batch_norm(dtype)) return 1;
-    const Shape shape{256, 64, 56, 56};
-    const std::string tag = "256x64x56x56 cl " + std::string(dtype_tag(dtype));
-    const double bytes = double(shape_numel(shape)) * double(element_size(dtype));
-    const TensorOptions popts = TensorOptions(dtype).with_device(dev);
-    Tensor x = index_signal(shape, 0.01, 0.3, dtype).contiguous(MemoryFormat::channels_last);
-    Tensor gy = index_signal(shape, 0.003, 1.1, dtype).contiguous(MemoryFormat::channels_last);
-    Tensor w = ones({64}, popts).set_requires_grad(true), b = zeros({64}, popts).set_requires_grad(true);
-    Tensor rm = zeros({64}, popts), rv = ones({64}, popts);
+    for (const Shape& shape : {Shape{256, 64, 56, 56}, Shape{128, 64, 32, 32}}) {
+      const std::string tag = std::to_string(shape[0]) + "x64x" + std::to_string(shape[2]) + "x" +
+                              std::to_string(shape[3]) + " cl " + std::string(dtype_tag(dtype));
+      const double bytes = double(shape_numel(shape)) * double(element_size(dtype));
+      const TensorOptions popts = TensorOptions(dtype).with_device(dev);
+      Tensor x = index_signal(shape, 0.01, 0.3, dtype).contiguous(MemoryFormat::channels_last);
+      Tensor gy = index_signal(shape, 0.003, 1.1, dtype).contiguous(MemoryFormat::channels_last);
+      Tensor w = ones({64}, popts).set_requires_grad(true), b = zeros({64}, popts).set_requires_grad(true);
+      Tensor rm = zeros({64}, popts), rv = ones({64}, popts);
 
-    Tensor y;
-    double ms = time_ms([&] { y = batch_norm(x, w.detach(), b.detach(), rm, rv, true); });
-    emit("batch_norm_train_fwd", tag, ms, 3 * bytes, mean_of_product(y, y));
+      Tensor y;
+      double ms = time_ms([&] { y = batch_norm(x, w.detach(), b.detach(), rm, rv, true); });
+      emit("batch_norm_train_fwd", tag, ms, 3 * bytes, mean_of_product(y, y));
 
-    Tensor xg = x.detach().set_requires_grad(true);
-    std::vector<Tensor> grads;
-    ms = time_ms([&] {
-      Tensor out = batch_norm(xg, w, b, rm, rv, true);
-      grads = autograd::grad({out}, {xg, w, b}, {gy});
-    });
-    emit("batch_norm_train_fwd_bwd", tag, ms, 8 * bytes, mean_of_product(grads[0], gy));
+      Tensor xg = x.detach().set_requires_grad(true);
+      std::vector<Tensor> grads;
+      ms = time_ms([&] {
+        Tensor out = batch_norm(xg, w, b, rm, rv, true);
+        grads = autograd::grad({out}, {xg, w, b}, {gy});
+      });
+      emit("batch_norm_train_fwd_bwd", tag, ms, 8 * bytes, mean_of_product(grads[0], gy));
+
+      // The problem batch_norm builds for this input, to ask each algorithm whether it applies.
+      BatchNormForwardProblem probe;
+      probe.x = x;
+      probe.y = empty_like(x);
+      probe.weight = w.detach();
+      probe.bias = b.detach();
+      probe.layout = ChannelLayout{shape[0], shape[1], shape[2] * shape[3], true};
+      probe.save_mean = empty({64}, DType::f32, dev);
+      probe.save_invstd = empty({64}, DType::f32, dev);
+      probe.running_mean = rm;
+      probe.running_var = rv;
+      const dispatch::AlgoSlot& slot = batch_norm_forward_slot(DeviceType::CUDA);
+      for (const std::string& algo : slot.names()) {
+        const auto& candidate = slot.get<BatchNormForwardProblem>(slot.find(algo));
+        if (candidate.applies && !candidate.applies(probe)) {
+          std::printf("{\"bench\":\"batch_norm_train_fwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\","
+                      "\"skipped\":\"does not apply (the activation does not fit on chip)\"}\n",
+                      tag.c_str(), algo.c_str());
+          continue;
+        }
+        dispatch::AlgoSettingsGuard forced(dispatch::current_algo_settings().force("batch_norm", algo));
+        ms = time_ms([&] { y = batch_norm(x, w.detach(), b.detach(), rm, rv, true); });
+        emit("batch_norm_train_fwd_algo", tag + " " + algo, ms, 3 * bytes, mean_of_product(y, y));
+      }
+    }
   }
 
   // LayerNorm(1024) forward+backward on 8192x1024.

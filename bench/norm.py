@@ -65,29 +65,29 @@ def main():
     for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
         if not validate_batch_norm(dtype):
             return
-        shape = (256, 64, 56, 56)
-        name = f"256x64x56x56 cl {tag}"
-        nbytes = 256 * 64 * 56 * 56 * torch.tensor([], dtype=dtype).element_size()
-        x = index_signal(shape, 0.01, 0.3, dtype).contiguous(memory_format=torch.channels_last)
-        gy = index_signal(shape, 0.003, 1.1, dtype).contiguous(memory_format=torch.channels_last)
-        bn = torch.nn.BatchNorm2d(64).to(dev, dtype).train()
-        out = {}
+        for shape in ((256, 64, 56, 56), (128, 64, 32, 32)):
+            name = f"{shape[0]}x64x{shape[2]}x{shape[3]} cl {tag}"
+            nbytes = shape[0] * 64 * shape[2] * shape[3] * torch.tensor([], dtype=dtype).element_size()
+            x = index_signal(shape, 0.01, 0.3, dtype).contiguous(memory_format=torch.channels_last)
+            gy = index_signal(shape, 0.003, 1.1, dtype).contiguous(memory_format=torch.channels_last)
+            bn = torch.nn.BatchNorm2d(64).to(dev, dtype).train()
+            out = {}
 
-        def fwd():
-            out["y"] = bn(x)
+            def fwd():
+                out["y"] = bn(x)
 
-        with torch.no_grad():
-            ms = time_ms(fwd)
-        emit("batch_norm_train_fwd", name, ms, 3 * nbytes, mean_of_product(out["y"], out["y"]))
+            with torch.no_grad():
+                ms = time_ms(fwd)
+            emit("batch_norm_train_fwd", name, ms, 3 * nbytes, mean_of_product(out["y"], out["y"]))
 
-        xg = x.detach().requires_grad_()
+            xg = x.detach().requires_grad_()
 
-        def fwd_bwd():
-            out["g"] = torch.autograd.grad(bn(xg), (xg, bn.weight, bn.bias), gy)
+            def fwd_bwd():
+                out["g"] = torch.autograd.grad(bn(xg), (xg, bn.weight, bn.bias), gy)
 
-        ms = time_ms(fwd_bwd)
-        emit("batch_norm_train_fwd_bwd", name, ms, 8 * nbytes, mean_of_product(out["g"][0], gy))
-        del x, gy, xg, out
+            ms = time_ms(fwd_bwd)
+            emit("batch_norm_train_fwd_bwd", name, ms, 8 * nbytes, mean_of_product(out["g"][0], gy))
+            del x, gy, xg, out
 
     for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
         shape = (8192, 1024)

@@ -16,7 +16,17 @@
 // squares. Passes over memory: forward = statistics (1 read) + apply (1 read, 1 write); backward =
 // sums (2 reads, 3 with the ReLU gate) + elementwise (2-3 reads, 1-2 writes).
 // Every output is overwritten (never accumulated into).
+//
+// The training forward is the "batch_norm.forward" algorithm slot (ops/norm.h): "two_pass" runs the
+// statistics and apply kernels above; "persistent" (at the end of this file) is one cooperative
+// kernel that keeps x on chip and reads it once, where the tiles fit and the grid is resident.
 #include "cuda_kernels/batch_norm.cuh"
+
+#include <cooperative_groups.h>
+
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace ember::cuda::norm {
 namespace {
@@ -940,6 +950,479 @@ void batch_norm_backward_elemt_cuda(const BatchNormBackwardArgs& a) {
                            [&] { launch_backward_elemt<scalar_t>(a, stream); });
 }
 
+// ---- persistent training forward (the "persistent" algorithm) --------------------------------------
+//
+// One cooperative kernel reads x once. Block (bx, split) owns a tile: channels-inner, the channel
+// vectors [bx * blockDim.x, ...) of rows [split * chunk, ...); channels-outer, the values
+// [split * chunk, ...) of channel bx. Each thread keeps its part of the tile, 16-byte vectors of
+// raw x, kPersistRegItems in registers and the rest in dynamic shared memory. Per-block statistics
+// are computed two-pass on chip (the block mean, then the sum of squared deviations from it: no
+// sum of squares), written as (mean, M2) partials, and after a grid-wide barrier every block
+// merges all partials of its channels with Chan's formula, in split order (each block repeats the
+// same merge, so all agree bitwise and no second barrier is needed). Split 0 publishes save_mean /
+// save_invstd and updates the running statistics. y (with the residual add and ReLU tails) is
+// then written from the on-chip copy.
+
+inline constexpr int kPersistThreads = 1024;  // one block per SM (launch bounds: <= 64 registers)
+inline constexpr int kPersistRegItems = 4;    // 16-byte vectors of the tile each thread keeps in registers
+inline constexpr int kPersistLoadGroup = 4;   // shared-memory items loaded together (loads in flight)
+
+template <typename T>
+struct PersistentParams {
+  const T* x;
+  const T* residual;  // may be null
+  T* y;
+  const float* weight;  // may be null (1)
+  const float* bias;    // may be null (0)
+  float* part_mean;     // [splits, C]: written before the grid barrier, read after it
+  float* part_m2;
+  float* save_mean;
+  float* save_invstd;
+  void* running_mean;   // null: no update
+  void* running_var;
+  DType running_dtype;
+  int64_t C, rows;      // rows = N * S, the values of one channel
+  int64_t chunk;        // values per split
+  int64_t splits;
+  int smem_items;       // tile vectors per thread in shared memory
+  float eps, momentum;
+  bool relu;
+  OuterIndex outer;     // channels-outer addressing
+};
+
+// Where item i of the calling thread lies: `pos` is the row (channels-inner) or the first of VEC
+// values of the channel (channels-outer); `valid` how many of its VEC lanes exist (0: no item).
+struct PersistItem {
+  int pos;  // 32-bit: the persistent kernel applies only to tensors of fewer than 2^31 elements
+  int valid;
+};
+
+template <typename T, bool INNER>
+__device__ __forceinline__ PersistItem persist_item(int begin, int end, int channel_valid, int i) {
+  constexpr int VEC = kVec<T>;
+  PersistItem it;
+  if constexpr (INNER) {
+    it.pos = begin + int(threadIdx.y) + i * int(blockDim.y);
+    it.valid = it.pos < end ? channel_valid : 0;
+  } else {
+    it.pos = begin + (int(threadIdx.x) + i * kPersistThreads) * VEC;
+    it.valid = it.pos < end ? VEC : 0;  // chunk and rows are multiples of VEC on the vector path
+  }
+  return it;
+}
+
+// The VEC raw values of item `it` of src (x or the residual) as one 16-byte load (the persistent
+// kernel runs only on the vector path: see vector_path_ok). `c` is the first channel of the
+// thread's vector (channels-inner) or the block's channel.
+template <typename T, bool INNER>
+__device__ __forceinline__ int persist_offset(const PersistentParams<T>& p, int c, PersistItem it) {
+  if constexpr (INNER) {
+    return it.pos * int(p.C) + c;
+  } else {
+    const int n = int(p.outer.div_s.div(uint32_t(it.pos)));
+    return (n * int(p.C) + c) * int(p.outer.S) + (it.pos - n * int(p.outer.S));
+  }
+}
+
+template <typename T, bool INNER>
+__device__ __forceinline__ AlignedVec<T, kVec<T>> persist_load(const T* src,
+                                                                const PersistentParams<T>& p,
+                                                                int c, PersistItem it) {
+  return *reinterpret_cast<const AlignedVec<T, kVec<T>>*>(src + persist_offset<T, INNER>(p, c, it));
+}
+
+// Block totals of v[k] per channel lane, times `scale`, into out[lanes] (lanes = blockDim.x * VEC
+// channels-inner, where lane tx * VEC + k sums over threadIdx.y; 1 channels-outer, summing
+// everything). `red` holds (threads / 32) * lanes floats. Fixed order: deterministic.
+template <int VEC, bool INNER>
+__device__ __forceinline__ void persist_block_sums(float (&v)[VEC], float scale, float* red,
+                                                   float* out) {
+  const int bx = blockDim.x;
+  const int t = threadIdx.y * bx + threadIdx.x;
+  const int lane = t % 32, warp = t / 32, warps = kPersistThreads / 32;
+  if constexpr (INNER) {
+    // A warp holds 32 / bx rows of bx threads (bx a power of 2 <= 32): fold the rows together.
+    for (int m = 16; m >= bx; m /= 2) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], m);
+    }
+    const int lanes = bx * VEC;
+    if (lane < bx) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) red[warp * lanes + lane * VEC + k] = v[k];
+    }
+    __syncthreads();
+    if (t < lanes) {
+      float s = 0.f;
+      for (int w = 0; w < warps; ++w) s += red[w * lanes + t];
+      out[t] = s * scale;
+    }
+  } else {
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) s += v[k];
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (t == 0) {
+      float total = 0.f;
+      for (int w = 0; w < warps; ++w) total += red[w];
+      out[0] = total * scale;
+    }
+  }
+  __syncthreads();
+}
+
+template <typename T, bool INNER>
+__global__ void __launch_bounds__(kPersistThreads, 1)
+bn_persistent_forward_kernel(PersistentParams<T> p) {
+  constexpr int VEC = kVec<T>;
+  using Vec = AlignedVec<T, VEC>;
+  extern __shared__ __align__(16) unsigned char persist_smem[];
+  const int bx = blockDim.x;
+  const int t = threadIdx.y * bx + threadIdx.x;
+  const int lanes = INNER ? bx * VEC : 1;
+  Vec* tile = reinterpret_cast<Vec*>(persist_smem);  // [smem_items][kPersistThreads]
+  float* red = reinterpret_cast<float*>(tile + int64_t(p.smem_items) * kPersistThreads);
+  float* lane_mean = red + (kPersistThreads / 32) * lanes;  // per channel lane of the block
+  float* lane_scale = lane_mean + lanes;
+  float* lane_shift = lane_scale + lanes;
+
+  const int64_t split = blockIdx.y;
+  const int begin = int(split * p.chunk);
+  const int end = int(min64(begin + p.chunk, p.rows));
+  // The thread's first channel (channels-inner) or the block's channel, and its existing lanes.
+  const int c = INNER ? (int(blockIdx.x) * bx + int(threadIdx.x)) * VEC : int(blockIdx.x);
+  const int channel_valid = INNER ? (c < p.C ? VEC : 0) : VEC;  // C % VEC == 0 (vector path)
+
+  // Pass 1: load the tile once, keep it on chip, and sum it. The shared-memory part first, in
+  // groups whose loads are all in flight together, while no register item is live yet.
+  float acc[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
+  for (int s0 = 0; s0 < p.smem_items; s0 += kPersistLoadGroup) {
+    Vec group[kPersistLoadGroup];
+#pragma unroll
+    for (int g = 0; g < kPersistLoadGroup; ++g) {
+      const PersistItem it =
+          persist_item<T, INNER>(begin, end, channel_valid, kPersistRegItems + s0 + g);
+      if (s0 + g < p.smem_items && it.valid > 0) group[g] = persist_load<T, INNER>(p.x, p, c, it);
+    }
+#pragma unroll
+    for (int g = 0; g < kPersistLoadGroup; ++g) {
+      const PersistItem it =
+          persist_item<T, INNER>(begin, end, channel_valid, kPersistRegItems + s0 + g);
+      if (s0 + g < p.smem_items && it.valid > 0) {
+        tile[int64_t(s0 + g) * kPersistThreads + t] = group[g];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc[k] += convert<float>(group[g].v[k]);
+      }
+    }
+  }
+  Vec reg[kPersistRegItems];
+#pragma unroll
+  for (int i = 0; i < kPersistRegItems; ++i) {
+    const PersistItem it = persist_item<T, INNER>(begin, end, channel_valid, i);
+    if (it.valid > 0) reg[i] = persist_load<T, INNER>(p.x, p, c, it);
+  }
+#pragma unroll
+  for (int i = 0; i < kPersistRegItems; ++i) {
+    const PersistItem it = persist_item<T, INNER>(begin, end, channel_valid, i);
+    if (it.valid > 0) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc[k] += convert<float>(reg[i].v[k]);
+    }
+  }
+  const int64_t count = end - begin;  // values of each of the block's channels (>= 1)
+  persist_block_sums<VEC, INNER>(acc, 1.f / float(count), red, lane_mean);
+
+  // Pass 2 (on chip): the sum of squared deviations from the block mean, existing lanes only.
+  // The thread's lanes' statistics live in shared memory (lane_* + lane0): read where used, which
+  // keeps registers for the tile.
+  const int lane0 = INNER ? int(threadIdx.x) * VEC : 0;
+  constexpr int kLaneStep = INNER ? 1 : 0;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
+  auto add_squares = [&](const Vec& raw, int valid) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const float d = convert<float>(raw.v[k]) - lane_mean[lane0 + k * kLaneStep];
+      if (k < valid) acc[k] += d * d;
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kPersistRegItems; ++i) {
+    const PersistItem it = persist_item<T, INNER>(begin, end, channel_valid, i);
+    if (it.valid > 0) add_squares(reg[i], it.valid);
+  }
+  for (int s = 0; s < p.smem_items; ++s) {
+    const PersistItem it = persist_item<T, INNER>(begin, end, channel_valid, kPersistRegItems + s);
+    if (it.valid > 0) add_squares(tile[int64_t(s) * kPersistThreads + t], it.valid);
+  }
+  persist_block_sums<VEC, INNER>(acc, 1.f, red, lane_scale);  // lane_scale holds M2 for now
+
+  // Publish this block's partials, then wait for every block's.
+  const int64_t block_c0 = INNER ? int64_t(blockIdx.x) * lanes : int64_t(blockIdx.x);
+  if (t < lanes && block_c0 + t < p.C) {
+    p.part_mean[split * p.C + block_c0 + t] = lane_mean[t];
+    p.part_m2[split * p.C + block_c0 + t] = lane_scale[t];
+  }
+  cooperative_groups::this_grid().sync();
+
+  // Merge: a warp per channel lane (lane l of the warp takes splits l, l + 32, ...), then a fixed
+  // butterfly. The partials were written by other blocks in this launch: read them through L2.
+  {
+    const int lane = t % 32, warp = t / 32;
+    for (int l = warp; l < lanes; l += kPersistThreads / 32) {
+      const int64_t ch = block_c0 + l;
+      if (ch >= p.C) break;  // uniform per warp; later lanes are further out
+      float m = 0.f, m2 = 0.f;
+      int64_t n = 0;
+      for (int64_t i = lane; i < p.splits; i += 32)
+        chan_merge(m, m2, n, __ldcg(p.part_mean + i * p.C + ch), __ldcg(p.part_m2 + i * p.C + ch),
+                   min64(p.chunk, p.rows - i * p.chunk));
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) {
+        const float mean_b = __shfl_down_sync(0xffffffffu, m, o);
+        const float m2_b = __shfl_down_sync(0xffffffffu, m2, o);
+        const int64_t n_b = __shfl_down_sync(0xffffffffu, n, o);
+        chan_merge(m, m2, n, mean_b, m2_b, n_b);
+      }
+      if (lane == 0) {
+        const float invstd = rsqrtf(m2 / float(p.rows) + p.eps);
+        const float scale = invstd * (p.weight != nullptr ? p.weight[ch] : 1.f);
+        lane_mean[l] = m;
+        lane_scale[l] = scale;
+        lane_shift[l] = p.bias != nullptr ? p.bias[ch] : 0.f;
+        if (split == 0) {
+          p.save_mean[ch] = m;
+          p.save_invstd[ch] = invstd;
+          if (p.running_mean != nullptr) {
+            const float unbiased_var = m2 / float(p.rows - 1);
+            const float rm = load_param(p.running_mean, p.running_dtype, ch);
+            const float rv = load_param(p.running_var, p.running_dtype, ch);
+            store_param(p.running_mean, p.running_dtype, ch, (1.f - p.momentum) * rm + p.momentum * m);
+            store_param(p.running_var, p.running_dtype, ch,
+                        (1.f - p.momentum) * rv + p.momentum * unbiased_var);
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Write y from the on-chip tile (lanes of channels >= C are computed but never stored).
+  auto write_item = [&](const Vec& raw, PersistItem it) {
+    float v[VEC];
+    Vec r;
+    if (p.residual != nullptr) r = persist_load<T, INNER>(p.residual, p, c, it);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const int l = lane0 + k * kLaneStep;
+      float o = (convert<float>(raw.v[k]) - lane_mean[l]) * lane_scale[l] + lane_shift[l];
+      if (p.residual != nullptr) o += convert<float>(r.v[k]);
+      v[k] = p.relu ? relu(o) : o;
+    }
+    store_floats<T, VEC>(p.y + persist_offset<T, INNER>(p, c, it), true, VEC, v);
+  };
+#pragma unroll
+  for (int i = 0; i < kPersistRegItems; ++i) {
+    const PersistItem it = persist_item<T, INNER>(begin, end, channel_valid, i);
+    if (it.valid > 0) write_item(reg[i], it);
+  }
+  for (int s = 0; s < p.smem_items; ++s) {
+    const PersistItem it = persist_item<T, INNER>(begin, end, channel_valid, kPersistRegItems + s);
+    if (it.valid > 0) write_item(tile[int64_t(s) * kPersistThreads + t], it);
+  }
+}
+
+// How the persistent kernel covers a problem; ok = false when it does not apply (the tiles do not
+// fit on chip, the grid cannot be resident at once, or the device cannot launch cooperatively).
+struct PersistentPlan {
+  bool ok = false;
+  int bx = 1, by = 1;
+  int64_t grid_x = 1, splits = 1, chunk = 1;
+  int smem_items = 0;
+  size_t smem_bytes = 0;
+};
+
+template <typename T>
+auto persistent_kernel(bool channels_inner) {
+  return channels_inner ? bn_persistent_forward_kernel<T, true> : bn_persistent_forward_kernel<T, false>;
+}
+
+// What a device allows one instantiation of the kernel, queried once per (kernel, device): the
+// dynamic shared memory it may request (the opt-in maximum less its static shared memory; the
+// attribute is raised to it once) and the blocks per SM it gets when requesting all of it. One
+// block per SM at the maximum means one at any smaller request, so a grid of at most
+// sm_count * resident_blocks blocks is co-resident whatever the plan's shared memory.
+struct PersistentKernelLimits {
+  bool cooperative = false;
+  int64_t max_dynamic_smem = 0;
+  int64_t resident_blocks = 0;  // on the whole device
+};
+
+template <typename T>
+PersistentKernelLimits persistent_kernel_limits(bool channels_inner, Device device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, bool>, PersistentKernelLimits> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(int(device.index), channels_inner);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  PersistentKernelLimits limits;
+  const DeviceProperties& props = device_properties(device.index);
+  int cooperative = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device.index));
+  if (cooperative != 0 && props.sm_count > 0) {
+    const auto kernel = persistent_kernel<T>(channels_inner);
+    DeviceGuard guard(device);
+    cudaFuncAttributes attributes{};
+    EMBER_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    const int64_t dynamic = int64_t(props.shared_memory_per_block_optin) - int64_t(attributes.sharedSizeBytes);
+    if (dynamic > 0) {
+      EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)));
+      int per_sm = 0;
+      EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPersistThreads,
+                                                                     size_t(dynamic)));
+      limits.cooperative = true;
+      limits.max_dynamic_smem = dynamic;
+      limits.resident_blocks = int64_t(per_sm) * props.sm_count;
+    }
+  }
+  known.emplace(key, limits);
+  return limits;
+}
+
+// Depends only on the layout, the dtype and the device (what the algorithm key holds).
+template <typename T>
+PersistentPlan plan_persistent(const ChannelLayout& l, Device device) {
+  constexpr int VEC = kVec<T>;
+  PersistentPlan plan;
+  if (!fits_fast_divmod(l.numel())) return plan;  // 32-bit indexing (and a tile this large never fits)
+  const PersistentKernelLimits limits = persistent_kernel_limits<T>(l.channels_inner, device);
+  // Blocks that can run at once: the grid never needs more than one per SM's worth.
+  const int64_t blocks = limits.resident_blocks;
+  if (!limits.cooperative || blocks <= 0) return plan;
+  const int64_t rows = l.per_channel();
+  int64_t items = 0;
+  int lanes = 1;
+  if (l.channels_inner) {
+    const int64_t cvecs = ceil_div(l.C, VEC);
+    plan.bx = std::min(next_pow2(cvecs), 32);
+    plan.by = kPersistThreads / plan.bx;
+    plan.grid_x = ceil_div(cvecs, plan.bx);
+    if (plan.grid_x > blocks) return plan;
+    // As many row splits as the channel blocks leave room for, each at least one row per walker.
+    const int64_t splits = std::clamp<int64_t>(blocks / plan.grid_x, 1, ceil_div(rows, plan.by));
+    plan.chunk = ceil_div(rows, splits);
+    items = ceil_div(plan.chunk, plan.by);
+    lanes = plan.bx * VEC;
+  } else {
+    plan.bx = kPersistThreads;
+    plan.by = 1;
+    plan.grid_x = l.C;
+    if (l.C > blocks) return plan;
+    const int64_t splits =
+        std::clamp<int64_t>(blocks / l.C, 1, ceil_div(rows, int64_t(kPersistThreads) * VEC));
+    // A multiple of VEC, so that on the vector path no vector straddles two splits.
+    plan.chunk = ceil_div(ceil_div(rows, splits), VEC) * VEC;
+    items = ceil_div(plan.chunk, int64_t(kPersistThreads) * VEC);
+  }
+  plan.splits = ceil_div(rows, plan.chunk);
+  const int64_t smem_items = std::max<int64_t>(0, items - kPersistRegItems);
+  const int64_t smem = smem_items * kPersistThreads * int64_t(sizeof(AlignedVec<T, VEC>)) +
+                       int64_t(kPersistThreads / 32 * lanes + 3 * lanes) * int64_t(sizeof(float));
+  if (smem > limits.max_dynamic_smem) return plan;
+  plan.smem_items = int(smem_items);
+  plan.smem_bytes = size_t(smem);
+  plan.ok = plan.grid_x * plan.splits <= blocks;
+  return plan;
+}
+
+template <typename T>
+void launch_persistent(const BatchNormForwardProblem& a, cudaStream_t stream) {
+  const ChannelLayout& l = a.layout;
+  const Device device = a.x.device();
+  const PersistentPlan plan = plan_persistent<T>(l, device);
+  EMBER_INTERNAL_ASSERT(plan.ok, "batch_norm: the persistent kernel was chosen for a problem it "
+                                 "does not apply to");
+  PersistentParams<T> p{};
+  p.x = static_cast<const T*>(a.x.data_ptr());
+  p.residual = ptr_or_null<const T>(a.residual);
+  p.y = static_cast<T*>(a.y.data_ptr());
+  p.weight = ptr_or_null<const float>(a.weight);
+  p.bias = ptr_or_null<const float>(a.bias);
+  p.save_mean = static_cast<float*>(a.save_mean.data_ptr());
+  p.save_invstd = static_cast<float*>(a.save_invstd.data_ptr());
+  if (a.running_mean.defined()) {
+    p.running_mean = a.running_mean.data_ptr();
+    p.running_var = a.running_var.data_ptr();
+    p.running_dtype = a.running_mean.dtype();
+  }
+  p.C = l.C;
+  p.rows = l.per_channel();
+  p.chunk = plan.chunk;
+  p.splits = plan.splits;
+  p.smem_items = plan.smem_items;
+  p.eps = float(a.eps);
+  p.momentum = float(a.momentum);
+  p.relu = a.relu;
+  p.outer = make_outer_index(l);
+  // Partials: workspace from the caching allocator, released (stream-ordered) on return.
+  Tensor workspace = empty({2 * plan.splits * l.C}, DType::f32, device);
+  p.part_mean = static_cast<float*>(workspace.data_ptr());
+  p.part_m2 = p.part_mean + plan.splits * l.C;
+  void* args[] = {&p};
+  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(persistent_kernel<T>(l.channels_inner)),
+      dim3(unsigned(plan.grid_x), unsigned(plan.splits)), dim3(unsigned(plan.bx), unsigned(plan.by)),
+      args, plan.smem_bytes, stream));
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+bool is_cuda_norm_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+// The persistent kernel moves whole 16-byte vectors only (scalar fallbacks would cost it the
+// registers that hold the tile): x, y and the residual 16-byte aligned, and the vectors inside one
+// channel row (channels-inner: C a multiple of the vector width) or one sample's plane
+// (channels-outer: S a multiple of it). Alignment and sizes are in the algorithm key.
+bool vector_path_ok(const BatchNormForwardProblem& p) {
+  const int64_t vec = 16 / int64_t(element_size(p.x.dtype()));
+  const int64_t along = p.layout.channels_inner ? p.layout.C : p.layout.S;
+  return along % vec == 0 && all_aligned16({&p.x, &p.y, &p.residual});
+}
+
+dispatch::Algorithm<BatchNormForwardProblem> persistent_algorithm() {
+  dispatch::Algorithm<BatchNormForwardProblem> a;
+  a.name = "persistent";
+  a.deterministic = true;
+  a.applies = [](const BatchNormForwardProblem& p) {
+    if (!is_cuda_norm_dtype(p.x.dtype()) || !vector_path_ok(p)) return false;
+    bool ok = false;
+    EMBER_CUDA_NORM_DISPATCH(p.x.dtype(), "batch_norm",
+                             [&] { ok = plan_persistent<scalar_t>(p.layout, p.device()).ok; });
+    return ok;
+  };
+  // The units of two_pass's estimate: bytes moved (x read once, y written, the residual read),
+  // plus one launch and the grid barrier counted as 2 MB each.
+  a.heuristic_cost = [](const BatchNormForwardProblem& p) {
+    const double bytes = double(p.layout.numel()) * double(element_size(p.x.dtype()));
+    return bytes * (p.residual.defined() ? 3.0 : 2.0) + 2 * 2e6;
+  };
+  a.run = [](const BatchNormForwardProblem& p, void*) {
+    check_stats_tensor(p.save_mean, p.layout.C, p.device(), "save_mean");
+    check_stats_tensor(p.save_invstd, p.layout.C, p.device(), "save_invstd");
+    EMBER_INTERNAL_ASSERT(p.layout.per_channel() >= 2, "batch_norm persistent: ",
+                          p.layout.per_channel(), " values per channel");
+    DeviceGuard guard(p.device());
+    cudaStream_t stream = stream_of(p.device());
+    EMBER_CUDA_NORM_DISPATCH(p.x.dtype(), "batch_norm",
+                             [&] { launch_persistent<scalar_t>(p, stream); });
+  };
+  return a;
+}
+
 }  // namespace
 }  // namespace ember::cuda::norm
 
@@ -952,4 +1435,8 @@ EMBER_REGISTER_KERNEL(channel_grad_sums_kernel, CUDA, cuda::norm::kCudaNormTypes
                       &cuda::norm::channel_grad_sums_cuda);
 EMBER_REGISTER_KERNEL(batch_norm_backward_elemt_kernel, CUDA, cuda::norm::kCudaNormTypes,
                       &cuda::norm::batch_norm_backward_elemt_cuda);
+EMBER_REGISTER_ALGORITHM(BatchNormForwardProblem, "batch_norm", forward, CUDA,
+                         batch_norm_two_pass_algorithm());
+EMBER_REGISTER_ALGORITHM(BatchNormForwardProblem, "batch_norm", forward, CUDA,
+                         cuda::norm::persistent_algorithm());
 }  // namespace ember

@@ -1,7 +1,9 @@
 // Normalization: the public ops batch_norm (with the fused ResNet tails batch_norm_relu and
 // batch_norm_add_relu), layer_norm, group_norm and instance_norm, and below them the kernel
 // tables their CPU (cpu_kernels/norm.cpp) and CUDA (cuda_kernels/batch_norm.cu, layer_norm.cu)
-// kernels register into. The ops and their backward formulas live in ops/norm.cpp.
+// kernels register into, and the algorithm slot "batch_norm.forward" (BatchNormForwardProblem:
+// the training forward, "two_pass" on every device, "persistent" on CUDA). The ops and their
+// backward formulas live in ops/norm.cpp.
 //
 // Precision: statistics (mean, variance, the saved mean and 1/std) are float32 for float32,
 // float16 and bfloat16 inputs and float64 for float64 inputs ("the accumulation dtype"); the CPU
@@ -11,6 +13,7 @@
 #pragma once
 #include <cstdint>
 
+#include "dispatch/algo_cache.h"
 #include "ops/kernels.h"
 #include "tensor/tensor.h"
 
@@ -157,6 +160,52 @@ struct BatchNormBackwardArgs {
 };
 using BatchNormBackwardKernel = void (*)(const BatchNormBackwardArgs& args);
 EMBER_DECLARE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
+
+// ---- the training forward as an algorithm-cache problem ----------------------------------------
+
+// One training-mode batch-norm forward: batch statistics of x, the running-statistics update and
+//   y = (x - mean[c]) * invstd[c] * weight[c] + bias[c] (+ residual), then max(0, .) when relu.
+// Chosen among by the AlgoCache from the slot "batch_norm.forward" of x's device type:
+//   "two_pass"   (CPU and CUDA) batch_norm_stats_kernel then batch_norm_apply_kernel: x read twice.
+//   "persistent" (CUDA, cuda_kernels/batch_norm.cu) one cooperative kernel: each block keeps its
+//                tile of x on chip (registers + shared memory), the grid merges per-block
+//                statistics after a grid-wide barrier, and y is written from the on-chip copy: x
+//                read once. Applies only when the whole grid is resident and the tiles fit; every
+//                tail (none, ReLU, residual add + ReLU) is applied in its write-out.
+// Both are deterministic. Tensors are as for the kernels above (x, residual and y dense in
+// `layout`, [C] tensors contiguous in the statistics dtype, running statistics contiguous or
+// undefined); layout.per_channel() >= 2 and x is not empty (the op handles those cases itself).
+struct BatchNormForwardProblem {
+  Tensor x, residual;               // residual: add_relu tail only, else undefined
+  Tensor weight, bias;              // [C] or undefined (1, 0)
+  ChannelLayout layout;
+  double eps = 1e-5, momentum = 0.1;
+  bool relu = false;
+  Tensor y, save_mean, save_invstd;  // outputs
+  Tensor running_mean, running_var;  // updated in place, or undefined
+
+  Device device() const { return x.device(); }
+  // Fresh y, save_mean and save_invstd, and COPIES of the running statistics: a benchmarked
+  // candidate never touches the caller's outputs and never updates the real running statistics.
+  BatchNormForwardProblem with_scratch_outputs() const;
+};
+
+// The op id of "batch_norm" and its forward slot on a device type.
+dispatch::OpId batch_norm_op();
+dispatch::AlgoSlot& batch_norm_forward_slot(DeviceType device_type);
+// The key: x's sizes, dtype and layout, y's (and the residual's) alignment, the channel layout
+// (channels-inner or not), the tail, which optional tensors are given and the running-statistics
+// dtype, and the device's architecture.
+dispatch::AlgoKey batch_norm_forward_key(const BatchNormForwardProblem& problem);
+// The algorithm the cache picks for `problem` under the current settings (tests, introspection).
+const dispatch::Algorithm<BatchNormForwardProblem>& batch_norm_forward_choose(
+    const BatchNormForwardProblem& problem);
+// Chooses through algo_cache() and runs; batch_norm, batch_norm_relu and batch_norm_add_relu call
+// this in training mode.
+void batch_norm_forward_run(const BatchNormForwardProblem& problem);
+// "two_pass": the statistics and apply kernels of the problem's device, in turn. Registered for the
+// CPU in ops/norm.cpp and for CUDA in cuda_kernels/batch_norm.cu.
+dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm();
 
 // Rows normalized independently: x dense [rows, D]. Element j of row r takes the affine parameter
 // of channel (r % groups) * (D / S) + j / S. Layer norm: groups = 1, S = 1 (parameter j). Group norm

@@ -368,3 +368,62 @@ TEST_CASE("normalization argument errors name the op, the argument and the shape
   expect_error([&] { instance_norm(ones({2, 5, 1})); }, Status::bad_param,
                {"more than 1 spatial element"});
 }
+
+TEST_CASE("batch_norm training forward runs through the algorithm cache: CPU slot and keys") {
+  const auto& slot = batch_norm_forward_slot(DeviceType::CPU);
+  CHECK(slot.name() == "batch_norm.forward");
+  CHECK(slot.names() == std::vector<std::string>{"two_pass"});
+  auto problem = [](const Shape& shape, bool channels_last) {
+    Tensor x = zeros(shape);
+    if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
+    BatchNormForwardProblem p;
+    p.x = x;
+    p.y = empty_like(x);
+    p.layout = ChannelLayout{shape[0], shape[1], shape[2] * shape[3], channels_last};
+    p.save_mean = empty({shape[1]});
+    p.save_invstd = empty({shape[1]});
+    return p;
+  };
+  const BatchNormForwardProblem base = problem({2, 3, 4, 5}, false);
+  CHECK(batch_norm_forward_choose(base).name == "two_pass");
+  // Every property that can change an algorithm's applicability is in the key.
+  BatchNormForwardProblem relu = base, residual = base, stats = base, bigger = problem({4, 3, 4, 5}, false);
+  relu.relu = true;
+  residual.relu = true;
+  residual.residual = zeros({2, 3, 4, 5});
+  stats.running_mean = zeros({3});
+  stats.running_var = ones({3});
+  const BatchNormForwardProblem nhwc = problem({2, 3, 4, 5}, true);
+  const dispatch::AlgoKey key = batch_norm_forward_key(base);
+  CHECK(key == batch_norm_forward_key(problem({2, 3, 4, 5}, false)));
+  for (const BatchNormForwardProblem* other :
+       std::vector<const BatchNormForwardProblem*>{&relu, &residual, &stats, &bigger, &nhwc})
+    CHECK(key != batch_norm_forward_key(*other));
+  BatchNormForwardProblem half_stats = stats;
+  half_stats.running_mean = zeros({3}, TensorOptions(DType::f16));
+  half_stats.running_var = ones({3}, TensorOptions(DType::f16));
+  CHECK(batch_norm_forward_key(stats) != batch_norm_forward_key(half_stats));
+
+  // The scratch problem writes fresh outputs and COPIES of the running statistics.
+  const BatchNormForwardProblem scratch = stats.with_scratch_outputs();
+  CHECK(scratch.x.data_ptr() == stats.x.data_ptr());
+  CHECK(scratch.y.data_ptr() != stats.y.data_ptr());
+  CHECK(scratch.save_mean.data_ptr() != stats.save_mean.data_ptr());
+  CHECK(scratch.running_mean.data_ptr() != stats.running_mean.data_ptr());
+  CHECK(scratch.running_var.data_ptr() != stats.running_var.data_ptr());
+  CHECK(scratch.y.is_contiguous() == stats.y.is_contiguous());
+  CHECK(nhwc.with_scratch_outputs().y.is_contiguous(MemoryFormat::channels_last));
+
+  // Benchmark mode (timing the single candidate on scratch outputs) updates the caller's running
+  // statistics exactly once.
+  dispatch::algo_cache().clear();
+  dispatch::AlgoModeGuard benchmark(dispatch::AlgoMode::benchmark);
+  Tensor x = arange(0, 8, 1, TensorOptions(DType::f32)).reshape({4, 2});  // channel 0: 0 2 4 6
+  Tensor rm = zeros({2}), rv = ones({2});
+  batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.5, 1e-5);
+  CHECK(rm.to_vector()[0] == doctest::Approx(1.5));    // 0.5 * 0 + 0.5 * 3
+  CHECK(rv.to_vector()[0] == doctest::Approx(3.8333333));  // 0.5 * 1 + 0.5 * 20 / 3
+  // The CPU has no "persistent": forcing it is an error naming the slot's algorithms.
+  dispatch::AlgoSettingsGuard forced(dispatch::current_algo_settings().force("batch_norm", "persistent"));
+  CHECK_THROWS_AS(batch_norm_forward_choose(base), Error);
+}

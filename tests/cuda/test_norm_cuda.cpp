@@ -340,3 +340,162 @@ TEST_CASE("normalization on CUDA: mixed devices and float64 are clear errors" *
     CHECK(std::string(e.what()).find("float64") != std::string::npos);
   }
 }
+
+TEST_CASE("layer_norm on CUDA: warp-per-row limits, unaligned rows and parameters, large mean" *
+          doctest::skip(!cuda::is_available())) {
+  // Row lengths at and just past each warp-per-row instantiation (float32: 256 and 1024 values;
+  // 16-bit: 512 and 1024), 13 rows (not a multiple of the 4 rows of a block), and a mean of 100
+  // over a unit spread (the statistics are centered, never a sum of squares).
+  struct Case {
+    int64_t D;
+    int64_t x_offset, param_offset;  // elements into a larger buffer: 1 makes the pointer unaligned
+    double shift;
+  };
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& cs : {Case{256, 0, 0, 0}, Case{260, 0, 0, 0}, Case{512, 0, 0, 0},
+                           Case{520, 0, 0, 0}, Case{1024, 0, 0, 0}, Case{1032, 0, 0, 0},
+                           Case{1024, 0, 1, 0}, Case{1024, 1, 0, 0}, Case{1000, 0, 0, 100}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(cs.D);
+      CAPTURE(cs.x_offset);
+      CAPTURE(cs.param_offset);
+      const int64_t rows = 13, D = cs.D;
+      Generator gen(Device::cpu(), 11);
+      Tensor x64 = randn({rows, D}, TensorOptions(DType::f64), &gen) + cs.shift;
+      Tensor w64 = randn({D}, TensorOptions(DType::f64), &gen);
+      Tensor b64 = randn({D}, TensorOptions(DType::f64), &gen);
+      Tensor x = to_gpu(x64, dtype, false, cs.x_offset);
+      Tensor w = to_gpu(w64, DType::f32, false, cs.param_offset);
+      Tensor b = to_gpu(b64, DType::f32, false, cs.param_offset);
+      Tensor xg = leaf(x), wg = leaf(w), bg = leaf(b);
+      Tensor y = layer_norm(xg, {D}, wg, bg);
+      Tensor xc = leaf(cpu_twin(x)), wc = leaf(cpu_twin(w)), bc = leaf(cpu_twin(b));
+      Tensor yc = layer_norm(xc, {D}, wc, bc);
+      CHECK(rel_err(y, yc) <= tolerance(dtype));
+      Tensor gy64 = randn({rows, D}, TensorOptions(DType::f64), &gen);
+      (y * gy64.to(Device::cuda(), dtype)).sum().backward();
+      (yc * cpu_twin(gy64.to(Device::cuda(), dtype))).sum().backward();
+      CHECK(rel_err(xg.grad(), xc.grad()) <= 4 * tolerance(dtype));
+      CHECK(rel_err(wg.grad(), wc.grad()) <= 4 * tolerance(dtype));
+      CHECK(rel_err(bg.grad(), bc.grad()) <= 4 * tolerance(dtype));
+    }
+  }
+}
+
+// ---- the training forward's algorithms (issue 5 item 7) ---------------------------------------
+
+namespace {
+
+// A training-forward problem with fresh tensors of `shape` (the op builds the same one).
+BatchNormForwardProblem bn_forward_problem(const Shape& shape, DType dtype, bool channels_last) {
+  Tensor x = empty(shape, dtype, Device::cuda());
+  if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
+  BatchNormForwardProblem p;
+  p.x = x;
+  p.y = empty_like(x);
+  p.layout.N = shape[0];
+  p.layout.C = shape[1];
+  p.layout.S = shape_numel(shape) / (shape[0] * shape[1]);
+  p.layout.channels_inner = channels_last || p.layout.S == 1;
+  p.save_mean = empty({shape[1]}, DType::f32, Device::cuda());
+  p.save_invstd = empty({shape[1]}, DType::f32, Device::cuda());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm training forward: every algorithm matches the CPU, then backward still does" *
+          doctest::skip(!cuda::is_available())) {
+  // Shapes the persistent kernel takes (16-byte vectors: channels-inner C, channels-outer H * W a
+  // multiple of 8 elements): odd N * H * W, batch 1, a partial channel block (24 channels = 3 of
+  // 4 vector columns), many splits, and tiles that spill from registers into shared memory.
+  struct Shaped {
+    Shape shape;
+    bool channels_last;
+  };
+  const std::vector<Shaped> persistent_shapes = {
+      {{3, 24, 5, 7}, true},    {{1, 24, 5, 7}, true},  {{2, 40, 1, 1}, false},
+      {{3, 8, 2, 4}, false},    {{1, 5, 4, 6}, false},  {{32, 24, 20, 20}, true},
+      {{32, 24, 20, 20}, false}, {{68, 64, 32, 32}, true}, {{68, 64, 32, 32}, false}};
+  // Shapes only two_pass takes: odd channel counts channels-inner, odd planes channels-outer.
+  const std::vector<Shaped> two_pass_only = {{{2, 3, 5, 7}, true}, {{2, 7, 3, 3}, false},
+                                             {{3, 65, 1, 1}, false}};
+  for (const char* algo : {"two_pass", "persistent"}) {
+    CAPTURE(algo);
+    dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", algo));
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      for (const Shaped& s : persistent_shapes) {
+        const bool big = s.shape[0] == 68;
+        for (Tail tail : {Tail::none, Tail::relu, Tail::add_relu}) {
+          if (big && tail == Tail::relu) continue;  // the big shapes cost the CPU reference time
+          BnCase k;
+          k.shape = s.shape;
+          k.channels_last = s.channels_last;
+          k.dtype = dtype;
+          // Mixed precision (float32 parameters and running statistics), except the ReLU tail,
+          // which keeps them in the input's dtype (running statistics stored as 16-bit floats).
+          k.param_dtype = tail == Tail::relu ? dtype : DType::f32;
+          k.tail = tail;
+          // The big tiles need most of the chip; on a GPU with fewer SMs than an H100 they may not
+          // fit, so force an algorithm only where it applies.
+          const BatchNormForwardProblem probe = bn_forward_problem(s.shape, dtype, s.channels_last);
+          const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
+          const auto& candidate = slot.get<BatchNormForwardProblem>(slot.find(algo));
+          if (candidate.applies && !candidate.applies(probe)) {
+            CHECK(big);  // every small shape above must be taken by both algorithms
+            continue;
+          }
+          check_bn_parity(k);
+        }
+      }
+    }
+    if (std::string(algo) == "two_pass")
+      for (const Shaped& s : two_pass_only)
+        for (DType dtype : {DType::f32, DType::bf16}) {
+          BnCase k;
+          k.shape = s.shape;
+          k.channels_last = s.channels_last;
+          k.dtype = k.param_dtype = dtype;
+          k.tail = Tail::add_relu;
+          check_bn_parity(k);
+        }
+  }
+}
+
+TEST_CASE("batch_norm training forward: which algorithm applies, heuristic and benchmark choices" *
+          doctest::skip(!cuda::is_available())) {
+  const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
+  CHECK(slot.names() == std::vector<std::string>{"two_pass", "persistent"});
+  const auto& persistent = slot.get<BatchNormForwardProblem>(slot.find("persistent"));
+  // Fits on chip: the persistent kernel applies and the heuristic prefers it (one read of x).
+  const BatchNormForwardProblem fits = bn_forward_problem({128, 64, 32, 32}, DType::bf16, true);
+  CHECK(persistent.applies(fits));
+  CHECK(batch_norm_forward_choose(fits).name == "persistent");
+  // Odd channels (no 16-byte vectors), an unaligned base, too large for the chip, too many
+  // channels-outer channels: two_pass.
+  CHECK_FALSE(persistent.applies(bn_forward_problem({4, 3, 8, 8}, DType::bf16, true)));
+  BatchNormForwardProblem unaligned = fits;
+  unaligned.x = to_gpu(zeros({128, 64, 32, 32}), DType::bf16, true, 1);
+  CHECK_FALSE(persistent.applies(unaligned));
+  const BatchNormForwardProblem huge = bn_forward_problem({256, 64, 56, 56}, DType::bf16, true);
+  CHECK_FALSE(persistent.applies(huge));
+  CHECK(batch_norm_forward_choose(huge).name == "two_pass");
+  CHECK_FALSE(persistent.applies(bn_forward_problem({2, 4096, 2, 4}, DType::f32, false)));
+  // A forced algorithm that does not apply is an error, never silently replaced.
+  {
+    dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", "persistent"));
+    CHECK_THROWS_AS(batch_norm_forward_choose(huge), Error);
+  }
+  // Benchmark mode times both on scratch outputs: the running statistics are updated once, by the
+  // chosen algorithm only (check_bn_parity compares them with the CPU's single update).
+  dispatch::algo_cache().clear();
+  dispatch::AlgoModeGuard benchmark(dispatch::AlgoMode::benchmark);
+  for (bool channels_last : {true, false}) {
+    BnCase k;
+    k.shape = {16, 32, 12, 12};
+    k.channels_last = channels_last;
+    k.dtype = DType::bf16;
+    k.tail = Tail::add_relu;
+    check_bn_parity(k);
+  }
+}
