@@ -16,11 +16,13 @@
 // Rows of col and of the weight are padded to Jc = J rounded up to 8 elements so every row
 // starts 16-byte aligned for cuBLAS (the stem's J = 147 becomes 152); the GEMMs use k = J, so the
 // padding is never read. The unfold order J is (r, s, c) when the input is channels_last (then
-// each tap is a contiguous channel vector, unfolded with 16-byte copies) or the weight is KRSC,
-// else (c, r, s); a weight not dense in that order (or with unaligned rows) is copied into the
-// workspace in it. col2im gathers (a thread per input element, or per 16-byte channel vector in
-// NHWC, sums the taps that reach it): no atomics, deterministic. The tensor a direction writes is
-// OVERWRITTEN.
+// each tap is a contiguous channel vector, unfolded with 16-byte copies; with channels per group
+// not a multiple of the vector width, as in the stem's C = 3, a thread instead gathers one 16-byte
+// vector of a col row element by element, stepping the taps of the row without divisions) or the
+// weight is KRSC, else (c, r, s); a weight not dense in that order (or with unaligned rows) is
+// copied into the workspace in it. col2im gathers (a thread per input element, per 16-byte
+// channel vector in NHWC, or per pixel for NHWC with one group and few channels; each sums the
+// taps that reach it): no atomics, deterministic. The tensor a direction writes is OVERWRITTEN.
 #include <algorithm>
 
 #include "cuda_kernels/conv_common.cuh"
@@ -65,6 +67,8 @@ struct UnfoldArgs {
   // Divisors of the index maps.
   Divider d_J, d_M, d_PQ, d_Q, d_R, d_S, d_RS, d_Cg, d_G, d_C, d_W, d_H;
   Divider d_group_vecs, d_pixel_vecs;  // 16-byte channel vectors per group / per pixel
+  Divider d_row_vecs;                  // 16-byte vectors per pixels-major col row (col_ld / VEC)
+  Divider d_sh, d_sw;                  // strides, for the col2im tap search
 };
 
 // (c, r, s) of unfold column j.
@@ -148,12 +152,56 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+// The same unfold for channels_last x and (r, s, c) columns when Cg is not a multiple of the
+// vector width (the 3-channel stem): a thread writes one 16-byte vector of a col row, gathering
+// its elements one by one. For a fixed pixel and filter row the taps (s, c) of a row are S * Cg
+// consecutive columns, so after one decomposition of the vector's first column the thread steps
+// c, s, r incrementally (no division per element). Col stores are dense and coalesced (the row
+// padding past J is written with zeros); the loads of neighbouring threads are neighbouring
+// input elements (with one group and no dilation the S * C elements of a tap row are contiguous).
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+    im2col_nhwc_gather_kernel(UnfoldArgs a, const T* __restrict__ x, T* __restrict__ col,
+                              int total) {
+  constexpr int VEC = 16 / int(sizeof(T));
+  using Vec = AlignedVec<T, VEC>;
+  const int step = int(gridDim.x) * blockDim.x;
+  for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
+    int gm, g, n, p, t, r;
+    const int v = a.d_row_vecs.split(idx, gm);  // col element idx * VEC is row gm, column v * VEC
+    const int m = a.d_M.split(gm, g);
+    const int pq = a.d_PQ.split(m, n);
+    const int q = a.d_Q.split(pq, p);
+    int c = a.d_Cg.split(v * VEC, t);  // first column = (r * S + s) * Cg + c; r >= R past J
+    int s = a.d_S.split(t, r);
+    const int h0 = p * a.sh - a.ph, w0 = q * a.sw - a.pw;
+    const T* image = x + (a.n0 + n) * (int64_t(a.H) * a.W * a.C) + g * a.Cg;
+    Vec out;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      const int h = h0 + r * a.dh, w = w0 + s * a.dw;
+      T e = convert<T>(0.0f);
+      if (r < a.R && h >= 0 && h < a.H && w >= 0 && w < a.W) e = image[(h * a.W + w) * a.C + c];
+      out.v[i] = e;
+      if (++c == a.Cg) {
+        c = 0;
+        if (++s == a.S) {
+          s = 0;
+          ++r;
+        }
+      }
+    }
+    *reinterpret_cast<Vec*>(col + int64_t(idx) * VEC) = out;
+  }
+}
+
 // The output position along one axis that tap t of input coordinate i feeds, or -1.
-__device__ __forceinline__ int tap_source(int i, int t, int stride, int pad, int dil, int limit) {
+__device__ __forceinline__ int tap_source(int i, int t, const Divider& stride, int pad, int dil,
+                                          int limit) {
   const int num = i + pad - t * dil;
   if (num < 0) return -1;
-  const int o = num / stride;
-  return o * stride == num && o < limit ? o : -1;
+  int o;
+  return stride.split(num, o) == 0 && o < limit ? o : -1;
 }
 
 // dx[n, c, h, w] = sum of dcol over the taps whose output position reaches (h, w), for the
@@ -179,10 +227,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int ci = a.d_Cg.split(c, g);
     Acc acc = 0;
     for (int r = 0; r < a.R; ++r) {
-      const int p = tap_source(h, r, a.sh, a.ph, a.dh, a.P);
+      const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
       if (p < 0) continue;
       for (int s = 0; s < a.S; ++s) {
-        const int q = tap_source(w, s, a.sw, a.pw, a.dw, a.Q);
+        const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
         if (q < 0) continue;
         const int j = unfold_column(a, ci, r, s);
         const int64_t at = a.pixels_major ? int64_t(g * a.M + n * PQ + p * a.Q + q) * a.col_ld + j
@@ -217,10 +265,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int i = 0; i < VEC; ++i) acc[i] = 0;
     for (int r = 0; r < a.R; ++r) {
-      const int p = tap_source(h, r, a.sh, a.ph, a.dh, a.P);
+      const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
       if (p < 0) continue;
       for (int s = 0; s < a.S; ++s) {
-        const int q = tap_source(w, s, a.sw, a.pw, a.dw, a.Q);
+        const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
         if (q < 0) continue;
         const Vec v = *reinterpret_cast<const Vec*>(
             col + int64_t(g * a.M + n * PQ + p * a.Q + q) * a.col_ld + (r * a.S + s) * a.Cg + ci);
@@ -233,6 +281,44 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int i = 0; i < VEC; ++i) out.v[i] = convert<T>(acc[i]);
     *reinterpret_cast<Vec*>(dx + ((a.n0 + n) * a.H + h) * int64_t(a.W) * a.C + int64_t(w) * a.C +
                             c0) = out;
+  }
+}
+
+// col2im for channels_last dx, one group and at most kPixelFoldChannels channels (the stem's
+// backward_data): a thread sums all C channels of one dx pixel, so the tap search is shared by
+// the channels and each tap reads C consecutive col elements.
+constexpr int kPixelFoldChannels = 8;
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+    col2im_nhwc_pixel_kernel(UnfoldArgs a, const T* __restrict__ col, T* __restrict__ dx,
+                             int total) {
+  using Acc = OpMath<T>;
+  const int PQ = a.P * a.Q;
+  const int step = int(gridDim.x) * blockDim.x;
+  for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
+    int t, n;
+    const int w = a.d_W.split(idx, t);
+    const int h = a.d_H.split(t, n);
+    Acc acc[kPixelFoldChannels];
+#pragma unroll
+    for (int i = 0; i < kPixelFoldChannels; ++i) acc[i] = 0;
+    for (int r = 0; r < a.R; ++r) {
+      const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
+      if (p < 0) continue;
+      for (int s = 0; s < a.S; ++s) {
+        const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
+        if (q < 0) continue;
+        const T* tap = col + int64_t(n * PQ + p * a.Q + q) * a.col_ld + (r * a.S + s) * a.C;
+#pragma unroll
+        for (int i = 0; i < kPixelFoldChannels; ++i)
+          if (i < a.C) acc[i] += convert<Acc>(tap[i]);
+      }
+    }
+    T* out = dx + (a.n0 * a.H * a.W + idx) * int64_t(a.C);  // idx = (n * H + h) * W + w
+#pragma unroll
+    for (int i = 0; i < kPixelFoldChannels; ++i)
+      if (i < a.C) out[i] = convert<T>(acc[i]);
   }
 }
 
@@ -330,6 +416,8 @@ UnfoldArgs unfold_args(const ConvProblem& pr, const Plan& plan, int64_t n0, int6
   a.d_C = Divider(a.C), a.d_W = Divider(a.W), a.d_H = Divider(a.H);
   a.d_group_vecs = Divider(a.Cg % vec == 0 ? a.Cg / vec : 1);
   a.d_pixel_vecs = Divider(a.C % vec == 0 ? a.C / vec : 1);
+  a.d_row_vecs = Divider(a.col_ld / vec);
+  a.d_sh = Divider(a.sh), a.d_sw = Divider(a.sw);
   return a;
 }
 
@@ -340,6 +428,13 @@ bool vector_path(const ConvProblem& pr, const Plan& plan) {
   const int64_t vec = 16 / int64_t(pr.input.element_size());
   return plan.pixels_major && plan.taps_outer && dense_as(pr.input, Form::nhwc) &&
          d.Cg % vec == 0 && reinterpret_cast<uintptr_t>(pr.input.data_ptr()) % 16 == 0;
+}
+
+// The gathering unfold applies to the other NHWC-col, (r, s, c), channels_last cases (channels
+// per group not a multiple of the vector width, or an unaligned input): col rows are whole
+// 16-byte vectors (col_ld is a multiple of 8 elements and the workspace is 16-byte aligned).
+bool gather_path(const ConvProblem& pr, const Plan& plan) {
+  return plan.pixels_major && plan.taps_outer && dense_as(pr.input, Form::nhwc);
 }
 
 GemmArgs gemm_base(const ConvProblem& pr) {
@@ -360,6 +455,7 @@ void run_im2col_gemm_typed(const ConvProblem& pr, void* workspace, size_t worksp
   const int64_t J = plan.J, PQ = d.P * d.Q, col_ld = plan.col_ld, w_ld = plan.w_ld;
   const size_t es = pr.input.element_size();
   const bool vectors = vector_path(pr, plan);
+  const bool gather = !vectors && gather_path(pr, plan);
 
   Tensor act = pr.direction == Direction::forward ? stage_write(pr.output, plan.dy_form, arena)
                                                   : stage_read(pr.output, plan.dy_form, arena);
@@ -385,6 +481,11 @@ void run_im2col_gemm_typed(const ConvProblem& pr, void* workspace, size_t worksp
       if (vectors) {
         const int64_t total = d.G * M * d.R * d.S * (d.Cg / vec);
         im2col_nhwc_vector_kernel<T>
+            <<<grid_for(total, dev.index, kStreamBlocksPerSm), kBlockThreads, 0, stream>>>(
+                ua, x_ptr, col, int(total));
+      } else if (gather) {
+        const int64_t total = d.G * M * (col_ld / vec);
+        im2col_nhwc_gather_kernel<T>
             <<<grid_for(total, dev.index, kStreamBlocksPerSm), kBlockThreads, 0, stream>>>(
                 ua, x_ptr, col, int(total));
       } else {
@@ -437,6 +538,11 @@ void run_im2col_gemm_typed(const ConvProblem& pr, void* workspace, size_t worksp
       if (vectors && reinterpret_cast<uintptr_t>(dx) % 16 == 0) {
         const int64_t total = nc * d.H * d.W * (d.C / vec);
         col2im_nhwc_vector_kernel<T>
+            <<<grid_for(total, dev.index, kStreamBlocksPerSm), kBlockThreads, 0, stream>>>(
+                ua, col, dx, int(total));
+      } else if (gather && d.G == 1 && d.C <= kPixelFoldChannels) {
+        const int64_t total = nc * d.H * d.W;
+        col2im_nhwc_pixel_kernel<T>
             <<<grid_for(total, dev.index, kStreamBlocksPerSm), kBlockThreads, 0, stream>>>(
                 ua, col, dx, int(total));
       } else {
