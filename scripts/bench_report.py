@@ -73,8 +73,21 @@ def main():
         if show_peak:
             line += f" {fmt(e.get('peak_MiB') if e else None)} {fmt(t.get('peak_MiB') if t else None)}"
         print(line)
+    # Correctness rows (bench/torch_parity: Ember vs PyTorch outputs and gradients) are summarised:
+    # one line with the counts, then only the failing cases.
+    parity = [r for r in extra if r.get("bench") == "torch_parity" and r.get("impl") == "torch"]
+    written = [r for r in extra if r.get("bench") == "torch_parity" and r.get("impl") == "ember"]
+    if parity or written:
+        failed = [r for r in parity if not r.get("pass")]
+        worst = max((r.get("max_rel_err", 0) or 0 for r in parity), default=0)
+        print(f"torch_parity: {len(parity) - len(failed)}/{len(parity)} cases match PyTorch "
+              f"(largest relative error {worst:.2e}); {sum(1 for r in written if r.get('written'))}"
+              f"/{len(written)} written by Ember")
+        for r in failed + [r for r in written if not r.get("written")]:
+            print(json.dumps(r))
     for r in extra:
-        print(json.dumps(r))
+        if r.get("bench") != "torch_parity":
+            print(json.dumps(r))
 
 
 if __name__ == "__main__":
