@@ -9,16 +9,22 @@
 //       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), the one whose busiest SM has the least
 //       work (partial last waves count); channel counts that are not a multiple of 8 (16-bit) /
 //       4 (fp32) take the general (element-load) 64x64 path.
+//   forward / backward_data  "implicit_gemm_256x128", "_128x128", "_128x64", "_64x64": the same
+//       kernel with that tile fixed (channel counts with 16-byte vectors only), for the benchmark
+//       mode to time against the wave model's pick; the heuristic ranks them behind it.
 //   backward_filter  "implicit_gemm": split-K over output pixels, every split writing an fp32
 //       partial into the workspace, then a reduce kernel summing the splits in a fixed order
 //       (deterministic); "implicit_gemm_atomic": the splits atomically add into one fp32 buffer
 //       (not deterministic). Tiles: 128x128 when K >= 128, else 64x128, over columns tap*C + c.
 //       Needs C and K multiples of 8 (16-bit) / 4 (fp32); other channel counts go to im2col_gemm.
+//       "implicit_gemm_wgrad_64x128", "implicit_gemm_wgrad_128x128": the deterministic split-K
+//       with that tile fixed, for the benchmark mode; the heuristic ranks them behind it.
 // Activations not in channels_last are staged into the workspace (and written back). Every
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -109,6 +115,21 @@ constexpr FpropTileInfo kFpropTiles[] = {{FpropTile::wide, 256, 128, 1.0},
                                          {FpropTile::small, 64, 64, 0.5}};
 constexpr int kGeneralTile = 64;  // the element-load path's square tile
 
+FpropTileInfo fprop_tile_info(FpropTile tile) {
+  for (const FpropTileInfo& t : kFpropTiles)
+    if (t.tile == tile) return t;
+  EMBER_CHECK(false, "implicit_gemm: no 16-byte-load fprop tile ", int(tile));
+  return kFpropTiles[0];
+}
+
+// Whether the fprop kernel can load 16-byte chunks: the channels it reduces over (C forward, K
+// backward_data) come in whole vectors. Otherwise only the general path runs the problem.
+bool fprop_vector_path(const ConvProblem& pr) {
+  const ConvShape d = shape_of(pr);
+  const int64_t csrc = pr.direction == Direction::backward_data ? d.K : d.C;
+  return csrc % vector_elems(pr.input.dtype()) == 0;
+}
+
 struct FpropPlan {
   bool backward_data;
   bool transposed;  // strided backward_data: the transposed index map
@@ -121,7 +142,8 @@ struct FpropPlan {
   size_t filter_bytes, staging_bytes, workspace;
 };
 
-FpropPlan fprop_plan(const ConvProblem& pr) {
+// `fixed`: the tile to use (a vector-path problem), else the wave model picks.
+FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   const ConvShape d = shape_of(pr);
   FpropPlan f{};
   f.backward_data = pr.direction == Direction::backward_data;
@@ -139,8 +161,10 @@ FpropPlan fprop_plan(const ConvProblem& pr) {
   f.pw = f.flipped ? d.dw * (d.S - 1) - d.pw : d.pw;
   const int64_t bk = block_k_elems(pr.input.dtype());
   f.Cpad = (f.Csrc + bk - 1) / bk * bk;
-  if (f.Csrc % vector_elems(pr.input.dtype()) != 0) {
+  if (!fprop_vector_path(pr)) {
     f.tile = {FpropTile::general, kGeneralTile, kGeneralTile, 0.1};
+  } else if (fixed) {
+    f.tile = fprop_tile_info(*fixed);
   } else {
     // The busiest SM's work: its share of the blocks (a partial last wave costs a whole one).
     const int64_t sms = sm_count(pr.device());
@@ -188,12 +212,12 @@ void launch_fprop_tile(FpropTile tile, const FpropParams& p, cudaStream_t stream
   }
 }
 
-// Runs forward or backward_data; `bias` (forward only, may be undefined) and `relu` form the
-// fused epilogue.
+// Runs forward or backward_data with the `fixed` tile (else the wave model's); `bias` (forward
+// only, may be undefined) and `relu` form the fused epilogue.
 void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, const Tensor& bias,
-               bool relu) {
+               bool relu, std::optional<FpropTile> fixed) {
   const ConvShape d = shape_of(pr);
-  const FpropPlan f = fprop_plan(pr);
+  const FpropPlan f = fprop_plan(pr, fixed);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
   cudaStream_t stream = stream_of(dev);
@@ -242,7 +266,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
 bool fprop_applies(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   if (!tensor_core_dtype(pr) || d.G != 1 || operand_alignment(pr) != 16) return false;
-  const FpropPlan f = fprop_plan(pr);
+  const FpropPlan f = fprop_plan(pr, std::nullopt);  // the limits below hold for every tile
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
   // Blocks are numbered along one grid dimension (at most 2^31 - 1, tiles at least 64x64).
   const int64_t max_blocks = ((f.M + 63) / 64) * ((f.Nout + 63) / 64);
@@ -250,14 +274,20 @@ bool fprop_applies(const ConvProblem& pr) {
          d.N * f.SH * f.SW < kMaxIndex;
 }
 
-size_t fprop_workspace(const ConvProblem& pr) { return fprop_plan(pr).workspace; }
+// A fixed tile runs exactly the problems of the vector path.
+bool fixed_fprop_applies(const ConvProblem& pr) {
+  return fprop_applies(pr) && fprop_vector_path(pr);
+}
+
+// The same for every tile: staging and the packed filter.
+size_t fprop_workspace(const ConvProblem& pr) { return fprop_plan(pr, std::nullopt).workspace; }
 
 // mma.sync reaches about 55% of the tensor peak with 64x64 warp tiles, less with smaller ones;
 // zero padding of channels and of partial tiles is wasted work; a strided backward_data wastes
 // the taps the stride skips; the general path loads element by element.
-double fprop_cost_us(const ConvProblem& pr) {
+double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   const ConvShape d = shape_of(pr);
-  const FpropPlan f = fprop_plan(pr);
+  const FpropPlan f = fprop_plan(pr, fixed);
   const int64_t bm = f.tile.bm, bn = f.tile.bn;
   const double tiles_m = double((f.M + bm - 1) / bm * bm) / double(f.M);
   const double tiles_n = double((f.Nout + bn - 1) / bn * bn) / double(f.Nout);
@@ -277,17 +307,25 @@ double fprop_cost_us(const ConvProblem& pr) {
          (f.pack_filter ? 2 : 1) * kLaunchUs;
 }
 
-void run_fprop_algorithm(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  run_fprop(pr, workspace, workspace_bytes, Tensor(), false);
+// A fixed-tile variant's estimate is above the auto-picking algorithm's (whose choice among the
+// same tiles it is meant to check), so the heuristic keeps choosing that one; the benchmark mode
+// times every variant.
+constexpr double kFixedTileCostFactor = 1.01;
+
+double fixed_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
+  return std::max(fprop_cost_us(pr, tile), fprop_cost_us(pr, std::nullopt)) *
+         kFixedTileCostFactor;
 }
 
 // ---- wgrad (backward_filter) ------------------------------------------------------------------
 
 // wgrad tiles, rows (output channels) x columns (tap*C + c): 128x128 (4 warps of 64x64) when
-// K >= 128, else 64x128 (4 warps of 32x64). A stage holds 128 bytes of each pixel row, for any
-// dtype; 3 stages of the first take 102 KiB, 4 of the second 104 KiB: 2 blocks per SM.
+// K >= 128, else 64x128 (4 warps of 32x64); either runs any problem (partial row tiles are
+// masked). A stage holds 128 bytes of each pixel row, for any dtype; 3 stages of the first take
+// 102 KiB, 4 of the second 104 KiB: 2 blocks per SM.
 constexpr int kWgradStagesBig = 3;
 constexpr int kWgradStagesShort = 4;
+enum class WgradTile : uint8_t { short_rows, big };  // 64x128, 128x128
 
 struct WgradPlan {
   bool big;  // 128x128 tiles, else 64x128
@@ -296,10 +334,11 @@ struct WgradPlan {
   size_t partial_bytes, staging_bytes;
 };
 
-WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic) {
+// `fixed`: the tile to use, else 128x128 when K >= 128.
+WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
   const ConvShape d = shape_of(pr);
   WgradPlan w{};
-  w.big = d.K >= 128;
+  w.big = fixed ? *fixed == WgradTile::big : d.K >= 128;
   w.bm = w.big ? 128 : 64;
   w.bn = 128;
   w.grid_m = (d.K + w.bm - 1) / w.bm;
@@ -331,8 +370,8 @@ WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic) {
   return w;
 }
 
-size_t wgrad_workspace(const ConvProblem& pr, bool atomic) {
-  const WgradPlan w = wgrad_plan(pr, atomic);
+size_t wgrad_workspace(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
+  const WgradPlan w = wgrad_plan(pr, atomic, fixed);
   WorkspacePlan ws;
   ws.add(w.staging_bytes);
   ws.add(w.partial_bytes);
@@ -349,9 +388,10 @@ void launch_wgrad(const WgradParams& p, const WgradPlan& w, cudaStream_t stream,
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic) {
+void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic,
+               std::optional<WgradTile> fixed) {
   const ConvShape d = shape_of(pr);
-  const WgradPlan w = wgrad_plan(pr, atomic);
+  const WgradPlan w = wgrad_plan(pr, atomic, fixed);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
   cudaStream_t stream = stream_of(dev);
@@ -399,9 +439,9 @@ bool wgrad_applies(const ConvProblem& pr) {
          (d.RS() * d.C + 127) / 128 <= 65535;
 }
 
-double wgrad_cost_us(const ConvProblem& pr, bool atomic) {
+double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
   const ConvShape d = shape_of(pr);
-  const WgradPlan w = wgrad_plan(pr, atomic);
+  const WgradPlan w = wgrad_plan(pr, atomic, fixed);
   const double waste = double(w.grid_m * w.bm) / double(d.K) *
                        double(w.grid_n * w.bn) / double(d.RS() * d.C);
   // Partials: written once per split and read back by the reduction (atomics: read-modify-write).
@@ -411,24 +451,77 @@ double wgrad_cost_us(const ConvProblem& pr, bool atomic) {
          memory_time_us(partial_traffic + 2.0 * double(w.staging_bytes)) + 2 * kLaunchUs;
 }
 
+double fixed_wgrad_cost_us(const ConvProblem& pr, WgradTile tile) {
+  return std::max(wgrad_cost_us(pr, false, tile), wgrad_cost_us(pr, false, std::nullopt)) *
+         kFixedTileCostFactor;
+}
+
 const std::vector<DType> kTensorCoreTypes = {DType::f32, DType::f16, DType::bf16};
+
+void run_fprop_auto(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
+  run_fprop(pr, workspace, workspace_bytes, Tensor(), false, std::nullopt);
+}
+double fprop_cost_auto_us(const ConvProblem& pr) { return fprop_cost_us(pr, std::nullopt); }
 
 const auto implicit_gemm_forward = register_conv_algorithm(
     {"implicit_gemm", Direction::forward, true, kTensorCoreTypes, fprop_applies, fprop_workspace,
-     fprop_cost_us, run_fprop_algorithm});
+     fprop_cost_auto_us, run_fprop_auto});
 const auto implicit_gemm_backward_data = register_conv_algorithm(
     {"implicit_gemm", Direction::backward_data, true, kTensorCoreTypes, fprop_applies,
-     fprop_workspace, fprop_cost_us, run_fprop_algorithm});
+     fprop_workspace, fprop_cost_auto_us, run_fprop_auto});
 const auto implicit_gemm_backward_filter = register_conv_algorithm(
     {"implicit_gemm", Direction::backward_filter, true, kTensorCoreTypes, wgrad_applies,
-     [](const ConvProblem& pr) { return wgrad_workspace(pr, false); },
-     [](const ConvProblem& pr) { return wgrad_cost_us(pr, false); },
-     [](const ConvProblem& pr, void* ws, size_t bytes) { run_wgrad(pr, ws, bytes, false); }});
+     [](const ConvProblem& pr) { return wgrad_workspace(pr, false, std::nullopt); },
+     [](const ConvProblem& pr) { return wgrad_cost_us(pr, false, std::nullopt); },
+     [](const ConvProblem& pr, void* ws, size_t bytes) {
+       run_wgrad(pr, ws, bytes, false, std::nullopt);
+     }});
 const auto implicit_gemm_backward_filter_atomic = register_conv_algorithm(
     {"implicit_gemm_atomic", Direction::backward_filter, false, kTensorCoreTypes, wgrad_applies,
-     [](const ConvProblem& pr) { return wgrad_workspace(pr, true); },
-     [](const ConvProblem& pr) { return wgrad_cost_us(pr, true); },
-     [](const ConvProblem& pr, void* ws, size_t bytes) { run_wgrad(pr, ws, bytes, true); }});
+     [](const ConvProblem& pr) { return wgrad_workspace(pr, true, std::nullopt); },
+     [](const ConvProblem& pr) { return wgrad_cost_us(pr, true, std::nullopt); },
+     [](const ConvProblem& pr, void* ws, size_t bytes) {
+       run_wgrad(pr, ws, bytes, true, std::nullopt);
+     }});
+
+// The fixed-tile variants (registered after "implicit_gemm", so they follow it in every listing).
+struct FixedFpropAlgorithm {
+  const char* name;
+  FpropTile tile;
+};
+constexpr FixedFpropAlgorithm kFixedFpropAlgorithms[] = {
+    {"implicit_gemm_256x128", FpropTile::wide},
+    {"implicit_gemm_128x128", FpropTile::square},
+    {"implicit_gemm_128x64", FpropTile::narrow},
+    {"implicit_gemm_64x64", FpropTile::small}};
+struct FixedWgradAlgorithm {
+  const char* name;
+  WgradTile tile;
+};
+constexpr FixedWgradAlgorithm kFixedWgradAlgorithms[] = {
+    {"implicit_gemm_wgrad_64x128", WgradTile::short_rows},
+    {"implicit_gemm_wgrad_128x128", WgradTile::big}};
+
+bool register_fixed_tile_algorithms() {
+  for (const Direction direction : {Direction::forward, Direction::backward_data})
+    for (const FixedFpropAlgorithm& a : kFixedFpropAlgorithms)
+      register_conv_algorithm(
+          {a.name, direction, true, kTensorCoreTypes, fixed_fprop_applies, fprop_workspace,
+           [tile = a.tile](const ConvProblem& pr) { return fixed_fprop_cost_us(pr, tile); },
+           [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
+             run_fprop(pr, ws, bytes, Tensor(), false, tile);
+           }});
+  for (const FixedWgradAlgorithm& a : kFixedWgradAlgorithms)
+    register_conv_algorithm(
+        {a.name, Direction::backward_filter, true, kTensorCoreTypes, wgrad_applies,
+         [tile = a.tile](const ConvProblem& pr) { return wgrad_workspace(pr, false, tile); },
+         [tile = a.tile](const ConvProblem& pr) { return fixed_wgrad_cost_us(pr, tile); },
+         [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
+           run_wgrad(pr, ws, bytes, false, tile);
+         }});
+  return true;
+}
+const bool fixed_tile_algorithms_registered = register_fixed_tile_algorithms();
 
 }  // namespace
 
@@ -443,7 +536,7 @@ bool implicit_gemm_forward_fused(const ConvProblem& pr, const Tensor& bias, bool
   const size_t bytes = fprop_workspace(pr);
   Tensor workspace;
   if (bytes > 0) workspace = empty({int64_t(bytes)}, DType::u8, pr.device());
-  run_fprop(pr, bytes > 0 ? workspace.data_ptr() : nullptr, bytes, bias, relu);
+  run_fprop(pr, bytes > 0 ? workspace.data_ptr() : nullptr, bytes, bias, relu, std::nullopt);
   return true;
 }
 
