@@ -4,9 +4,7 @@
 // and GBps over the minimum bytes:
 //   batch-norm training forward:  3 x |x|  (statistics read + normalize read and write: the
 //                                  two-pass algorithm's bytes, the minimum when the activation is
-//                                  larger than the chip's on-chip memory; at 128x64x32x32 the
-//                                  persistent algorithm moves 2 x |x|, but rows keep one
-//                                  accounting, so its GB/s may exceed the copy bandwidth)
+//                                  larger than the chip's on-chip memory)
 //   batch-norm forward+backward:  8 x |x|  (forward 3 + backward: dy and x read for the sums,
 //                                  dy and x read and dx written)
 //   layer-norm forward+backward:  5 x |x|  (x read and y written; dy and x read and dx written)
@@ -95,7 +93,7 @@ int main() {
   const Device dev = Device::cuda();
 
   // BatchNorm2d training, channels_last, parameters in the input dtype: 256x64x56x56 (ImageNet
-  // ResNet stage 1) and 128x64x32x32 (CIFAR ResNet-18, small enough for the persistent algorithm).
+  // ResNet stage 1) and 128x64x32x32 (CIFAR ResNet-18).
   // The _fwd and _fwd_bwd rows use the algorithm the cache picks; the _fwd_algo rows force each
   // training-forward algorithm that applies ("<shape> <algorithm>"), with _fwd's byte accounting.
   for (DType dtype : {DType::f32, DType::bf16}) {

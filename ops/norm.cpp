@@ -458,7 +458,7 @@ dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm() {
   a.name = "two_pass";
   a.deterministic = true;
   // Bytes moved (x read twice, y written, the residual read), plus three launches (statistics,
-  // their merge, apply) counted as 2 MB each: the same units as "persistent"'s estimate.
+  // their merge, apply) counted as 2 MB each.
   a.heuristic_cost = [](const BatchNormForwardProblem& p) {
     const double bytes = double(p.layout.numel()) * double(element_size(p.x.dtype()));
     return bytes * (p.residual.defined() ? 4.0 : 3.0) + 3 * 2e6;
@@ -475,8 +475,7 @@ dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm() {
   return a;
 }
 
-// The CPU keeps one algorithm; CUDA registers "two_pass" beside "persistent" in
-// cuda_kernels/batch_norm.cu.
+// CUDA registers the same algorithm in cuda_kernels/batch_norm.cu.
 EMBER_REGISTER_ALGORITHM(BatchNormForwardProblem, "batch_norm", forward, CPU,
                          batch_norm_two_pass_algorithm());
 

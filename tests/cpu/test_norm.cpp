@@ -423,7 +423,7 @@ TEST_CASE("batch_norm training forward runs through the algorithm cache: CPU slo
   batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.5, 1e-5);
   CHECK(rm.to_vector()[0] == doctest::Approx(1.5));    // 0.5 * 0 + 0.5 * 3
   CHECK(rv.to_vector()[0] == doctest::Approx(3.8333333));  // 0.5 * 1 + 0.5 * 20 / 3
-  // The CPU has no "persistent": forcing it is an error naming the slot's algorithms.
+  // Forcing an algorithm the slot does not have is an error naming the slot's algorithms.
   dispatch::AlgoSettingsGuard forced(dispatch::current_algo_settings().force("batch_norm", "persistent"));
   CHECK_THROWS_AS(batch_norm_forward_choose(base), Error);
 }

@@ -107,12 +107,14 @@ struct BnCase {
   double mean_shift = 0.7;
 };
 
-void check_bn_parity(const BnCase& k, uint64_t seed = 7) {
+void check_bn_parity(const BnCase& k, uint64_t seed = 7, const std::string& forced_algorithm = "") {
   CAPTURE(shape_str(k.shape));
   CAPTURE(k.channels_last);
-  CAPTURE(dtype_name(k.dtype));
-  CAPTURE(dtype_name(k.param_dtype));
-  CAPTURE(tail_name(k.tail));
+  const std::string dtype_label = dtype_name(k.dtype), param_dtype_label = dtype_name(k.param_dtype);
+  const std::string tail_label = tail_name(k.tail);
+  CAPTURE(dtype_label);
+  CAPTURE(param_dtype_label);
+  CAPTURE(tail_label);
   CAPTURE(k.training);
   CAPTURE(k.offset);
   const int64_t C = k.shape[1];
@@ -134,7 +136,12 @@ void check_bn_parity(const BnCase& k, uint64_t seed = 7) {
   BnInputs cpu{cpu_twin(gpu.x),          cpu_twin(gpu.residual),     cpu_twin(gpu.weight),
                cpu_twin(gpu.bias),       cpu_twin(gpu.running_mean), cpu_twin(gpu.running_var),
                cpu_twin(gpu.grad_out)};
-  const BnResult g = run_bn(k.tail, k.training, gpu), c = run_bn(k.tail, k.training, cpu);
+  const BnResult g = [&] {
+    if (forced_algorithm.empty()) return run_bn(k.tail, k.training, gpu);
+    dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", forced_algorithm));
+    return run_bn(k.tail, k.training, gpu);
+  }();
+  const BnResult c = run_bn(k.tail, k.training, cpu);
 
   const double tol = tolerance(k.dtype);
   REQUIRE(g.y.sizes() == k.shape);
@@ -404,30 +411,24 @@ BatchNormForwardProblem bn_forward_problem(const Shape& shape, DType dtype, bool
 
 }  // namespace
 
-TEST_CASE("batch_norm training forward: every algorithm matches the CPU, then backward still does" *
+TEST_CASE("batch_norm training forward: every algorithm of the slot matches the CPU, then backward still does" *
           doctest::skip(!cuda::is_available())) {
-  // Shapes the persistent kernel takes (16-byte vectors: channels-inner C, channels-outer H * W a
-  // multiple of 8 elements): odd N * H * W, batch 1, a partial channel block (24 channels = 3 of
-  // 4 vector columns), many splits, and tiles that spill from registers into shared memory.
+  // Each algorithm forced in turn over awkward shapes: odd N * H * W, batch 1, channel counts
+  // that fill no vector, many splits, both layouts, every tail.
   struct Shaped {
     Shape shape;
     bool channels_last;
   };
-  const std::vector<Shaped> persistent_shapes = {
-      {{3, 24, 5, 7}, true},    {{1, 24, 5, 7}, true},  {{2, 40, 1, 1}, false},
-      {{3, 8, 2, 4}, false},    {{1, 5, 4, 6}, false},  {{32, 24, 20, 20}, true},
-      {{32, 24, 20, 20}, false}, {{68, 64, 32, 32}, true}, {{68, 64, 32, 32}, false}};
-  // Shapes only two_pass takes: odd channel counts channels-inner, odd planes channels-outer.
-  const std::vector<Shaped> two_pass_only = {{{2, 3, 5, 7}, true}, {{2, 7, 3, 3}, false},
-                                             {{3, 65, 1, 1}, false}};
-  for (const char* algo : {"two_pass", "persistent"}) {
+  const std::vector<Shaped> shapes = {
+      {{3, 24, 5, 7}, true},  {{1, 24, 5, 7}, true},  {{2, 40, 1, 1}, false}, {{3, 8, 2, 4}, false},
+      {{1, 5, 4, 6}, false},  {{32, 24, 20, 20}, true}, {{32, 24, 20, 20}, false},
+      {{2, 3, 5, 7}, true},   {{2, 7, 3, 3}, false},  {{3, 65, 1, 1}, false}};
+  const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
+  for (const std::string& algo : slot.names()) {
     CAPTURE(algo);
-    dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", algo));
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-      for (const Shaped& s : persistent_shapes) {
-        const bool big = s.shape[0] == 68;
+      for (const Shaped& s : shapes) {
         for (Tail tail : {Tail::none, Tail::relu, Tail::add_relu}) {
-          if (big && tail == Tail::relu) continue;  // the big shapes cost the CPU reference time
           BnCase k;
           k.shape = s.shape;
           k.channels_last = s.channels_last;
@@ -436,57 +437,29 @@ TEST_CASE("batch_norm training forward: every algorithm matches the CPU, then ba
           // which keeps them in the input's dtype (running statistics stored as 16-bit floats).
           k.param_dtype = tail == Tail::relu ? dtype : DType::f32;
           k.tail = tail;
-          // The big tiles need most of the chip; on a GPU with fewer SMs than an H100 they may not
-          // fit, so force an algorithm only where it applies.
           const BatchNormForwardProblem probe = bn_forward_problem(s.shape, dtype, s.channels_last);
-          const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
           const auto& candidate = slot.get<BatchNormForwardProblem>(slot.find(algo));
-          if (candidate.applies && !candidate.applies(probe)) {
-            CHECK(big);  // every small shape above must be taken by both algorithms
-            continue;
-          }
-          check_bn_parity(k);
+          if (candidate.applies && !candidate.applies(probe)) continue;
+          // Forced for the GPU run only (the CPU reference has its own slot).
+          check_bn_parity(k, 7, algo);
         }
       }
     }
-    if (std::string(algo) == "two_pass")
-      for (const Shaped& s : two_pass_only)
-        for (DType dtype : {DType::f32, DType::bf16}) {
-          BnCase k;
-          k.shape = s.shape;
-          k.channels_last = s.channels_last;
-          k.dtype = k.param_dtype = dtype;
-          k.tail = Tail::add_relu;
-          check_bn_parity(k);
-        }
   }
 }
 
-TEST_CASE("batch_norm training forward: which algorithm applies, heuristic and benchmark choices" *
+TEST_CASE("batch_norm training forward: the slot's algorithms, heuristic and benchmark choices" *
           doctest::skip(!cuda::is_available())) {
   const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
-  CHECK(slot.names() == std::vector<std::string>{"two_pass", "persistent"});
-  const auto& persistent = slot.get<BatchNormForwardProblem>(slot.find("persistent"));
-  // Fits on chip: the persistent kernel applies and the heuristic prefers it (one read of x).
-  const BatchNormForwardProblem fits = bn_forward_problem({128, 64, 32, 32}, DType::bf16, true);
-  CHECK(persistent.applies(fits));
-  CHECK(batch_norm_forward_choose(fits).name == "persistent");
-  // Odd channels (no 16-byte vectors), an unaligned base, too large for the chip, too many
-  // channels-outer channels: two_pass.
-  CHECK_FALSE(persistent.applies(bn_forward_problem({4, 3, 8, 8}, DType::bf16, true)));
-  BatchNormForwardProblem unaligned = fits;
-  unaligned.x = to_gpu(zeros({128, 64, 32, 32}), DType::bf16, true, 1);
-  CHECK_FALSE(persistent.applies(unaligned));
-  const BatchNormForwardProblem huge = bn_forward_problem({256, 64, 56, 56}, DType::bf16, true);
-  CHECK_FALSE(persistent.applies(huge));
-  CHECK(batch_norm_forward_choose(huge).name == "two_pass");
-  CHECK_FALSE(persistent.applies(bn_forward_problem({2, 4096, 2, 4}, DType::f32, false)));
-  // A forced algorithm that does not apply is an error, never silently replaced.
+  CHECK(slot.names() == std::vector<std::string>{"two_pass"});
+  const BatchNormForwardProblem problem = bn_forward_problem({128, 64, 32, 32}, DType::bf16, true);
+  CHECK(batch_norm_forward_choose(problem).name == "two_pass");
+  // Forcing an algorithm the slot does not have is an error, never silently replaced.
   {
     dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", "persistent"));
-    CHECK_THROWS_AS(batch_norm_forward_choose(huge), Error);
+    CHECK_THROWS_AS(batch_norm_forward_choose(problem), Error);
   }
-  // Benchmark mode times both on scratch outputs: the running statistics are updated once, by the
+  // Benchmark mode times the candidates on scratch outputs: the running statistics are updated once, by the
   // chosen algorithm only (check_bn_parity compares them with the CPU's single update).
   dispatch::algo_cache().clear();
   dispatch::AlgoModeGuard benchmark(dispatch::AlgoMode::benchmark);
