@@ -6,12 +6,16 @@
 // scatter_add) or writes zero (index_select, gather), and check_device_errors throws at the next
 // sync point.
 // index_add and scatter_add ACCUMULATE into `out` with atomicAdd (native for f16/bf16 on sm_90),
-// so their float results may differ in the last bits from run to run.
+// so their float results may differ in the last bits from run to run; in the algorithm cache's
+// deterministic mode index_add (the backward of embedding and index_select) instead gives each
+// output element one thread that scans the index and adds its matches in index order: bitwise
+// repeatable, at O(rows x indices) work, which suits vocabularies up to ~10^4 rows.
 #include <array>
 #include <limits>
 #include <vector>
 
 #include "cuda_kernels/elementwise.cuh"
+#include "dispatch/algo_cache.h"
 #include "ops/kernels.h"
 #include "tensor/device_errors.h"
 
@@ -143,6 +147,28 @@ index_add_kernel_impl(T* out, const T* src, const void* index, bool index_is_i64
   }
 }
 
+// Deterministic index_add: thread t owns out[o, r, n] (t over outer * out_size * inner) and adds
+// src[o, i, n] for every i with index[i] == r, in increasing i. Every thread of a warp reads the
+// same index[i] (a broadcast), so the scan costs little beside the matching rows it loads.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+index_add_ordered_kernel(T* out, const T* src, const void* index, bool index_is_i64, int64_t out_size,
+                         int64_t nidx, int64_t inner, int64_t total, int* error_flag) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
+    const int64_t n = t % inner, row = t / inner;
+    const int64_t r = row % out_size, o = row / out_size;
+    T acc = out[t];
+    for (int64_t i = 0; i < nidx; ++i) {
+      const int64_t idx = load_index(index, index_is_i64, i);
+      if (idx == r) acc = acc + src[(o * nidx + i) * inner + n];
+      // Report out-of-range indices once (from the thread of row 0, column 0), as the atomic path.
+      if (r == 0 && n == 0 && o == 0) (void)index_in_range(idx, out_size, error_flag);
+    }
+    out[t] = acc;
+  }
+}
+
 void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
                     int64_t out_size, int64_t inner) {
   check_index_dtype("index_add", index);
@@ -164,6 +190,12 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
     if constexpr (std::is_same_v<scalar_t, uint8_t> || std::is_same_v<scalar_t, bool>) {
       EMBER_THROW(not_supported, "index_add: dtype ", dtype_name(out.dtype()),
                   " is not supported on CUDA; use a floating dtype, int32 or int64");
+    } else if (dispatch::current_algo_settings().mode == dispatch::AlgoMode::deterministic) {
+      const int64_t out_total = out.numel();
+      index_add_ordered_kernel<scalar_t><<<grid_for(out_total, device), kBlockThreads, 0, stream>>>(
+          static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
+          index.data_ptr(), index.dtype() == DType::i64, out_size, nidx, inner, out_total, flag);
+      EMBER_CUDA_LAUNCH_CHECK();
     } else {
       index_add_kernel_impl<scalar_t><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
           static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),

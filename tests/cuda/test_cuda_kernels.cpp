@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/algo_cache.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 #include "tensor/device_errors.h"
@@ -678,3 +679,27 @@ TEST_CASE("out-of-range indices are reported through the device error flag" * do
 }
 
 }  // namespace
+
+TEST_CASE("embedding backward in deterministic mode: matches the CPU and repeats bitwise" *
+          doctest::skip(!cuda::is_available())) {
+  dispatch::AlgoModeGuard deterministic(dispatch::AlgoMode::deterministic);
+  Generator gen(Device::cpu(), 21);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const std::string dtype_label = dtype_name(dtype);
+    CAPTURE(dtype_label);
+    // 50 rows, 7 x 40 lookups drawn from 12 of them: many repeats per row.
+    const Tensor weight = randn({50, 33}, TensorOptions(), &gen).to(dtype);
+    const Tensor indices = randint(0, 12, {7, 40}, TensorOptions(DType::i64), &gen);
+    const Tensor upstream = randn({7, 40, 33}, TensorOptions(), &gen).to(dtype);
+    auto grad_on = [&](Device d) {
+      Tensor w = weight.to(d).detach().set_requires_grad(true);
+      sum(embedding(w, indices.to(d)) * upstream.to(d)).backward();
+      return w.grad().cpu().to(DType::f64);
+    };
+    const Tensor cpu = grad_on(Device::cpu());
+    const Tensor first = grad_on(Device::cuda()), second = grad_on(Device::cuda());
+    CHECK(max_abs_diff(first, second) == 0.0);
+    const double tol = dtype == DType::f32 ? 1e-5 : 0.1;
+    CHECK(max_abs_diff(first, cpu) <= tol * (1.0 + ember::max(cpu.abs()).item()));
+  }
+}
