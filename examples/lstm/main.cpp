@@ -4,12 +4,17 @@
 //     trains and the validation loss on a held-out tail of the corpus.
 //   --task fashion: an LSTM classifier reading Fashion-MNIST images row by row (28 steps of 28
 //     pixels), reporting test accuracy.
-// GPU when present, else a short CPU run. Adam; --amp bf16; --graphs captures the training step.
+// GPU when present, else a short CPU run. Adam; --amp bf16; --graphs captures the training step
+// (charlm). Data parallel under ember-launch or mpirun (--ddp, or automatically when WORLD_SIZE >
+// 1): each rank trains on its shard of the data, DistributedDataParallel averages the gradients,
+// the validation loss / test accuracy are reduced over the ranks, and rank 0 alone prints.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 
+#include "common/distributed_setup.h"
+#include "distributed/ddp.h"
 #include "ember.h"
 #include "nn/graphed_step.h"
 #include "nn/nn.h"
@@ -34,6 +39,22 @@ struct CharLMImpl : nn::Module {
     RnnResult r = lstm->forward(embed->forward(tokens), h0, c0);
     r.output = head->forward(r.output);
     return r;
+  }
+};
+
+// Fashion-MNIST row by row: 28 steps of 28 pixels -> LSTM(28, hidden) -> Linear on the last
+// step's output. One module, so that DistributedDataParallel can wrap it.
+struct RowClassifierImpl : nn::Module {
+  nn::LSTM lstm{nullptr};
+  nn::Linear head{nullptr};
+  explicit RowClassifierImpl(int64_t hidden) : nn::Module("RowClassifier") {
+    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(28, hidden).batch_first(true)));
+    head = register_module("head", nn::Linear(hidden, 10));
+  }
+  // images [B, 1, 28, 28] -> logits [B, 10].
+  Tensor forward(const Tensor& images) {
+    Tensor rows = images.reshape({images.size(0), 28, 28});
+    return head->forward(lstm->forward(rows).output.select(1, 27));
   }
 };
 
@@ -69,6 +90,12 @@ std::string sample(CharLMImpl& model, const data::TextCorpus& corpus, Device dev
   return out;
 }
 
+// The reduction of a per-rank value over the ranks (in place, on the value's device); a single
+// process keeps its own.
+void reduce_over_ranks(const examples::DistributedSetup& dist, Tensor& value, distributed::ReduceOp op) {
+  if (dist.group) dist.group->all_reduce(value, op);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,7 +103,7 @@ int main(int argc, char** argv) {
   int64_t steps = 2000, batch = 64, seq_len = 128, hidden = 512, layers = 2, embed_dim = 256;
   int64_t sample_every = 250, eval_every = 250, epochs = 5;
   double lr = 2e-3, dropout = 0.0, clip = 1.0;
-  bool graphs = false;
+  bool graphs = false, ddp_flag = false;
   uint64_t seed = 0;
   CLI::App app{"Ember LSTM examples: character language model, row-by-row image classifier"};
   app.add_option("--task", task, "charlm or fashion");
@@ -85,7 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "auto, cpu or cuda[:N]");
   app.add_option("--steps", steps, "training steps (charlm)");
   app.add_option("--epochs", epochs, "epochs (fashion)");
-  app.add_option("--batch-size", batch);
+  app.add_option("--batch-size", batch, "per process");
   app.add_option("--seq-len", seq_len);
   app.add_option("--hidden", hidden);
   app.add_option("--layers", layers);
@@ -97,12 +124,14 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", eval_every);
   app.add_option("--amp", amp, "none or bf16");
   app.add_flag("--graphs", graphs, "capture the training step as a CUDA graph");
+  app.add_flag("--ddp", ddp_flag, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
   app.add_option("--seed", seed);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    Device device = device_name == "auto" ? (cuda::is_available() ? Device::cuda() : Device::cpu())
-                                          : Device(device_name);
+    const examples::DistributedSetup dist = examples::setup_distributed(ddp_flag);
+    const bool main_rank = dist.main_rank();
+    const Device device = examples::pick_device(device_name);
     manual_seed(seed);
     const bool use_amp = amp == "bf16";
     EMBER_CHECK(amp == "none" || amp == "bf16", "--amp must be none or bf16");
@@ -112,25 +141,30 @@ int main(int argc, char** argv) {
       hidden = std::min<int64_t>(hidden, 128);
       seq_len = std::min<int64_t>(seq_len, 64);
       sample_every = eval_every = 15;
-      std::printf("no GPU: a short CPU run (pass --steps / --epochs for more)\n");
+      if (main_rank) std::printf("no GPU: a short CPU run (pass --steps / --epochs for more)\n");
     }
+    const TensorOptions on_device_f64 = TensorOptions(DType::f64).with_device(device);
 
     if (task == "fashion") {
-      // 28 steps of 28 pixels -> LSTM(28, hidden) -> Linear on the last step's output.
       std::string folder = data_dir.empty() ? data::default_fashion_mnist_folder() : data_dir;
       auto train = std::make_shared<data::MNIST>(folder, data::Split::train);
       auto test = std::make_shared<data::MNIST>(folder, data::Split::test);
-      nn::LSTM lstm(nn::LSTMOptions(28, hidden).batch_first(true));
-      nn::Linear head(hidden, 10);
-      lstm->to(device);
-      head->to(device);
-      std::vector<Tensor> params = lstm->parameters();
-      for (const Tensor& p : head->parameters()) params.push_back(p);
-      optim::Adam opt(params, optim::AdamOptions(lr));
-      data::DataLoader loader(train, data::DataLoaderOptions(batch).shuffle(true).seed(seed).device(device)
-                                         .transform(data::Normalize({0.2860}, {0.3530})));
-      data::DataLoader test_loader(test, data::DataLoaderOptions(512).device(device)
-                                             .transform(data::Normalize({0.2860}, {0.3530})));
+      auto model = std::make_shared<RowClassifierImpl>(hidden);
+      model->to(device);
+      // Broadcasts rank 0's parameters, then averages the gradients of every backward.
+      std::unique_ptr<distributed::DistributedDataParallel> ddp;
+      if (dist.group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, dist.group);
+      optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
+      data::DataLoader loader(examples::shard_for_rank(train, dist, seed),
+                              data::DataLoaderOptions(batch).shuffle(true).seed(seed).device(device)
+                                  .transform(data::Normalize({0.2860}, {0.3530})));
+      data::DataLoader test_loader(examples::shard_for_rank(test, dist, seed),
+                                   data::DataLoaderOptions(512).device(device)
+                                       .transform(data::Normalize({0.2860}, {0.3530})));
+      if (main_rank && dist.world > 1)
+        std::printf("row-by-row LSTM on Fashion-MNIST, batch %lld x %d ranks, %s\n", (long long)batch, dist.world,
+                    device.str().c_str());
+      // Per rank: at most 40 training steps and about 2000 test images.
       const int64_t limit = device.is_cpu() && app.count("--epochs") == 0 ? 40 : 0;
       for (int64_t epoch = 0; epoch < epochs; ++epoch) {
         loader.set_epoch(epoch);
@@ -138,28 +172,33 @@ int main(int argc, char** argv) {
         double loss_sum = 0;
         for (data::Batch& b : loader) {
           if (limit && i >= limit) break;
-          Tensor x = b[0].reshape({b[0].size(0), 28, 28});
-          RnnResult r = lstm->forward(x);
-          Tensor loss = cross_entropy(head->forward(r.output.select(1, 27)), b[1]);
+          Tensor loss = cross_entropy(model->forward(b[0]), b[1]);
           opt.zero_grad();
           loss.backward();
           opt.step();
           loss_sum += loss.item();
           ++i;
         }
-        double correct = 0, total = 0;
+        // Counts accumulate on the device (exact in f64), one all_reduce each at the end.
+        Tensor correct = zeros({}, on_device_f64);
+        double total = 0;
         {
           autograd::NoGradGuard ng;
           for (data::Batch& b : test_loader) {
-            Tensor x = b[0].reshape({b[0].size(0), 28, 28});
-            Tensor pred = argmax(head->forward(lstm->forward(x).output.select(1, 27)), 1);
-            correct += sum(eq(pred, b[1]).to(DType::f32)).item();
+            Tensor pred = argmax(model->forward(b[0]), 1);
+            add_(correct, sum(eq(pred, b[1]).to(DType::f32)).to(DType::f64));
             total += double(b[0].size(0));
             if (limit && total >= 2000) break;
           }
         }
-        std::printf("epoch %lld: train loss %.4f | test acc %.2f%%\n", (long long)epoch + 1,
-                    loss_sum / std::max<int64_t>(i, 1), 100 * correct / std::max(total, 1.0));
+        Tensor train_loss = full({}, loss_sum / double(std::max<int64_t>(i, 1)), on_device_f64);
+        Tensor test_total = full({}, total, on_device_f64);
+        reduce_over_ranks(dist, train_loss, distributed::ReduceOp::avg);
+        reduce_over_ranks(dist, correct, distributed::ReduceOp::sum);
+        reduce_over_ranks(dist, test_total, distributed::ReduceOp::sum);
+        if (main_rank)
+          std::printf("epoch %lld: train loss %.4f | test acc %.2f%%\n", (long long)epoch + 1, train_loss.item(),
+                      100 * correct.item() / std::max(test_total.item(), 1.0));
       }
       return 0;
     }
@@ -173,12 +212,20 @@ int main(int argc, char** argv) {
     const int64_t vocab = corpus.vocab_size();
     auto model = std::make_shared<CharLMImpl>(vocab, embed_dim, hidden, layers, dropout);
     model->to(device);
+    // Broadcasts rank 0's parameters, then averages the gradients of every backward (inside the
+    // captured step with --graphs: the all-reduces are part of the graph).
+    std::unique_ptr<distributed::DistributedDataParallel> ddp;
+    if (dist.group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, dist.group);
     optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
-    data::DataLoader loader(train_set, data::DataLoaderOptions(batch).shuffle(true).drop_last(true).seed(seed).device(device));
-    data::DataLoader val_loader(val_set, data::DataLoaderOptions(batch).drop_last(true).device(device));
-    std::printf("char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s\n",
-                corpus_path.empty() ? "fortunes" : corpus_path.c_str(), (long long)n, (long long)vocab,
-                (long long)layers, (long long)hidden, device.str().c_str());
+    data::DataLoader loader(examples::shard_for_rank(train_set, dist, seed),
+                            data::DataLoaderOptions(batch).shuffle(true).drop_last(true).seed(seed).device(device));
+    data::DataLoader val_loader(examples::shard_for_rank(val_set, dist, seed),
+                                data::DataLoaderOptions(batch).drop_last(true).device(device));
+    if (main_rank)
+      std::printf("char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s%s\n",
+                  corpus_path.empty() ? "fortunes" : corpus_path.c_str(), (long long)n, (long long)vocab,
+                  (long long)layers, (long long)hidden, device.str().c_str(),
+                  dist.world > 1 ? (", " + std::to_string(dist.world) + " ranks").c_str() : "");
 
     auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
       Tensor loss;
@@ -187,7 +234,7 @@ int main(int argc, char** argv) {
         Tensor logits = model->forward(in[0]).output;
         loss = cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), in[1].reshape({-1}));
       }
-      loss.backward();
+      loss.backward();  // with DDP, the gradients are averaged over the ranks when it returns
       if (clip > 0) nn::clip_grad_norm_(model->parameters(), clip);
       opt.step();
       opt.zero_grad(false);
@@ -206,25 +253,30 @@ int main(int argc, char** argv) {
         Tensor loss = step({b[0], b[1]})[0];
         ++done;
         tokens_seen += b[0].numel();
-        if (done % 10 == 0 || done == steps) running = loss.item();
+        if (main_rank && (done % 10 == 0 || done == steps)) running = loss.item();
         if (done % eval_every == 0 || done == steps) {
-          double val = 0;
+          // Every rank evaluates up to 20 batches of its shard; the mean is averaged over ranks.
+          Tensor val = zeros({}, on_device_f64);
           int64_t k = 0;
           {
             autograd::NoGradGuard ng;
             model->eval();
             for (data::Batch& v : val_loader) {
               Tensor logits = model->forward(v[0]).output;
-              val += cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), v[1].reshape({-1})).item();
+              add_(val, cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), v[1].reshape({-1})).to(DType::f64));
               if (++k >= 20) break;
             }
             model->train();
           }
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          std::printf("step %lld: train loss %.4f | val loss %.4f | %.0f tokens/s\n", (long long)done, running,
-                      val / std::max<int64_t>(k, 1), tokens_seen / secs);
+          Tensor val_mean = val / double(std::max<int64_t>(k, 1));
+          reduce_over_ranks(dist, val_mean, distributed::ReduceOp::avg);
+          if (main_rank) {
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::printf("step %lld: train loss %.4f | val loss %.4f | %.0f tokens/s\n", (long long)done, running,
+                        val_mean.item(), tokens_seen * dist.world / secs);
+          }
         }
-        if (done % sample_every == 0 || done == steps)
+        if (main_rank && (done % sample_every == 0 || done == steps))
           std::printf("--- sample at step %lld ---%s\n---\n", (long long)done,
                       sample(*model, corpus, device, 200, 0.8, sampler).c_str());
       }

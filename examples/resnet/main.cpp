@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/distributed_setup.h"
 #include "distributed/ddp.h"
 #include "distributed/sync_batch_norm.h"
 #include "ember.h"
@@ -135,15 +136,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const bool distributed = c.ddp || distributed::env_int("WORLD_SIZE", 1) > 1;
-    std::shared_ptr<distributed::ProcessGroup> group;
-    if (distributed) group = distributed::init_process_group();
-    const int rank = group ? group->rank() : 0, world = group ? group->world_size() : 1;
-    Device device = c.device == "auto" ? (cuda::is_available() ? Device::cuda(distributed::env_int("LOCAL_RANK", 0))
-                                                               : Device::cpu())
-                                       : Device(c.device);
+    const examples::DistributedSetup dist = examples::setup_distributed(c.ddp);
+    const std::shared_ptr<distributed::ProcessGroup>& group = dist.group;
+    const int world = dist.world;
+    const Device device = examples::pick_device(c.device);
     manual_seed(c.seed);
-    const bool main_rank = rank == 0;
+    const bool main_rank = dist.main_rank();
     // Without a GPU, a full run takes hours: unless told otherwise, make it a short demo run.
     if (device.is_cpu() && c.dataset != "synthetic" && app.count("--epochs") == 0 &&
         app.count("--train-limit") == 0) {
@@ -181,19 +179,8 @@ int main(int argc, char** argv) {
     } else if (!d.mean.empty()) {
       lo.transform(data::Normalize(d.mean, d.std));
     }
-    // Each rank reads its own shard of every epoch (the same shuffle everywhere).
-    std::shared_ptr<data::Dataset> train_set = d.train;
-    if (world > 1) {
-      auto idx = distributed::distributed_sample_indices(d.train->size(), rank, world, c.seed, 0, false);
-      auto td = std::dynamic_pointer_cast<data::TensorDataset>(d.train);
-      EMBER_CHECK(td != nullptr, "data parallel needs an in-memory dataset");
-      Tensor index = from_vector(std::vector<double>(idx.begin(), idx.end()), {int64_t(idx.size())},
-                                 TensorOptions(DType::i64));
-      std::vector<Tensor> shard;
-      for (const Tensor& t : td->tensors()) shard.push_back(index_select(t, 0, index));
-      train_set = std::make_shared<data::TensorDataset>(shard);
-    }
-    data::DataLoader train_loader(train_set, lo);
+    // Each rank reads its own fixed shard of the training set, reshuffled every epoch.
+    data::DataLoader train_loader(examples::shard_for_rank(d.train, dist, c.seed), lo);
     data::DataLoaderOptions to(c.batch_size);
     to.num_workers(c.workers).device(device);
     if (!d.mean.empty()) to.transform(data::Normalize(d.mean, d.std));
