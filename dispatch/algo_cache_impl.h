@@ -34,31 +34,10 @@ class SettingsKey {
  public:
   SettingsKey(const AlgoKey& key, uint8_t deterministic, uint8_t workspace_bucket);
 
-  // Equals AlgoKey::hash() of the patched copy (the miss path checks it): the same lanes,
-  // constants and avalanche, with the patched word in lane b of the first round.
+  // Equals AlgoKey::hash() of the patched copy (the miss path checks it): the same function, with
+  // the patched second word read from word1_ (the branch folds away when the loop unrolls).
   uint64_t hash() const {
-    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-    auto mix = [](uint64_t lane, uint64_t w) {
-      uint64_t x = (lane ^ w) * kMul;
-      return (x << 29) | (x >> 35);
-    };
-    uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
-             d = 0x082EFA98EC4E6C89ull;
-    a = mix(a, word(0));
-    b = mix(b, word1_);
-    c = mix(c, word(16));
-    d = mix(d, word(24));
-    for (size_t i = 32; i < sizeof(AlgoKey); i += 32) {
-      a = mix(a, word(i));
-      b = mix(b, word(i + 8));
-      c = mix(c, word(i + 16));
-      d = mix(d, word(i + 24));
-    }
-    uint64_t h = a ^ (b * 3) ^ (c * 5) ^ (d * 7);
-    h ^= h >> 31;
-    h *= kMul;
-    h ^= h >> 29;
-    return h;
+    return AlgoKey::hash_words([this](size_t at) { return at == 8 ? word1_ : word(at); });
   }
 
   bool equals(const AlgoKey& filed) const {

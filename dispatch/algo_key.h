@@ -94,31 +94,17 @@ struct AlgoKey {
   // 64-bit hash of the bytes: four independent multiply-rotate lanes over 8-byte words (so the
   // hot lookup is not one long dependency chain), then a final avalanche.
   uint64_t hash() const {
-    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
     const unsigned char* p = reinterpret_cast<const unsigned char*>(this);
-    auto word = [p](size_t at) {
+    return hash_words([p](size_t at) {
       uint64_t v;
       std::memcpy(&v, p + at, 8);
       return v;
-    };
-    auto mix = [](uint64_t lane, uint64_t w) {
-      uint64_t x = (lane ^ w) * kMul;
-      return (x << 29) | (x >> 35);
-    };
-    uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
-             d = 0x082EFA98EC4E6C89ull;
-    for (size_t i = 0; i < sizeof(AlgoKey); i += 32) {
-      a = mix(a, word(i));
-      b = mix(b, word(i + 8));
-      c = mix(c, word(i + 16));
-      d = mix(d, word(i + 24));
-    }
-    uint64_t h = a ^ (b * 3) ^ (c * 5) ^ (d * 7);
-    h ^= h >> 31;
-    h *= kMul;
-    h ^= h >> 29;
-    return h;
+    });
   }
+  // The hash of a key whose 8-byte word at byte offset `at` is word(at), for every at < sizeof:
+  // lets a caller hash a key with some words replaced without building the copy.
+  template <typename Word>
+  static uint64_t hash_words(Word word);
 
   // Fills sizes, dtype and layout of one operand from a tensor (at most kMaxDims dims) and lowers
   // alignment_bytes to the tensor's base-pointer alignment. Sets rank to the largest rank seen.
@@ -134,6 +120,28 @@ static_assert(std::is_trivially_copyable_v<AlgoKey>, "AlgoKey is hashed as bytes
 static_assert(std::has_unique_object_representations_v<AlgoKey>,
               "AlgoKey must have no padding: every byte takes part in hash and equality");
 static_assert(sizeof(AlgoKey) % 32 == 0, "AlgoKey::hash walks four 8-byte lanes");
+
+template <typename Word>
+uint64_t AlgoKey::hash_words(Word word) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  auto mix = [](uint64_t lane, uint64_t w) {
+    uint64_t x = (lane ^ w) * kMul;
+    return (x << 29) | (x >> 35);
+  };
+  uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
+           d = 0x082EFA98EC4E6C89ull;
+  for (size_t i = 0; i < sizeof(AlgoKey); i += 32) {
+    a = mix(a, word(i));
+    b = mix(b, word(i + 8));
+    c = mix(c, word(i + 16));
+    d = mix(d, word(i + 24));
+  }
+  uint64_t h = a ^ (b * 3) ^ (c * 5) ^ (d * 7);
+  h ^= h >> 31;
+  h *= kMul;
+  h ^= h >> 29;
+  return h;
+}
 
 // A key for `op`/`direction` on `device` with the device's architecture filled in (compute
 // capability and SM count of the GPU; zeros on the CPU); everything else zero.

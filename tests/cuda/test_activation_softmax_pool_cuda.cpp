@@ -14,6 +14,7 @@
 #include "ops/layout.h"
 #include "ops/pooling.h"
 #include "ops/softmax.h"
+#include "support/compare.h"
 #include "support/op_table.h"
 #include "tensor/device_errors.h"
 
@@ -25,18 +26,7 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-// max |a - ref| relative to max(1, max |ref|), both read as fp64.
-double rel_err(const Tensor& a, const Tensor& ref) {
-  std::vector<double> x = a.to_vector(), y = ref.to_vector();
-  REQUIRE(x.size() == y.size());
-  double scale = 1, err = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) != std::isnan(y[i])) return INFINITY;
-    if (!std::isnan(x[i])) err = std::max(err, std::abs(x[i] - y[i]));
-  }
-  return err / scale;
-}
+using ember::testing::rel_err;
 double tolerance(DType d) {
   switch (d) {
     case DType::f32: return 2e-5;

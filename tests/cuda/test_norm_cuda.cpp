@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ember.h"
+#include "support/compare.h"
 #include "ops/norm.h"
 #include "support/op_table.h"
 
@@ -20,15 +21,7 @@ using ember::testing::Layout;
 
 namespace {
 
-// max |a - b| relative to the reference's scale (at least 1).
-double rel_err(const Tensor& a, const Tensor& ref) {
-  std::vector<double> x = a.to_vector(), y = ref.to_vector();
-  REQUIRE(x.size() == y.size());
-  double scale = 1, err = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
-  return err / scale;
-}
+using ember::testing::rel_err;
 
 double tolerance(DType d) {
   switch (d) {

@@ -5,20 +5,14 @@
 #include <cmath>
 
 #include "support/mlp.h"
+#include "support/compare.h"
 #include "support/op_table.h"
 
 using namespace ember;
 using ember::testing::Layout;
 
 namespace {
-// max |a - b| relative to the reference's scale.
-double rel_err(const Tensor& a, const Tensor& ref) {
-  std::vector<double> x = a.to_vector(), y = ref.to_vector();
-  double scale = 1, err = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
-  return err / scale;
-}
+using ember::testing::rel_err;
 double tolerance(DType d) {
   switch (d) {
     case DType::f32: return 1e-4;

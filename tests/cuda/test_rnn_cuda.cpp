@@ -13,6 +13,7 @@
 
 #include "dispatch/algo_cache.h"
 #include "ember.h"
+#include "support/compare.h"
 #include "ops/rnn.h"
 
 using namespace ember;
@@ -60,15 +61,7 @@ RnnConfig config_of(const Case& c) {
   return cfg;
 }
 
-// max |a - b| relative to the reference's scale (at least 1).
-double rel_err(const Tensor& a, const Tensor& ref) {
-  std::vector<double> x = a.to_vector(), y = ref.to_vector();
-  REQUIRE(x.size() == y.size());
-  double scale = 1, err = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
-  return err / scale;
-}
+using ember::testing::rel_err;
 
 Tensor flat(const RnnResult& r) {
   std::vector<Tensor> parts = {r.output.flatten(), r.h_n.flatten()};

@@ -15,6 +15,7 @@
 
 #include "distributed/sync_batch_norm.h"
 #include "ember.h"
+#include "support/compare.h"
 
 using namespace ember;
 
@@ -40,15 +41,7 @@ class MirrorGroup : public distributed::ProcessGroup {
   void barrier() override {}
 };
 
-// max |a - b| relative to the reference's scale (at least 1).
-double rel_err(const Tensor& a, const Tensor& ref) {
-  std::vector<double> x = a.to_vector(), y = ref.to_vector();
-  REQUIRE(x.size() == y.size());
-  double scale = 1, err = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
-  return err / scale;
-}
+using ember::testing::rel_err;
 
 Tensor leaf(const Tensor& t) { return t.detach().clone().set_requires_grad(true); }
 
