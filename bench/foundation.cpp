@@ -7,29 +7,14 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/timing.h"
 #include "ember.h"
 
 using namespace ember;
 
 namespace {
 
-// Median time in ms of `iters` back-to-back calls of f, from CUDA events, after warm-up.
-template <typename F>
-double time_ms(F f, int iters = 20, int reps = 5) {
-  Stream s = current_stream(Device::cuda());
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) f();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::time_ms;
 
 void emit(const char* bench, const char* impl, const char* shape, double ms, const char* metric,
           double value) {

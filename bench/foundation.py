@@ -1,20 +1,7 @@
 # PyTorch side of bench/foundation.cpp: the same measurements, printed as the same JSON lines.
 import json, time, torch
 
-def time_ms(f, iters=20, reps=5):
-    for _ in range(3):
-        f()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            f()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / iters)
-    ts.sort()
-    return ts[len(ts) // 2]
+from lib.timing import time_ms  # bench/lib/timing.py
 
 def emit(**kw):
     print(json.dumps(kw), flush=True)

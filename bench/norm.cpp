@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "ember.h"
 #include "ops/norm.h"
 
@@ -25,22 +26,7 @@ using namespace ember;
 
 namespace {
 
-template <typename F>
-double time_ms(F f, int iters = 20, int reps = 7) {
-  Stream s = current_stream(Device::cuda());
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) f();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::time_ms;
 
 void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double check) {
   std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.1f,\"check\":%.9g}\n",

@@ -5,21 +5,7 @@ import json
 import torch
 import torch.nn.functional as F
 
-
-def time_ms(f, iters=20, reps=7):
-    for _ in range(3):
-        f()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            f()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / iters)
-    ts.sort()
-    return ts[len(ts) // 2]
+from lib.timing import time_ms  # bench/lib/timing.py
 
 
 def emit(bench, shape, ms, nbytes, check):

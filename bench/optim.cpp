@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "ember.h"
 #include "nn/clip_grad.h"
 #include "nn/optim.h"
@@ -22,22 +23,7 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-template <typename F>
-double time_ms(F f, int iters = 20, int reps = 5) {
-  Stream s = current_stream(kGpu);
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) f();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::time_ms;
 
 void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double checksum) {
   std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dispatch/algo_cache.h"
+#include "bench/timing.h"
 #include "ember.h"
 #include "nn/checkpoint.h"
 #include "nn/rnn.h"
@@ -36,22 +37,7 @@ using namespace ember;
 
 namespace {
 
-template <typename F>
-double time_ms(F f, int iters = 10, int reps = 5) {
-  Stream s = current_stream(Device::cuda());
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) f();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::time_ms;
 
 // Host wall time of issuing one call (the GPU is drained before and after, not during).
 template <typename F>
@@ -151,11 +137,11 @@ void bench_case(const LstmCase& c, DType dtype) {
     RnnResult s = lstm(x);
     s.output.backward(gy);
   };
-  const double fwd_ms = time_ms(forward);
+  const double fwd_ms = time_ms(forward, 10);
   const double fwd_host = host_ms(forward);
   const double check_fwd = mean_of_product(r.output, gy64);
   r = RnnResult();
-  const double step_ms = time_ms(step);
+  const double step_ms = time_ms(step, 10);
   const double step_host = host_ms(step);
   // Peak memory of one step above what is allocated before it.
   current_stream(dev).synchronize();
@@ -178,7 +164,7 @@ void bench_case(const LstmCase& c, DType dtype) {
   for (const char* algo : {"cublas_steps", "persistent"}) {
     dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force("rnn.forward", algo));
     try {
-      const double ms = time_ms(forward);
+      const double ms = time_ms(forward, 10);
       emit("lstm_fwd_algo", shape + " " + algo, ms, fwd_flops, host_ms(forward), "");
     } catch (const Error& e) {
       std::printf("{\"bench\":\"lstm_fwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",

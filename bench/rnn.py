@@ -8,21 +8,7 @@ import time
 
 import torch
 
-
-def time_ms(f, iters=10, reps=5):
-    for _ in range(3):
-        f()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            f()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / iters)
-    ts.sort()
-    return ts[len(ts) // 2]
+from lib.timing import time_ms  # bench/lib/timing.py
 
 
 def host_ms(f, iters=5):
@@ -73,11 +59,11 @@ def bench_case(inp, hidden, layers, seq, batch, dtype):
         y = lstm(x)[0]
         y.backward(gy)
 
-    fwd_ms = time_ms(forward)
+    fwd_ms = time_ms(forward, iters=10)
     fwd_host = host_ms(forward)
     check_fwd = mean_of_product(out["y"], gy64)
     out.clear()
-    step_ms = time_ms(step)
+    step_ms = time_ms(step, iters=10)
     step_host = host_ms(step)
     torch.cuda.synchronize()
     lstm.zero_grad(set_to_none=True)

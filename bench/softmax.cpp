@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "ember.h"
 #include "ops/activation.h"
 #include "ops/softmax.h"
@@ -20,23 +21,7 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-// Median time in ms of `iters` back-to-back calls of f, from CUDA events, after warm-up.
-template <typename F>
-double time_ms(F f, int iters = 20, int reps = 5) {
-  Stream s = current_stream(kGpu);
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) f();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::time_ms;
 
 void emit(const std::string& bench, const std::string& shape, double ms, double bytes,
           double checksum, const std::string& algo = "") {
