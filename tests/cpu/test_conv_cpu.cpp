@@ -12,6 +12,7 @@
 #include "dispatch/algo_cache.h"
 #include "ember.h"
 #include "ops/conv.h"
+#include "support/conv_cases.h"
 
 using namespace ember;
 using dispatch::AlgoMode;
@@ -21,21 +22,8 @@ using dispatch::Direction;
 
 namespace {
 
-struct ConvCase {
-  const char* name;
-  int64_t N, C, H, W, K, R, S;
-  Conv2dParams p;
-};
-
-Conv2dParams params(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                    int64_t groups) {
-  Conv2dParams p;
-  p.stride = {sh, sw};
-  p.padding = {ph, pw};
-  p.dilation = {dh, dw};
-  p.groups = groups;
-  return p;
-}
+using testing::ConvCase;
+using testing::params;
 
 // Odd sizes, channels not multiples of 8, stride 2, dilation 2, groups, depthwise, batch 1,
 // padding, 1x1 (the pointwise im2col shortcut), asymmetric parameters and one larger layer.

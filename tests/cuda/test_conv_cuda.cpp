@@ -18,6 +18,7 @@
 #include "ember.h"
 #include "ops/conv.h"
 #include "ops/conv_fused.h"
+#include "support/conv_cases.h"
 
 using namespace ember;
 using dispatch::AlgoMode;
@@ -27,21 +28,8 @@ using dispatch::Direction;
 
 namespace {
 
-struct ConvCase {
-  const char* name;
-  int64_t N, C, H, W, K, R, S;
-  Conv2dParams p;
-};
-
-Conv2dParams params(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                    int64_t groups) {
-  Conv2dParams p;
-  p.stride = {sh, sw};
-  p.padding = {ph, pw};
-  p.dilation = {dh, dw};
-  p.groups = groups;
-  return p;
-}
+using testing::ConvCase;
+using testing::params;
 
 int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
   return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
