@@ -6,10 +6,11 @@
 // scatter_add) or writes zero (index_select, gather), and check_device_errors throws at the next
 // sync point.
 // index_add and scatter_add ACCUMULATE into `out` with atomicAdd (native for f16/bf16 on sm_90),
-// so their float results may differ in the last bits from run to run; in the algorithm cache's
-// deterministic mode index_add (the backward of embedding and index_select) instead gives each
-// output element one thread that scans the index and adds its matches in index order: bitwise
-// repeatable, at O(rows x indices) work, which suits vocabularies up to ~10^4 rows.
+// so their float results may differ in the last bits from run to run. In the algorithm cache's
+// deterministic mode index_add (the backward of embedding and index_select) adds in index order
+// instead, bitwise repeatably: with few rows x indices, one thread per output element scans the
+// index for its row (O(rows x indices) cheap broadcast reads); otherwise one thread per output
+// column walks the indices in order (O(indices x columns) work, latency-bound in the indices).
 #include <array>
 #include <limits>
 #include <vector>
@@ -169,6 +170,28 @@ index_add_ordered_kernel(T* out, const T* src, const void* index, bool index_is_
   }
 }
 
+// Deterministic index_add for many rows: thread t owns column (o, n) of out and walks i in order,
+// out[o, index[i], n] += src[o, i, n].
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+index_add_column_walk_kernel(T* out, const T* src, const void* index, bool index_is_i64,
+                             int64_t out_size, int64_t nidx, int64_t inner, int64_t columns,
+                             int* error_flag) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < columns; t += step) {
+    const int64_t n = t % inner, o = t / inner;
+    for (int64_t i = 0; i < nidx; ++i) {
+      const int64_t idx = load_index(index, index_is_i64, i);
+      if (!index_in_range(idx, out_size, error_flag)) continue;
+      T* dst = out + (o * out_size + idx) * inner + n;
+      *dst = *dst + src[(o * nidx + i) * inner + n];
+    }
+  }
+}
+
+// Rows x indices up to which the row-scan kernel serves deterministic mode.
+constexpr int64_t kRowScanLimit = int64_t(1) << 24;
+
 void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
                     int64_t out_size, int64_t inner) {
   check_index_dtype("index_add", index);
@@ -191,10 +214,17 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
       EMBER_THROW(not_supported, "index_add: dtype ", dtype_name(out.dtype()),
                   " is not supported on CUDA; use a floating dtype, int32 or int64");
     } else if (dispatch::current_algo_settings().mode == dispatch::AlgoMode::deterministic) {
-      const int64_t out_total = out.numel();
-      index_add_ordered_kernel<scalar_t><<<grid_for(out_total, device), kBlockThreads, 0, stream>>>(
-          static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
-          index.data_ptr(), index.dtype() == DType::i64, out_size, nidx, inner, out_total, flag);
+      if (out_size * nidx <= kRowScanLimit) {
+        const int64_t out_total = out.numel();
+        index_add_ordered_kernel<scalar_t><<<grid_for(out_total, device), kBlockThreads, 0, stream>>>(
+            static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
+            index.data_ptr(), index.dtype() == DType::i64, out_size, nidx, inner, out_total, flag);
+      } else {
+        const int64_t columns = outer * inner;
+        index_add_column_walk_kernel<scalar_t><<<grid_for(columns, device), kBlockThreads, 0, stream>>>(
+            static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
+            index.data_ptr(), index.dtype() == DType::i64, out_size, nidx, inner, columns, flag);
+      }
       EMBER_CUDA_LAUNCH_CHECK();
     } else {
       index_add_kernel_impl<scalar_t><<<grid_for(total, device), kBlockThreads, 0, stream>>>(

@@ -684,22 +684,29 @@ TEST_CASE("embedding backward in deterministic mode: matches the CPU and repeats
           doctest::skip(!cuda::is_available())) {
   dispatch::AlgoModeGuard deterministic(dispatch::AlgoMode::deterministic);
   Generator gen(Device::cpu(), 21);
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    const std::string dtype_label = dtype_name(dtype);
-    CAPTURE(dtype_label);
-    // 50 rows, 7 x 40 lookups drawn from 12 of them: many repeats per row.
-    const Tensor weight = randn({50, 33}, TensorOptions(), &gen).to(dtype);
-    const Tensor indices = randint(0, 12, {7, 40}, TensorOptions(DType::i64), &gen);
-    const Tensor upstream = randn({7, 40, 33}, TensorOptions(), &gen).to(dtype);
-    auto grad_on = [&](Device d) {
-      Tensor w = weight.to(d).detach().set_requires_grad(true);
-      sum(embedding(w, indices.to(d)) * upstream.to(d)).backward();
-      return w.grad().cpu().to(DType::f64);
-    };
-    const Tensor cpu = grad_on(Device::cpu());
-    const Tensor first = grad_on(Device::cuda()), second = grad_on(Device::cuda());
-    CHECK(max_abs_diff(first, second) == 0.0);
-    const double tol = dtype == DType::f32 ? 1e-5 : 0.1;
-    CHECK(max_abs_diff(first, cpu) <= tol * (1.0 + ember::max(cpu.abs()).item()));
+  struct Sizes {
+    int64_t rows, distinct, lookups, dim;
+  };
+  // Few rows x lookups (the row-scan kernel: 50 rows, 280 lookups of 12 rows, many repeats), and
+  // more than 2^24 of them (the column-walk kernel: 5000 rows, 4000 lookups).
+  for (const Sizes& z : {Sizes{50, 12, 280, 33}, Sizes{5000, 5000, 4000, 8}}) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const std::string dtype_label = dtype_name(dtype);
+      CAPTURE(dtype_label);
+      CAPTURE(z.rows);
+      const Tensor weight = randn({z.rows, z.dim}, TensorOptions(), &gen).to(dtype);
+      const Tensor indices = randint(0, z.distinct, {z.lookups}, TensorOptions(DType::i64), &gen);
+      const Tensor upstream = randn({z.lookups, z.dim}, TensorOptions(), &gen).to(dtype);
+      auto grad_on = [&](Device d) {
+        Tensor w = weight.to(d).detach().set_requires_grad(true);
+        sum(embedding(w, indices.to(d)) * upstream.to(d)).backward();
+        return w.grad().cpu().to(DType::f64);
+      };
+      const Tensor cpu = grad_on(Device::cpu());
+      const Tensor first = grad_on(Device::cuda()), second = grad_on(Device::cuda());
+      CHECK(max_abs_diff(first, second) == 0.0);
+      const double tol = dtype == DType::f32 ? 1e-5 : 0.1;
+      CHECK(max_abs_diff(first, cpu) <= tol * (1.0 + ember::max(cpu.abs()).item()));
+    }
   }
 }
