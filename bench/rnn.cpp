@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,11 +62,19 @@ double mean_of_product(const Tensor& a, const Tensor& b) {
   return (a.to(Device::cpu(), DType::f64) * b.to(Device::cpu(), DType::f64)).mean().item();
 }
 
+// max |a - ref| / max(1, max |ref|). A size mismatch or a NaN / infinity anywhere is the largest
+// finite error, so a broken kernel cannot be reported "correct" (std::max ignores a NaN second
+// argument); finite because the value is printed into JSON, where "inf" would not parse.
 double rel_err(const Tensor& a, const Tensor& ref) {
   std::vector<double> x = a.to_vector(), y = ref.to_vector();
+  constexpr double kWorst = std::numeric_limits<double>::max();
+  if (x.size() != y.size()) return kWorst;
   double scale = 1, err = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i]) || !std::isfinite(y[i])) return kWorst;
+    scale = std::max(scale, std::abs(y[i]));
+    err = std::max(err, std::abs(x[i] - y[i]));
+  }
   return err / scale;
 }
 

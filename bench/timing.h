@@ -1,6 +1,6 @@
 // Timing shared by the GPU benchmarks (bench/*.cpp): the median over `reps` repetitions of the mean
 // time of `iters` back-to-back calls, from CUDA events on the current stream, after 3 warm-up
-// calls. What bench/timing.py does for the PyTorch side.
+// calls. What bench/lib/timing.py does for the PyTorch side.
 #pragma once
 #include <algorithm>
 #include <vector>

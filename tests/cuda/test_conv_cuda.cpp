@@ -18,6 +18,7 @@
 #include "ember.h"
 #include "ops/conv.h"
 #include "ops/conv_fused.h"
+#include "support/compare.h"
 #include "support/conv_cases.h"
 
 using namespace ember;
@@ -92,14 +93,8 @@ Tensor garbage(const Shape& shape, DType dtype, Layout layout) {
   return layout == Layout::channels_last ? t.contiguous(MemoryFormat::channels_last) : t;
 }
 
-double rel_err(const Tensor& got, const Tensor& ref) {
-  std::vector<double> a = got.to_vector(), b = ref.to_vector();
-  REQUIRE(a.size() == b.size());
-  double scale = 1e-12, err = 0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, std::abs(a[i] - b[i]));
-  return err / scale;
-}
+// Relative to the largest reference value; a NaN output fails (support/compare.h).
+using testing::rel_err_to_max;
 
 // Relative to the largest reference value; TF32 keeps 10 mantissa bits, bf16 8.
 double tolerance(DType dtype, bool tf32_math) {
@@ -211,7 +206,7 @@ TEST_CASE("conv2d CUDA: every algorithm of every direction matches the CPU fp64 
             conv2d_run(pr);
             // Winograd computes in strict fp32 whatever the TF32 setting.
             const bool tf32_math = m.tf32 && name != "winograd";
-            CHECK(rel_err(pr.written(), reference_for(d, o)) <= tolerance(m.dtype, tf32_math));
+            CHECK(rel_err_to_max(pr.written(), reference_for(d, o)) <= tolerance(m.dtype, tf32_math));
             ++runs[std::string(dispatch::direction_name(d)) + "/" + name];
           }
         }
@@ -298,13 +293,13 @@ TEST_CASE("conv2d CUDA: workspace limit 0 and benchmark mode" * doctest::skip(!c
       const auto& chosen = conv2d_choose(pr);
       CHECK((!chosen.workspace_bytes || chosen.workspace_bytes(pr) == 0));
       conv2d_run(pr);
-      CHECK(rel_err(pr.written(), reference_for(d, o)) <= tolerance(DType::f32, false));
+      CHECK(rel_err_to_max(pr.written(), reference_for(d, o)) <= tolerance(DType::f32, false));
     }
     {
       dispatch::AlgoModeGuard g(AlgoMode::benchmark);
       ConvProblem fresh = problem_for(d, o, c, Layout::channels_last, false);
       conv2d_run(fresh);
-      CHECK(rel_err(fresh.written(), reference_for(d, o)) <= tolerance(DType::f32, false));
+      CHECK(rel_err_to_max(fresh.written(), reference_for(d, o)) <= tolerance(DType::f32, false));
       auto choice = dispatch::algo_cache().peek(conv2d_slot(d, DeviceType::CUDA), conv2d_key(fresh));
       REQUIRE(choice);
       CHECK(choice->source == dispatch::ChoiceSource::benchmark);
@@ -345,14 +340,14 @@ TEST_CASE("conv2d CUDA: the op and its gradients match the CPU (NCHW and channel
         Tensor y_gpu = conv2d(gpu[0], gpu[1], gpu[2], row.p);
         Tensor y_cpu = conv2d(cpu[0], cpu[1], cpu[2], row.p);
         CHECK(y_gpu.device() == Device::cuda());
-        CHECK(rel_err(y_gpu, y_cpu) <= tolerance(dtype, true));
+        CHECK(rel_err_to_max(y_gpu, y_cpu) <= tolerance(dtype, true));
         Tensor seed = rand(y_cpu.sizes(), TensorOptions(DType::f64), &gen);
         (y_cpu * seed).sum().backward();
         (y_gpu * seed.to(Device::cuda(), dtype)).sum().backward();
         for (size_t i = 0; i < gpu.size(); ++i) {
           CAPTURE(i);
           REQUIRE(gpu[i].grad().defined());
-          CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 2 * tolerance(dtype, true));
+          CHECK(rel_err_to_max(gpu[i].grad(), cpu[i].grad()) <= 2 * tolerance(dtype, true));
         }
       }
 }
@@ -406,13 +401,13 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
                   .name == row.forward_algorithm);
       }
       CHECK(y_gpu.suggest_memory_format() == x.suggest_memory_format());
-      CHECK(rel_err(y_gpu, y_cpu) <= tolerance(row.dtype, row.dtype == DType::f32));
+      CHECK(rel_err_to_max(y_gpu, y_cpu) <= tolerance(row.dtype, row.dtype == DType::f32));
       CHECK(ember::min(y_gpu.cpu().to(DType::f64)).item() >= 0.0);
       (y_gpu * seed.to(Device::cuda(), row.dtype)).sum().backward();
       for (size_t i = 0; i < gpu.size(); ++i) {
         CAPTURE(i);
         REQUIRE(gpu[i].grad().defined());
-        CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 2 * tolerance(row.dtype, row.dtype == DType::f32));
+        CHECK(rel_err_to_max(gpu[i].grad(), cpu[i].grad()) <= 2 * tolerance(row.dtype, row.dtype == DType::f32));
       }
     }
   set_conv_allow_tf32(saved_tf32);
@@ -462,7 +457,7 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
           REQUIRE(cuda_algorithm(d, name).applies(pr));
           AlgoSettingsGuard forced(AlgoSettings().force(force_key(d), name));
           conv2d_run(pr);
-          CHECK(rel_err(pr.written(), reference_for(d, o)) <= tolerance(m.dtype, m.tf32));
+          CHECK(rel_err_to_max(pr.written(), reference_for(d, o)) <= tolerance(m.dtype, m.tf32));
         }
       }
     }

@@ -13,6 +13,7 @@
 #include "dispatch/algo_cache.h"
 #include "ember.h"
 #include "ops/conv.h"
+#include "support/compare.h"
 
 using namespace ember;
 using dispatch::AlgoSettings;
@@ -35,15 +36,8 @@ Tensor random_cuda(const Shape& shape, DType dtype, Layout layout, uint64_t seed
   return t;
 }
 
-double rel_err(const Tensor& got, const Tensor& ref) {
-  std::vector<double> a = got.to(Device::cpu(), DType::f64).to_vector();
-  std::vector<double> b = ref.to(Device::cpu(), DType::f64).to_vector();
-  REQUIRE(a.size() == b.size());
-  double scale = 1e-12, err = 0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, std::abs(a[i] - b[i]));
-  return err / scale;
-}
+// Relative to the largest reference value; a NaN output fails (support/compare.h).
+using testing::rel_err_to_max;
 
 // Relative to the largest reference value. fft multiplies spectra in strict fp32 whatever the TF32
 // setting; 16-bit operands round their inputs and outputs.
@@ -125,7 +119,7 @@ TEST_CASE("conv2d CUDA fft: every direction matches the CPU fp64 reference" *
           AlgoSettingsGuard forced(AlgoSettings().force(force_key(pr.direction), "fft"));
           CHECK(conv2d_choose(pr).name == "fft");
           conv2d_run(pr);
-          CHECK(rel_err(pr.written(), *refs[i]) <= tolerance(m.dtype));
+          CHECK(rel_err_to_max(pr.written(), *refs[i]) <= tolerance(m.dtype));
         }
       }
     }
@@ -184,7 +178,7 @@ TEST_CASE("conv2d CUDA fft: several image chunks match im2col_gemm on the GPU" *
       AlgoSettingsGuard forced(AlgoSettings().force(force_key(d), "im2col_gemm"));
       conv2d_run(by_gemm);
     }
-    CHECK(rel_err(by_fft.written(), by_gemm.written()) <= 1e-4);
+    CHECK(rel_err_to_max(by_fft.written(), by_gemm.written()) <= 1e-4);
   }
 }
 
@@ -208,10 +202,10 @@ TEST_CASE("conv2d CUDA fft: the op with autograd, forced, matches the CPU" *
   Tensor bc = b.detach().cpu().set_requires_grad(true);
   Tensor yc = conv2d(xc, wc, bc, padding(5, 5));
   sum(yc * yc).backward();
-  CHECK(rel_err(y, yc) <= 1e-4);
-  CHECK(rel_err(x.grad(), xc.grad()) <= 1e-4);
-  CHECK(rel_err(w.grad(), wc.grad()) <= 1e-4);
-  CHECK(rel_err(b.grad(), bc.grad()) <= 1e-4);
+  CHECK(rel_err_to_max(y, yc) <= 1e-4);
+  CHECK(rel_err_to_max(x.grad(), xc.grad()) <= 1e-4);
+  CHECK(rel_err_to_max(w.grad(), wc.grad()) <= 1e-4);
+  CHECK(rel_err_to_max(b.grad(), bc.grad()) <= 1e-4);
 }
 
 TEST_CASE("conv2d CUDA: output and gradients follow the operands' memory format" *
@@ -240,7 +234,7 @@ TEST_CASE("conv2d CUDA: output and gradients follow the operands' memory format"
       CHECK(grads[1].is_contiguous(expected));
       // The fused bias gives the CPU's result (computed in fp32 there for bf16).
       Tensor yc = conv2d(x.detach().cpu(), w.detach().cpu(), b.detach().cpu(), padding(1, 1));
-      CHECK(rel_err(y, yc) <= (dtype == DType::f32 ? 5e-3 : 4e-2));
+      CHECK(rel_err_to_max(y, yc) <= (dtype == DType::f32 ? 5e-3 : 4e-2));
     }
   }
 }
@@ -258,7 +252,7 @@ TEST_CASE("conv2d CUDA: padding='same' with an even kernel matches the CPU" *
   Tensor xc = x.detach().cpu().set_requires_grad(true), wc = w.detach().cpu().set_requires_grad(true);
   Tensor yc = conv2d(xc, wc, Tensor(), p);
   sum(yc * yc).backward();
-  CHECK(rel_err(y, yc) <= 5e-3);
-  CHECK(rel_err(x.grad(), xc.grad()) <= 5e-3);
-  CHECK(rel_err(w.grad(), wc.grad()) <= 5e-3);
+  CHECK(rel_err_to_max(y, yc) <= 5e-3);
+  CHECK(rel_err_to_max(x.grad(), xc.grad()) <= 5e-3);
+  CHECK(rel_err_to_max(w.grad(), wc.grad()) <= 5e-3);
 }

@@ -22,17 +22,8 @@ using ember::testing::Layout;
 namespace {
 
 using ember::testing::rel_err;
-
-double tolerance(DType d) {
-  switch (d) {
-    case DType::f32: return 1e-4;
-    case DType::f16: return 1e-2;
-    case DType::bf16: return 5e-2;
-    default: return 1e-12;
-  }
-}
-
-Tensor cpu_twin(const Tensor& g) { return g.detach().to(Device::cpu(), DType::f64); }
+using ember::testing::parity_tolerance;
+using ember::testing::cpu_f64;
 
 Tensor leaf(const Tensor& t) { return t.detach().set_requires_grad(true); }
 
@@ -126,9 +117,9 @@ void check_bn_parity(const BnCase& k, uint64_t seed = 7, const std::string& forc
                to_gpu(rm, k.param_dtype, false),
                to_gpu(rv, k.param_dtype, false),
                to_gpu(grad_out, k.dtype, false)};
-  BnInputs cpu{cpu_twin(gpu.x),          cpu_twin(gpu.residual),     cpu_twin(gpu.weight),
-               cpu_twin(gpu.bias),       cpu_twin(gpu.running_mean), cpu_twin(gpu.running_var),
-               cpu_twin(gpu.grad_out)};
+  BnInputs cpu{cpu_f64(gpu.x),          cpu_f64(gpu.residual),     cpu_f64(gpu.weight),
+               cpu_f64(gpu.bias),       cpu_f64(gpu.running_mean), cpu_f64(gpu.running_var),
+               cpu_f64(gpu.grad_out)};
   const BnResult g = [&] {
     if (forced_algorithm.empty()) return run_bn(k.tail, k.training, gpu);
     dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", forced_algorithm));
@@ -136,13 +127,13 @@ void check_bn_parity(const BnCase& k, uint64_t seed = 7, const std::string& forc
   }();
   const BnResult c = run_bn(k.tail, k.training, cpu);
 
-  const double tol = tolerance(k.dtype);
+  const double tol = parity_tolerance(k.dtype);
   REQUIRE(g.y.sizes() == k.shape);
   CHECK(g.y.device() == Device::cuda());
   CHECK(g.y.dtype() == k.dtype);
   if (k.channels_last && k.shape.size() >= 4) CHECK(g.y.is_contiguous(MemoryFormat::channels_last));
   CHECK(rel_err(g.y, c.y) <= tol);
-  const double param_tol = std::max(tolerance(k.param_dtype), 1e-5);
+  const double param_tol = std::max(parity_tolerance(k.param_dtype), 1e-5);
   CHECK(rel_err(gpu.running_mean, cpu.running_mean) <= param_tol);
   CHECK(rel_err(gpu.running_var, cpu.running_var) <= param_tol);
   for (size_t i = 0; i < g.grads.size(); ++i) {
@@ -165,20 +156,20 @@ void check_fn_parity(const std::string& name, const std::vector<Shape>& shapes,
   ember::testing::OpCase c{name, shapes, fn, -2.0, 2.5};
   auto gpu = ember::testing::make_inputs(c, dtype, Device::cuda(), 99, layout, true);
   std::vector<Tensor> cpu;
-  for (const Tensor& g : gpu) cpu.push_back(leaf(cpu_twin(g)));
+  for (const Tensor& g : gpu) cpu.push_back(leaf(cpu_f64(g)));
   Tensor out_gpu = fn(gpu), out_cpu = fn(cpu);
   REQUIRE(out_gpu.sizes() == out_cpu.sizes());
   CHECK(out_gpu.device() == Device::cuda());
-  CHECK(rel_err(out_gpu, out_cpu) <= tolerance(dtype));
+  CHECK(rel_err(out_gpu, out_cpu) <= parity_tolerance(dtype));
   Generator gen(Device::cpu(), 5);
   Tensor w = rand(out_cpu.sizes(), TensorOptions(DType::f64), &gen);
   Tensor w_gpu = w.to(Device::cuda(), out_gpu.dtype());
-  (out_cpu * cpu_twin(w_gpu)).sum().backward();
+  (out_cpu * cpu_f64(w_gpu)).sum().backward();
   (out_gpu * w_gpu).sum().backward();
   for (size_t i = 0; i < gpu.size(); ++i) {
     CAPTURE(i);
     REQUIRE(gpu[i].grad().defined() == cpu[i].grad().defined());
-    if (gpu[i].grad().defined()) CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * tolerance(dtype));
+    if (gpu[i].grad().defined()) CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * parity_tolerance(dtype));
   }
 }
 
@@ -369,15 +360,15 @@ TEST_CASE("layer_norm on CUDA: warp-per-row limits, unaligned rows and parameter
       Tensor b = to_gpu(b64, DType::f32, false, cs.param_offset);
       Tensor xg = leaf(x), wg = leaf(w), bg = leaf(b);
       Tensor y = layer_norm(xg, {D}, wg, bg);
-      Tensor xc = leaf(cpu_twin(x)), wc = leaf(cpu_twin(w)), bc = leaf(cpu_twin(b));
+      Tensor xc = leaf(cpu_f64(x)), wc = leaf(cpu_f64(w)), bc = leaf(cpu_f64(b));
       Tensor yc = layer_norm(xc, {D}, wc, bc);
-      CHECK(rel_err(y, yc) <= tolerance(dtype));
+      CHECK(rel_err(y, yc) <= parity_tolerance(dtype));
       Tensor gy64 = randn({rows, D}, TensorOptions(DType::f64), &gen);
       (y * gy64.to(Device::cuda(), dtype)).sum().backward();
-      (yc * cpu_twin(gy64.to(Device::cuda(), dtype))).sum().backward();
-      CHECK(rel_err(xg.grad(), xc.grad()) <= 4 * tolerance(dtype));
-      CHECK(rel_err(wg.grad(), wc.grad()) <= 4 * tolerance(dtype));
-      CHECK(rel_err(bg.grad(), bc.grad()) <= 4 * tolerance(dtype));
+      (yc * cpu_f64(gy64.to(Device::cuda(), dtype))).sum().backward();
+      CHECK(rel_err(xg.grad(), xc.grad()) <= 4 * parity_tolerance(dtype));
+      CHECK(rel_err(wg.grad(), wc.grad()) <= 4 * parity_tolerance(dtype));
+      CHECK(rel_err(bg.grad(), bc.grad()) <= 4 * parity_tolerance(dtype));
     }
   }
 }

@@ -13,14 +13,7 @@ using ember::testing::Layout;
 
 namespace {
 using ember::testing::rel_err;
-double tolerance(DType d) {
-  switch (d) {
-    case DType::f32: return 1e-4;
-    case DType::f16: return 1e-2;
-    case DType::bf16: return 5e-2;
-    default: return 1e-12;
-  }
-}
+using ember::testing::parity_tolerance;
 }  // namespace
 
 TEST_CASE("every op matches the CPU reference on CUDA, forward and backward" *
@@ -40,7 +33,7 @@ TEST_CASE("every op matches the CPU reference on CUDA, forward and backward" *
         Tensor out_gpu = c.fn(gpu), out_cpu = c.fn(cpu);
         REQUIRE(out_gpu.sizes() == out_cpu.sizes());
         CHECK(out_gpu.device() == Device::cuda());
-        CHECK(rel_err(out_gpu, out_cpu) <= tolerance(dtype));
+        CHECK(rel_err(out_gpu, out_cpu) <= parity_tolerance(dtype));
         // Backward of sum(out * w) for a fixed random w.
         Generator gen(Device::cpu(), 5);
         Tensor w = rand(out_cpu.sizes(), TensorOptions(DType::f64), &gen);
@@ -53,7 +46,7 @@ TEST_CASE("every op matches the CPU reference on CUDA, forward and backward" *
           REQUIRE(gpu[i].grad().defined() == cpu[i].grad().defined());
           if (!gpu[i].grad().defined()) continue;
           CHECK(gpu[i].grad().device() == Device::cuda());
-          CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * tolerance(dtype));
+          CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * parity_tolerance(dtype));
         }
         ++compared;
       }

@@ -11,12 +11,13 @@
 
 namespace ember::testing {
 
-// max |a - ref| relative to max(1, max |ref|), both read as fp64. A NaN where the reference has a
-// number (or the other way round) is an infinite error; NaN against NaN matches.
-inline double rel_err(const Tensor& a, const Tensor& ref) {
+namespace detail {
+// max |a - ref| / max(floor, max |ref|), both read as fp64. A NaN where the reference has a number
+// (or the other way round) is an infinite error; NaN against NaN matches.
+inline double scaled_max_err(const Tensor& a, const Tensor& ref, double floor) {
   const std::vector<double> x = a.to_vector(), y = ref.to_vector();
   REQUIRE(x.size() == y.size());
-  double scale = 1, err = 0;
+  double scale = floor, err = 0;
   for (double v : y)
     if (!std::isnan(v)) scale = std::max(scale, std::abs(v));
   for (size_t i = 0; i < x.size(); ++i) {
@@ -25,5 +26,30 @@ inline double rel_err(const Tensor& a, const Tensor& ref) {
   }
   return err / scale;
 }
+}  // namespace detail
+
+// max |a - ref| relative to max(1, max |ref|).
+inline double rel_err(const Tensor& a, const Tensor& ref) { return detail::scaled_max_err(a, ref, 1); }
+
+// max |a - ref| relative to max |ref| alone: for references much smaller than 1 this is stricter
+// than rel_err (the convolution suites use it).
+inline double rel_err_to_max(const Tensor& a, const Tensor& ref) {
+  return detail::scaled_max_err(a, ref, 1e-12);
+}
+
+// The CUDA-vs-CPU-fp64 parity bound for one op's output in `dtype` (rel_err); suites that need a
+// tighter fp32 bound say so beside their use.
+inline double parity_tolerance(DType d) {
+  switch (d) {
+    case DType::f32: return 1e-4;
+    case DType::f16: return 1e-2;
+    case DType::bf16: return 5e-2;
+    default: return 1e-12;
+  }
+}
+
+// A GPU tensor's exact values as a CPU fp64 tensor, cut from the autograd graph: the reference
+// input of a CUDA-vs-CPU comparison.
+inline Tensor cpu_f64(const Tensor& g) { return g.detach().to(Device::cpu(), DType::f64); }
 
 }  // namespace ember::testing
