@@ -74,59 +74,53 @@ template class ConvNdImpl<3, Conv3dOptions>;
 template class ConvNdImpl<2, ConvTranspose2dOptions>;
 
 namespace {
-// Checks the rank of x for a layer taking `spatial` spatial dims and returns x with a batch dim.
-Tensor batched_input(const char* layer, const Tensor& x, int64_t spatial, bool* was_batched) {
-  EMBER_CHECK(x.defined() && (x.dim() == spatial + 2 || x.dim() == spatial + 1), layer, ": expected a ",
+// The shared part of every conv layer's forward: checks the rank of x for `spatial` spatial dims,
+// adds a batch dim to an unbatched [C, ...] input, casts x, weight and bias under autocast, runs
+// `conv` on them and drops the added batch dim again.
+template <typename Layer, typename Conv>
+Tensor run_conv_layer(const char* name, const Layer& layer, int64_t spatial, const Tensor& x, Conv&& conv) {
+  EMBER_CHECK(x.defined() && (x.dim() == spatial + 2 || x.dim() == spatial + 1), name, ": expected a ",
               spatial + 2, "-D [N, C, ...] or ", spatial + 1, "-D unbatched [C, ...] input, got ",
               x.defined() ? x.shape_str() : std::string("undefined"));
-  *was_batched = x.dim() == spatial + 2;
-  return *was_batched ? x : x.unsqueeze(0);
+  const bool batched = x.dim() == spatial + 2;
+  auto in = autocast_inputs({batched ? x : x.unsqueeze(0), layer.weight, layer.bias}, OpClass::low_precision);
+  Tensor y = conv(in[0], in[1], in[2]);
+  return batched ? y : y.squeeze(0);
+}
+
+// Conv2dParams / Conv3dParams (the same fields, per-axis arrays) from the layer's options.
+template <typename Params, typename Options>
+Params conv_params_from(const Options& o) {
+  Params p;
+  p.stride = o.stride().values();
+  p.padding = o.padding().values();
+  p.padding_mode = o.padding().mode();
+  p.dilation = o.dilation().values();
+  p.groups = o.groups();
+  return p;
 }
 }  // namespace
 
 Tensor Conv1dImpl::forward(const Tensor& x) {
-  bool batched = true;
-  Tensor xb = batched_input("Conv1d", x, 1, &batched);
   const auto& o = options;
-  auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);
-  Tensor y = conv1d(in[0], in[1], in[2],
-                    Conv1dParams{o.stride()[0], o.padding()[0], o.dilation()[0], o.groups(), o.padding().mode()});
-  return batched ? y : y.squeeze(0);
+  const Conv1dParams p{o.stride()[0], o.padding()[0], o.dilation()[0], o.groups(), o.padding().mode()};
+  return run_conv_layer("Conv1d", *this, 1, x,
+                        [&](const Tensor& xb, const Tensor& w, const Tensor& b) { return conv1d(xb, w, b, p); });
 }
 
 Tensor Conv2dImpl::forward(const Tensor& x) {
-  bool batched = true;
-  Tensor xb = batched_input("Conv2d", x, 2, &batched);
-  const auto& o = options;
-  Conv2dParams p;
-  p.stride = o.stride().values();
-  p.padding = o.padding().values();
-  p.padding_mode = o.padding().mode();
-  p.dilation = o.dilation().values();
-  p.groups = o.groups();
-  auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);
-  Tensor y = conv2d(in[0], in[1], in[2], p);
-  return batched ? y : y.squeeze(0);
+  const auto p = conv_params_from<Conv2dParams>(options);
+  return run_conv_layer("Conv2d", *this, 2, x,
+                        [&](const Tensor& xb, const Tensor& w, const Tensor& b) { return conv2d(xb, w, b, p); });
 }
 
 Tensor Conv3dImpl::forward(const Tensor& x) {
-  bool batched = true;
-  Tensor xb = batched_input("Conv3d", x, 3, &batched);
-  const auto& o = options;
-  Conv3dParams p;
-  p.stride = o.stride().values();
-  p.padding = o.padding().values();
-  p.padding_mode = o.padding().mode();
-  p.dilation = o.dilation().values();
-  p.groups = o.groups();
-  auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);
-  Tensor y = conv3d(in[0], in[1], in[2], p);
-  return batched ? y : y.squeeze(0);
+  const auto p = conv_params_from<Conv3dParams>(options);
+  return run_conv_layer("Conv3d", *this, 3, x,
+                        [&](const Tensor& xb, const Tensor& w, const Tensor& b) { return conv3d(xb, w, b, p); });
 }
 
 Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
-  bool batched = true;
-  Tensor xb = batched_input("ConvTranspose2d", x, 2, &batched);
   const auto& o = options;
   ConvTranspose2dParams p;
   p.stride = o.stride().values();
@@ -134,9 +128,9 @@ Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
   p.output_padding = o.output_padding().values();
   p.dilation = o.dilation().values();
   p.groups = o.groups();
-  auto in = autocast_inputs({xb, weight, bias}, OpClass::low_precision);
-  Tensor y = conv_transpose2d(in[0], in[1], in[2], p);
-  return batched ? y : y.squeeze(0);
+  return run_conv_layer("ConvTranspose2d", *this, 2, x, [&](const Tensor& xb, const Tensor& w, const Tensor& b) {
+    return conv_transpose2d(xb, w, b, p);
+  });
 }
 
 }  // namespace ember::nn
