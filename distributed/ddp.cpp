@@ -70,7 +70,9 @@ struct DistributedDataParallel::Reducer {
     autograd::NoGradGuard ng;
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& g = params[b.params[k]].grad();
-      b.flat.narrow(0, b.offsets[k], b.offsets[k + 1] - b.offsets[k]).copy_(g.reshape({-1}));
+      // Into a [sizes] view of the slot, so a strided (channels_last) grad is read in place
+      // rather than first copied to a contiguous temporary by reshape.
+      b.flat.narrow(0, b.offsets[k], b.offsets[k + 1] - b.offsets[k]).view(g.sizes()).copy_(g);
     }
     if (device.is_cuda()) {
       // The communication stream waits for the copies, reduces, and signals `done`.

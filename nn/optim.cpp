@@ -173,15 +173,18 @@ void Optimizer::step_impl(const Tensor& found_inf) {
     for (size_t i : with_grad) {
       const Tensor& p = group.params[i];
       const Tensor& g = p.grad();
-      const std::string what = name() + ".step: parameter " + std::to_string(group.first_index + i);
-      EMBER_CHECK(p.device() == device, what, " is on ", p.device().str(), " but others of its group "
-                  "are on ", device.str(), "; put parameters of different devices in different "
-                  "parameter groups");
-      EMBER_CHECK(is_dense_tensor(p), what, " (shape ", p.shape_str(), ") is no longer dense");
-      EMBER_CHECK(g.device() == device && g.dtype() == p.dtype() && g.sizes() == p.sizes(), what,
-                  " (", p.shape_str(), ", ", dtype_name(p.dtype()), ", ", p.device().str(),
-                  ") has a gradient of shape ", g.shape_str(), ", dtype ", dtype_name(g.dtype()),
-                  " on ", g.device().str(), "; gradients must match their parameters");
+      // The messages are only built when a check fails; this loop runs per parameter each step.
+      const size_t index = group.first_index + i;
+      EMBER_CHECK(p.device() == device, name(), ".step: parameter ", index, " is on ",
+                  p.device().str(), " but others of its group are on ", device.str(),
+                  "; put parameters of different devices in different parameter groups");
+      EMBER_CHECK(is_dense_tensor(p), name(), ".step: parameter ", index, " (shape ",
+                  p.shape_str(), ") is no longer dense");
+      EMBER_CHECK(g.device() == device && g.dtype() == p.dtype() && g.sizes() == p.sizes(), name(),
+                  ".step: parameter ", index, " (", p.shape_str(), ", ", dtype_name(p.dtype()), ", ",
+                  p.device().str(), ") has a gradient of shape ", g.shape_str(), ", dtype ",
+                  dtype_name(g.dtype()), " on ", g.device().str(),
+                  "; gradients must match their parameters");
     }
     if (found_inf.defined())
       EMBER_CHECK(found_inf.device() == device && found_inf.dtype() == DType::f32 &&

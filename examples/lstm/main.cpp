@@ -169,14 +169,18 @@ int main(int argc, char** argv) {
       for (int64_t epoch = 0; epoch < epochs; ++epoch) {
         loader.set_epoch(epoch);
         int64_t i = 0;
-        double loss_sum = 0;
+        // The loss also accumulates on the device: reading it each step would sync the host.
+        Tensor loss_sum = zeros({}, on_device_f64);
         for (data::Batch& b : loader) {
           if (limit && i >= limit) break;
           Tensor loss = cross_entropy(model->forward(b[0]), b[1]);
           opt.zero_grad();
           loss.backward();
           opt.step();
-          loss_sum += loss.item();
+          {
+            autograd::NoGradGuard ng;
+            add_(loss_sum, loss.detach().to(DType::f64));
+          }
           ++i;
         }
         // Counts accumulate on the device (exact in f64), one all_reduce each at the end.
@@ -191,7 +195,7 @@ int main(int argc, char** argv) {
             if (limit && total >= 2000) break;
           }
         }
-        Tensor train_loss = full({}, loss_sum / double(std::max<int64_t>(i, 1)), on_device_f64);
+        Tensor train_loss = loss_sum / double(std::max<int64_t>(i, 1));
         Tensor test_total = full({}, total, on_device_f64);
         reduce_over_ranks(dist, train_loss, distributed::ReduceOp::avg);
         reduce_over_ranks(dist, correct, distributed::ReduceOp::sum);
