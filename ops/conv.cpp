@@ -23,7 +23,8 @@ std::string ints(const std::array<int64_t, 2>& v) {
   return detail::concat("[", v[0], ", ", v[1], "]");
 }
 
-// Checks everything a user can get wrong and returns the output shape [N, K, P, Q].
+}  // namespace
+
 Shape check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const Conv2dParams& p) {
   EMBER_CHECK(input.defined() && weight.defined(), "conv2d: input and weight must be defined");
@@ -76,18 +77,7 @@ Shape check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias
   return {N, K, P, Q};
 }
 
-// Runs one direction, or writes zeros when the reduction is empty (no channels or no images):
-// algorithms are never handed empty problems.
-void run_or_zero(const ConvProblem& pr) {
-  const Tensor& written = pr.written();
-  if (written.numel() == 0) return;
-  if (pr.input.numel() == 0 || pr.weight.numel() == 0 || pr.output.numel() == 0) {
-    Tensor w = written;
-    w.zero_();
-    return;
-  }
-  conv2d_run(pr);
-}
+namespace {
 
 // The CPU algorithms read dense NCHW tensors.
 Tensor dense_for(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t; }
@@ -113,7 +103,7 @@ void run_forward_with_bias(const ConvProblem& forward, const Tensor& bias) {
     conv2d_epilogue_kernel().get(device.type, forward.output.dtype())(forward, bias, false);
     return;
   }
-  run_or_zero(forward);
+  conv2d_run_or_zero(forward);
   if (bias.defined()) {
     Tensor out = forward.output;
     add_(out, bias.view({1, bias.size(0), 1, 1}));
@@ -244,6 +234,17 @@ const dispatch::Algorithm<ConvProblem>& conv2d_choose(const ConvProblem& pr) {
                                        pr);
 }
 
+void conv2d_run_or_zero(const ConvProblem& pr) {
+  const Tensor& written = pr.written();
+  if (written.numel() == 0) return;
+  if (pr.input.numel() == 0 || pr.weight.numel() == 0 || pr.output.numel() == 0) {
+    Tensor w = written;
+    w.zero_();
+    return;
+  }
+  conv2d_run(pr);
+}
+
 void conv2d_run(const ConvProblem& pr) {
   dispatch::algo_cache().run(conv2d_slot(pr.direction, pr.device().type), conv2d_key(pr), pr);
 }
@@ -300,13 +301,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
           Tensor grad_out = dense_for(grads[0]);
           if (node.needs_input_grad(0)) {
             Tensor grad_input = empty(x_shape, dtype, device, format);
-            run_or_zero(
+            conv2d_run_or_zero(
                 {Direction::backward_data, grad_input, saved_w.unpack(), grad_out, p, tf32});
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {
             Tensor grad_weight = empty(w_shape, dtype, device, format);
-            run_or_zero(
+            conv2d_run_or_zero(
                 {Direction::backward_filter, saved_x.unpack(), grad_weight, grad_out, p, tf32});
             result[1] = grad_weight;
           }

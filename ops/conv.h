@@ -52,6 +52,11 @@ struct ResolvedConv2dPadding {
 ResolvedConv2dPadding resolve_conv2d_padding(const char* op, const Tensor& input,
                                              const Tensor& weight, const Conv2dParams& p);
 
+// conv2d's argument checks (explicit padding): throws conv2d's error for anything a user can get
+// wrong, else returns the output shape [N, K, P, Q]. For ops built on conv2d's algorithms.
+Shape check_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p);
+
 // Whether float32 convolutions may use TF32 tensor cores (on by default, as PyTorch's
 // torch.backends.cudnn.allow_tf32). Part of every conv algorithm key.
 bool conv_allow_tf32();
@@ -111,5 +116,8 @@ dispatch::AlgoKey conv2d_key(const ConvProblem& problem);
 const dispatch::Algorithm<ConvProblem>& conv2d_choose(const ConvProblem& problem);
 // Chooses through algo_cache() and runs; the op's forward and backward call this.
 void conv2d_run(const ConvProblem& problem);
+// conv2d_run, or zeros in the written tensor when the reduction is empty (no channels or no
+// images): algorithms are never handed empty problems.
+void conv2d_run_or_zero(const ConvProblem& problem);
 
 }  // namespace ember

@@ -18,29 +18,13 @@ namespace {
 
 using dispatch::Direction;
 
-int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
-  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
-}
-
-// True when the call is one conv2d accepts, on a GPU with a fused kernel for its dtype, and has
-// no empty operand. Everything else goes through the composite, so there is one set of argument
-// checks and messages: conv2d's.
-bool fused_path_applies(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
-  if (!x.defined() || !w.defined() || x.dim() != 4 || w.dim() != 4) return false;
-  if (!x.device().is_cuda() || w.device() != x.device() || w.dtype() != x.dtype()) return false;
-  if (!conv2d_epilogue_kernel().has(DeviceType::CUDA, x.dtype())) return false;
-  for (int i = 0; i < 2; ++i)
-    if (p.stride[i] < 1 || p.dilation[i] < 1 || p.padding[i] < 0) return false;
-  const int64_t C = x.size(1), K = w.size(0);
-  if (p.groups < 1 || C % p.groups != 0 || K % p.groups != 0 || w.size(1) * p.groups != C)
-    return false;
-  if (x.numel() == 0 || w.numel() == 0) return false;
-  for (int i = 0; i < 2; ++i)
-    if (p.dilation[i] * (w.size(2 + i) - 1) + 1 > x.size(2 + i) + 2 * p.padding[i]) return false;
-  if (b.defined() && (b.dim() != 1 || b.size(0) != K || b.device() != x.device() ||
-                      b.dtype() != x.dtype()))
-    return false;
-  return true;
+// True on a GPU with a fused kernel for the input's dtype and no empty operand; everything else
+// goes through the composite relu(conv2d(...)). The arguments themselves are checked by conv2d's
+// own check_conv2d either way, so there is one set of checks and messages.
+bool fused_path_applies(const Tensor& x, const Tensor& w) {
+  return x.defined() && w.defined() && x.device().is_cuda() &&
+         conv2d_epilogue_kernel().has(DeviceType::CUDA, x.dtype()) && x.numel() > 0 &&
+         w.numel() > 0;
 }
 
 }  // namespace
@@ -51,7 +35,8 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
     const ResolvedConv2dPadding r = resolve_conv2d_padding("conv2d_bias_relu", input, weight, p);
     return conv2d_bias_relu(r.input, weight, bias, r.params);
   }
-  if (!fused_path_applies(input, weight, bias, p)) return relu(conv2d(input, weight, bias, p));
+  if (!fused_path_applies(input, weight)) return relu(conv2d(input, weight, bias, p));
+  const Shape out_shape = check_conv2d(input, weight, bias, p);
 
   const DType dtype = input.dtype();
   const Device device = input.device();
@@ -60,11 +45,6 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
   if (has_bias) inputs.push_back(bias);
   const bool record = autograd::needs_grad(inputs);
   const bool tf32 = conv_allow_tf32();
-  const Shape out_shape = {input.size(0), weight.size(0),
-                           conv_out_size(input.size(2), weight.size(2), p.stride[0], p.padding[0],
-                                         p.dilation[0]),
-                           conv_out_size(input.size(3), weight.size(3), p.stride[1], p.padding[1],
-                                         p.dilation[1])};
 
   Tensor x, w, out;
   {

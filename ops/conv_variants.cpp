@@ -69,18 +69,6 @@ void check_same_stride(const char* op, ConvPaddingMode mode, const std::array<in
                 "; give explicit padding for a strided convolution");
 }
 
-// Runs one conv2d direction, or writes zeros when the reduction is empty (as conv2d does).
-void run_or_zero(const ConvProblem& pr) {
-  const Tensor& written = pr.written();
-  if (written.numel() == 0) return;
-  if (pr.input.numel() == 0 || pr.weight.numel() == 0 || pr.output.numel() == 0) {
-    Tensor w = written;
-    w.zero_();
-    return;
-  }
-  conv2d_run(pr);
-}
-
 // The CPU algorithms read dense NCHW tensors; CUDA ones take any strides.
 Tensor dense_for(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t; }
 
@@ -227,7 +215,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
     x = dense_for(input.detach());
     w = dense_for(weight.detach());
     out = empty({N, Cout, out_size[0], out_size[1]}, dtype, device, format);
-    run_or_zero({Direction::backward_data, out, w, x, q, tf32});
+    conv2d_run_or_zero({Direction::backward_data, out, w, x, q, tf32});
     if (has_bias) add_(out, bias.detach().view({1, Cout, 1, 1}));
   }
 
@@ -246,12 +234,13 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
           if (node.needs_input_grad(0)) {
             // d input = conv2d(grad, w): the forward of the convolution we are the adjoint of.
             Tensor grad_input = empty(x_shape, dtype, device, format);
-            run_or_zero({Direction::forward, g, saved_w.unpack(), grad_input, q, tf32});
+            conv2d_run_or_zero({Direction::forward, g, saved_w.unpack(), grad_input, q, tf32});
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {
             Tensor grad_weight = empty(w_shape, dtype, device);
-            run_or_zero({Direction::backward_filter, g, grad_weight, saved_x.unpack(), q, tf32});
+            conv2d_run_or_zero(
+                {Direction::backward_filter, g, grad_weight, saved_x.unpack(), q, tf32});
             result[1] = grad_weight;
           }
           if (has_bias && node.needs_input_grad(2)) result[2] = sum(grads[0], {0, 2, 3});

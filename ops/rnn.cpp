@@ -195,10 +195,6 @@ dispatch::AlgoKey rnn_key(const RnnProblem& p) {
   return key;
 }
 
-const dispatch::Algorithm<RnnProblem>& rnn_choose(const RnnProblem& p) {
-  return dispatch::algo_cache().choose(rnn_slot(p.direction, p.device().type), rnn_key(p), p);
-}
-
 void rnn_run(const RnnProblem& p) {
   dispatch::algo_cache().run(rnn_slot(p.direction, p.device().type), rnn_key(p), p);
 }

@@ -209,8 +209,6 @@ dispatch::AlgoSlot& rnn_slot(dispatch::Direction direction, DeviceType device_ty
 // The algorithm-cache key: sizes, dtype, mode, layers, directions, projection, bias, lengths,
 // dropout, which gradients are wanted, TF32, and the device.
 dispatch::AlgoKey rnn_key(const RnnProblem& problem);
-// The algorithm the cache picks for `problem` under the current settings (tests, introspection).
-const dispatch::Algorithm<RnnProblem>& rnn_choose(const RnnProblem& problem);
 // Chooses through algo_cache() and runs; the op's forward and backward call this.
 void rnn_run(const RnnProblem& problem);
 
