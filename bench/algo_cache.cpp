@@ -1,8 +1,10 @@
 // Cost of one AlgoCache lookup on a warm cache (target <= 100 ns), measured on the CPU:
 //   algo_cache_lookup            choose() with a prebuilt key, cycling over 64 keys (the number of
 //                                distinct conv keys of a ResNet-50 step, order of magnitude)
+//   algo_key_build_conv          conv2d_key() alone: the key-building share of the next case
 //   algo_cache_lookup_conv_key   conv2d_key() + choose() for a real ConvProblem: what the op pays
-//   algo_cache_lookup_threads    the first case from several threads at once (per-thread ns)
+//   algo_cache_lookup_threads    the first case from several threads at once (per-thread ns);
+//                                threads: the first argument, else min(8, hardware threads)
 // Prints one JSON line per case: {"bench":"algo_cache_lookup","ns_per_lookup":...,...}, with the
 // wall time per lookup and the thread's CPU time per lookup (they differ on a shared machine).
 #include "dispatch/algo_cache.h"
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <string>
 #include <thread>
@@ -67,7 +70,7 @@ PerCall per_call(int64_t calls, int reps, F&& f) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   constexpr int kKeys = 64;
   constexpr int64_t kCalls = 2'000'000;
   const std::string op = "bench_algo_cache_op";
@@ -109,6 +112,11 @@ int main() {
   ConvProblem conv{Direction::forward, x, w, y, p, true};
   AlgoSlot& conv_slot = conv2d_slot(Direction::forward, DeviceType::CPU);
   algo_cache().choose(conv_slot, conv2d_key(conv), conv);
+  PerCall key_only = per_call(kCalls / 4, 3, [&](int64_t) { return conv2d_key(conv).rank; });
+  std::printf(
+      "{\"bench\":\"algo_key_build_conv\",\"ns_per_key\":%.1f,\"cpu_ns_per_key\":%.1f,"
+      "\"threads\":1}\n",
+      key_only.wall_ns, key_only.cpu_ns);
   PerCall with_key = per_call(kCalls / 4, 3, [&](int64_t) {
     return algo_cache().choose(conv_slot, conv2d_key(conv), conv).name.size();
   });
@@ -117,7 +125,8 @@ int main() {
       "\"threads\":1}\n",
       with_key.wall_ns, with_key.cpu_ns);
 
-  unsigned threads = std::max(2u, std::min(8u, std::thread::hardware_concurrency()));
+  unsigned threads = argc > 1 ? unsigned(std::max(1, std::atoi(argv[1])))
+                              : std::max(2u, std::min(8u, std::thread::hardware_concurrency()));
   std::vector<PerCall> per_thread(threads);
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t)

@@ -266,7 +266,8 @@ bool run_row(RowSpec row, const Options& o) {
     << ",\"first_step_ms\":" << first_step_ms
     << ",\"first_step_benchmark_ms\":" << cache_after.benchmark_ms - cache_before.benchmark_ms
     << ",\"first_step_shapes_benchmarked\":" << cache_after.benchmarks - cache_before.benchmarks
-    << ",\"first_step_candidates_timed\":" << cache_after.candidates_timed - cache_before.candidates_timed;
+    << ",\"first_step_candidates_timed\":" << cache_after.candidates_timed - cache_before.candidates_timed
+    << ",\"first_step_candidates_pruned\":" << cache_after.candidates_pruned - cache_before.candidates_pruned;
   if (dev.is_cuda()) {
     const MemoryStats m = cuda::memory_stats(dev.index);
     j << ",\"peak_MiB\":" << double(m.peak_allocated_bytes) / (1 << 20)

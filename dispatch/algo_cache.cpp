@@ -176,12 +176,102 @@ GlobalSettings& global_settings() {
   return *g;
 }
 
+// One hit a thread remembers: the filed key and its cached choice, valid for the cache `cache_id`
+// while that cache's epoch is still `epoch` (any change of the cache makes it stale).
+struct RememberedHit {
+  AlgoKey key;  // as filed: the settings bytes in place
+  uint64_t hash = 0;
+  uint64_t cache_id = 0;  // 0: empty (cache ids start at 1)
+  uint64_t epoch = 0;
+  int algorithm = -1;
+  ChoiceSource source = ChoiceSource::heuristic;
+};
+
+// The hits one thread remembers, a 4-way set-associative table by key hash, and the thread's hit
+// counters of the caches it used last. A hit found here reads two shared words that only misses
+// write (the cache's id and epoch are on read-mostly lines) and writes nothing shared, so threads
+// never contend on a hit.
+struct ThreadLookups {
+  // 256 keys: a ResNet-50 step's conv keys several times over. 4 ways, because with 2 a set that
+  // 3 keys in use fall into misses every time (64 keys in 128 sets of 2 missed 1 lookup in 10).
+  static constexpr size_t kSets = 64;
+  static constexpr uint8_t kWays = 4;
+  struct Set {
+    std::array<RememberedHit, kWays> ways;
+    uint8_t victim = 0;  // the way to replace next, in turn (a hit writes nothing)
+  };
+  std::array<Set, kSets> sets;
+  // This thread's hit counters of the last few caches it used, most recent first (a few, so that
+  // alternating between two caches does not take the registration mutex on every hit). A counter
+  // is used only while its cache runs a lookup, so it is alive then; ids are never reused.
+  struct CounterRef {
+    uint64_t cache_id = 0;
+    ThreadHitCounter* counter = nullptr;
+  };
+  std::array<CounterRef, 4> counters{};
+
+  const RememberedHit* find(uint64_t cache_id, uint64_t epoch, uint64_t hash,
+                            const SettingsKey& key) const {
+    const Set& set = sets[hash % kSets];
+    for (const RememberedHit& r : set.ways)
+      if (r.hash == hash && r.epoch == epoch && r.cache_id == cache_id && key.equals(r.key))
+        return &r;
+    return nullptr;
+  }
+
+  // Remembers a hit found in the shards (epoch read before that lookup), replacing a stale copy of
+  // the same key when there is one, else the ways in turn.
+  void remember(uint64_t cache_id, uint64_t epoch, uint64_t hash, const SettingsKey& key,
+                int algorithm, ChoiceSource source) {
+    Set& set = sets[hash % kSets];
+    uint8_t w = set.victim;
+    bool replacing_stale_copy = false;
+    for (uint8_t i = 0; i < kWays; ++i) {
+      const RememberedHit& r = set.ways[i];
+      if (r.hash == hash && r.cache_id == cache_id && key.equals(r.key)) {
+        w = i;
+        replacing_stale_copy = true;
+      }
+    }
+    RememberedHit& r = set.ways[w];
+    r.key = key.copy();
+    r.hash = hash;
+    r.cache_id = cache_id;
+    r.epoch = epoch;
+    r.algorithm = algorithm;
+    r.source = source;
+    if (!replacing_stale_copy) set.victim = uint8_t((w + 1) % kWays);
+  }
+
+  void count_hit(AlgoCache::Impl& cache) {
+    if (counters[0].cache_id != cache.id) [[unlikely]]
+      bring_counter_to_front(cache);
+    counters[0].counter->add_one();
+  }
+
+  [[gnu::noinline]] void bring_counter_to_front(AlgoCache::Impl& cache) {
+    size_t at = counters.size() - 1;  // when not found, the least recent one drops out
+    CounterRef found{};
+    for (size_t i = 0; i < counters.size(); ++i)
+      if (counters[i].cache_id == cache.id) {
+        at = i;
+        found = counters[i];
+        break;
+      }
+    if (found.counter == nullptr) found = {cache.id, &cache.hit_counter_of_this_thread()};
+    for (size_t i = at; i > 0; --i) counters[i] = counters[i - 1];
+    counters[0] = found;
+  }
+};
+
 struct ThreadSettings {
   uint64_t seen_version = 0;
   ResolvedSettings global;
   // Innermost last. A deque, so a reference to one stays valid while nested code (an algorithm
   // that dispatches through the cache) pushes another guard.
   std::deque<ResolvedSettings> guards;
+  // Allocated on the first lookup (about 75 KB), only in threads that dispatch.
+  std::unique_ptr<ThreadLookups> lookups;
 };
 // A trivially initialised thread_local pointer with the initial-exec model: reading it is one
 // instruction, where a thread_local object of a shared library costs a __tls_get_addr call and an
@@ -203,16 +293,26 @@ inline ThreadSettings& thread_state() {
   return t ? *t : make_thread_settings();
 }
 
-const ResolvedSettings& thread_settings() {
-  ThreadSettings& t = thread_state();
+[[gnu::noinline]] void refresh_global_settings(ThreadSettings& t, GlobalSettings& g) {
+  std::lock_guard<std::mutex> lock(g.mutex);
+  t.global = ResolvedSettings(g.settings);
+  t.seen_version = g.version.load(std::memory_order_relaxed);
+}
+
+[[gnu::always_inline]] inline const ResolvedSettings& resolved_settings(ThreadSettings& t) {
   if (!t.guards.empty()) return t.guards.back();
   GlobalSettings& g = global_settings();
-  if (g.version.load(std::memory_order_acquire) != t.seen_version) [[unlikely]] {
-    std::lock_guard<std::mutex> lock(g.mutex);
-    t.global = ResolvedSettings(g.settings);
-    t.seen_version = g.version.load(std::memory_order_relaxed);
-  }
+  if (g.version.load(std::memory_order_acquire) != t.seen_version) [[unlikely]]
+    refresh_global_settings(t, g);
   return t.global;
+}
+
+const ResolvedSettings& thread_settings() { return resolved_settings(thread_state()); }
+
+ThreadLookups& thread_lookups(ThreadSettings& t) {
+  if (!t.lookups) [[unlikely]]
+    t.lookups = std::make_unique<ThreadLookups>();
+  return *t.lookups;
 }
 }  // namespace
 
@@ -256,10 +356,35 @@ bool current_stream_is_capturing(Device device) {
 
 // ---- storage ----------------------------------------------------------------------------------
 
+namespace {
+uint64_t next_cache_id() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
+AlgoCache::Impl::Impl() : id(next_cache_id()) {}
+
 AlgoCache::AlgoCache(size_t capacity) : impl_(std::make_unique<Impl>()) {
   impl_->capacity = std::max<size_t>(capacity, 1);
 }
 AlgoCache::~AlgoCache() = default;
+
+ThreadHitCounter& AlgoCache::Impl::hit_counter_of_this_thread() {
+  std::lock_guard<std::mutex> lock(hit_counters_mutex);
+  const std::thread::id me = std::this_thread::get_id();
+  for (auto& [thread, counter] : hit_counters)
+    if (thread == me) return *counter;
+  hit_counters.emplace_back(me, std::make_unique<ThreadHitCounter>());
+  return *hit_counters.back().second;
+}
+
+uint64_t AlgoCache::Impl::total_hits() {
+  std::lock_guard<std::mutex> lock(hit_counters_mutex);
+  uint64_t sum = 0;
+  for (const auto& entry : hit_counters) sum += entry.second->hits.load(std::memory_order_relaxed);
+  return sum;
+}
 
 void AlgoCache::Impl::insert(const AlgoKey& key, uint64_t hash, int algorithm, ChoiceSource source,
                              float time_ms, bool from_file) {
@@ -272,7 +397,7 @@ void AlgoCache::Impl::insert(const AlgoKey& key, uint64_t hash, int algorithm, C
     e.algorithm = int16_t(algorithm);
     e.source = source;
     e.time_ms = time_ms;
-    e.last_used.store(epoch.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    e.last_used.store(epoch.fetch_add(1, std::memory_order_release) + 1, std::memory_order_relaxed);
     added = inserted;
   }
   if (source == ChoiceSource::benchmark && !from_file) dirty = true;
@@ -304,6 +429,7 @@ void AlgoCache::Impl::evict_to_capacity() {
     auto it = shard.map.find(victim);
     if (it != shard.map.end()) {
       shard.erase(it);
+      epoch.fetch_add(1, std::memory_order_release);
       entries.fetch_sub(1, std::memory_order_relaxed);
       evictions.fetch_add(1, std::memory_order_relaxed);
     }
@@ -340,6 +466,7 @@ void AlgoCache::clear() {
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     impl_->entries.fetch_sub(shard.map.size());
     shard.clear();
+    impl_->epoch.fetch_add(1, std::memory_order_release);
   }
   std::lock_guard<std::mutex> lock(impl_->policy_mutex);
   impl_->benchmarked_keys.clear();
@@ -347,13 +474,14 @@ void AlgoCache::clear() {
 }
 
 AlgoCacheStats AlgoCache::stats() const {
-  const Impl& m = *impl_;
+  Impl& m = *impl_;
   AlgoCacheStats s;
-  for (const CacheShard& shard : m.shards) s.hits += shard.hits.load(std::memory_order_relaxed);
+  s.hits = m.total_hits() - m.hits_at_reset.load();
   s.misses = m.misses;
   s.benchmarks = m.benchmarks;
   s.candidates_timed = m.candidates_timed;
   s.candidates_failed = m.candidates_failed;
+  s.candidates_pruned = m.candidates_pruned;
   s.benchmark_ms = double(m.benchmark_ns.load()) / 1e6;
   s.heuristic_choices = m.heuristic_choices;
   s.nearest_reuses = m.nearest_reuses;
@@ -368,8 +496,8 @@ AlgoCacheStats AlgoCache::stats() const {
 
 void AlgoCache::reset_stats() {
   Impl& m = *impl_;
-  for (CacheShard& shard : m.shards) shard.hits = 0;
-  for (auto* c : {&m.misses, &m.benchmarks, &m.candidates_timed, &m.candidates_failed,
+  m.hits_at_reset = m.total_hits();
+  for (auto* c : {&m.misses, &m.benchmarks, &m.candidates_timed, &m.candidates_failed, &m.candidates_pruned,
                   &m.benchmark_ns, &m.heuristic_choices, &m.nearest_reuses, &m.capture_fallbacks,
                   &m.forced_choices, &m.workspace_fallbacks, &m.evictions, &m.loaded_entries})
     c->store(0);
@@ -385,6 +513,7 @@ struct Candidate {
   size_t workspace_bytes;
   double time_ms = -1;  // benchmark result; < 0 when not timed or failed
   std::string failure;  // why the benchmark run threw
+  bool pruned = false;  // timed once only: already far slower than the fastest so far
 };
 struct CandidateSet {
   std::vector<Candidate> usable;
@@ -447,8 +576,8 @@ std::string describe_candidates(const AlgoSlot& slot, const std::vector<Candidat
     const Candidate& c = usable[i];
     os << (i ? " | " : "") << slot.algorithm_name(c.index);
     if (c.time_ms >= 0) {
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), " %.4f ms", c.time_ms);
+      char buf[48];
+      std::snprintf(buf, sizeof(buf), " %.4f ms%s", c.time_ms, c.pruned ? " (pruned after one run)" : "");
       os << buf;
     } else if (!c.failure.empty()) {
       os << " failed: " << c.failure;
@@ -485,9 +614,13 @@ void log_decision(const AlgoSlot& slot, const AlgoKey& key, const char* how,
 
 // Times one candidate on the scratch problem: one warm-up run, then up to `reps` timed runs.
 // CPU: steady_clock per run, minimum. CUDA: events on the current stream around `reps` runs, mean.
+// Pruning: when the warm-up run alone took longer than `prune_above_ms` (a multiple of the fastest
+// candidate so far), the candidate cannot win: its warm-up time is returned and `c.pruned` set.
+// That keeps a slow algorithm (a direct or FFT convolution on a large layer) from costing four
+// runs per new shape on the first step.
 double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, const void* scratch,
-                      const Candidate& c, int reps = 3) {
-  const int kReps = reps;
+                      Candidate& c, int reps,
+                      double prune_above_ms = std::numeric_limits<double>::infinity()) {
   constexpr double kCpuBudgetMs = 200;  // stop repeating a slow CPU candidate early
   const void* algo = slot.algorithm_ptr(c.index);
   DataPtr workspace{};
@@ -498,23 +631,38 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
       if (d.deleter) d.deleter(d.ptr);
     }
   } free_on_exit{workspace};
+  c.pruned = false;
 
   if (p.device.is_cuda()) {
-    p.run(algo, scratch, workspace.ptr);  // warm-up (and the first failure, if any)
     Stream stream = current_stream(p.device);
-    Event start(true), end(true);
+    Event warm_start(true), start(true), end(true);
+    warm_start.record(stream);
+    p.run(algo, scratch, workspace.ptr);  // warm-up (and the first failure, if any)
     start.record(stream);
-    for (int r = 0; r < kReps; ++r) p.run(algo, scratch, workspace.ptr);
+    if (prune_above_ms < std::numeric_limits<double>::infinity()) {
+      start.synchronize();
+      const double warm_ms = double(warm_start.elapsed_ms(start));
+      if (warm_ms > prune_above_ms) {
+        c.pruned = true;
+        return warm_ms;
+      }
+      start.record(stream);
+    }
+    for (int r = 0; r < reps; ++r) p.run(algo, scratch, workspace.ptr);
     end.record(stream);
     end.synchronize();
-    return double(start.elapsed_ms(end)) / kReps;
+    return double(start.elapsed_ms(end)) / reps;
   }
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   p.run(algo, scratch, workspace.ptr);
   double warm_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  if (warm_ms > prune_above_ms) {
+    c.pruned = true;
+    return warm_ms;
+  }
   double best = std::numeric_limits<double>::infinity(), spent = warm_ms;
-  for (int r = 0; r < kReps && (r == 0 || spent < kCpuBudgetMs); ++r) {
+  for (int r = 0; r < reps && (r == 0 || spent < kCpuBudgetMs); ++r) {
     auto t = clock::now();
     p.run(algo, scratch, workspace.ptr);
     double ms = std::chrono::duration<double, std::milli>(clock::now() - t).count();
@@ -534,34 +682,17 @@ std::string first_line(const char* what) {
 
 // ---- SettingsKey (algo_cache_impl.h) ------------------------------------------------------------
 
-namespace {
-static_assert(std::endian::native == std::endian::little, "SettingsKey patches bytes by shifts");
-static_assert(offsetof(AlgoKey, deterministic) / 8 == 1 &&
-                  offsetof(AlgoKey, workspace_bucket) / 8 == 1,
-              "SettingsKey patches the key's second 8-byte word");
-constexpr int kDeterministicShift = int(8 * (offsetof(AlgoKey, deterministic) - 8));
-constexpr int kWorkspaceBucketShift = int(8 * (offsetof(AlgoKey, workspace_bucket) - 8));
-}  // namespace
-
-SettingsKey::SettingsKey(const AlgoKey& key, uint8_t deterministic, uint8_t workspace_bucket)
-    : key_(&key) {
-  uint64_t w;
-  std::memcpy(&w, reinterpret_cast<const unsigned char*>(&key) + 8, 8);
-  w &= ~((uint64_t(0xFF) << kDeterministicShift) | (uint64_t(0xFF) << kWorkspaceBucketShift));
-  w |= uint64_t(deterministic) << kDeterministicShift |
-       uint64_t(workspace_bucket) << kWorkspaceBucketShift;
-  word1_ = w;
-}
-
 AlgoKey SettingsKey::copy() const {
   AlgoKey k = *key_;
   std::memcpy(reinterpret_cast<unsigned char*>(&k) + 8, &word1_, 8);
   return k;
 }
 
-int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail::ErasedProblem& p) {
+AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in,
+                                       const detail::ErasedProblem& p) {
   Impl& m = *impl_;
-  const ResolvedSettings& rs = thread_settings();
+  ThreadSettings& thread = thread_state();
+  const ResolvedSettings& rs = resolved_settings(thread);
   const AlgoSettings& settings = rs.settings;
   if (slot.size() == 0) [[unlikely]]
     throw_no_candidate(slot, key_in, {}, settings.workspace_limit_bytes);
@@ -606,17 +737,24 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
                   format_bytes(ws), " of workspace, over the limit of ", format_bytes(limit),
                   "; raise the limit or force another algorithm");
       m.forced_choices.fetch_add(1, std::memory_order_relaxed);
-      return i;
+      return {i, ws};
     }
   }
 
-  // ---- the hot path: a shared-locked lookup in one shard ----
+  // ---- the hot path: the thread's remembered hits, else a shared-locked lookup in one shard ----
   const SettingsKey filed(key_in, mode == AlgoMode::deterministic, rs.bucket);
   const uint64_t hash = filed.hash();
+  // Read before the shard lookup, so that a hit remembered from it is stale after any change that
+  // lookup may have missed.
+  const uint64_t epoch = m.epoch.load(std::memory_order_acquire);
+  ThreadLookups& lookups = thread_lookups(thread);
   CacheShard& shard = m.shard_of(hash);
   int cached = -1;
   ChoiceSource cached_source = ChoiceSource::heuristic;
-  {
+  if (const RememberedHit* r = lookups.find(m.id, epoch, hash, filed)) [[likely]] {
+    cached = r->algorithm;
+    cached_source = r->source;
+  } else {
     std::shared_lock<SharedSpinLock> lock(shard.mutex);
     std::atomic<CacheShard::Node*>& front = shard.front_slot(hash);
     CacheShard::Node* node = front.load(std::memory_order_relaxed);
@@ -632,6 +770,7 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
       uint64_t now = m.epoch.load(std::memory_order_relaxed);
       if (e.last_used.load(std::memory_order_relaxed) != now)
         e.last_used.store(now, std::memory_order_relaxed);
+      lookups.remember(m.id, epoch, hash, filed, cached, cached_source);
     }
   }
   const int budget = m.max_benchmarked_keys.load(std::memory_order_relaxed);
@@ -640,13 +779,16 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
   };
   bool over_limit = false;
   if (cached >= 0 && slot.enabled(cached)) [[likely]] {
-    over_limit = limit != kNoWorkspaceLimit &&
-                 p.workspace_bytes(slot.algorithm_ptr(cached), p.problem) > limit;
+    size_t workspace = kWorkspaceNotComputed;
+    if (limit != kNoWorkspaceLimit) {
+      workspace = p.workspace_bytes(slot.algorithm_ptr(cached), p.problem);
+      over_limit = workspace > limit;
+    }
     bool wants_benchmark =
         mode == AlgoMode::benchmark && cached_source == ChoiceSource::heuristic && budget_left();
     if (!over_limit && !wants_benchmark) [[likely]] {
-      shard.hits.fetch_add(1, std::memory_order_relaxed);
-      return cached;
+      lookups.count_hit(m);
+      return {cached, workspace};
     }
   }
 
@@ -658,6 +800,13 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
   CandidateSet set = gather_candidates(slot, p, mode == AlgoMode::deterministic, limit);
   if (set.usable.empty()) throw_no_candidate(slot, key, set, limit);
   const bool logging = algo_log_enabled();
+  // A choice with the workspace size gather_candidates computed for it (none when the algorithm
+  // is not among the usable candidates).
+  auto selection = [&](int index) -> Selection {
+    for (const Candidate& c : set.usable)
+      if (c.index == index) return {index, c.workspace_bytes};
+    return {index, kWorkspaceNotComputed};
+  };
 
   if (over_limit) {
     // The cached choice was made under a larger limit of the same bucket: choose again for this
@@ -667,16 +816,16 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
     if (logging)
       log_decision(slot, key, "heuristic (cached choice over the workspace limit)", set.usable,
                    set.skipped, slot.algorithm_name(pick.index));
-    return pick.index;
+    return {pick.index, pick.workspace_bytes};
   }
 
-  auto choose_heuristic = [&](const char* how) {
+  auto choose_heuristic = [&](const char* how) -> Selection {
     const Candidate& pick = heuristic_pick(slot, p, set.usable);
     m.heuristic_choices.fetch_add(1, std::memory_order_relaxed);
     m.insert(key, hash, pick.index, ChoiceSource::heuristic, 0);
     if (logging)
       log_decision(slot, key, how, set.usable, set.skipped, slot.algorithm_name(pick.index));
-    return pick.index;
+    return {pick.index, pick.workspace_bytes};
   };
 
   if (mode != AlgoMode::benchmark) return choose_heuristic(algo_mode_name(mode));
@@ -688,7 +837,7 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
       if (logging)
         log_decision(slot, key, "capturing, cached", set.usable, set.skipped,
                      slot.algorithm_name(cached));
-      return cached;
+      return selection(cached);
     }
     return choose_heuristic("capturing, heuristic");
   }
@@ -696,11 +845,15 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
   std::lock_guard<std::recursive_mutex> bench_lock(m.benchmark_mutex);
   {
     // Another thread may have benchmarked this key while we waited for the lock.
-    std::shared_lock<SharedSpinLock> lock(shard.mutex);
-    auto it = shard.map.find(KeyRef{&key, hash});
-    if (it != shard.map.end() && it->second.source != ChoiceSource::heuristic &&
-        slot.enabled(it->second.algorithm))
-      return it->second.algorithm;
+    int benchmarked = -1;
+    {
+      std::shared_lock<SharedSpinLock> lock(shard.mutex);
+      auto it = shard.map.find(KeyRef{&key, hash});
+      if (it != shard.map.end() && it->second.source != ChoiceSource::heuristic &&
+          slot.enabled(it->second.algorithm))
+        benchmarked = it->second.algorithm;
+    }
+    if (benchmarked >= 0) return selection(benchmarked);
   }
 
   if (!budget_left()) {
@@ -729,7 +882,7 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
           std::snprintf(how, sizeof(how), "nearest benchmarked key (distance %.3f)", best);
           log_decision(slot, key, how, set.usable, set.skipped, slot.algorithm_name(c.index));
         }
-        return c.index;
+        return {c.index, c.workspace_bytes};
       }
     return choose_heuristic(nearest_algo >= 0
                                 ? "benchmark quota used, nearest choice does not apply: heuristic"
@@ -746,15 +899,32 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
   } catch (const std::exception& e) {
     scratch_failure = first_line(e.what());
   }
+  // Timed in the heuristic's order, the likely fastest first, so that pruning (a candidate whose
+  // single warm-up run is kPruneRatio times slower than the fastest so far is not timed further)
+  // cuts the slow ones short. 3x leaves room for a first call's one-time work.
+  constexpr double kPruneRatio = 3.0;
+  std::vector<Candidate*> order;
+  for (Candidate& c : set.usable) order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(), [&](const Candidate* a, const Candidate* b) {
+    const void* pa = slot.algorithm_ptr(a->index);
+    const void* pb = slot.algorithm_ptr(b->index);
+    const bool ha = p.has_heuristic_cost(pa), hb = p.has_heuristic_cost(pb);
+    if (ha != hb) return ha;
+    return ha && p.heuristic_cost(pa, p.problem) < p.heuristic_cost(pb, p.problem);
+  });
   const Candidate* best = nullptr;
-  for (Candidate& c : set.usable) {
+  for (Candidate* cp : order) {
+    Candidate& c = *cp;
     if (!scratch) {
       c.failure = "no scratch outputs: " + scratch_failure;
       continue;
     }
     try {
-      c.time_ms = time_candidate(slot, p, scratch.get(), c);
+      const double prune_above = best ? best->time_ms * kPruneRatio
+                                      : std::numeric_limits<double>::infinity();
+      c.time_ms = time_candidate(slot, p, scratch.get(), c, 3, prune_above);
       m.candidates_timed.fetch_add(1, std::memory_order_relaxed);
+      if (c.pruned) m.candidates_pruned.fetch_add(1, std::memory_order_relaxed);
       if (!best || c.time_ms < best->time_ms) best = &c;
     } catch (const std::exception& e) {
       // Out of memory, a launch failure, an unsupported corner: this candidate is out.
@@ -772,7 +942,7 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
     const double cutoff = best->time_ms * kCloseRatio;
     std::vector<Candidate*> close;
     for (Candidate& c : set.usable)
-      if (c.time_ms >= 0 && c.time_ms <= cutoff) close.push_back(&c);
+      if (c.time_ms >= 0 && !c.pruned && c.time_ms <= cutoff) close.push_back(&c);
     if (close.size() > 1) {
       const Candidate* refined_best = nullptr;
       for (Candidate* c : close) {
@@ -801,20 +971,23 @@ int AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_in, const detail:
     if (logging)
       log_decision(slot, key, "benchmark failed for every candidate, heuristic", set.usable,
                    set.skipped, slot.algorithm_name(pick.index));
-    return pick.index;
+    return {pick.index, pick.workspace_bytes};
   }
   m.insert(key, hash, best->index, ChoiceSource::benchmark, float(best->time_ms));
   m.remember_benchmarked(slot.index(), key, best->index);
   if (logging)
     log_decision(slot, key, "benchmark", set.usable, set.skipped, slot.algorithm_name(best->index));
-  return best->index;
+  return {best->index, best->workspace_bytes};
 }
 
 void AlgoCache::run_erased(const AlgoSlot& slot, const AlgoKey& key,
                            const detail::ErasedProblem& p) {
-  int index = select(slot, key, p);
+  const Selection chosen = select(slot, key, p);
+  const int index = chosen.index;
   const void* algo = slot.algorithm_ptr(index);
-  size_t ws = p.workspace_bytes(algo, p.problem);
+  const size_t ws = chosen.workspace_bytes != kWorkspaceNotComputed
+                        ? chosen.workspace_bytes
+                        : p.workspace_bytes(algo, p.problem);
   DataPtr workspace{};
   if (ws > 0) {
     try {

@@ -9,11 +9,14 @@
 // plus a workspace limit in bytes. The dynamic-shape policy, persistence and the environment
 // variables are described in docs/dispatch.md.
 //
-// Lookups take one of 16 shard locks in shared mode; no global mutex is on the hot path.
+// A hit usually writes no shared memory and takes no lock: each thread remembers its recent hits
+// (valid until the cache next changes) and counts its own hits. Otherwise a lookup takes one of 16
+// shard locks in shared mode; no global mutex is on the hot path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -96,6 +99,7 @@ struct AlgoCacheStats {
   uint64_t benchmarks = 0;  // keys benchmarked (each times every candidate)
   uint64_t candidates_timed = 0;
   uint64_t candidates_failed = 0;  // threw while benchmarked (out of memory included)
+  uint64_t candidates_pruned = 0;  // timed once only: far slower than the fastest so far
   double benchmark_ms = 0;         // wall time spent benchmarking
   uint64_t heuristic_choices = 0;
   uint64_t nearest_reuses = 0;     // dynamic-shape policy: reused a benchmarked neighbour
@@ -192,7 +196,7 @@ class AlgoCache {
   template <typename Problem>
   const Algorithm<Problem>& choose(const AlgoSlot& slot, const AlgoKey& key,
                                    const Problem& problem) {
-    int i = select(slot, key, detail::erase_problem(problem));  // checks the Problem type
+    int i = select(slot, key, detail::erase_problem(problem)).index;  // checks the Problem type
     return *static_cast<const Algorithm<Problem>*>(slot.algorithm_ptr(i));
   }
   // Chooses, allocates the workspace on problem.device() and runs. If that allocation fails, a
@@ -230,7 +234,16 @@ class AlgoCache {
   struct Impl;
 
  private:
-  int select(const AlgoSlot& slot, const AlgoKey& key, const detail::ErasedProblem& problem);
+  // The chosen algorithm and, when choosing computed it (workspace limit checks, candidates of a
+  // miss, forced choices), its workspace size, so that run() never computes it twice. Two words,
+  // returned in registers (an std::optional member made it a 24-byte struct returned through
+  // memory, and reading it back stalled on store forwarding).
+  static constexpr size_t kWorkspaceNotComputed = std::numeric_limits<size_t>::max();
+  struct Selection {
+    int index;
+    size_t workspace_bytes = kWorkspaceNotComputed;
+  };
+  Selection select(const AlgoSlot& slot, const AlgoKey& key, const detail::ErasedProblem& problem);
   void run_erased(const AlgoSlot& slot, const AlgoKey& key, const detail::ErasedProblem& problem);
   std::unique_ptr<Impl> impl_;
 };

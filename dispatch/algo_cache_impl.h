@@ -1,10 +1,14 @@
 // Internal to dispatch/algo_cache*.cpp: the AlgoCache's storage (sharded hash maps with an LRU
-// clock, the dynamic-shape policy's per-slot state, statistics) and the helpers the decision code
-// and the persistence code share. Not installed for users; include dispatch/algo_cache.h instead.
+// clock and a change epoch, per-thread hit counters, the dynamic-shape policy's per-slot state,
+// statistics) and the helpers the decision code and the persistence code share. Not installed for
+// users; include dispatch/algo_cache.h instead.
 #pragma once
 #include <array>
 #include <atomic>
+#include <bit>
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -32,7 +36,21 @@ struct KeyRef {
 // patched bytes (a store-forwarding stall).
 class SettingsKey {
  public:
-  SettingsKey(const AlgoKey& key, uint8_t deterministic, uint8_t workspace_bucket);
+  // Defined here, not in a .cpp: an out-of-line member of the shared library is called through
+  // the PLT and never inlined (it could be interposed), which this hot path cannot afford.
+  SettingsKey(const AlgoKey& key, uint8_t deterministic, uint8_t workspace_bucket) : key_(&key) {
+    static_assert(std::endian::native == std::endian::little, "SettingsKey patches by shifts");
+    static_assert(
+        offsetof(AlgoKey, deterministic) / 8 == 1 && offsetof(AlgoKey, workspace_bucket) / 8 == 1,
+        "SettingsKey patches the key's second 8-byte word");
+    constexpr int kDeterministicShift = int(8 * (offsetof(AlgoKey, deterministic) - 8));
+    constexpr int kWorkspaceBucketShift = int(8 * (offsetof(AlgoKey, workspace_bucket) - 8));
+    uint64_t w = word(8);
+    w &= ~((uint64_t(0xFF) << kDeterministicShift) | (uint64_t(0xFF) << kWorkspaceBucketShift));
+    w |= uint64_t(deterministic) << kDeterministicShift | uint64_t(workspace_bucket)
+                                                              << kWorkspaceBucketShift;
+    word1_ = w;
+  }
 
   // Equals AlgoKey::hash() of the patched copy (the miss path checks it): the same function, with
   // the patched second word read from word1_ (the branch folds away when the loop unrolls).
@@ -138,10 +156,10 @@ struct CacheEntry {
   int16_t algorithm = -1;  // index in the key's slot
   ChoiceSource source = ChoiceSource::heuristic;
   float time_ms = 0;
-  // LRU clock: the cache epoch at the last use. The epoch advances at each insertion only, so
-  // lookups never write a shared counter, and an entry is rewritten at most once per insertion.
-  // Eviction takes the entry with the oldest stamp: LRU at the resolution of insertions (entries
-  // used since the last insertion tie as the most recent).
+  // LRU clock: the cache epoch at the last use. The epoch advances only when the maps change, so
+  // lookups never write a shared counter, and an entry is rewritten at most once per change.
+  // Eviction takes the entry with the oldest stamp: LRU at the resolution of changes (entries
+  // used since the last change tie as the most recent).
   std::atomic<uint64_t> last_used{0};
 };
 
@@ -152,8 +170,8 @@ struct alignas(64) CacheShard {
 
   mutable SharedSpinLock mutex;
   Map map;
-  std::atomic<uint64_t> hits{0};  // per shard, so hits on different shards share no counter
-  // A direct-mapped index in front of the map, by the hash's low bits: a hit usually finds its
+  // A direct-mapped index in front of the map, by the hash's low bits: a lookup that the thread's
+  // remembered hits cannot answer (the first one after a change of the cache) usually finds its
   // entry here, without the map's modulo (a 64-bit division) and bucket walk. Lookups fill it
   // under the shared lock (map nodes never move); erasing a node, under the exclusive lock,
   // clears the slot that points to it.
@@ -174,6 +192,15 @@ struct alignas(64) CacheShard {
   }
 };
 
+// The hits of one thread on one cache. Only that thread writes it, with a plain load and store
+// (no atomic read-modify-write, which costs as much as the rest of a hit); stats() reads it.
+struct alignas(64) ThreadHitCounter {
+  std::atomic<uint64_t> hits{0};
+  void add_one() {
+    hits.store(hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
 // A key the dynamic-shape policy may reuse, with its benchmarked choice.
 struct BenchmarkedKey {
   AlgoKey key;
@@ -184,9 +211,17 @@ struct AlgoCache::Impl {
   static constexpr int kNumShards = 16;
   std::array<CacheShard, kNumShards> shards;
 
-  std::atomic<size_t> capacity{kDefaultCapacity};
+  // Unique per cache in this process (never reused), so a thread's remembered hits of a destroyed
+  // cache can never be taken for hits of a new one at the same address.
+  const uint64_t id;
+  // Advances at every change of the maps (insertion, overwrite, erasure, clear), inside the
+  // shard's exclusive lock. It is the LRU clock (entries are stamped with it when used), and a
+  // thread's remembered hit is valid only while the epoch is the one it read before the lookup
+  // that found it. Written only on misses: on its own cache line, which hits only read.
+  alignas(64) std::atomic<uint64_t> epoch{0};
+
+  alignas(64) std::atomic<size_t> capacity{kDefaultCapacity};
   std::atomic<size_t> entries{0};
-  std::atomic<uint64_t> epoch{0};
   std::mutex evict_mutex;  // one evictor at a time, so the bound is never overshot by a race
 
   // Dynamic-shape policy, per slot index.
@@ -202,10 +237,21 @@ struct AlgoCache::Impl {
 
   std::atomic<bool> dirty{false};
 
-  // Statistics (hits live in the shards).
-  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0},
+  // Hits: one counter per thread that used this cache, found by thread id (a thread that reuses
+  // an exited thread's id continues its counter: still one writer at a time). stats() reports the
+  // sum minus hits_at_reset, so reset_stats() never writes another thread's counter.
+  std::mutex hit_counters_mutex;
+  std::vector<std::pair<std::thread::id, std::unique_ptr<ThreadHitCounter>>> hit_counters;
+  std::atomic<uint64_t> hits_at_reset{0};
+  ThreadHitCounter& hit_counter_of_this_thread();
+  uint64_t total_hits();
+
+  // Other statistics.
+  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0}, candidates_pruned{0},
       benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0}, capture_fallbacks{0},
       forced_choices{0}, workspace_fallbacks{0}, evictions{0}, loaded_entries{0};
+
+  Impl();
 
   CacheShard& shard_of(uint64_t hash) { return shards[hash >> 60]; }
   const CacheShard& shard_of(uint64_t hash) const { return shards[hash >> 60]; }

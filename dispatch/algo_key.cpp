@@ -109,7 +109,8 @@ bool dense_in_order(const int64_t* sizes, const int64_t* strides, const int* ord
   return dense;
 }
 
-OperandLayout layout_of(const int64_t* sizes, const int64_t* strides, int n) {
+[[gnu::always_inline]] inline OperandLayout layout_of(const int64_t* sizes, const int64_t* strides,
+                                                      int n) {
   static constexpr int kRowMajor[6][AlgoKey::kMaxDims] = {
       {}, {0}, {1, 0}, {2, 1, 0}, {3, 2, 1, 0}, {4, 3, 2, 1, 0}};  // W, H, (D), C, N
   static constexpr int kChannelsLast4[4] = {1, 3, 2, 0};         // C innermost, then W, H, N
@@ -136,61 +137,60 @@ namespace {
   EMBER_THROW(bad_param, "AlgoKey::describe: operand has ", t.dim(), " dims (shape ",
               t.shape_str(), "); algorithm keys hold at most ", AlgoKey::kMaxDims);
 }
-}  // namespace
 
-void AlgoKey::describe(Operand which, const Tensor& t) {
-  // Straight from the TensorImpl: the Tensor accessors are out-of-line calls that each re-check
-  // definedness, and this runs for three operands on every convolution lookup.
+// One operand into the key: its sizes, dtype and layout, and the key's rank and alignment. Inlined
+// into both describe() forms; straight from the TensorImpl, because the Tensor accessors are
+// out-of-line calls that each re-check definedness, and this runs for every operand of every
+// lookup.
+[[gnu::always_inline]] inline void describe_operand(AlgoKey& key, int64_t* sizes, uint8_t& dtype,
+                                                    uint8_t& layout, const Tensor& t) {
   const TensorImpl* impl_ptr = t.impl();
-  if (impl_ptr == nullptr || impl_ptr->sizes.size() > size_t(kMaxDims)) [[unlikely]]
+  if (impl_ptr == nullptr || impl_ptr->sizes.size() > size_t(AlgoKey::kMaxDims)) [[unlikely]]
     throw_bad_operand(t);
   const TensorImpl& impl = *impl_ptr;
   const int n = int(impl.sizes.size());
   const int64_t* shape = impl.sizes.data();
-  int64_t* sizes = which == Operand::input    ? input_sizes
-                   : which == Operand::weight ? weight_sizes
-                                              : output_sizes;
   bool empty = false;
   for (int i = 0; i < n; ++i) {
     sizes[i] = shape[i];
     empty |= shape[i] == 0;
   }
-  for (int i = n; i < kMaxDims; ++i) sizes[i] = 0;
-  const uint8_t dt = uint8_t(impl.dtype);
-  const uint8_t lay = uint8_t(layout_of(shape, impl.strides.data(), n));
-  switch (which) {
-    case Operand::input:
-      input_dtype = dt;
-      input_layout = lay;
-      break;
-    case Operand::weight:
-      weight_dtype = dt;
-      weight_layout = lay;
-      break;
-    case Operand::output:
-      output_dtype = dt;
-      output_layout = lay;
-      break;
-  }
-  if (uint8_t(n) > rank) rank = uint8_t(n);
+  for (int i = n; i < AlgoKey::kMaxDims; ++i) sizes[i] = 0;
+  dtype = uint8_t(impl.dtype);
+  layout = uint8_t(layout_of(shape, impl.strides.data(), n));
+  if (uint8_t(n) > key.rank) key.rank = uint8_t(n);
   const char* first = static_cast<const char*>(impl.storage->data.ptr);
   if (impl.offset != 0) first += impl.offset * int64_t(element_size(impl.dtype));
   const uint8_t align = empty ? uint8_t(16) : alignment_of(first);
-  if (alignment_bytes == 0 || align < alignment_bytes) alignment_bytes = align;
+  if (key.alignment_bytes == 0 || align < key.alignment_bytes) key.alignment_bytes = align;
+}
+}  // namespace
+
+void AlgoKey::describe(Operand which, const Tensor& t) {
+  switch (which) {
+    case Operand::input:
+      describe_operand(*this, input_sizes, input_dtype, input_layout, t);
+      break;
+    case Operand::weight:
+      describe_operand(*this, weight_sizes, weight_dtype, weight_layout, t);
+      break;
+    case Operand::output:
+      describe_operand(*this, output_sizes, output_dtype, output_layout, t);
+      break;
+  }
 }
 
-AlgoKey make_algo_key(OpId op, Direction direction, Device device) {
-  AlgoKey key;
-  key.op = op;
-  key.direction = uint8_t(direction);
-  key.device_type = uint8_t(device.type);
-  if (device.is_cuda()) {
-    const cuda::DeviceProperties& props = cuda::device_properties(device.index);
-    key.cc_major = uint8_t(props.major);
-    key.cc_minor = uint8_t(props.minor);
-    key.sm_count = uint16_t(props.sm_count);
-  }
-  return key;
+void AlgoKey::describe(const Tensor& input, const Tensor& weight, const Tensor& output) {
+  describe_operand(*this, input_sizes, input_dtype, input_layout, input);
+  describe_operand(*this, weight_sizes, weight_dtype, weight_layout, weight);
+  describe_operand(*this, output_sizes, output_dtype, output_layout, output);
+}
+
+void set_device_architecture(AlgoKey& key, int device_index) {
+  const cuda::DeviceProperties& props = cuda::device_properties(device_index);
+  key.cc_major = uint8_t(props.major);
+  key.cc_minor = uint8_t(props.minor);
+  key.sm_count = uint16_t(props.sm_count);
 }
 
 namespace {

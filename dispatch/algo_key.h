@@ -55,44 +55,45 @@ struct AlgoKey {
   static constexpr int kNumExtra = 4;        // op parameters beyond convolution's (LSTM sizes...)
 
   // ---- header: 24 bytes ----
-  uint16_t op;          // OpId
-  uint8_t direction;    // Direction
-  uint8_t device_type;  // DeviceType
-  uint8_t rank;         // dims used in the size arrays
-  uint8_t input_dtype;  // DType of each operand
-  uint8_t weight_dtype;
-  uint8_t output_dtype;
-  uint8_t input_layout;  // OperandLayout of each operand
-  uint8_t weight_layout;
-  uint8_t output_layout;
-  uint8_t alignment_bytes;   // smallest base-pointer alignment of the operands, capped at 16
-  uint8_t allow_tf32;        // math mode: fp32 may run on TF32 tensor cores
-  uint8_t deterministic;     // filled by the cache from the current mode
-  uint8_t workspace_bucket;  // filled by the cache from the current workspace limit
-  uint8_t cc_major;          // compute capability (0.0 on the CPU)
-  uint8_t cc_minor;
-  uint8_t reserved0;
-  uint16_t sm_count;  // streaming multiprocessors (0 on the CPU)
-  uint16_t reserved1;
-  uint16_t reserved2;
+  uint16_t op = 0;          // OpId
+  uint8_t direction = 0;    // Direction
+  uint8_t device_type = 0;  // DeviceType
+  uint8_t rank = 0;         // dims used in the size arrays
+  uint8_t input_dtype = 0;  // DType of each operand
+  uint8_t weight_dtype = 0;
+  uint8_t output_dtype = 0;
+  uint8_t input_layout = 0;  // OperandLayout of each operand
+  uint8_t weight_layout = 0;
+  uint8_t output_layout = 0;
+  uint8_t alignment_bytes = 0;   // smallest base-pointer alignment of the operands, capped at 16
+  uint8_t allow_tf32 = 0;        // math mode: fp32 may run on TF32 tensor cores
+  uint8_t deterministic = 0;     // filled by the cache from the current mode
+  uint8_t workspace_bucket = 0;  // filled by the cache from the current workspace limit
+  uint8_t cc_major = 0;          // compute capability (0.0 on the CPU)
+  uint8_t cc_minor = 0;
+  uint8_t reserved0 = 0;
+  uint16_t sm_count = 0;  // streaming multiprocessors (0 on the CPU)
+  uint16_t reserved1 = 0;
+  uint16_t reserved2 = 0;
   // ---- sizes and op parameters ----
-  int64_t input_sizes[kMaxDims];
-  int64_t weight_sizes[kMaxDims];
-  int64_t output_sizes[kMaxDims];
-  int64_t stride[kMaxSpatialDims];
-  int64_t padding[kMaxSpatialDims];
-  int64_t dilation[kMaxSpatialDims];
-  int64_t groups;
-  int64_t extra[kNumExtra];
+  int64_t input_sizes[kMaxDims] = {};
+  int64_t weight_sizes[kMaxDims] = {};
+  int64_t output_sizes[kMaxDims] = {};
+  int64_t stride[kMaxSpatialDims] = {};
+  int64_t padding[kMaxSpatialDims] = {};
+  int64_t dilation[kMaxSpatialDims] = {};
+  int64_t groups = 0;
+  int64_t extra[kNumExtra] = {};
 
-  // Every byte zero, padding fields included: keys are hashed and compared as bytes.
-  AlgoKey() { std::memset(static_cast<void*>(this), 0, sizeof(AlgoKey)); }
+  // Every field starts at zero and the static_asserts below rule out padding, so a new key has
+  // every byte zero (keys are hashed and compared as bytes). Initializers rather than a memset
+  // call in a constructor: the compiler turns them into a few vector stores.
 
   bool operator==(const AlgoKey& o) const { return std::memcmp(this, &o, sizeof(AlgoKey)) == 0; }
   bool operator!=(const AlgoKey& o) const { return !(*this == o); }
 
-  // 64-bit hash of the bytes: four independent multiply-rotate lanes over 8-byte words (so the
-  // hot lookup is not one long dependency chain), then a final avalanche.
+  // 64-bit hash of the bytes: eight independent multiply-rotate lanes over 8-byte words (so the
+  // hot lookup is four short dependency chains deep, not one long chain), then a final avalanche.
   uint64_t hash() const {
     const unsigned char* p = reinterpret_cast<const unsigned char*>(this);
     return hash_words([p](size_t at) {
@@ -110,6 +111,8 @@ struct AlgoKey {
   // alignment_bytes to the tensor's base-pointer alignment. Sets rank to the largest rank seen.
   enum class Operand : uint8_t { input, weight, output };
   void describe(Operand which, const Tensor& t);
+  // The same for all three operands in one call (what a key builder on the hot path uses).
+  void describe(const Tensor& input, const Tensor& weight, const Tensor& output);
 
   // One line for logs: "conv2d.forward cpu in=[2,3,7,7] f32 contiguous w=[...] ... groups=1 ...".
   std::string to_string() const;
@@ -119,33 +122,46 @@ static_assert(std::is_standard_layout_v<AlgoKey>, "AlgoKey is hashed as bytes");
 static_assert(std::is_trivially_copyable_v<AlgoKey>, "AlgoKey is hashed as bytes");
 static_assert(std::has_unique_object_representations_v<AlgoKey>,
               "AlgoKey must have no padding: every byte takes part in hash and equality");
-static_assert(sizeof(AlgoKey) % 32 == 0, "AlgoKey::hash walks four 8-byte lanes");
+static_assert(sizeof(AlgoKey) % 64 == 0, "AlgoKey::hash walks eight 8-byte lanes");
 
+// Always inlined: as an instantiation in the shared library it was an interposable call through
+// the PLT on every lookup.
 template <typename Word>
-uint64_t AlgoKey::hash_words(Word word) {
+[[gnu::always_inline]] inline uint64_t AlgoKey::hash_words(Word word) {
   constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
   auto mix = [](uint64_t lane, uint64_t w) {
     uint64_t x = (lane ^ w) * kMul;
     return (x << 29) | (x >> 35);
   };
-  uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
-           d = 0x082EFA98EC4E6C89ull;
-  for (size_t i = 0; i < sizeof(AlgoKey); i += 32) {
-    a = mix(a, word(i));
-    b = mix(b, word(i + 8));
-    c = mix(c, word(i + 16));
-    d = mix(d, word(i + 24));
-  }
-  uint64_t h = a ^ (b * 3) ^ (c * 5) ^ (d * 7);
+  // Lane seeds: digits of pi, so that no lane starts at zero.
+  uint64_t lane[8] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull,
+                      0x082EFA98EC4E6C89ull, 0x452821E638D01377ull, 0xBE5466CF34E90C6Cull,
+                      0xC0AC29B7C97C50DDull, 0x3F84D5B5B5470917ull};
+  for (size_t i = 0; i < sizeof(AlgoKey); i += 64)
+    for (size_t l = 0; l < 8; ++l) lane[l] = mix(lane[l], word(i + 8 * l));
+  // Odd, distinct lane weights: a word moved to another lane changes the hash.
+  uint64_t h = 0;
+  for (size_t l = 0; l < 8; ++l) h ^= lane[l] * (2 * l + 1);
   h ^= h >> 31;
   h *= kMul;
   h ^= h >> 29;
   return h;
 }
 
+// Fills compute capability and SM count of CUDA device `device_index` (make_algo_key's slow part).
+void set_device_architecture(AlgoKey& key, int device_index);
+
 // A key for `op`/`direction` on `device` with the device's architecture filled in (compute
-// capability and SM count of the GPU; zeros on the CPU); everything else zero.
-AlgoKey make_algo_key(OpId op, Direction direction, Device device);
+// capability and SM count of the GPU; zeros on the CPU); everything else zero. Inline: every key
+// builder starts here, on every lookup.
+inline AlgoKey make_algo_key(OpId op, Direction direction, Device device) {
+  AlgoKey key;
+  key.op = op;
+  key.direction = uint8_t(direction);
+  key.device_type = uint8_t(device.type);
+  if (device.is_cuda()) set_device_architecture(key, device.index);
+  return key;
+}
 
 // The dynamic-shape policy's distance between two keys: infinity unless they are equal in every
 // field but the three size arrays; otherwise the sum over sizes of |ln(1 + a) - ln(1 + b)|, so

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -45,6 +46,8 @@ struct FakeAlgorithm {
   int64_t max_size = std::numeric_limits<int64_t>::max();  // applies to sizes <= max_size
   std::function<int(int64_t size)> delay_us{};             // how slow it is at a size
   bool throws = false;                                     // fails like an out-of-memory
+  // Counts calls of workspace_bytes (how often the cache asked for the workspace size).
+  std::shared_ptr<std::atomic<int>> workspace_queries{};
 };
 
 // Every run of every fake: which algorithm, and where it wrote.
@@ -73,7 +76,11 @@ class FakeOp {
       a.name = f.name;
       a.deterministic = f.deterministic;
       a.applies = [f](const FakeProblem& p) { return p.size <= f.max_size; };
-      if (f.workspace) a.workspace_bytes = [f](const FakeProblem&) { return f.workspace; };
+      if (f.workspace)
+        a.workspace_bytes = [f](const FakeProblem&) {
+          if (f.workspace_queries) ++*f.workspace_queries;
+          return f.workspace;
+        };
       if (f.cost) a.heuristic_cost = [f](const FakeProblem&) { return *f.cost; };
       auto log = log_;
       int marker = int(i);
@@ -101,6 +108,13 @@ class FakeOp {
     FakeProblem p;
     p.size = size;
     return cache.choose(slot(), key(size), p).name;
+  }
+  // Runs through the cache; returns the index of the algorithm that wrote the output.
+  int run(AlgoCache& cache, int64_t size) const {
+    FakeProblem p;
+    p.size = size;
+    cache.run(slot(), key(size), p);
+    return (*p.out)[0];
   }
   std::optional<CachedChoice> peek(AlgoCache& cache, int64_t size) const {
     return cache.peek(slot(), key(size));
@@ -300,6 +314,22 @@ TEST_CASE("workspace limit: candidates over it are skipped, zero always remains"
   CHECK((*p.out)[0] == 0);
 }
 
+TEST_CASE("run: the workspace size is asked for once per call, hit or miss") {
+  auto queries = std::make_shared<std::atomic<int>>(0);
+  FakeOp op({{"big_ws", 1.0, true, 4096, INT64_MAX, {}, false, queries}, {"no_ws", 2.0}});
+  AlgoCache cache;
+  for (size_t limit : {kNoWorkspaceLimit, size_t(1) << 20}) {
+    AlgoSettingsGuard g(AlgoSettings().with_workspace_limit(limit));
+    for (int call = 0; call < 3; ++call) {  // a miss (once per limit bucket), then hits
+      *queries = 0;
+      CHECK(op.run(cache, 7) == 0);
+      CHECK(*queries == 1);
+    }
+  }
+  CHECK(cache.stats().misses == 2);
+  CHECK(cache.stats().hits == 4);
+}
+
 TEST_CASE("deterministic mode: non-deterministic candidates are skipped") {
   FakeOp op({{"atomic_adds", 1.0, /*deterministic=*/false}, {"ordered", 2.0}});
   AlgoCache cache;
@@ -351,6 +381,27 @@ TEST_CASE("benchmark mode: times every candidate on scratch outputs, keeps the f
 
   CHECK(op.choose(cache, 7) == "fast");
   CHECK(cache.stats().benchmarks == 1);  // a hit
+}
+
+TEST_CASE("benchmark mode: a candidate far slower than the fastest so far runs once (pruned)") {
+  // Timed in heuristic order: "fast" first; "close" (1.25x) is timed fully; "slow" (10x) is cut
+  // after its warm-up run and never reaches the refinement round.
+  FakeOp op({{"fast", 1.0, true, 0, INT64_MAX, fixed_us(2000)},
+             {"slow", 2.0, true, 0, INT64_MAX, fixed_us(20000)},
+             {"close", 3.0, true, 0, INT64_MAX, fixed_us(2500)}});
+  AlgoCache cache;
+  AlgoModeGuard mode(AlgoMode::benchmark);
+  FakeProblem user;
+  cache.run(op.slot(), op.key(3), user);
+  CHECK(op.log().count("slow") == 1);
+  CHECK(op.log().count("close") >= 4);
+  CHECK(op.log().count("fast") >= 5);  // warm-up, three timed runs, the user's run
+  const AlgoCacheStats s = cache.stats();
+  CHECK(s.candidates_timed == 3);
+  CHECK(s.candidates_pruned == 1);
+  CHECK(op.choose(cache, 3) == "fast");
+  cache.reset_stats();
+  CHECK(cache.stats().candidates_pruned == 0);
 }
 
 TEST_CASE("benchmark mode: upgrades heuristic entries; all-failing candidates cache nothing") {
@@ -443,6 +494,83 @@ TEST_CASE("lookups: many keys, evictions and clear never return a stale choice")
   cache.clear();
   CHECK(op.choose(cache, 50) == "small");
   CHECK(cache.stats().misses == 51);
+}
+
+TEST_CASE("lookups: keys differing in any one byte are separate entries") {
+  // Every byte of the key but the ones naming the slot (op, direction, device type) and the two
+  // the cache fills from the settings, changed alone, makes a key of its own: each is a miss, and
+  // looked up again after all were filed, each is a hit returning its own choice (sizes up to 124
+  // take "small"). 250 keys also fill a thread's remembered hits (256 entries, 4 per set) and
+  // collide in its sets.
+  FakeOp op({{"small", 1.0, true, 0, /*max_size=*/124}, {"any", 2.0}});
+  AlgoCache cache;
+  AlgoModeGuard mode(AlgoMode::heuristic);
+  const AlgoKey base = op.key(16);
+  struct Variant {
+    AlgoKey key;
+    int64_t size;
+  };
+  std::vector<Variant> variants;
+  for (size_t at = offsetof(AlgoKey, rank); at < sizeof(AlgoKey); ++at) {
+    if (at == offsetof(AlgoKey, deterministic) || at == offsetof(AlgoKey, workspace_bucket))
+      continue;
+    Variant v{base, int64_t(variants.size())};
+    reinterpret_cast<unsigned char*>(&v.key)[at] ^= 0x5A;
+    variants.push_back(v);
+  }
+  REQUIRE(variants.size() == sizeof(AlgoKey) - 6);
+  auto choose = [&](const Variant& v) {
+    FakeProblem p;
+    p.size = v.size;
+    return cache.choose(op.slot(), v.key, p).name;
+  };
+  auto expected = [](const Variant& v) { return std::string(v.size <= 124 ? "small" : "any"); };
+  for (const Variant& v : variants) REQUIRE(choose(v) == expected(v));
+  CHECK(cache.stats().misses == variants.size());
+  CHECK(cache.size() == variants.size());
+  for (int round = 0; round < 2; ++round)
+    for (const Variant& v : variants) REQUIRE(choose(v) == expected(v));
+  CHECK(cache.stats().hits == 2 * variants.size());
+  CHECK(cache.stats().misses == variants.size());
+}
+
+TEST_CASE("lookups: a thread's remembered hits belong to one cache and one state of it") {
+  FakeOp op({{"small", 1.0, true, 0, 10}, {"any", 2.0}});
+  AlgoModeGuard mode(AlgoMode::heuristic);
+  for (int i = 0; i < 3; ++i) {
+    // A new cache (possibly at the address of the one just destroyed) knows nothing.
+    AlgoCache cache;
+    CHECK(op.choose(cache, 5) == "small");
+    CHECK(op.choose(cache, 5) == "small");
+    CHECK(cache.stats().misses == 1);
+    CHECK(cache.stats().hits == 1);
+  }
+  AlgoCache a, b;
+  CHECK(op.choose(a, 5) == "small");
+  CHECK(op.choose(a, 5) == "small");
+  CHECK(op.choose(b, 5) == "small");
+  CHECK(b.stats().misses == 1);
+  CHECK(b.stats().hits == 0);
+  for (int i = 0; i < 10; ++i) {  // alternating between caches: each counts its own hits
+    op.choose(a, 5);
+    op.choose(b, 5);
+  }
+  CHECK(a.stats().hits == 11);
+  CHECK(b.stats().hits == 10);
+  // A change by another thread is seen by this thread's next lookup.
+  std::thread([&] { a.clear(); }).join();
+  CHECK(op.choose(a, 5) == "small");
+  CHECK(a.stats().misses == 2);
+  // Hits counted by other threads add up exactly; reset_stats() leaves their counters alone.
+  a.reset_stats();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) op.choose(a, 5);
+    });
+  for (auto& th : threads) th.join();
+  CHECK(a.stats().hits == 400);
+  CHECK(a.stats().misses == 0);
 }
 
 TEST_CASE("settings: per-thread guards, global settings seen by every thread") {
