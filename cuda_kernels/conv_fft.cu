@@ -15,15 +15,19 @@
 // (backward_filter accumulates it over chunks through the GEMM's beta). Operands are read and
 // written through their strides (any layout); the written tensor is OVERWRITTEN; deterministic.
 //
-// cuFFT plans are made on the host the first time a problem's size is seen (the algorithm cache's
-// workspace query), cached by (device, direction of transform, Hf, Wf, batch), and executed with
-// auto-allocation off on a work area carved from the algorithm's workspace and on the current
-// stream: after the first call for a size no cuFFT call allocates, so the op path stays capturable.
-// Like cuBLAS handles, warm a size up eagerly before capturing it.
+// cuFFT plans are made on the host when the algorithm cache selects for a problem (its workspace
+// query, outside any capture), cached by (device, direction of transform, Hf, Wf, batch), and
+// executed with auto-allocation off on a work area carved from the algorithm's workspace and on
+// the current stream: running never allocates, so the op path is capturable. Making a plan
+// allocates device memory, which a CUDA graph capture forbids, so it never happens inside one:
+// while the current stream captures, "fft" does not apply to a size without plans (the cache's
+// heuristic picks another algorithm; forcing "fft" is refused as not applying), and a cached
+// choice of "fft" for such a size (from a loaded cache file) fails its workspace query with an
+// ember::Error that says to run the shape once before capturing.
 #include <cufft.h>
 
 #include <algorithm>
-#include <array>
+#include <compare>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +36,7 @@
 #include "cuda_kernels/blas.h"
 #include "cuda_kernels/conv_common.cuh"
 #include "tensor/cuda_check.h"
+#include "tensor/cuda_graph.h"
 #include "tensor/stream.h"
 
 namespace ember::cuda::conv {
@@ -87,43 +92,62 @@ struct CufftPlan {
   std::mutex mutex;  // executing binds the stream and work area: one thread at a time per plan
 };
 
-// Plans by (device, inverse, Hf, Wf, batch). A forward plan maps `batch` dense real Hf x Wf planes
-// to spectra stored frequency-major ([f][batch]); an inverse plan maps such spectra back.
+// One plan: `batch` dense real Hf x Wf planes to spectra stored frequency-major ([f][batch])
+// (forward), or such spectra back to planes (inverse), on one device.
+struct PlanKey {
+  int device = 0;
+  bool inverse = false;
+  int64_t Hf = 0, Wf = 0, batch = 0;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
 class CufftPlanCache {
  public:
-  CufftPlan& get(int device, bool inverse, int64_t Hf, int64_t Wf, int64_t batch) {
-    const std::array<int64_t, 5> key = {device, inverse ? 1 : 0, Hf, Wf, batch};
-    {
-      std::shared_lock lock(mutex_);
-      auto it = plans_.find(key);
-      if (it != plans_.end()) return *it->second;
-    }
+  // The plan for `key`, or null when it was never made.
+  CufftPlan* find(const PlanKey& key) {
+    std::shared_lock lock(mutex_);
+    auto it = plans_.find(key);
+    return it == plans_.end() ? nullptr : it->second.get();
+  }
+
+  // The plan for `key`, made when missing (never inside a CUDA graph capture: see the file header).
+  CufftPlan& get(const PlanKey& key) {
+    if (CufftPlan* plan = find(key)) return *plan;
     std::unique_lock lock(mutex_);
     auto it = plans_.find(key);
     if (it != plans_.end()) return *it->second;
-    auto plan = make_plan(device, inverse, Hf, Wf, batch);
+    const Device device = Device::cuda(key.device);
+    EMBER_CHECK_STATUS(
+        !cuda::current_stream_capturing(device), not_supported,
+        "conv2d (algorithm fft): the cuFFT ", key.inverse ? "inverse" : "forward", " plan for ",
+        key.batch, " planes of ", key.Hf, " x ", key.Wf, " on ", device.str(),
+        " does not exist yet, and making it allocates device memory, which a CUDA graph capture "
+        "forbids; run this convolution shape once before capturing it (a warm-up step), or pick "
+        "another algorithm for it");
+    auto plan = make_plan(key);
     CufftPlan& result = *plan;
     plans_.emplace(key, std::move(plan));
     return result;
   }
 
  private:
-  static std::unique_ptr<CufftPlan> make_plan(int device, bool inverse, int64_t Hf, int64_t Wf,
-                                              int64_t batch) {
-    DeviceGuard device_guard(Device::cuda(device));
+  static std::unique_ptr<CufftPlan> make_plan(const PlanKey& key) {
+    DeviceGuard device_guard(Device::cuda(key.device));
     auto plan = std::make_unique<CufftPlan>();
     EMBER_CUFFT_CHECK(cufftCreate(&plan->handle));
     try {
       // Our workspace carries the work area: cuFFT allocates nothing when the plan runs.
       EMBER_CUFFT_CHECK(cufftSetAutoAllocation(plan->handle, 0));
+      const long long Hf = key.Hf, Wf = key.Wf, batch = key.batch;
       const long long Wc = Wf / 2 + 1, plane = Hf * Wf;
       const int rank = Hf == 1 ? 1 : 2;
       long long n[2] = {Hf, Wf}, real_embed[2] = {Hf, Wf}, spectrum_embed[2] = {Hf, Wc};
       long long* dims = rank == 1 ? n + 1 : n;
       long long* real_dims = rank == 1 ? real_embed + 1 : real_embed;
       long long* spectrum_dims = rank == 1 ? spectrum_embed + 1 : spectrum_embed;
-      // Element (b, f) of a spectrum is at f * batch + b; of a real plane at b * Hf * Wf + i * Wf + j.
-      if (!inverse) {
+      // Element (b, f) of a spectrum is at f * batch + b; of a real plane at
+      // b * Hf * Wf + i * Wf + j.
+      if (!key.inverse) {
         EMBER_CUFFT_CHECK(cufftMakePlanMany64(plan->handle, rank, dims, real_dims, 1, plane,
                                               spectrum_dims, batch, 1, CUFFT_R2C, batch,
                                               &plan->work_bytes));
@@ -140,7 +164,7 @@ class CufftPlanCache {
   }
 
   std::shared_mutex mutex_;
-  std::map<std::array<int64_t, 5>, std::unique_ptr<CufftPlan>> plans_;
+  std::map<PlanKey, std::unique_ptr<CufftPlan>> plans_;
 };
 
 // Never destroyed: plans hold device memory, and freeing it from a static destructor can run after
@@ -167,13 +191,50 @@ void exec_inverse(CufftPlan& plan, cufftComplex* spectra, float* planes, void* w
   EMBER_CUFFT_CHECK(cufftExecC2R(plan.handle, spectra, planes));
 }
 
-// The plans one problem uses, the chunk sizes it runs, and its workspace.
+// The plans one problem runs and the chunk sizes it runs them on.
+struct PlanKeys {
+  int64_t chunk_sizes[2] = {0, 0};  // the full chunk and the last, shorter one (0: none)
+  PlanKey filter;                   // w -> w^ (forward) or dw^ -> dw (inverse)
+  PlanKey input[2];                 // x -> x^ or dx^ -> dx, per chunk size
+  PlanKey output[2];                // dy -> dy^ or y^ -> y, per chunk size
+};
+
+PlanKeys plan_keys(const ConvProblem& pr, const FftSizes& z) {
+  const ConvShape d = shape_of(pr);
+  const int device = pr.device().index;
+  PlanKeys k;
+  k.chunk_sizes[0] = z.chunk;
+  if (d.N % z.chunk != 0) k.chunk_sizes[1] = d.N % z.chunk;
+  // backward_filter inverts the filter spectrum; the others transform the filter.
+  k.filter = {device, pr.direction == Direction::backward_filter, z.Hf, z.Wf, d.K * d.C};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t nc = k.chunk_sizes[i];
+    if (nc == 0) continue;
+    k.input[i] = {device, pr.direction == Direction::backward_data, z.Hf, z.Wf, nc * d.C};
+    k.output[i] = {device, pr.direction == Direction::forward, z.Hf, z.Wf, nc * d.K};
+  }
+  return k;
+}
+
+// Whether every plan the problem runs exists already.
+bool plans_exist(const ConvProblem& pr) {
+  const PlanKeys k = plan_keys(pr, sizes_of(shape_of(pr)));
+  CufftPlanCache& cache = plan_cache();
+  if (cache.find(k.filter) == nullptr) return false;
+  for (int i = 0; i < 2; ++i)
+    if (k.chunk_sizes[i] != 0 &&
+        (cache.find(k.input[i]) == nullptr || cache.find(k.output[i]) == nullptr))
+      return false;
+  return true;
+}
+
+// The plans one problem uses (made here when missing), the chunk sizes it runs, its workspace.
 struct FftLayout {
   FftSizes z;
-  int64_t chunk_sizes[2] = {0, 0};  // the full chunk and the last, shorter one (0: none)
-  CufftPlan* filter_plan = nullptr;                // w -> w^ (forward) or dw^ -> dw (inverse)
-  CufftPlan* input_plans[2] = {nullptr, nullptr};  // x -> x^, or dx^ -> dx; per chunk size
-  CufftPlan* output_plans[2] = {nullptr, nullptr}; // dy -> dy^, or y^ -> y; per chunk size
+  int64_t chunk_sizes[2] = {0, 0};  // as in PlanKeys
+  CufftPlan* filter_plan = nullptr;
+  CufftPlan* input_plans[2] = {nullptr, nullptr};
+  CufftPlan* output_plans[2] = {nullptr, nullptr};
   size_t work_bytes = 0, filter_spectrum_bytes = 0, input_spectrum_bytes = 0,
          output_spectrum_bytes = 0, plane_bytes = 0, workspace = 0;
 };
@@ -183,23 +244,17 @@ FftLayout layout_of(const ConvProblem& pr) {
   FftLayout l;
   l.z = sizes_of(d);
   const FftSizes& z = l.z;
-  const int device = pr.device().index;
-  const bool forward = pr.direction == Direction::forward;
-  const bool backward_data = pr.direction == Direction::backward_data;
+  const PlanKeys keys = plan_keys(pr, z);
   CufftPlanCache& cache = plan_cache();
-  l.chunk_sizes[0] = z.chunk;
-  if (d.N % z.chunk != 0) l.chunk_sizes[1] = d.N % z.chunk;
-  // backward_filter inverts the filter spectrum; the others transform the filter.
-  l.filter_plan = &cache.get(device, pr.direction == Direction::backward_filter, z.Hf, z.Wf,
-                             d.K * d.C);
+  l.filter_plan = &cache.get(keys.filter);
   l.work_bytes = l.filter_plan->work_bytes;
   for (int i = 0; i < 2; ++i) {
-    const int64_t nc = l.chunk_sizes[i];
-    if (nc == 0) continue;
-    l.input_plans[i] = &cache.get(device, backward_data, z.Hf, z.Wf, nc * d.C);
-    l.output_plans[i] = &cache.get(device, forward, z.Hf, z.Wf, nc * d.K);
-    l.work_bytes = std::max({l.work_bytes, l.input_plans[i]->work_bytes,
-                             l.output_plans[i]->work_bytes});
+    l.chunk_sizes[i] = keys.chunk_sizes[i];
+    if (keys.chunk_sizes[i] == 0) continue;
+    l.input_plans[i] = &cache.get(keys.input[i]);
+    l.output_plans[i] = &cache.get(keys.output[i]);
+    l.work_bytes =
+        std::max({l.work_bytes, l.input_plans[i]->work_bytes, l.output_plans[i]->work_bytes});
   }
   l.filter_spectrum_bytes = size_t(z.F * d.K * d.C) * sizeof(cufftComplex);
   l.input_spectrum_bytes = size_t(z.F * z.chunk * d.C) * sizeof(cufftComplex);
@@ -326,8 +381,13 @@ void spectrum_gemm(const SpectrumGemm& g) {
 
 bool fft_applies(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
-  return d.G == 1 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.dw == 1 &&
-         std::max(d.R, d.S) >= kMinKernelExtent;
+  if (!(d.G == 1 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.dw == 1 &&
+        std::max(d.R, d.S) >= kMinKernelExtent))
+    return false;
+  // Inside a capture a size runs only with plans made before it (see the file header). The
+  // cache's heuristic choice for such a key is cached like any other; benchmark mode times the
+  // key again after the capture.
+  return !cuda::current_stream_capturing(pr.device()) || plans_exist(pr);
 }
 
 size_t fft_workspace(const ConvProblem& pr) { return layout_of(pr).workspace; }

@@ -22,7 +22,8 @@
 // weight is KRSC, else (c, r, s); a weight not dense in that order (or with unaligned rows) is
 // copied into the workspace in it. col2im gathers (a thread per input element, per 16-byte
 // channel vector in NHWC, or per pixel for NHWC with one group and few channels; each sums the
-// taps that reach it): no atomics, deterministic. The tensor a direction writes is OVERWRITTEN.
+// taps that reach it, found by the one tap walk all three share): no atomics, deterministic. The
+// tensor a direction writes is OVERWRITTEN.
 #include <algorithm>
 
 #include "cuda_kernels/conv_common.cuh"
@@ -204,6 +205,26 @@ __device__ __forceinline__ int tap_source(int i, int t, const Divider& stride, i
   return stride.split(num, o) == 0 && o < limit ? o : -1;
 }
 
+// The tap walk of every col2im kernel: calls visit(r, s, p, q) for each filter tap (r, s) through
+// which output pixel (p, q) read input position (h, w), in a fixed order (deterministic sums).
+template <typename Visit>
+__device__ __forceinline__ void for_each_tap_reaching(const UnfoldArgs& a, int h, int w,
+                                                      Visit&& visit) {
+  for (int r = 0; r < a.R; ++r) {
+    const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
+    if (p < 0) continue;
+    for (int s = 0; s < a.S; ++s) {
+      const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
+      if (q >= 0) visit(r, s, p, q);
+    }
+  }
+}
+
+// The row of a pixels-major col holding group g's columns of output pixel (p, q) of chunk image n.
+__device__ __forceinline__ int64_t col_row(const UnfoldArgs& a, int g, int n, int p, int q) {
+  return int64_t(g * a.M + (n * a.P + p) * a.Q + q);
+}
+
 // dx[n, c, h, w] = sum of dcol over the taps whose output position reaches (h, w), for the
 // chunk's images; an element per thread, accumulation in fp32 (fp64 for f64).
 template <typename T>
@@ -226,18 +247,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     int g;
     const int ci = a.d_Cg.split(c, g);
     Acc acc = 0;
-    for (int r = 0; r < a.R; ++r) {
-      const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
-      if (p < 0) continue;
-      for (int s = 0; s < a.S; ++s) {
-        const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
-        if (q < 0) continue;
-        const int j = unfold_column(a, ci, r, s);
-        const int64_t at = a.pixels_major ? int64_t(g * a.M + n * PQ + p * a.Q + q) * a.col_ld + j
-                                          : (int64_t(n * a.G + g) * a.J + j) * PQ + p * a.Q + q;
-        acc += convert<Acc>(col[at]);
-      }
-    }
+    for_each_tap_reaching(a, h, w, [&](int r, int s, int p, int q) {
+      const int j = unfold_column(a, ci, r, s);
+      const int64_t at = a.pixels_major ? col_row(a, g, n, p, q) * a.col_ld + j
+                                        : (int64_t(n * a.G + g) * a.J + j) * PQ + p * a.Q + q;
+      acc += convert<Acc>(col[at]);
+    });
     dx[(a.n0 + n) * a.xs[0] + int64_t(c) * a.xs[1] + int64_t(h) * a.xs[2] + int64_t(w) * a.xs[3]] =
         convert<T>(acc);
   }
@@ -252,7 +267,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr int VEC = 16 / int(sizeof(T));
   using Vec = AlignedVec<T, VEC>;
   using Acc = OpMath<T>;
-  const int PQ = a.P * a.Q;
   const int step = int(gridDim.x) * blockDim.x;
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int pix, t, n, h, g;
@@ -264,18 +278,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     Acc acc[VEC];
 #pragma unroll
     for (int i = 0; i < VEC; ++i) acc[i] = 0;
-    for (int r = 0; r < a.R; ++r) {
-      const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
-      if (p < 0) continue;
-      for (int s = 0; s < a.S; ++s) {
-        const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
-        if (q < 0) continue;
-        const Vec v = *reinterpret_cast<const Vec*>(
-            col + int64_t(g * a.M + n * PQ + p * a.Q + q) * a.col_ld + (r * a.S + s) * a.Cg + ci);
+    for_each_tap_reaching(a, h, w, [&](int r, int s, int p, int q) {
+      const Vec v = *reinterpret_cast<const Vec*>(col + col_row(a, g, n, p, q) * a.col_ld +
+                                                  (r * a.S + s) * a.Cg + ci);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) acc[i] += convert<Acc>(v.v[i]);
-      }
-    }
+      for (int i = 0; i < VEC; ++i) acc[i] += convert<Acc>(v.v[i]);
+    });
     Vec out;
 #pragma unroll
     for (int i = 0; i < VEC; ++i) out.v[i] = convert<T>(acc[i]);
@@ -294,7 +302,6 @@ __global__ void __launch_bounds__(kBlockThreads)
     col2im_nhwc_pixel_kernel(UnfoldArgs a, const T* __restrict__ col, T* __restrict__ dx,
                              int total) {
   using Acc = OpMath<T>;
-  const int PQ = a.P * a.Q;
   const int step = int(gridDim.x) * blockDim.x;
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int t, n;
@@ -303,18 +310,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     Acc acc[kPixelFoldChannels];
 #pragma unroll
     for (int i = 0; i < kPixelFoldChannels; ++i) acc[i] = 0;
-    for (int r = 0; r < a.R; ++r) {
-      const int p = tap_source(h, r, a.d_sh, a.ph, a.dh, a.P);
-      if (p < 0) continue;
-      for (int s = 0; s < a.S; ++s) {
-        const int q = tap_source(w, s, a.d_sw, a.pw, a.dw, a.Q);
-        if (q < 0) continue;
-        const T* tap = col + int64_t(n * PQ + p * a.Q + q) * a.col_ld + (r * a.S + s) * a.C;
+    for_each_tap_reaching(a, h, w, [&](int r, int s, int p, int q) {
+      const T* tap = col + col_row(a, 0, n, p, q) * a.col_ld + (r * a.S + s) * a.C;
 #pragma unroll
-        for (int i = 0; i < kPixelFoldChannels; ++i)
-          if (i < a.C) acc[i] += convert<Acc>(tap[i]);
-      }
-    }
+      for (int i = 0; i < kPixelFoldChannels; ++i)
+        if (i < a.C) acc[i] += convert<Acc>(tap[i]);
+    });
     T* out = dx + (a.n0 * a.H * a.W + idx) * int64_t(a.C);  // idx = (n * H + h) * W + w
 #pragma unroll
     for (int i = 0; i < kPixelFoldChannels; ++i)

@@ -82,16 +82,6 @@ namespace {
 // The CPU algorithms read dense NCHW tensors.
 Tensor dense_for(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t; }
 
-// The memory format of the tensors a convolution allocates (output, grad_input, grad_weight): on
-// CUDA channels_last when the input or the weight is (cuDNN's and PyTorch's rule), so
-// channels_last networks never stage operands through a workspace; the CPU computes in NCHW.
-MemoryFormat result_memory_format(const Tensor& input, const Tensor& weight) {
-  if (!input.device().is_cuda()) return MemoryFormat::contiguous;
-  const bool channels_last = input.suggest_memory_format() == MemoryFormat::channels_last ||
-                             weight.suggest_memory_format() == MemoryFormat::channels_last;
-  return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
-}
-
 // The forward with its bias: fused into the convolution's epilogue on CUDA (the implicit-GEMM
 // kernel's when the cache picks it, else one pass over the output), a separate add elsewhere.
 void run_forward_with_bias(const ConvProblem& forward, const Tensor& bias) {
@@ -110,6 +100,14 @@ void run_forward_with_bias(const ConvProblem& forward, const Tensor& bias) {
   }
 }
 }  // namespace
+
+MemoryFormat conv_result_memory_format(const Tensor& input, const Tensor& weight) {
+  if (!input.device().is_cuda() || input.dim() != 4 || weight.dim() != 4)
+    return MemoryFormat::contiguous;
+  const bool channels_last = input.suggest_memory_format() == MemoryFormat::channels_last ||
+                             weight.suggest_memory_format() == MemoryFormat::channels_last;
+  return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
 
 const char* conv_padding_mode_name(ConvPaddingMode mode) {
   switch (mode) {
@@ -214,11 +212,8 @@ dispatch::AlgoSlot& conv2d_slot(Direction direction, DeviceType device_type) {
 }
 
 dispatch::AlgoKey conv2d_key(const ConvProblem& pr) {
-  using Operand = dispatch::AlgoKey::Operand;
   dispatch::AlgoKey key = dispatch::make_algo_key(conv2d_op(), pr.direction, pr.device());
-  key.describe(Operand::input, pr.input);
-  key.describe(Operand::weight, pr.weight);
-  key.describe(Operand::output, pr.output);
+  key.describe(pr.input, pr.weight, pr.output);
   for (int i = 0; i < 2; ++i) {
     key.stride[i] = pr.params.stride[i];
     key.padding[i] = pr.params.padding[i];
@@ -273,7 +268,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const bool record = autograd::needs_grad(inputs);
   const bool tf32 = conv_allow_tf32();
 
-  const MemoryFormat format = result_memory_format(input, weight);
+  const MemoryFormat format = conv_result_memory_format(input, weight);
 
   Tensor x, w, out;
   {

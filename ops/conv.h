@@ -32,13 +32,20 @@ struct Conv2dParams {
 //   bias   [K] or undefined
 //   output [N, K, P, Q] with P = (H + 2 * padding[0] - dilation[0] * (R - 1) - 1) / stride[0] + 1,
 //          and Q likewise along W ('same': P = H, Q = W; 'valid': padding 0).
-// On CUDA the output is allocated in the operands' memory format (channels_last when the input or
-// the weight is channels_last, as cuDNN and PyTorch do), and so are the gradients.
+// The output and the gradients are allocated in conv_result_memory_format(input, weight).
 // float32 and float64; float16 and bfloat16 compute in float32 on the CPU. Differentiable in
 // input, weight and bias; the backward runs the backward-data and backward-filter algorithms
 // through the algorithm cache.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv2dParams& p = {});
+
+// The memory format of the tensors a 2-D convolution allocates (its output and the gradients of
+// its input and weight), one rule for conv2d, conv_transpose2d and conv2d_bias_relu. On CUDA it is
+// PyTorch's (cudnn_conv_suggest_memory_format): channels_last when the input and the weight are
+// 4-D and either suggests channels_last, else contiguous; so channels_last networks stay
+// channels_last and no operand is staged through a workspace. On the CPU, whose algorithms
+// compute in NCHW, contiguous.
+MemoryFormat conv_result_memory_format(const Tensor& input, const Tensor& weight);
 
 // The explicit form of a valid/same convolution: the params with padding_mode explicit and the
 // padding it stands for, and the input to convolve, which for an odd 'same' total is `input` with

@@ -46,13 +46,15 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
   const bool record = autograd::needs_grad(inputs);
   const bool tf32 = conv_allow_tf32();
 
+  // conv2d's rule for the output and the gradients, so the fused op and conv2d agree.
+  const MemoryFormat format = conv_result_memory_format(input, weight);
+
   Tensor x, w, out;
   {
     autograd::NoGradGuard no_grad;
     x = input.detach();
     w = weight.detach();
-    // The output follows the input's memory format, so channels_last networks stay channels_last.
-    out = empty(out_shape, dtype, device, input.suggest_memory_format());
+    out = empty(out_shape, dtype, device, format);
     conv2d_epilogue_kernel().get(device.type, dtype)(
         ConvProblem{Direction::forward, x, w, out, p, tf32}, has_bias ? bias.detach() : Tensor(),
         true);
@@ -65,12 +67,10 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
     if (weight.requires_grad()) saved_x = autograd::SavedTensor(x, "conv2d_bias_relu");
     if (input.requires_grad()) saved_w = autograd::SavedTensor(w, "conv2d_bias_relu");
     const Shape x_shape = input.sizes(), w_shape = weight.sizes();
-    const MemoryFormat x_format = input.suggest_memory_format();
-    const MemoryFormat w_format = weight.suggest_memory_format();
     autograd::record_backward(
         "Conv2dBiasReluBackward", inputs, {&out},
-        [saved_out, saved_x, saved_w, x_shape, w_shape, x_format, w_format, device, dtype, p, tf32,
-         has_bias](const std::vector<Tensor>& grads, const autograd::Node& node) {
+        [saved_out, saved_x, saved_w, x_shape, w_shape, format, device, dtype, p, tf32, has_bias](
+            const std::vector<Tensor>& grads, const autograd::Node& node) {
           std::vector<Tensor> result(has_bias ? 3 : 2);
           if (!grads[0].defined()) return result;
           // The gradient of the pre-activation: grad where the output is positive, else 0.
@@ -79,13 +79,13 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
           ElementwiseIter it = make_elementwise_iter("conv2d_bias_relu", grad_pre, {grads[0], y});
           binary_kernel().get(device.type, dtype)(it, BinaryOp::relu_backward, 1);
           if (node.needs_input_grad(0)) {
-            Tensor grad_input = empty(x_shape, dtype, device, x_format);
+            Tensor grad_input = empty(x_shape, dtype, device, format);
             conv2d_run(
                 {Direction::backward_data, grad_input, saved_w.unpack(), grad_pre, p, tf32});
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {
-            Tensor grad_weight = empty(w_shape, dtype, device, w_format);
+            Tensor grad_weight = empty(w_shape, dtype, device, format);
             conv2d_run(
                 {Direction::backward_filter, saved_x.unpack(), grad_weight, grad_pre, p, tf32});
             result[1] = grad_weight;

@@ -10,9 +10,9 @@
 
 namespace ember {
 
-// input [N, C, H, W] (channels_last accepted: the output follows the input's memory format on
-// CUDA), weight [K, C / groups, R, S], bias [K] or undefined; output [N, K, P, Q] as for conv2d.
-// Errors are conv2d's.
+// input [N, C, H, W], weight [K, C / groups, R, S], bias [K] or undefined; output [N, K, P, Q] as
+// for conv2d, allocated like its gradients in conv_result_memory_format(input, weight) (as
+// conv2d's). Errors are conv2d's.
 Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
                         const Conv2dParams& p = {});
 

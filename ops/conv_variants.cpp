@@ -206,8 +206,9 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   const bool record = autograd::needs_grad(inputs);
   const bool tf32 = conv_allow_tf32();
   const Device device = input.device();
-  const MemoryFormat format =
-      device.is_cuda() ? input.suggest_memory_format() : MemoryFormat::contiguous;
+  // conv2d's rule (PyTorch's for cudnn_convolution_transpose too) for the output and both
+  // gradients.
+  const MemoryFormat format = conv_result_memory_format(input, weight);
 
   Tensor x, w, out;
   {
@@ -238,7 +239,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {
-            Tensor grad_weight = empty(w_shape, dtype, device);
+            Tensor grad_weight = empty(w_shape, dtype, device, format);
             conv2d_run_or_zero(
                 {Direction::backward_filter, g, grad_weight, saved_x.unpack(), q, tf32});
             result[1] = grad_weight;

@@ -43,7 +43,8 @@ struct ConvTranspose2dParams {
 // bias [Cout] or undefined -> [N, Cout, Hout, Wout] with
 // Hout = (H - 1) * stride - 2 * padding + dilation * (R - 1) + output_padding + 1.
 // output_padding must be smaller than the stride (it picks among the input sizes a strided
-// convolution maps to the same output size).
+// convolution maps to the same output size). The output and the gradients are allocated in
+// conv_result_memory_format(input, weight), as conv2d's.
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
                         const ConvTranspose2dParams& p = {});
 

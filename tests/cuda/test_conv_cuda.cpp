@@ -4,7 +4,8 @@
 // channels_last and non-contiguous inputs; fp32 with and without TF32, bf16, f16, f64), with
 // coverage of every registered algorithm; then deterministic mode (bitwise repeatability), the
 // workspace limit, benchmark mode, the op with autograd against the CPU, conv2d_bias_relu on both
-// of its CUDA paths, and device errors. Tolerances are relative to the largest reference value,
+// of its CUDA paths, the one memory-format rule of conv2d, conv2d_bias_relu and conv_transpose2d
+// (outputs and gradients), and device errors. Tolerances are relative to the largest reference value,
 // set by dtype. Skips without a GPU.
 #include <doctest/doctest.h>
 
@@ -383,8 +384,12 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
       Tensor x = randn(row.x, TensorOptions(), &gen).to(Device::cuda(), row.dtype).contiguous(row.format);
       Tensor w = randn(row.w, TensorOptions(), &gen).to(Device::cuda(), row.dtype);
       Tensor b = with_bias ? randn({row.w[0]}, TensorOptions(), &gen).to(Device::cuda(), row.dtype) : Tensor();
-      std::vector<Tensor> gpu = {x.set_requires_grad(true), w.set_requires_grad(true)};
-      if (with_bias) gpu.push_back(b.set_requires_grad(true));
+      x.set_requires_grad(true);
+      w.set_requires_grad(true);
+      if (with_bias) b.set_requires_grad(true);
+      // Built whole (a push_back onto the two-element list trips GCC 12's -Warray-bounds).
+      const std::vector<Tensor> gpu =
+          with_bias ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x, w};
       std::vector<Tensor> cpu;
       for (const Tensor& t : gpu) cpu.push_back(t.detach().to(Device::cpu(), DType::f64).set_requires_grad(true));
       // The CPU composite first: the forced algorithm below exists on CUDA only.
@@ -411,6 +416,83 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
       }
     }
   set_conv_allow_tf32(saved_tf32);
+}
+
+// One rule (conv_result_memory_format, PyTorch's) for the output and the input and weight
+// gradients of conv2d, conv2d_bias_relu and conv_transpose2d: channels_last when the input or the
+// weight is channels_last.
+TEST_CASE("conv2d, conv2d_bias_relu, conv_transpose2d CUDA: outputs and gradients share one "
+          "memory-format rule" *
+          doctest::skip(!cuda::is_available())) {
+  struct Layouts {
+    Layout x, w;
+    bool channels_last;
+  };
+  using ConvOp = Tensor (*)(const Tensor& x, const Tensor& w, const Tensor& b);
+  struct Op {
+    const char* name;
+    Shape w;  // conv: [K, C, R, S]; transposed: [Cin, Cout, R, S]
+    int64_t out_channels;
+    ConvOp run;
+  };
+  const Op ops[] = {
+      {"conv2d", {16, 8, 3, 3}, 16,
+       [](const Tensor& x, const Tensor& w, const Tensor& b) {
+         return conv2d(x, w, b, params(1, 1, 1, 1, 1, 1, 1));
+       }},
+      {"conv2d_bias_relu", {16, 8, 3, 3}, 16,
+       [](const Tensor& x, const Tensor& w, const Tensor& b) {
+         return conv2d_bias_relu(x, w, b, params(1, 1, 1, 1, 1, 1, 1));
+       }},
+      {"conv_transpose2d", {8, 6, 3, 3}, 6,
+       [](const Tensor& x, const Tensor& w, const Tensor& b) {
+         ConvTranspose2dParams p;
+         p.stride = {2, 2};
+         p.padding = {1, 1};
+         p.output_padding = {1, 0};
+         return conv_transpose2d(x, w, b, p);
+       }},
+  };
+  for (const Layouts& l : {Layouts{Layout::channels_last, Layout::channels_last, true},
+                           Layouts{Layout::channels_last, Layout::nchw, true},
+                           Layouts{Layout::nchw, Layout::channels_last, true},
+                           Layouts{Layout::nchw, Layout::nchw, false}}) {
+    const std::string x_str = layout_name(l.x), w_str = layout_name(l.w);
+    CAPTURE(x_str);
+    CAPTURE(w_str);
+    const MemoryFormat expected =
+        l.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+    for (const Op& op : ops) {
+      const std::string op_str = op.name;
+      CAPTURE(op_str);
+      for (DType dtype : {DType::f32, DType::bf16}) {
+        const std::string dtype_str = dtype_name(dtype);
+        CAPTURE(dtype_str);
+        Tensor x = random_tensor({2, 8, 9, 7}, dtype, Device::cuda(), l.x, 51);
+        Tensor w = random_tensor(op.w, dtype, Device::cuda(), l.w, 52);
+        Tensor b = random_tensor({op.out_channels}, dtype, Device::cuda(), Layout::nchw, 53);
+        CHECK(conv_result_memory_format(x, w) == expected);
+        x.set_requires_grad(true);
+        w.set_requires_grad(true);
+        Tensor y = op.run(x, w, b);
+        CHECK(y.is_contiguous(expected));
+        Tensor seed = random_tensor(y.sizes(), dtype, Device::cuda(), Layout::nchw, 54);
+        // autograd::grad hands back the op's own gradients (.grad would follow each leaf's layout).
+        const std::vector<Tensor> grads = autograd::grad({y}, {x, w}, {seed});
+        CHECK(grads[0].is_contiguous(expected));
+        CHECK(grads[1].is_contiguous(expected));
+        // The values match the CPU in fp64, whatever the layouts.
+        Tensor xc = x.detach().to(Device::cpu(), DType::f64).set_requires_grad(true);
+        Tensor wc = w.detach().to(Device::cpu(), DType::f64).set_requires_grad(true);
+        Tensor yc = op.run(xc, wc, b.to(Device::cpu(), DType::f64));
+        const std::vector<Tensor> grads_cpu =
+            autograd::grad({yc}, {xc, wc}, {seed.to(Device::cpu(), DType::f64)});
+        CHECK(rel_err_to_max(y, yc) <= tolerance(dtype, true));
+        CHECK(rel_err_to_max(grads[0], grads_cpu[0]) <= 2 * tolerance(dtype, true));
+        CHECK(rel_err_to_max(grads[1], grads_cpu[1]) <= 2 * tolerance(dtype, true));
+      }
+    }
+  }
 }
 
 TEST_CASE("conv2d CUDA: device and dtype errors name the tensors" * doctest::skip(!cuda::is_available())) {
