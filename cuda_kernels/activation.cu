@@ -267,15 +267,9 @@ void run_activation(const ElementwiseIter& iter, ActivationOp op, double param, 
                           dtype_name(dtype), " and ", dtype_name(iter.dtypes[k]));
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
-  switch (dtype) {
-    case DType::f32: launch_activation<float>(iter, op, param, backward, stream); break;
-    case DType::f64: launch_activation<double>(iter, op, param, backward, stream); break;
-    case DType::f16: launch_activation<__half>(iter, op, param, backward, stream); break;
-    case DType::bf16: launch_activation<__nv_bfloat16>(iter, op, param, backward, stream); break;
-    default:
-      EMBER_THROW(not_supported, activation_op_name(op), ": dtype ", dtype_name(dtype),
-                  " is not supported on CUDA; use a floating dtype");
-  }
+  dispatch_floating(dtype, activation_op_name(op), [&](auto tag) {
+    launch_activation<decltype(tag)>(iter, op, param, backward, stream);
+  });
 }
 
 void activation_cuda(const ElementwiseIter& iter, ActivationOp op, double param) {

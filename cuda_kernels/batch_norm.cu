@@ -638,12 +638,17 @@ bn_backward_outer_kernel(BackwardParams<T> p) {
 
 // ---- launch plans -------------------------------------------------------------------------------
 
-// Blocks of `kernel` (kThreads threads each) resident on the whole device at once.
-template <typename Kernel>
-int64_t device_fill_blocks(Kernel kernel, Device device) {
-  int per_sm = 0;
-  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  return int64_t(std::max(per_sm, 1)) * std::max(device_properties(device.index).sm_count, 1);
+// Blocks of `kernel` (kThreads threads each) resident on the whole of `device` at once, measured
+// once per (kernel, device): a second GPU of another kind gets its own count. `device` must be
+// the current device (the occupancy query reads the current one).
+template <auto kernel>
+int64_t device_fill_blocks(Device device) {
+  static PerDevice<int64_t> fill;
+  return fill.get(device.index, [](int d) {
+    int per_sm = 0;
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+    return int64_t(std::max(per_sm, 1)) * std::max(device_properties(d).sm_count, 1);
+  });
 }
 
 // Channels-inner grid: bx channel vectors x by row walkers (by a power of 2), grid.x covering the
@@ -695,6 +700,70 @@ void check_launch_limits(const char* op, int64_t grid_x) {
                      ": too many channels for one CUDA grid (", grid_x, " blocks)");
 }
 
+// True when every thread's VEC values can be one 16-byte access: the dim a vector runs along (C
+// channels-inner, S channels-outer) is a multiple of VEC and the tensors are 16-byte aligned.
+bool vectorizable(const ChannelLayout& l, int vec, bool aligned) {
+  return aligned && (l.channels_inner ? l.C : l.S) % vec == 0;
+}
+
+// Launch of a per-channel reduction (batch statistics, gradient sums): channels-inner, grid
+// (channel-vector blocks, row splits) of (bx, by) threads; channels-outer, grid (C, splits) of
+// kThreads. Each split takes `chunk` values of its channel and writes one partial per channel.
+struct ReductionLaunch {
+  dim3 grid, block;
+  int64_t splits = 1, chunk = 1;
+};
+
+template <auto inner_kernel, auto outer_kernel>
+ReductionLaunch plan_reduction(const ChannelLayout& l, int vec, Device device, const char* op) {
+  ReductionLaunch r;
+  if (l.channels_inner) {
+    const InnerPlan plan =
+        plan_inner(l.per_channel(), l.C, vec, device_fill_blocks<inner_kernel>(device), true);
+    check_launch_limits(op, plan.grid_x);
+    r.chunk = plan.chunk;
+    r.splits = plan.grid_y;
+    r.grid = dim3(unsigned(plan.grid_x), unsigned(r.splits));
+    r.block = dim3(unsigned(plan.bx), unsigned(plan.by));
+  } else {
+    const OuterPlan plan =
+        plan_outer_reduce(l.per_channel(), l.C, vec, device_fill_blocks<outer_kernel>(device));
+    check_launch_limits(op, l.C);
+    r.chunk = plan.chunk;
+    r.splits = plan.splits;
+    r.grid = dim3(unsigned(l.C), unsigned(r.splits));
+    r.block = dim3(kThreads);
+  }
+  return r;
+}
+
+// Launch of an elementwise pass (apply, backward_elemt): channels-inner, plan_inner's grid stride
+// over rows; channels-outer, flat over the tensor in items of `vec` values (1 off the vector
+// path), one wave of the device at most.
+struct ElementwiseLaunch {
+  dim3 grid, block;
+};
+
+template <auto inner_kernel, auto outer_kernel>
+ElementwiseLaunch plan_elementwise(const ChannelLayout& l, int vec, bool vector_ok, Device device,
+                                   const char* op) {
+  ElementwiseLaunch e;
+  if (l.channels_inner) {
+    const InnerPlan plan =
+        plan_inner(l.per_channel(), l.C, vec, device_fill_blocks<inner_kernel>(device), false);
+    check_launch_limits(op, plan.grid_x);
+    e.grid = dim3(unsigned(plan.grid_x), unsigned(plan.grid_y));
+    e.block = dim3(unsigned(plan.bx), unsigned(plan.by));
+  } else {
+    const int64_t items = l.numel() / (vector_ok ? vec : 1);
+    const int64_t blocks = std::max<int64_t>(
+        1, std::min(ceil_div(items, kThreads), device_fill_blocks<outer_kernel>(device)));
+    e.grid = dim3(unsigned(blocks));
+    e.block = dim3(kThreads);
+  }
+  return e;
+}
+
 // ---- launchers ----------------------------------------------------------------------------------
 
 template <typename T>
@@ -706,34 +775,18 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
   p.x = static_cast<const T*>(a.x.data_ptr());
   p.C = l.C;
   p.rows = l.per_channel();
-  dim3 grid, block;
-  int64_t splits = 1;
-  if (l.channels_inner) {
-    static const int64_t fill = device_fill_blocks(bn_stats_inner_kernel<T>, device);
-    const InnerPlan plan = plan_inner(p.rows, l.C, VEC, fill, true);
-    p.vector_ok = l.C % VEC == 0 && all_aligned16({&a.x});
-    p.chunk = plan.chunk;
-    splits = plan.grid_y;
-    check_launch_limits("batch_norm", plan.grid_x);
-    grid = dim3(unsigned(plan.grid_x), unsigned(splits));
-    block = dim3(unsigned(plan.bx), unsigned(plan.by));
-  } else {
-    static const int64_t fill = device_fill_blocks(bn_stats_outer_kernel<T>, device);
-    const OuterPlan plan = plan_outer_reduce(p.rows, l.C, VEC, fill);
-    p.vector_ok = l.S % VEC == 0 && all_aligned16({&a.x});
-    p.outer = make_outer_index(l);
-    p.chunk = plan.chunk;
-    splits = plan.splits;
-    check_launch_limits("batch_norm", l.C);
-    grid = dim3(unsigned(l.C), unsigned(splits));
-    block = dim3(kThreads);
-  }
+  p.vector_ok = vectorizable(l, VEC, all_aligned16({&a.x}));
+  if (!l.channels_inner) p.outer = make_outer_index(l);
+  const ReductionLaunch r = plan_reduction<bn_stats_inner_kernel<T>, bn_stats_outer_kernel<T>>(
+      l, VEC, device, "batch_norm");
+  p.chunk = r.chunk;
+  const int64_t splits = r.splits;
   // Partials: workspace from the caching allocator, released (stream-ordered) on return.
   Tensor workspace = empty({2 * splits * l.C}, DType::f32, device);
   p.part_mean = static_cast<float*>(workspace.data_ptr());
   p.part_m2 = p.part_mean + splits * l.C;
-  if (l.channels_inner) bn_stats_inner_kernel<T><<<grid, block, 0, stream>>>(p);
-  else bn_stats_outer_kernel<T><<<grid, block, 0, stream>>>(p);
+  if (l.channels_inner) bn_stats_inner_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
+  else bn_stats_outer_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 
   StatsFinalizeParams f{};
@@ -773,22 +826,12 @@ void launch_apply(const BatchNormApplyArgs& a, cudaStream_t stream) {
   p.rows = l.per_channel();
   p.numel = l.numel();
   p.relu = a.relu;
-  const bool aligned = all_aligned16({&a.y, &a.x, &a.residual});
-  if (l.channels_inner) {
-    static const int64_t fill = device_fill_blocks(bn_apply_inner_kernel<T>, device);
-    const InnerPlan plan = plan_inner(p.rows, l.C, VEC, fill, false);
-    p.vector_ok = l.C % VEC == 0 && aligned;
-    check_launch_limits("batch_norm", plan.grid_x);
-    bn_apply_inner_kernel<T><<<dim3(unsigned(plan.grid_x), unsigned(plan.grid_y)),
-                               dim3(unsigned(plan.bx), unsigned(plan.by)), 0, stream>>>(p);
-  } else {
-    static const int64_t fill = device_fill_blocks(bn_apply_outer_kernel<T>, device);
-    p.vector_ok = l.S % VEC == 0 && aligned;
-    p.flat = make_flat_channel(l);
-    const int64_t items = p.numel / (p.vector_ok ? VEC : 1);
-    const int64_t blocks = std::max<int64_t>(1, std::min(ceil_div(items, kThreads), fill));
-    bn_apply_outer_kernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(p);
-  }
+  p.vector_ok = vectorizable(l, VEC, all_aligned16({&a.y, &a.x, &a.residual}));
+  if (!l.channels_inner) p.flat = make_flat_channel(l);
+  const ElementwiseLaunch e = plan_elementwise<bn_apply_inner_kernel<T>, bn_apply_outer_kernel<T>>(
+      l, VEC, p.vector_ok, device, "batch_norm");
+  if (l.channels_inner) bn_apply_inner_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
+  else bn_apply_outer_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -809,33 +852,16 @@ void launch_grad_sums(const ChannelGradSumsArgs& a, cudaStream_t stream) {
   p.n_stride = a.stats.n_stride;
   p.group_size = a.stats.group_size;
   p.outer = make_outer_index(l);
-  const bool aligned = all_aligned16({&a.dy, &a.x, &a.gate});
-  dim3 grid, block;
-  int64_t splits = 1;
-  if (l.channels_inner) {
-    static const int64_t fill = device_fill_blocks(grad_sums_inner_kernel<T>, device);
-    const InnerPlan plan = plan_inner(p.rows, l.C, VEC, fill, true);
-    p.vector_ok = l.C % VEC == 0 && aligned;
-    p.chunk = plan.chunk;
-    splits = plan.grid_y;
-    check_launch_limits("norm backward", plan.grid_x);
-    grid = dim3(unsigned(plan.grid_x), unsigned(splits));
-    block = dim3(unsigned(plan.bx), unsigned(plan.by));
-  } else {
-    static const int64_t fill = device_fill_blocks(grad_sums_outer_kernel<T>, device);
-    const OuterPlan plan = plan_outer_reduce(p.rows, l.C, VEC, fill);
-    p.vector_ok = l.S % VEC == 0 && aligned;
-    p.chunk = plan.chunk;
-    splits = plan.splits;
-    check_launch_limits("norm backward", l.C);
-    grid = dim3(unsigned(l.C), unsigned(splits));
-    block = dim3(kThreads);
-  }
+  p.vector_ok = vectorizable(l, VEC, all_aligned16({&a.dy, &a.x, &a.gate}));
+  const ReductionLaunch r = plan_reduction<grad_sums_inner_kernel<T>, grad_sums_outer_kernel<T>>(
+      l, VEC, device, "norm backward");
+  p.chunk = r.chunk;
+  const int64_t splits = r.splits;
   Tensor workspace = empty({2 * splits * l.C}, DType::f32, device);
   p.part_dy = static_cast<float*>(workspace.data_ptr());
   p.part_dy_xhat = p.part_dy + splits * l.C;
-  if (l.channels_inner) grad_sums_inner_kernel<T><<<grid, block, 0, stream>>>(p);
-  else grad_sums_outer_kernel<T><<<grid, block, 0, stream>>>(p);
+  if (l.channels_inner) grad_sums_inner_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
+  else grad_sums_outer_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
   grad_sums_finalize_kernel<<<finalize_blocks(l.C), kThreads, 0, stream>>>(
       p.part_dy, p.part_dy_xhat, splits, l.C, static_cast<float*>(a.sum_dy.data_ptr()),
@@ -866,34 +892,17 @@ void launch_backward_elemt(const BatchNormBackwardArgs& a, cudaStream_t stream) 
   p.rows = l.per_channel();
   p.numel = l.numel();
   p.inv_count = 1.f / float(p.rows);
-  const bool aligned = all_aligned16({&a.dx, &a.d_residual, &a.dy, &a.x, &a.gate});
-  if (l.channels_inner) {
-    static const int64_t fill = device_fill_blocks(bn_backward_inner_kernel<T>, device);
-    const InnerPlan plan = plan_inner(p.rows, l.C, VEC, fill, false);
-    p.vector_ok = l.C % VEC == 0 && aligned;
-    check_launch_limits("batch_norm backward", plan.grid_x);
-    bn_backward_inner_kernel<T><<<dim3(unsigned(plan.grid_x), unsigned(plan.grid_y)),
-                                  dim3(unsigned(plan.bx), unsigned(plan.by)), 0, stream>>>(p);
-  } else {
-    static const int64_t fill = device_fill_blocks(bn_backward_outer_kernel<T>, device);
-    p.vector_ok = l.S % VEC == 0 && aligned;
-    p.flat = make_flat_channel(l);
-    const int64_t items = p.numel / (p.vector_ok ? VEC : 1);
-    const int64_t blocks = std::max<int64_t>(1, std::min(ceil_div(items, kThreads), fill));
-    bn_backward_outer_kernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(p);
-  }
+  p.vector_ok = vectorizable(l, VEC, all_aligned16({&a.dx, &a.d_residual, &a.dy, &a.x, &a.gate}));
+  if (!l.channels_inner) p.flat = make_flat_channel(l);
+  const ElementwiseLaunch e =
+      plan_elementwise<bn_backward_inner_kernel<T>, bn_backward_outer_kernel<T>>(
+          l, VEC, p.vector_ok, device, "batch_norm backward");
+  if (l.channels_inner) bn_backward_inner_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
+  else bn_backward_outer_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
 // ---- table entries ------------------------------------------------------------------------------
-
-// Contract checks shared by the entries: a broken one is a bug in ops/norm.cpp, not a user error.
-void check_stats_tensor(const Tensor& t, int64_t n, Device device, const char* what) {
-  EMBER_INTERNAL_ASSERT(t.defined() && t.dtype() == DType::f32 && t.is_contiguous() &&
-                            t.numel() == n && t.device() == device,
-                        "norm CUDA kernel: ", what, " must be a contiguous float32 [", n, "] on ",
-                        device.str());
-}
 
 void batch_norm_stats_cuda(const BatchNormStatsArgs& a) {
   const Device device = a.x.device();
@@ -907,7 +916,8 @@ void batch_norm_stats_cuda(const BatchNormStatsArgs& a) {
                         "batch_norm_stats: running statistics must be contiguous and of one dtype");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "batch_norm", [&] { launch_stats<scalar_t>(a, stream); });
+  dispatch_floating<kNormFloatingTypes>(a.x.dtype(), "batch_norm",
+                                        [&](auto tag) { launch_stats<decltype(tag)>(a, stream); });
 }
 
 void batch_norm_apply_cuda(const BatchNormApplyArgs& a) {
@@ -916,7 +926,8 @@ void batch_norm_apply_cuda(const BatchNormApplyArgs& a) {
   check_stats_tensor(a.invstd, a.layout.C, device, "invstd");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "batch_norm", [&] { launch_apply<scalar_t>(a, stream); });
+  dispatch_floating<kNormFloatingTypes>(a.x.dtype(), "batch_norm",
+                                        [&](auto tag) { launch_apply<decltype(tag)>(a, stream); });
 }
 
 void channel_grad_sums_cuda(const ChannelGradSumsArgs& a) {
@@ -926,7 +937,9 @@ void channel_grad_sums_cuda(const ChannelGradSumsArgs& a) {
   EMBER_INTERNAL_ASSERT(a.stats.group_size >= 1, "channel_grad_sums: group_size ", a.stats.group_size);
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "norm backward", [&] { launch_grad_sums<scalar_t>(a, stream); });
+  dispatch_floating<kNormFloatingTypes>(a.x.dtype(), "norm backward", [&](auto tag) {
+    launch_grad_sums<decltype(tag)>(a, stream);
+  });
 }
 
 void batch_norm_backward_elemt_cuda(const BatchNormBackwardArgs& a) {
@@ -939,8 +952,9 @@ void batch_norm_backward_elemt_cuda(const BatchNormBackwardArgs& a) {
   }
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  EMBER_CUDA_NORM_DISPATCH(a.dy.dtype(), "batch_norm backward",
-                           [&] { launch_backward_elemt<scalar_t>(a, stream); });
+  dispatch_floating<kNormFloatingTypes>(a.dy.dtype(), "batch_norm backward", [&](auto tag) {
+    launch_backward_elemt<decltype(tag)>(a, stream);
+  });
 }
 
 }  // namespace

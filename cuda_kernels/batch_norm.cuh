@@ -1,8 +1,9 @@
 // Device-side building blocks of the normalization kernels (cuda_kernels/batch_norm.cu and
-// cuda_kernels/layer_norm.cu): the dtype switch over the three CUDA normalization dtypes, 16-byte
-// vector loads and stores converted to float, Welford updates and Chan merges of (mean, M2,
-// count), block-wide reductions in a fixed order (so results are the same run to run), access to
-// parameters of a runtime dtype (running statistics), and launch-shape helpers.
+// cuda_kernels/layer_norm.cu): the three CUDA normalization dtypes, 16-byte vector loads and stores
+// converted to float, Welford updates and Chan merges of (mean, M2, count), block-wide reductions
+// in a fixed order (so results are the same run to run), access to parameters of a runtime dtype
+// (running statistics), the contract check of the float32 statistics tensors, and launch-shape
+// helpers.
 // Include only from .cu files.
 #pragma once
 #include <cuda_bf16.h>
@@ -24,22 +25,12 @@ inline constexpr int kBlocksPerSm = 2048 / kThreads;
 // The dtypes the CUDA normalization kernels are built for (float64 is a CPU-only dtype here:
 // keeping it out halves the template instantiations).
 inline constexpr std::initializer_list<DType> kCudaNormTypes = {DType::f32, DType::f16, DType::bf16};
+// The same set for dispatch_floating.
+inline constexpr FloatingTypes kNormFloatingTypes = FloatingTypes::no_f64;
 
 // Elements of T in one 16-byte access.
 template <typename T>
 inline constexpr int kVec = int(16 / sizeof(T));
-
-#define EMBER_CUDA_NORM_DISPATCH(dtype, op_name, ...)                                          \
-  do {                                                                                         \
-    switch (dtype) {                                                                           \
-      EMBER_CUDA_DTYPE_CASE(f32, float, __VA_ARGS__)                                           \
-      EMBER_CUDA_DTYPE_CASE(f16, __half, __VA_ARGS__)                                          \
-      EMBER_CUDA_DTYPE_CASE(bf16, __nv_bfloat16, __VA_ARGS__)                                  \
-      default:                                                                                 \
-        EMBER_THROW(not_supported, op_name, ": dtype ", ::ember::dtype_name(dtype),            \
-                    " is not supported on CUDA; use float32, float16 or bfloat16");            \
-    }                                                                                          \
-  } while (0)
 
 // ---- vector access --------------------------------------------------------------------------
 
@@ -196,11 +187,6 @@ inline int next_pow2(int64_t v) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Blocks that fill the device once (every SM at full occupancy).
-inline int64_t resident_blocks(Device device) {
-  return int64_t(std::max(device_properties(device.index).sm_count, 1)) * kBlocksPerSm;
-}
-
 // A typed pointer to a tensor's first element, or null for an undefined tensor.
 template <typename T>
 inline T* ptr_or_null(const Tensor& t) {
@@ -212,6 +198,15 @@ inline bool all_aligned16(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
     if (t->defined() && !is_aligned(t->data_ptr(), 16)) return false;
   return true;
+}
+
+// Contract check of a float32 statistics tensor of n values (one per channel or per row) passed to
+// a normalization kernel: a broken one is a bug in ops/norm.cpp, not a user error.
+inline void check_stats_tensor(const Tensor& t, int64_t n, Device device, const char* what) {
+  EMBER_INTERNAL_ASSERT(t.defined() && t.dtype() == DType::f32 && t.is_contiguous() &&
+                            t.numel() == n && t.device() == device,
+                        "norm CUDA kernel: ", what, " must be a contiguous float32 [", n, "] on ",
+                        device.str());
 }
 
 // FastDivmod handles dividends below 2^31; larger problems divide in 64 bits.

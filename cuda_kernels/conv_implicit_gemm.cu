@@ -23,10 +23,7 @@
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
 #include <algorithm>
-#include <mutex>
 #include <optional>
-#include <set>
-#include <utility>
 
 #include "cuda_kernels/conv_common.cuh"
 #include "cuda_kernels/conv_implicit_gemm.cuh"
@@ -36,19 +33,6 @@ namespace {
 
 using igemm::FpropParams;
 using igemm::WgradParams;
-
-// Opts a kernel into `bytes` of dynamic shared memory (more than 48 KiB needs it) and asks for the
-// largest shared-memory carveout, so as many blocks as the tile was sized for fit on one SM; once
-// per kernel and device.
-void allow_shared_memory(const void* kernel, int bytes, int device) {
-  static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!done.insert({kernel, device}).second) return;
-  EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
-}
 
 int vector_elems(DType t) { return int(16 / element_size(t)); }
 int block_k_elems(DType t) {  // fprop channels per stage
@@ -190,9 +174,10 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed) {
 
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec>
 void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  auto kernel = igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, STAGES, kVec>;
+  constexpr auto kernel = igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, STAGES, kVec>;
   constexpr int smem = igemm::fprop_smem_bytes<BM, BN, STAGES>();
-  allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, device);
+  // The largest carveout, so that as many blocks as the tile was sized for fit on one SM.
+  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
   const int64_t blocks = int64_t((p.M + BM - 1) / BM) * ((p.Nout + BN - 1) / BN);
   const dim3 grid{unsigned(blocks)};
   kernel<<<grid, igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
@@ -380,9 +365,9 @@ size_t wgrad_workspace(const ConvProblem& pr, bool atomic, std::optional<WgradTi
 
 template <typename T, int BM, int BN, int WM, int WN, int STAGES>
 void launch_wgrad(const WgradParams& p, const WgradPlan& w, cudaStream_t stream, int device) {
-  auto kernel = igemm::implicit_gemm_wgrad_kernel<T, BM, BN, WM, WN, STAGES>;
+  constexpr auto kernel = igemm::implicit_gemm_wgrad_kernel<T, BM, BN, WM, WN, STAGES>;
   constexpr int smem = igemm::wgrad_smem_bytes<T, BM, BN, STAGES>();
-  allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, device);
+  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
   const dim3 grid(unsigned(w.grid_m), unsigned(w.grid_n), unsigned(w.splits));
   kernel<<<grid, igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();

@@ -105,19 +105,6 @@ void launch_dropout_backward(const Tensor& grad_input, const Tensor& grad_output
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-template <typename Launch>
-void dispatch_dropout(DType dtype, Launch&& launch) {
-  switch (dtype) {
-    case DType::f32: launch(float{}); break;
-    case DType::f64: launch(double{}); break;
-    case DType::f16: launch(__half{}); break;
-    case DType::bf16: launch(__nv_bfloat16{}); break;
-    default:
-      EMBER_THROW(not_supported, "dropout: dtype ", dtype_name(dtype),
-                  " is not supported on CUDA; use a floating dtype");
-  }
-}
-
 void dropout_cuda(const DropoutArgs& a) {
   EMBER_INTERNAL_ASSERT(a.input.is_contiguous() && a.output.is_contiguous() &&
                             a.mask.is_contiguous() && a.output.numel() == a.input.numel() &&
@@ -127,7 +114,8 @@ void dropout_cuda(const DropoutArgs& a) {
   if (a.input.numel() == 0) return;
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
-  dispatch_dropout(a.input.dtype(), [&](auto tag) { launch_dropout<decltype(tag)>(a, stream); });
+  dispatch_floating(a.input.dtype(), "dropout",
+                    [&](auto tag) { launch_dropout<decltype(tag)>(a, stream); });
 }
 
 void dropout_backward_cuda(const Tensor& grad_input, const Tensor& grad_output, const Tensor& mask,
@@ -135,7 +123,7 @@ void dropout_backward_cuda(const Tensor& grad_input, const Tensor& grad_output, 
   if (grad_input.numel() == 0) return;
   DeviceGuard device_guard(grad_input.device());
   cudaStream_t stream = stream_of(grad_input.device());
-  dispatch_dropout(grad_input.dtype(), [&](auto tag) {
+  dispatch_floating(grad_input.dtype(), "dropout", [&](auto tag) {
     launch_dropout_backward<decltype(tag)>(grad_input, grad_output, mask, scale, stream);
   });
 }

@@ -1,9 +1,10 @@
 // Device-side building blocks shared by the CUDA kernels of cuda_kernels/: the device scalar type of
-// each DType and the dispatch switch over it, the accumulation type and conversions (f16/bf16 go
-// through float, as ember::Half/BFloat16 do on the host), 16-byte aligned vectors, a fast 32-bit
-// divmod, the offset calculator that turns a flat index into per-operand byte offsets over the
-// dims of an ElementwiseIter, and launch helpers (current stream, grid sized to the SM count).
-// Include only from .cu files.
+// each DType and the dispatch switches over it (every dtype, or a set of floating dtypes), the
+// accumulation type and conversions (f16/bf16 go through float, as ember::Half/BFloat16 do on the
+// host), 16-byte aligned vectors, a fast 32-bit divmod, the offset calculator that turns a flat
+// index into per-operand byte offsets over the dims of an ElementwiseIter, and launch helpers
+// (current stream, grid sized to the SM count, values computed once per device, the dynamic
+// shared-memory opt-in). Include only from .cu files.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,7 +13,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "tensor/cuda_check.h"
 #include "tensor/device.h"
@@ -108,6 +111,57 @@ struct alignas(sizeof(T) * N) AlignedVec {
     }                                                                                          \
   } while (0)
 
+// The floating dtypes one dispatch_floating call compiles its lambda for. Each one is a template
+// instantiation of the caller's kernels (CI compiles on two cores), so a call site names only the
+// types its kernels are built for.
+enum class FloatingTypes : uint8_t {
+  all,       // float32, float64, float16, bfloat16
+  no_f64,    // float32, float16, bfloat16 (float64 stays on the CPU or another algorithm)
+  f32_bf16,  // float32, bfloat16
+};
+
+namespace detail {
+[[noreturn]] inline void throw_unsupported_floating(DType dtype, FloatingTypes types,
+                                                    const char* op, const char* algorithm) {
+  const char* use = types == FloatingTypes::all      ? "float32, float64, float16 or bfloat16"
+                    : types == FloatingTypes::no_f64 ? "float32, float16 or bfloat16"
+                                                     : "float32 or bfloat16";
+  EMBER_THROW(not_supported, op, algorithm != nullptr ? " " : "",
+              algorithm != nullptr ? algorithm : "", ": dtype ", dtype_name(dtype),
+              " is not supported on CUDA; use ", use);
+}
+}  // namespace detail
+
+// f(T{}) with T the device type of `dtype` (float, double, __half, __nv_bfloat16) when `types`
+// holds it; any other dtype throws not_supported naming `op` and, when not null, its `algorithm`
+// ("conv2d implicit_gemm: dtype float64 is not supported on CUDA; use ...").
+template <FloatingTypes types = FloatingTypes::all, typename F>
+void dispatch_floating(DType dtype, const char* op, const char* algorithm, F&& f) {
+  switch (dtype) {
+    case DType::f32: f(float{}); return;
+    case DType::bf16: f(__nv_bfloat16{}); return;
+    case DType::f16:
+      if constexpr (types != FloatingTypes::f32_bf16) {
+        f(__half{});
+        return;
+      }
+      break;
+    case DType::f64:
+      if constexpr (types == FloatingTypes::all) {
+        f(double{});
+        return;
+      }
+      break;
+    default: break;
+  }
+  detail::throw_unsupported_floating(dtype, types, op, algorithm);
+}
+
+template <FloatingTypes types = FloatingTypes::all, typename F>
+void dispatch_floating(DType dtype, const char* op, F&& f) {
+  dispatch_floating<types>(dtype, op, nullptr, std::forward<F>(f));
+}
+
 // Loads element 0 of `p`, stored as `dtype`, converted to T (a uniform runtime switch: the
 // generic copy path uses it so that it needs one instantiation per output dtype only).
 template <typename T>
@@ -143,6 +197,25 @@ struct FastDivmod {
   }
   __device__ __forceinline__ uint32_t div(uint32_t n) const {
     return (__umulhi(n, magic) + n) >> shift;
+  }
+};
+
+// Division by a divisor fixed for the launch: a 32-bit multiply-shift when every dividend is
+// below 2^31 (use32, uniform over the grid), 64-bit division otherwise.
+struct DivideBy {
+  int64_t divisor = 1;
+  FastDivmod fast;
+  DivideBy() = default;
+  DivideBy(int64_t d, bool use32) : divisor(d) {
+    if (use32) fast = FastDivmod(uint32_t(d));
+  }
+  __device__ __forceinline__ int64_t div(int64_t n, bool use32) const {
+    return use32 ? int64_t(fast.div(uint32_t(n))) : n / divisor;
+  }
+  // q = n / divisor, r = n % divisor.
+  __device__ __forceinline__ void divmod(int64_t n, bool use32, int64_t& q, int64_t& r) const {
+    q = div(n, use32);
+    r = n - q * divisor;
   }
 };
 
@@ -227,6 +300,71 @@ inline unsigned grid_for(int64_t work_items, int device, int blocks_per_sm = kBl
   const int64_t cap = std::max<int64_t>(sms, 1) * blocks_per_sm;
   const int64_t needed = (work_items + kBlockThreads - 1) / kBlockThreads;
   return unsigned(std::max<int64_t>(1, std::min(needed, cap)));
+}
+
+// One value of type V per visible GPU, computed by `compute(device)` on the first get() for that
+// device and kept for the life of the process (devices of different kinds get their own values).
+// Thread-safe; after the first call a get() is one atomic load. Meant for function-local statics:
+// the slots are never freed, so a get() from another static's destructor stays valid.
+template <typename V>
+class PerDevice {
+ public:
+  PerDevice() : count_(std::max(device_count(), 0)), slots_(new Slot[size_t(count_)]) {}
+
+  template <typename Compute>
+  const V& get(int device, Compute&& compute) {
+    EMBER_INTERNAL_ASSERT(device >= 0 && device < count_, "PerDevice: device ", device, " of ",
+                          count_);
+    Slot& slot = slots_[device];
+    std::call_once(slot.once, [&] { slot.value = compute(device); });
+    return slot.value;
+  }
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    V value{};
+  };
+  int count_;
+  Slot* slots_;
+};
+
+// What the dynamic shared-memory opt-in prefers for the split between L1 and shared memory.
+enum class SharedCarveout : uint8_t {
+  driver_default,  // the driver picks per launch
+  max_shared,      // the largest shared memory (for tiles sized to fit several blocks per SM)
+};
+
+namespace detail {
+// Sets `kernel`'s dynamic shared-memory limit to all `device` allows (its opt-in maximum per block,
+// less the kernel's static shared memory) and returns that limit in bytes.
+inline int set_max_dynamic_shared_memory(const void* kernel, int device, SharedCarveout carveout) {
+  DeviceGuard guard(Device::cuda(device));  // function attributes belong to the current device
+  int optin = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes attributes{};
+  EMBER_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  const int dynamic_limit = std::max(optin - int(attributes.sharedSizeBytes), 0);
+  EMBER_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_limit));
+  if (carveout == SharedCarveout::max_shared)
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  return dynamic_limit;
+}
+}  // namespace detail
+
+// Lets `kernel` launch with as much dynamic shared memory as `device` allows (above 48 KiB a kernel
+// must opt in), and returns that many bytes. The attribute is set once per (kernel, device), to the
+// device's maximum rather than a per-problem size: later calls make no driver call, and two host
+// threads launching the kernel with different sizes cannot undo each other's setting.
+template <auto kernel, SharedCarveout carveout = SharedCarveout::driver_default>
+int opt_in_max_dynamic_shared_memory(int device) {
+  static PerDevice<int> limits;
+  return limits.get(device, [](int d) {
+    return detail::set_max_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), d,
+                                                 carveout);
+  });
 }
 
 // True when operand `op` is dense in the loop order (flat index i is at byte i * element size).

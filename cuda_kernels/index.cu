@@ -23,27 +23,6 @@
 namespace ember::cuda {
 namespace {
 
-// Splits n by a divisor fixed for the launch: 32-bit multiply-shift when the whole loop is below
-// 2^31 (use32, uniform), 64-bit division otherwise.
-struct Divider {
-  int64_t divisor = 1;
-  FastDivmod fast;
-  Divider() = default;
-  Divider(int64_t d, bool use32) : divisor(d) {
-    if (use32) fast = FastDivmod(uint32_t(d));
-  }
-  __device__ __forceinline__ void divmod(int64_t n, bool use32, int64_t& q, int64_t& r) const {
-    if (use32) {
-      const uint32_t q32 = fast.div(uint32_t(n));
-      q = q32;
-      r = n - int64_t(q32) * divisor;
-    } else {
-      q = n / divisor;
-      r = n - q * divisor;
-    }
-  }
-};
-
 __device__ __forceinline__ int64_t load_index(const void* index, bool index_is_i64, int64_t i) {
   return index_is_i64 ? static_cast<const int64_t*>(index)[i]
                       : int64_t(static_cast<const int32_t*>(index)[i]);
@@ -78,7 +57,7 @@ void check_index_dtype(const char* op, const Tensor& index) {
 template <typename U>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 index_select_kernel_impl(U* out, const U* in, const void* index, bool index_is_i64, int64_t in_size,
-                         int64_t units_per_row, int64_t total, Divider by_units, Divider by_nidx,
+                         int64_t units_per_row, int64_t total, DivideBy by_units, DivideBy by_nidx,
                          bool use32, int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
@@ -97,8 +76,8 @@ void launch_index_select(const Tensor& out, const Tensor& in, const Tensor& inde
   const int device = out.device().index;
   index_select_kernel_impl<U><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
       static_cast<U*>(out.data_ptr()), static_cast<const U*>(in.data_ptr()), index.data_ptr(),
-      index.dtype() == DType::i64, in_size, units_per_row, total, Divider(units_per_row, use32),
-      Divider(nidx, use32), use32, device_error_flag(device));
+      index.dtype() == DType::i64, in_size, units_per_row, total, DivideBy(units_per_row, use32),
+      DivideBy(nidx, use32), use32, device_error_flag(device));
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -136,7 +115,7 @@ void index_select_cuda(const Tensor& out, const Tensor& in, const Tensor& index,
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 index_add_kernel_impl(T* out, const T* src, const void* index, bool index_is_i64, int64_t out_size,
-                      int64_t inner, int64_t total, Divider by_inner, Divider by_nidx, bool use32,
+                      int64_t inner, int64_t total, DivideBy by_inner, DivideBy by_nidx, bool use32,
                       int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
@@ -230,7 +209,7 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
       index_add_kernel_impl<scalar_t><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
           static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
           index.data_ptr(), index.dtype() == DType::i64, out_size, inner, total,
-          Divider(inner, use32), Divider(nidx, use32), use32, flag);
+          DivideBy(inner, use32), DivideBy(nidx, use32), use32, flag);
       EMBER_CUDA_LAUNCH_CHECK();
     }
   });

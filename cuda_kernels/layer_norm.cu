@@ -401,33 +401,28 @@ void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-void check_row_stats(const Tensor& t, int64_t rows, Device device, const char* what) {
-  EMBER_INTERNAL_ASSERT(t.defined() && t.dtype() == DType::f32 && t.is_contiguous() &&
-                            t.numel() == rows && t.device() == device,
-                        "row norm CUDA kernel: ", what, " must be a contiguous float32 [", rows,
-                        "] on ", device.str());
-}
-
 void row_norm_forward_cuda(const RowNormForwardArgs& a) {
   const Device device = a.x.device();
   check_row_layout(a.layout);
-  check_row_stats(a.mean, a.layout.rows, device, "mean");
-  check_row_stats(a.rstd, a.layout.rows, device, "rstd");
+  check_stats_tensor(a.mean, a.layout.rows, device, "mean");
+  check_stats_tensor(a.rstd, a.layout.rows, device, "rstd");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "layer_norm / group_norm",
-                           [&] { launch_row_forward<scalar_t>(a, stream); });
+  dispatch_floating<kNormFloatingTypes>(a.x.dtype(), "layer_norm / group_norm", [&](auto tag) {
+    launch_row_forward<decltype(tag)>(a, stream);
+  });
 }
 
 void row_norm_backward_data_cuda(const RowNormBackwardArgs& a) {
   const Device device = a.x.device();
   check_row_layout(a.layout);
-  check_row_stats(a.mean, a.layout.rows, device, "mean");
-  check_row_stats(a.rstd, a.layout.rows, device, "rstd");
+  check_stats_tensor(a.mean, a.layout.rows, device, "mean");
+  check_stats_tensor(a.rstd, a.layout.rows, device, "rstd");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  EMBER_CUDA_NORM_DISPATCH(a.x.dtype(), "layer_norm / group_norm backward",
-                           [&] { launch_row_backward<scalar_t>(a, stream); });
+  dispatch_floating<kNormFloatingTypes>(
+      a.x.dtype(), "layer_norm / group_norm backward",
+      [&](auto tag) { launch_row_backward<decltype(tag)>(a, stream); });
 }
 
 }  // namespace

@@ -99,19 +99,6 @@ T* device_ptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
-// Runs `launch` with the device scalar type of a floating dtype.
-template <typename Launch>
-void dispatch_floating(DType dtype, const char* op, Launch&& launch) {
-  switch (dtype) {
-    case DType::f32: launch(float{}); break;
-    case DType::f64: launch(double{}); break;
-    case DType::f16: launch(__half{}); break;
-    case DType::bf16: launch(__nv_bfloat16{}); break;
-    default:
-      EMBER_THROW(not_supported, op, ": dtype ", dtype_name(dtype), " is not supported on CUDA; "
-                  "use a floating dtype");
-  }
-}
 
 // ---- device: walking one chunk ------------------------------------------------------------------
 

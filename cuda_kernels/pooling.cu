@@ -8,7 +8,9 @@
 //  - backward: a thread per INPUT element gathering from the windows that contain it (no atomics,
 //    so results are deterministic); max pooling compares the saved index with the element's.
 // Gradients are written, never accumulated. Index decompositions use 32-bit multiply-shift
-// division when the loop has fewer than 2^31 elements.
+// division when the loop has fewer than 2^31 elements. Dense channels_last windows and global
+// average pooling take the vectorized fast paths of pooling_fast.cu first.
+#include "cuda_kernels/pooling_fast.h"
 #include "cuda_kernels/softmax.cuh"
 #include "ops/pooling.h"
 
@@ -273,31 +275,22 @@ void launch_pool_backward(const PoolArgs& a, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-template <typename Launch>
-void dispatch_pool(DType dtype, Launch&& launch) {
-  switch (dtype) {
-    case DType::f32: launch(float{}); break;
-    case DType::f64: launch(double{}); break;
-    case DType::f16: launch(__half{}); break;
-    case DType::bf16: launch(__nv_bfloat16{}); break;
-    default:
-      EMBER_THROW(not_supported, "pooling: dtype ", dtype_name(dtype),
-                  " is not supported on CUDA; use a floating dtype");
-  }
-}
-
 void pool_forward_cuda(const PoolArgs& a) {
   if (a.output.numel() == 0) return;
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
-  dispatch_pool(a.input.dtype(), [&](auto tag) { launch_pool_forward<decltype(tag)>(a, stream); });
+  if (pool_fast_forward(a, stream)) return;  // dense channels_last windows, global average
+  dispatch_floating(a.input.dtype(), "pooling",
+                    [&](auto tag) { launch_pool_forward<decltype(tag)>(a, stream); });
 }
 
 void pool_backward_cuda(const PoolArgs& a) {
   if (a.input.numel() == 0) return;
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
-  dispatch_pool(a.input.dtype(), [&](auto tag) { launch_pool_backward<decltype(tag)>(a, stream); });
+  if (pool_fast_backward(a, stream)) return;
+  dispatch_floating(a.input.dtype(), "pooling",
+                    [&](auto tag) { launch_pool_backward<decltype(tag)>(a, stream); });
 }
 
 }  // namespace

@@ -33,6 +33,9 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <map>
+#include <shared_mutex>
+#include <tuple>
 #include <vector>
 
 #include "cuda_kernels/blas.h"
@@ -56,6 +59,52 @@ __device__ __forceinline__ bool step_valid(const int32_t* lengths, int t, int b)
 }
 
 unsigned blocks_for(int64_t n) { return unsigned(std::max<int64_t>(1, (n + kBlockThreads - 1) / kBlockThreads)); }
+
+// ---- cell math (shared by the per-step and the persistent forward kernels) ----------------------
+
+// One LSTM cell: gates i, f, g, o from their pre-activations, the new cell state c = f c_prev + i g
+// and the hidden state h = o tanh(c).
+struct LstmCell {
+  float i, f, g, o, c, h;
+};
+__device__ __forceinline__ LstmCell lstm_cell(float pre_i, float pre_f, float pre_g, float pre_o,
+                                              float c_prev) {
+  LstmCell cell;
+  cell.i = sigmoid_f(pre_i);
+  cell.f = sigmoid_f(pre_f);
+  cell.g = tanhf(pre_g);
+  cell.o = sigmoid_f(pre_o);
+  cell.c = cell.f * c_prev + cell.i * cell.g;
+  cell.h = cell.o * tanhf(cell.c);
+  return cell;
+}
+
+// One GRU cell (PyTorch's): r and z from their full pre-activations, n = tanh(x_n + r hn) with
+// x_n = the input part of n's pre-activation (with b_ih) and hn = its recurrent part (with b_hh),
+// and h = (1 - z) n + z h_prev. hn is saved for the backward.
+struct GruCell {
+  float r, z, n, hn, h;
+};
+__device__ __forceinline__ GruCell gru_cell(float pre_r, float pre_z, float x_n, float hn,
+                                            float h_prev) {
+  GruCell cell;
+  cell.r = sigmoid_f(pre_r);
+  cell.z = sigmoid_f(pre_z);
+  cell.hn = hn;
+  cell.n = tanhf(x_n + cell.r * hn);
+  cell.h = (1.0f - cell.z) * cell.n + cell.z * h_prev;
+  return cell;
+}
+
+// The four saved values of unit j (LSTM: i, f, g, o; GRU: r, z, n, hn) in a row of S * H.
+template <typename T>
+__device__ __forceinline__ void save_gates(T* saved, int H, int j, float v0, float v1, float v2,
+                                           float v3) {
+  saved[j] = convert<T>(v0);
+  saved[H + j] = convert<T>(v1);
+  saved[2 * H + j] = convert<T>(v2);
+  saved[3 * H + j] = convert<T>(v3);
+}
 
 // ---- forward step ---------------------------------------------------------------------------------
 
@@ -87,26 +136,18 @@ __global__ void __launch_bounds__(kBlockThreads) rnn_step_forward_kernel(const S
   float h = 0.0f;
   switch (a.mode) {
     case RnnMode::lstm: {
-      const float i = sigmoid_f(pre(0)), f = sigmoid_f(pre(1));
-      const float g = tanhf(pre(2)), o = sigmoid_f(pre(3));
-      const float c = f * a.c_prev[idx] + i * g;
-      a.c_next[idx] = c;
-      saved[j] = convert<T>(i);
-      saved[H + j] = convert<T>(f);
-      saved[2 * H + j] = convert<T>(g);
-      saved[3 * H + j] = convert<T>(o);
-      h = o * tanhf(c);
+      const LstmCell cell = lstm_cell(pre(0), pre(1), pre(2), pre(3), a.c_prev[idx]);
+      a.c_next[idx] = cell.c;
+      save_gates(saved, H, j, cell.i, cell.f, cell.g, cell.o);
+      h = cell.h;
       break;
     }
     case RnnMode::gru: {
-      const float r = sigmoid_f(pre(0)), z = sigmoid_f(pre(1));
-      const float hn = gh[2 * H + j] + bias_at(a.b_hh, 2 * H + j);
-      const float n = tanhf(gx[2 * H + j] + bias_at(a.b_ih, 2 * H + j) + r * hn);
-      saved[j] = convert<T>(r);
-      saved[H + j] = convert<T>(z);
-      saved[2 * H + j] = convert<T>(n);
-      saved[3 * H + j] = convert<T>(hn);
-      h = (1.0f - z) * n + z * convert<float>(a.h_prev[idx]);
+      const GruCell cell = gru_cell(pre(0), pre(1), gx[2 * H + j] + bias_at(a.b_ih, 2 * H + j),
+                                    gh[2 * H + j] + bias_at(a.b_hh, 2 * H + j),
+                                    convert<float>(a.h_prev[idx]));
+      save_gates(saved, H, j, cell.r, cell.z, cell.n, cell.hn);
+      h = cell.h;
       break;
     }
     case RnnMode::rnn_tanh:
@@ -369,27 +410,19 @@ rnn_persistent_forward_kernel(const PersistentForwardArgs<T> a, int U, int bt) {
       float h = 0.0f;
       switch (a.mode) {
         case RnnMode::lstm: {
-          const float i = sigmoid_f(pre(0)), f = sigmoid_f(pre(1));
-          const float g = tanhf(pre(2)), o = sigmoid_f(pre(3));
-          const float c = f * c_s[b * U + u] + i * g;
-          c_s[b * U + u] = c;
-          a.cells[int64_t(next) * B * H + at] = c;
-          saved[j] = convert<T>(i);
-          saved[H + j] = convert<T>(f);
-          saved[2 * H + j] = convert<T>(g);
-          saved[3 * H + j] = convert<T>(o);
-          h = o * tanhf(c);
+          const LstmCell cell = lstm_cell(pre(0), pre(1), pre(2), pre(3), c_s[b * U + u]);
+          c_s[b * U + u] = cell.c;
+          a.cells[int64_t(next) * B * H + at] = cell.c;
+          save_gates(saved, H, j, cell.i, cell.f, cell.g, cell.o);
+          h = cell.h;
           break;
         }
         case RnnMode::gru: {
-          const float r = sigmoid_f(pre(0)), z = sigmoid_f(pre(1));
-          const float hn = acc[2 * U + u] + bias_at(a.b_hh, 2 * H + j);
-          const float n = tanhf(gx[2 * H + j] + bias_at(a.b_ih, 2 * H + j) + r * hn);
-          saved[j] = convert<T>(r);
-          saved[H + j] = convert<T>(z);
-          saved[2 * H + j] = convert<T>(n);
-          saved[3 * H + j] = convert<T>(hn);
-          h = (1.0f - z) * n + z * convert<float>(__ldcg(h_prev + at));
+          const GruCell cell = gru_cell(pre(0), pre(1), gx[2 * H + j] + bias_at(a.b_ih, 2 * H + j),
+                                        acc[2 * U + u] + bias_at(a.b_hh, 2 * H + j),
+                                        convert<float>(__ldcg(h_prev + at)));
+          save_gates(saved, H, j, cell.r, cell.z, cell.n, cell.hn);
+          h = cell.h;
           break;
         }
         case RnnMode::rnn_tanh:
@@ -475,17 +508,20 @@ void fill_elements(T* dst, float value, int64_t n, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
+namespace {
+
+// The plan for one problem shape on `device` (the current device), T the element type.
+template <typename T>
+PersistentPlan compute_persistent_plan(int64_t G, int64_t H, int64_t B, int device) {
   PersistentPlan plan;
-  if (c.proj_size > 0 || (dtype != DType::f32 && dtype != DType::bf16)) return plan;
   const DeviceProperties& props = device_properties(device);
   int cooperative = 0;
   EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
   if (cooperative == 0 || props.sm_count <= 0) return plan;
-  const int64_t H = c.hidden_size, B = c.batch, G = c.gates();
-  if (H > 4096 || B > 4096) return plan;
-  const size_t es = element_size(dtype);
-  const size_t limit = props.shared_memory_per_block_optin;
+  const size_t es = sizeof(T);
+  // What the kernel may ask for: the device's opt-in limit less the kernel's static shared memory.
+  const size_t limit =
+      size_t(opt_in_max_dynamic_shared_memory<rnn_persistent_forward_kernel<T>>(device));
   // One block per SM, each owning the fewest units that let ceil(H / U) blocks fit on the chip.
   const int U = int((H + props.sm_count - 1) / props.sm_count);
   const int blocks = int((H + U - 1) / U);
@@ -497,17 +533,8 @@ PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
   if (smem > limit) return plan;
   // The grid must be co-resident: check the occupancy the kernel really gets with this smem.
   int per_sm = 0;
-  if (dtype == DType::f32) {
-    EMBER_CUDA_CHECK(cudaFuncSetAttribute(rnn_persistent_forward_kernel<float>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, rnn_persistent_forward_kernel<float>, kPersistentThreads, smem));
-  } else {
-    EMBER_CUDA_CHECK(cudaFuncSetAttribute(rnn_persistent_forward_kernel<__nv_bfloat16>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, rnn_persistent_forward_kernel<__nv_bfloat16>, kPersistentThreads, smem));
-  }
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, rnn_persistent_forward_kernel<T>, kPersistentThreads, smem));
   if (per_sm < 1 || int64_t(per_sm) * props.sm_count < blocks) return plan;
   plan.ok = true;
   plan.units_per_block = U;
@@ -517,13 +544,47 @@ PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
   return plan;
 }
 
+// What a plan depends on besides the device: gates, hidden size, batch, dtype.
+using PlanKey = std::tuple<int64_t, int64_t, int64_t, DType>;
+
+}  // namespace
+
+// Asked three times per forward (applies, cost, run), so each (shape, device) is planned once;
+// the cache holds one entry per distinct (gates, hidden, batch, dtype) seen on the device.
+PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
+  if (c.proj_size > 0 || (dtype != DType::f32 && dtype != DType::bf16)) return {};
+  const int64_t H = c.hidden_size, B = c.batch, G = c.gates();
+  if (H > 4096 || B > 4096) return {};
+  struct Cache {
+    std::shared_mutex mutex;
+    std::map<PlanKey, PersistentPlan> plans;
+  };
+  static PerDevice<Cache*> caches;
+  Cache& cache = *caches.get(device, [](int) { return new Cache; });  // never freed, as PerDevice
+  const PlanKey key{G, H, B, dtype};
+  {
+    std::shared_lock<std::shared_mutex> lock(cache.mutex);
+    const auto it = cache.plans.find(key);
+    if (it != cache.plans.end()) return it->second;
+  }
+  PersistentPlan plan;
+  {
+    DeviceGuard guard(Device::cuda(device));  // the occupancy query reads the current device
+    dispatch_floating<FloatingTypes::f32_bf16>(dtype, "rnn", [&](auto tag) {
+      plan = compute_persistent_plan<decltype(tag)>(G, H, B, device);
+    });
+  }
+  std::unique_lock<std::shared_mutex> lock(cache.mutex);
+  cache.plans.emplace(key, plan);
+  return plan;
+}
+
 template <typename T>
 void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan& plan,
                         cudaStream_t stream) {
+  // A valid plan comes only from persistent_plan, which opted the kernel in to the dynamic shared
+  // memory of this device.
   EMBER_INTERNAL_ASSERT(plan.ok, "rnn: persistent kernel launched without a valid plan");
-  EMBER_CUDA_CHECK(cudaFuncSetAttribute(rnn_persistent_forward_kernel<T>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(plan.smem_bytes)));
   PersistentForwardArgs<T> args = a;
   int units = plan.units_per_block, tile = plan.batch_tile;
   void* params[] = {&args, &units, &tile};
@@ -1026,13 +1087,6 @@ bool supported(const RnnProblem& p) {
   return p.device().is_cuda() && (p.dtype == DType::f32 || p.dtype == DType::bf16);
 }
 
-template <typename F>
-void dispatch_dtype(DType dtype, F&& f) {
-  if (dtype == DType::f32) f(float{});
-  else if (dtype == DType::bf16) f(__nv_bfloat16{});
-  else EMBER_THROW(not_supported, "rnn: dtype ", dtype_name(dtype), " is not supported on CUDA; use float32 or bfloat16");
-}
-
 // Rough time model in microseconds (the heuristic's ranking; benchmark mode measures instead).
 // Per step, the cuBLAS algorithm pays two or more launches (about 4 us each on the GPU timeline
 // when the host keeps up) plus its recurrent GEMM at a fraction of peak; the persistent kernel
@@ -1065,7 +1119,7 @@ dispatch::Algorithm<RnnProblem> cublas_steps_algorithm() {
   a.applies = &supported;
   a.heuristic_cost = &cublas_cost_us;
   a.run = [](const RnnProblem& p, void*) {
-    dispatch_dtype(p.dtype, [&](auto tag) {
+    dispatch_floating<FloatingTypes::f32_bf16>(p.dtype, "rnn", [&](auto tag) {
       using T = decltype(tag);
       if (p.direction == Direction::forward) forward<T>(p, false);
       else backward<T>(p);
@@ -1084,7 +1138,8 @@ dispatch::Algorithm<RnnProblem> persistent_algorithm() {
   };
   a.heuristic_cost = &persistent_cost_us;
   a.run = [](const RnnProblem& p, void*) {
-    dispatch_dtype(p.dtype, [&](auto tag) { forward<decltype(tag)>(p, true); });
+    dispatch_floating<FloatingTypes::f32_bf16>(p.dtype, "rnn",
+                                               [&](auto tag) { forward<decltype(tag)>(p, true); });
   };
   return a;
 }

@@ -112,6 +112,8 @@ struct PersistentPlan {
   int batch_tile = 0;       // batch rows of h staged in shared memory at a time
   size_t smem_bytes = 0;
 };
+// The plan for a problem on `device` (not ok when the kernel does not apply), computed once per
+// (shape, device); computing it opts the kernel in to the device's dynamic shared memory.
 PersistentPlan persistent_plan(const RnnConfig& config, DType dtype, int device);
 
 template <typename T>

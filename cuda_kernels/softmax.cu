@@ -587,20 +587,17 @@ void launch_warp(const SoftmaxProblem& p, cudaStream_t stream) {
 template <typename T>
 void launch_smem(const SoftmaxProblem& p, cudaStream_t stream) {
   const bool vec = rows_vectorizable(p);
-  const size_t bytes = smem_bytes(p);
+  const size_t bytes = smem_bytes(p);  // at most smem_limit(p) (applies())
+  const int device = p.device().index;
   const int threads = block_threads_for(p.dim_size, sizeof(T));
   const T* in = static_cast<const T*>(p.input.data_ptr());
   T* out = static_cast<T*>(p.output.data_ptr());
   if (p.direction == Direction::forward) {
-    if (bytes > 48 * 1024)
-      EMBER_CUDA_CHECK(cudaFuncSetAttribute(softmax_smem_forward_kernel<T>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    opt_in_max_dynamic_shared_memory<softmax_smem_forward_kernel<T>>(device);
     softmax_smem_forward_kernel<T><<<row_grid(p.outer), threads, bytes, stream>>>(
         in, out, p.outer, p.dim_size, p.log, vec);
   } else {
-    if (bytes > 48 * 1024)
-      EMBER_CUDA_CHECK(cudaFuncSetAttribute(softmax_smem_backward_kernel<T>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    opt_in_max_dynamic_shared_memory<softmax_smem_backward_kernel<T>>(device);
     softmax_smem_backward_kernel<T><<<row_grid(p.outer), threads, bytes, stream>>>(
         in, static_cast<const T*>(p.grad_output.data_ptr()), out, p.outer, p.dim_size, p.log, vec);
   }
@@ -669,6 +666,18 @@ void launch_column(const SoftmaxProblem& p, cudaStream_t stream) {
 
 enum class SoftmaxAlgo { warp, smem, block, multi_block, column };
 
+// The name each algorithm is registered and reported under.
+const char* algo_name(SoftmaxAlgo algo) {
+  switch (algo) {
+    case SoftmaxAlgo::warp: return "warp_per_row";
+    case SoftmaxAlgo::smem: return "block_smem";
+    case SoftmaxAlgo::block: return "block_multipass";
+    case SoftmaxAlgo::multi_block: return "multi_block";
+    case SoftmaxAlgo::column: return "column";
+  }
+  return "unknown";
+}
+
 void check_problem(const SoftmaxProblem& p) {
   EMBER_INTERNAL_ASSERT(p.input.device().is_cuda() && p.output.device() == p.input.device() &&
                             p.output.dtype() == p.input.dtype() &&
@@ -685,17 +694,12 @@ void run_softmax(SoftmaxAlgo algo, const SoftmaxProblem& p, void* workspace) {
   DeviceGuard device_guard(p.device());
   cudaStream_t stream = stream_of(p.device());
   const DType dtype = p.input.dtype();
-  auto dispatch_reduced = [&](auto launch) {  // the float-computed dtypes only
-    switch (dtype) {
-      case DType::f32: launch(float{}); break;
-      case DType::f16: launch(__half{}); break;
-      case DType::bf16: launch(__nv_bfloat16{}); break;
-      default: EMBER_INTERNAL_ASSERT(false, "softmax: this algorithm does not take ", dtype_name(dtype));
-    }
+  // warp and smem are built for the float-computed dtypes only; their applies() keep float64 out.
+  auto dispatch_reduced = [&](auto launch) {
+    dispatch_floating<FloatingTypes::no_f64>(dtype, "softmax", algo_name(algo), launch);
   };
   auto dispatch_all = [&](auto launch) {
-    if (dtype == DType::f64) launch(double{});
-    else dispatch_reduced(launch);
+    dispatch_floating(dtype, "softmax", algo_name(algo), launch);
   };
   switch (algo) {
     case SoftmaxAlgo::warp:
@@ -720,11 +724,11 @@ void run_softmax(SoftmaxAlgo algo, const SoftmaxProblem& p, void* workspace) {
 
 dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
   dispatch::Algorithm<SoftmaxProblem> a;
+  a.name = algo_name(algo);
   a.deterministic = true;
   a.run = [algo](const SoftmaxProblem& p, void* workspace) { run_softmax(algo, p, workspace); };
   switch (algo) {
     case SoftmaxAlgo::warp:
-      a.name = "warp_per_row";
       a.applies = [](const SoftmaxProblem& p) {
         return p.inner == 1 && p.dim_size <= 32 * kWarpSize && p.input.dtype() != DType::f64;
       };
@@ -735,7 +739,6 @@ dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
       };
       break;
     case SoftmaxAlgo::smem:
-      a.name = "block_smem";
       a.applies = [](const SoftmaxProblem& p) {
         return p.inner == 1 && p.input.dtype() != DType::f64 && smem_bytes(p) <= smem_limit(p);
       };
@@ -747,12 +750,10 @@ dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
       };
       break;
     case SoftmaxAlgo::block:
-      a.name = "block_multipass";
       a.applies = [](const SoftmaxProblem& p) { return p.inner == 1; };
       a.heuristic_cost = [](const SoftmaxProblem&) { return 3.0; };
       break;
     case SoftmaxAlgo::multi_block:
-      a.name = "multi_block";
       a.applies = [](const SoftmaxProblem& p) { return multi_block_splits(p) >= 2; };
       a.workspace_bytes = [](const SoftmaxProblem& p) {
         const size_t acc = p.input.dtype() == DType::f64 ? sizeof(double) : sizeof(float);
@@ -763,7 +764,6 @@ dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
       a.heuristic_cost = [](const SoftmaxProblem&) { return 1.2; };
       break;
     case SoftmaxAlgo::column:
-      a.name = "column";
       a.applies = [](const SoftmaxProblem& p) { return p.inner > 1; };
       a.heuristic_cost = [](const SoftmaxProblem&) { return 1.0; };
       break;
@@ -1039,31 +1039,20 @@ void launch_ce_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-template <typename Launch>
-void dispatch_ce(DType dtype, Launch&& launch) {
-  switch (dtype) {
-    case DType::f32: launch(float{}); break;
-    case DType::f64: launch(double{}); break;
-    case DType::f16: launch(__half{}); break;
-    case DType::bf16: launch(__nv_bfloat16{}); break;
-    default:
-      EMBER_THROW(not_supported, "cross_entropy: dtype ", dtype_name(dtype),
-                  " is not supported on CUDA; use a floating dtype");
-  }
-}
-
 void cross_entropy_forward_cuda(const CrossEntropyArgs& a) {
   if (a.outer * a.inner == 0) return;
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
-  dispatch_ce(a.input.dtype(), [&](auto tag) { launch_ce_forward<decltype(tag)>(a, stream); });
+  dispatch_floating(a.input.dtype(), "cross_entropy",
+                    [&](auto tag) { launch_ce_forward<decltype(tag)>(a, stream); });
 }
 
 void cross_entropy_backward_cuda(const CrossEntropyArgs& a) {
   if (a.grad_input.numel() == 0) return;
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
-  dispatch_ce(a.input.dtype(), [&](auto tag) { launch_ce_backward<decltype(tag)>(a, stream); });
+  dispatch_floating(a.input.dtype(), "cross_entropy",
+                    [&](auto tag) { launch_ce_backward<decltype(tag)>(a, stream); });
 }
 
 }  // namespace

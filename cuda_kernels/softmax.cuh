@@ -36,20 +36,6 @@ __device__ __forceinline__ A neg_infinity() {
   return -std::numeric_limits<A>::infinity();
 }
 
-// Division by a divisor fixed for the launch: a 32-bit multiply-shift when every dividend is
-// below 2^31 (use32, uniform over the grid), 64-bit division otherwise.
-struct DivideBy {
-  int64_t divisor = 1;
-  FastDivmod fast;
-  DivideBy() = default;
-  DivideBy(int64_t d, bool use32) : divisor(d) {
-    if (use32) fast = FastDivmod(uint32_t(d));
-  }
-  __device__ __forceinline__ int64_t div(int64_t n, bool use32) const {
-    return use32 ? int64_t(fast.div(uint32_t(n))) : n / divisor;
-  }
-};
-
 // ---- plain reductions ---------------------------------------------------------------------------
 
 struct SumOp {

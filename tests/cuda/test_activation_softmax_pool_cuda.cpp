@@ -2,13 +2,18 @@
 // nll_loss, pooling, dropout and the NCHW <-> NHWC kernel: parity with the CPU reference (fp64 on
 // the same rounded inputs) over awkward shapes (1, 33, 1025, 50000 columns, odd channels,
 // misaligned views, channels_last, bf16), the device-side reporting of
-// out-of-range targets, and the CPU / CUDA identity of dropout masks. Skips without a GPU.
+// out-of-range targets, the CPU / CUDA identity of dropout masks, and pooling's fast paths
+// (cuda_kernels/pooling_fast.cu): where they apply, and CPU parity of their results, gradients and
+// max indices on awkward channels_last shapes. Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "cuda_kernels/pooling_fast.h"
 #include "ops/activation.h"
 #include "ops/dropout.h"
 #include "ops/layout.h"
@@ -257,6 +262,259 @@ TEST_CASE("pooling: parity on ResNet-like and odd shapes, both layouts, bf16" *
   auto [values, indices] = max_pool2d_with_indices(gpu_randn({2, 3, 8, 8}, DType::f32), {2});
   CHECK(indices.device() == kGpu);
   CHECK(indices.dtype() == DType::i64);
+}
+
+namespace {
+
+// check_parity with the output gradient handed to backward directly, laid out in `grad_format` on
+// the GPU: the fast average-pooling backward takes a dense channels_last gradient, while
+// check_parity's sum(out * w) hands pooling an NCHW one.
+void check_pool_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
+                       double tol, MemoryFormat grad_format) {
+  Tensor g = gpu_input.detach().set_requires_grad(true);
+  Tensor c = cpu_copy(g);
+  Tensor out_g = f(g);
+  Tensor out_c = f(c);
+  REQUIRE(out_g.sizes() == out_c.sizes());
+  Tensor w = gpu_randn(out_g.sizes(), out_g.dtype()).contiguous(grad_format);
+  out_g.backward(w);
+  out_c.backward(ember::testing::cpu_f64(w));
+  CHECK(rel_err(out_g, out_c) <= tol);
+  REQUIRE(g.grad().defined());
+  CHECK(rel_err(g.grad(), c.grad()) <= 4 * tol);
+}
+
+// Max pooling on the GPU keeps exactly the CPU's values and indices (first maximum, last NaN).
+void check_max_indices(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
+                       const IntList& d = {1}, bool ceil_mode = false) {
+  ValuesIndices on_gpu = max_pool2d_with_indices(x, k, s, p, d, ceil_mode);
+  ValuesIndices on_cpu = max_pool2d_with_indices(ember::testing::cpu_f64(x), k, s, p, d, ceil_mode);
+  CHECK(max_abs_diff(on_gpu.indices.cpu().to(DType::f64), on_cpu.indices.to(DType::f64)) == 0);
+  CHECK(rel_err(on_gpu.values, on_cpu.values) == 0);
+}
+
+// The PoolArgs ops/pooling.cpp builds for pooling x (rank 4 or 5) into y with kernel k, stride s
+// and padding p in every spatial dim (indices allocated for max pooling), to ask which fast path
+// applies.
+PoolArgs pool_args(PoolMode mode, const Tensor& x, const Tensor& y, int64_t k, int64_t s,
+                   int64_t p) {
+  PoolArgs a;
+  a.mode = mode;
+  a.batch = x.size(0);
+  a.channels = x.size(1);
+  a.in_strides[0] = x.stride(0);
+  a.in_strides[1] = x.stride(1);
+  a.out_strides[0] = y.stride(0);
+  a.out_strides[1] = y.stride(1);
+  const int64_t spatial = x.dim() - 2;
+  for (int64_t i = 0; i < spatial; ++i) {
+    const int64_t at = 3 - spatial + i;
+    a.in_size[at] = x.size(2 + i);
+    a.out_size[at] = y.size(2 + i);
+    a.kernel[at] = k;
+    a.stride[at] = s;
+    a.padding[at] = p;
+    a.in_strides[2 + at] = x.stride(2 + i);
+    a.out_strides[2 + at] = y.stride(2 + i);
+  }
+  a.channels_last = a.channels > 1 && x.stride(1) == 1;
+  a.input = x;
+  a.output = y;
+  if (mode == PoolMode::max)
+    a.indices = empty(y.sizes(), DType::i64, y.device(), y.suggest_memory_format());
+  return a;
+}
+
+// A dense channels_last [N, C, H, W] view whose data starts one element past a 16-byte boundary.
+Tensor misaligned_channels_last(const Shape& s, DType dtype) {
+  const int64_t n = shape_numel(s);
+  return gpu_randn({n + 1}, dtype)
+      .narrow(0, 1, n)
+      .view({s[0], s[2], s[3], s[1]})
+      .permute({0, 3, 1, 2});
+}
+
+}  // namespace
+
+TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_available())) {
+  using cuda::PoolFastKernel;
+  using cuda::PoolFastPlan;
+  using dispatch::Direction;
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  auto plan = [](const PoolArgs& a, Direction direction) {
+    return cuda::pool_fast_plan(a, direction);
+  };
+  auto is = [](PoolFastPlan p, PoolFastKernel kernel, int vector) {
+    return p.kernel == kernel && p.vector == vector;
+  };
+  // ResNet's stem pool shape class: 3x3 stride 2 padding 1, 16-byte vectors.
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    CAPTURE(dtype_name(dtype));
+    const int vector = dtype == DType::bf16 ? 8 : 4;
+    Tensor x = gpu_randn({2, 64, 15, 15}, dtype).contiguous(cl);
+    Tensor y = empty({2, 64, 8, 8}, dtype, kGpu, cl);
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg}) {
+      PoolArgs a = pool_args(mode, x, y, 3, 2, 1);
+      CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_nhwc, vector));
+      // Backward: input = dL/dx (channels_last), output = dL/dy.
+      CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1), Direction::backward),
+               PoolFastKernel::window_nhwc, vector));
+      // An NCHW gradient of the output: the generic kernel.
+      CHECK(plan(pool_args(mode, empty_like(x), y.contiguous(), 3, 2, 1), Direction::backward)
+                .kernel == PoolFastKernel::none);
+    }
+    // Channels not a multiple of the vector, or a misaligned start: one element per access.
+    Tensor odd = gpu_randn({2, 67, 15, 15}, dtype).contiguous(cl);
+    CHECK(is(plan(pool_args(PoolMode::max, odd, empty({2, 67, 8, 8}, dtype, kGpu, cl), 3, 2, 1),
+                  Direction::forward),
+             PoolFastKernel::window_nhwc, 1));
+    Tensor shifted = misaligned_channels_last({2, 64, 15, 15}, dtype);
+    REQUIRE(shifted.is_contiguous(cl));
+    CHECK(is(plan(pool_args(PoolMode::avg, shifted, y, 3, 2, 1), Direction::forward),
+             PoolFastKernel::window_nhwc, 1));
+    // Not dense channels_last (NCHW, a narrowed W), 3-D pooling, adaptive to 2x2: no fast path.
+    CHECK(
+        plan(pool_args(PoolMode::max, x.contiguous(), y.contiguous(), 3, 2, 1), Direction::forward)
+            .kernel == PoolFastKernel::none);
+    CHECK(plan(pool_args(PoolMode::max, x.narrow(3, 1, 13), empty({2, 64, 8, 7}, dtype, kGpu, cl),
+                         3, 2, 1),
+               Direction::forward)
+              .kernel == PoolFastKernel::none);
+    Tensor v = gpu_randn({2, 16, 5, 6, 7}, dtype).contiguous(cl);
+    CHECK(plan(pool_args(PoolMode::max, v, empty({2, 16, 3, 3, 4}, dtype, kGpu, cl), 3, 2, 1),
+               Direction::forward)
+              .kernel == PoolFastKernel::none);
+    CHECK(plan(pool_args(PoolMode::adaptive_avg, x, empty({2, 64, 2, 2}, dtype, kGpu, cl), 1, 1, 0),
+               Direction::forward)
+              .kernel == PoolFastKernel::none);
+    // Global average pooling (ResNet's head): channels_last forward and backward, NCHW backward;
+    // the NCHW forward keeps pooling.cu's own plane kernel, odd channels the generic one.
+    Tensor g = gpu_randn({2, 2048, 7, 7}, dtype).contiguous(cl);
+    Tensor pooled = empty({2, 2048, 1, 1}, dtype, kGpu, cl);
+    CHECK(is(plan(pool_args(PoolMode::adaptive_avg, g, pooled, 1, 1, 0), Direction::forward),
+             PoolFastKernel::global_nhwc, vector));
+    CHECK(is(plan(pool_args(PoolMode::adaptive_avg, empty_like(g), pooled, 1, 1, 0),
+                  Direction::backward),
+             PoolFastKernel::global_nhwc, vector));
+    CHECK(is(plan(pool_args(PoolMode::adaptive_avg, g.contiguous(), pooled, 1, 1, 0),
+                  Direction::backward),
+             PoolFastKernel::global_nchw, vector));
+    CHECK(plan(pool_args(PoolMode::adaptive_avg, g.contiguous(), pooled.contiguous(), 1, 1, 0),
+               Direction::forward)
+              .kernel == PoolFastKernel::none);
+    CHECK(
+        plan(pool_args(PoolMode::adaptive_avg, odd, empty({2, 67, 1, 1}, dtype, kGpu, cl), 1, 1, 0),
+             Direction::forward)
+            .kernel == PoolFastKernel::none);
+  }
+  // float16 and float64 stay on the generic kernels.
+  for (DType dtype : {DType::f16, DType::f64}) {
+    Tensor x = gpu_randn({2, 64, 15, 15}, dtype).contiguous(cl);
+    CHECK(plan(pool_args(PoolMode::max, x, empty({2, 64, 8, 8}, dtype, kGpu, cl), 3, 2, 1),
+               Direction::forward)
+              .kernel == PoolFastKernel::none);
+  }
+}
+
+TEST_CASE("pooling fast paths: channels_last windows match the CPU, values, indices, gradients" *
+          doctest::skip(!cuda::is_available())) {
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  const std::vector<std::function<Tensor(const Tensor&)>> windows = {
+      [](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); },
+      [](const Tensor& t) {
+        return max_pool2d(t, {2, 3}, {1, 2}, {1}, {2, 1}, true);
+      },
+      [](const Tensor& t) { return max_pool2d(t, {3}, {2}, {0}, {1}, true); },
+      [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}); },
+      [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const double tol = tolerance(dtype);
+    // C = 8, 24, 72: 16-byte vectors in both dtypes; 67: one element per access.
+    for (int64_t channels : {8, 24, 72, 67}) {
+      for (Shape hw : {Shape{13, 11}, Shape{8, 8}}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(channels);
+        CAPTURE(shape_str(hw));
+        Tensor x = gpu_randn({2, channels, hw[0], hw[1]}, dtype, 2).contiguous(cl);
+        for (size_t i = 0; i < windows.size(); ++i) {
+          CAPTURE(i);
+          check_pool_parity(windows[i], x, tol, cl);
+        }
+        check_max_indices(x, {3}, {2}, {1});
+        check_max_indices(x, {2, 3}, {1, 2}, {1}, {2, 1}, true);
+        // Integers in [0, 3): ties in every window, so the first maximum must win on both sides.
+        Tensor ties = randint(0, 3, {2, channels, hw[0], hw[1]}).to(kGpu, dtype).contiguous(cl);
+        check_max_indices(ties, {3}, {2}, {1});
+        check_pool_parity(windows[0], ties, tol, cl);
+      }
+    }
+    // A misaligned channels_last view (one element per access) and the generic fallbacks: a
+    // narrowed (non-dense) input, an NCHW output gradient for average pooling, 3-D pooling.
+    CAPTURE(dtype_name(dtype));
+    Tensor shifted = misaligned_channels_last({2, 24, 13, 11}, dtype);
+    check_pool_parity(windows[0], shifted, tol, cl);
+    check_pool_parity(windows[3], shifted, tol, cl);
+    Tensor x = gpu_randn({2, 24, 13, 11}, dtype, 2).contiguous(cl);
+    check_pool_parity([](const Tensor& t) { return max_pool2d(t.narrow(3, 1, 9), {3}, {2}, {1}); },
+                      x, tol, cl);
+    check_pool_parity(windows[4], x, tol, MemoryFormat::contiguous);
+    Tensor v = gpu_randn({2, 16, 5, 6, 7}, dtype).contiguous(cl);
+    check_pool_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, tol, cl);
+    check_pool_parity(
+        [](const Tensor& t) {
+          return avg_pool3d(t, {1, 3, 3}, {1, 2, 2}, {0, 1, 1});
+        },
+        v, tol, cl);
+  }
+}
+
+TEST_CASE("pooling fast paths: NaN inside max and average windows" *
+          doctest::skip(!cuda::is_available())) {
+  const Shape shape = {2, 16, 9, 9};
+  std::vector<double> values = randn(shape, TensorOptions(DType::f32)).to_vector();
+  auto at = [](int64_t n, int64_t c, int64_t h, int64_t w) {
+    return size_t(((n * 16 + c) * 9 + h) * 9 + w);
+  };
+  // Two NaNs in one 3x3 window (the second also in its right neighbour's), two in corners.
+  for (size_t i : {at(0, 3, 2, 2), at(0, 3, 2, 3), at(1, 5, 0, 0), at(1, 9, 8, 8)}) values[i] = NAN;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    CAPTURE(dtype_name(dtype));
+    Tensor x = from_vector(values, shape).to(kGpu, dtype).contiguous(MemoryFormat::channels_last);
+    check_max_indices(x, {3}, {2}, {1});
+    check_max_indices(x, {3}, {2}, {1}, {2});
+    check_pool_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x,
+                      tolerance(dtype), MemoryFormat::channels_last);
+    check_pool_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}); }, x,
+                      tolerance(dtype), MemoryFormat::channels_last);
+    check_pool_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tolerance(dtype),
+                      MemoryFormat::channels_last);
+  }
+}
+
+TEST_CASE("pooling fast paths: global average pooling, channels_last and NCHW gradients" *
+          doctest::skip(!cuda::is_available())) {
+  // ResNet's head; a large plane with few (n, channel) items (rows split over 256 y threads);
+  // small and 1x1 planes; an NCHW tail (numel % 8 != 0) and planes shorter than a vector.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (Shape s : {Shape{2, 2048, 7, 7}, Shape{1, 24, 64, 64}, Shape{3, 8, 5, 5},
+                    Shape{2, 72, 1, 1}, Shape{3, 5, 7, 7}, Shape{2, 3, 1, 3}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(shape_str(s));
+      const double tol = tolerance(dtype);
+      Tensor x = gpu_randn(s, dtype, 2);
+      for (MemoryFormat format : {MemoryFormat::channels_last, MemoryFormat::contiguous}) {
+        Tensor in = x.contiguous(format);
+        check_pool_parity([](const Tensor& t) { return global_avg_pool2d(t); }, in, tol, format);
+        check_pool_parity(
+            [](const Tensor& t) {
+              return adaptive_avg_pool2d(t, {1, 1});
+            },
+            in, tol, MemoryFormat::contiguous);
+      }
+    }
+  }
 }
 
 TEST_CASE("dropout: CUDA and CPU draw the same mask" * doctest::skip(!cuda::is_available())) {

@@ -1,0 +1,558 @@
+// Fast paths of CUDA pooling (declared in cuda_kernels/pooling_fast.h), for float32 and bfloat16:
+//  - 2-D max / average pooling of dense channels_last (NHWC) tensors: a thread per output pixel
+//    and group of V channels (V = 16 bytes of elements when C % V == 0 and the pointers are
+//    16-byte aligned, else 1), 16-byte loads and stores, 32-bit index math, float accumulation.
+//    Backward: a thread per INPUT pixel and channel group gathering from the output windows that
+//    contain it (deterministic, no atomics), max pooling comparing the saved indices.
+//  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
+//    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
+//    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
+//    NHWC or NCHW gradient with 16-byte stores.
+// These reproduce cuda_kernels/pooling.cu's generic kernels: the same windows, divisors, index
+// convention (h * W + w), first maximum kept, NaN wins (the last NaN), and, for the window
+// kernels, the same float summation order (so bit-identical results). Gradients are written, not
+// accumulated.
+#include "cuda_kernels/pooling_fast.h"
+
+#include <limits>
+
+#include "cuda_kernels/softmax.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr int kVectorBytes = 16;
+template <typename T>
+constexpr int kVectorOf = kVectorBytes / int(sizeof(T));
+// Threads the global-average kernels aim for before they stop splitting rows over threadIdx.y.
+constexpr int64_t kGlobalThreadsPerSm = 2048;
+
+// Geometry of a 2-D NHWC pooling problem in 32-bit ints (the plan checks that every offset fits).
+// The flat loop runs over (n, y, x, group), group fastest: output pixels forward, input pixels
+// backward.
+struct Pool2dGeometry {
+  int channels, in_h, in_w, out_h, out_w;
+  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int groups;               // channels / V
+  int in_image, out_image;  // elements per image: in_h * in_w * channels, out_h * out_w * channels
+  bool count_include_pad;
+  FastDivmod by_groups, by_x, by_y;     // the flat loop's dims, fastest first
+  FastDivmod by_stride_h, by_stride_w;  // backward: output rows / columns reaching an input cell
+  FastDivmod by_dilation_h, by_dilation_w;  // windows' taps (no integer division in the kernels)
+};
+
+// V int64 indices at p (16-byte aligned when V > 1; V is then even).
+template <int V>
+__device__ __forceinline__ void load_indices(const int64_t* p, int64_t (&v)[V]) {
+  if constexpr (V == 1) {
+    v[0] = *p;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k) {
+      const longlong2 pair = reinterpret_cast<const longlong2*>(p)[k];
+      v[2 * k] = pair.x;
+      v[2 * k + 1] = pair.y;
+    }
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_indices(int64_t* p, const int (&v)[V]) {
+  if constexpr (V == 1) {
+    *p = v[0];
+  } else {
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k)
+      reinterpret_cast<longlong2*>(p)[k] = make_longlong2(v[2 * k], v[2 * k + 1]);
+  }
+}
+
+// Splits flat index t of the window kernels into (n, y, x, first channel).
+struct PixelOf {
+  int n, y, x, c0;
+};
+template <int V>
+__device__ __forceinline__ PixelOf pixel_of(const Pool2dGeometry& g, int64_t t) {
+  const uint32_t flat = uint32_t(t);
+  const uint32_t pixel = g.by_groups.div(flat);
+  const uint32_t row = g.by_x.div(pixel);
+  const uint32_t n = g.by_y.div(row);
+  return {int(n), int(row - n * g.by_y.divisor), int(pixel - row * g.by_x.divisor),
+          int(flat - pixel * g.by_groups.divisor) * V};
+}
+
+// Whether offset (>= 0) from a window's first cell falls on one of its taps.
+__device__ __forceinline__ bool on_tap(const FastDivmod& by_dilation, int offset) {
+  return uint32_t(offset) == by_dilation.div(uint32_t(offset)) * by_dilation.divisor;
+}
+
+// The average-pooling divisor of output cell o along one dim (pooling.cu's window()).
+__device__ __forceinline__ int avg_divisor(int o, int stride, int pad, int kernel, int in,
+                                           bool count_include_pad) {
+  int begin = o * stride - pad;
+  int end = ::min(begin + kernel, in + pad);
+  const int padded = end - begin;
+  begin = ::max(begin, 0);
+  end = ::min(end, in);
+  return count_include_pad ? padded : end - begin;
+}
+
+template <typename T, int V, bool kMax>
+__global__ void __launch_bounds__(kBlockThreads)
+pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
+                           int64_t* __restrict__ indices, int64_t total) {
+  using Vec = AlignedVec<T, V>;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const PixelOf o = pixel_of<V>(g, t);
+  const T* image = in + o.n * g.in_image + o.c0;  // [H, W, C] from channel c0
+  const int at = o.n * g.out_image + (o.y * g.out_w + o.x) * g.channels + o.c0;
+  Vec result;
+  if constexpr (kMax) {
+    int h0 = o.y * g.stride_h - g.pad_h;
+    const int h1 = ::min(h0 + (g.kernel_h - 1) * g.dilation_h + 1, g.in_h);
+    if (h0 < 0) h0 += int(g.by_dilation_h.div(uint32_t(g.dilation_h - 1 - h0))) * g.dilation_h;
+    int w0 = o.x * g.stride_w - g.pad_w;
+    const int w1 = ::min(w0 + (g.kernel_w - 1) * g.dilation_w + 1, g.in_w);
+    if (w0 < 0) w0 += int(g.by_dilation_w.div(uint32_t(g.dilation_w - 1 - w0))) * g.dilation_w;
+    float best[V];
+    int best_at[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      best[j] = neg_infinity<float>();
+      best_at[j] = h0 * g.in_w + w0;
+    }
+    for (int h = h0; h < h1; h += g.dilation_h)
+      for (int w = w0; w < w1; w += g.dilation_w) {
+        const int cell = h * g.in_w + w;
+        const Vec v = *reinterpret_cast<const Vec*>(image + cell * g.channels);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float x = convert<float>(v.v[j]);
+          if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
+            best[j] = x;
+            best_at[j] = cell;
+          }
+        }
+      }
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = convert<T>(best[j]);
+    store_indices<V>(indices + at, best_at);
+  } else {
+    int h0 = o.y * g.stride_h - g.pad_h;
+    int h1 = ::min(h0 + g.kernel_h, g.in_h + g.pad_h);
+    const int padded_h = h1 - h0;
+    h0 = ::max(h0, 0);
+    h1 = ::min(h1, g.in_h);
+    int w0 = o.x * g.stride_w - g.pad_w;
+    int w1 = ::min(w0 + g.kernel_w, g.in_w + g.pad_w);
+    const int padded_w = w1 - w0;
+    w0 = ::max(w0, 0);
+    w1 = ::min(w1, g.in_w);
+    const int divisor = g.count_include_pad ? padded_h * padded_w : (h1 - h0) * (w1 - w0);
+    float sum[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum[j] = 0.f;
+    for (int h = h0; h < h1; ++h)
+      for (int w = w0; w < w1; ++w) {
+        const Vec v = *reinterpret_cast<const Vec*>(image + (h * g.in_w + w) * g.channels);
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum[j] += convert<float>(v.v[j]);
+      }
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = convert<T>(sum[j] / float(divisor));
+  }
+  *reinterpret_cast<Vec*>(out + at) = result;
+}
+
+template <typename T, int V, bool kMax>
+__global__ void __launch_bounds__(kBlockThreads)
+pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                            const T* __restrict__ grad_out, const int64_t* __restrict__ indices,
+                            int64_t total) {
+  using Vec = AlignedVec<T, V>;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const PixelOf i = pixel_of<V>(g, t);
+  const int cell = i.y * g.in_w + i.x;  // the index max pooling saved for this input cell
+  // Output rows whose window holds row i.y: o * stride <= i.y + pad <= o * stride +
+  // (kernel - 1) * dilation, on a tap (a multiple of the dilation); likewise for columns.
+  const int reach_h = i.y + g.pad_h;
+  const int low_h = reach_h - (g.kernel_h - 1) * g.dilation_h;
+  const int oh_first = low_h <= 0 ? 0 : int(g.by_stride_h.div(uint32_t(low_h + g.stride_h - 1)));
+  const int oh_last = ::min(int(g.by_stride_h.div(uint32_t(reach_h))), g.out_h - 1);
+  const int reach_w = i.x + g.pad_w;
+  const int low_w = reach_w - (g.kernel_w - 1) * g.dilation_w;
+  const int ow_first = low_w <= 0 ? 0 : int(g.by_stride_w.div(uint32_t(low_w + g.stride_w - 1)));
+  const int ow_last = ::min(int(g.by_stride_w.div(uint32_t(reach_w))), g.out_w - 1);
+  const int image = i.n * g.out_image + i.c0;
+  float acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = 0.f;
+  // Descending, like pooling.cu's tap loops (tap j ascending): the same sums in the same order.
+  for (int oh = oh_last; oh >= oh_first; --oh) {
+    if (g.dilation_h != 1 && !on_tap(g.by_dilation_h, reach_h - oh * g.stride_h)) continue;
+    const int div_h =
+        kMax ? 1 : avg_divisor(oh, g.stride_h, g.pad_h, g.kernel_h, g.in_h, g.count_include_pad);
+    for (int ow = ow_last; ow >= ow_first; --ow) {
+      if (g.dilation_w != 1 && !on_tap(g.by_dilation_w, reach_w - ow * g.stride_w)) continue;
+      const int at = image + (oh * g.out_w + ow) * g.channels;
+      const Vec go = *reinterpret_cast<const Vec*>(grad_out + at);
+      if constexpr (kMax) {
+        int64_t saved[V];
+        load_indices<V>(indices + at, saved);
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (saved[j] == cell) acc[j] += convert<float>(go.v[j]);
+      } else {
+        const float divisor = float(div_h * avg_divisor(ow, g.stride_w, g.pad_w, g.kernel_w,
+                                                        g.in_w, g.count_include_pad));
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += convert<float>(go.v[j]) / divisor;
+      }
+    }
+  }
+  Vec result;
+#pragma unroll
+  for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[j]);
+  *reinterpret_cast<Vec*>(grad_in + i.n * g.in_image + cell * g.channels + i.c0) = result;
+}
+
+// Global average of dense NHWC input [N, plane, C] into dense [N, C]. Block (bx, by): x runs over
+// (n, channel group) items, y splits the plane's rows; partial sums meet in shared memory.
+template <typename T, int V>
+__global__ void __launch_bounds__(kBlockThreads)
+global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ out, int items,
+                                    int groups, int channels, int plane) {
+  using Vec = AlignedVec<T, V>;
+  __shared__ float partial[V * kBlockThreads];  // [V][by][bx]: conflict-free along x
+  const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
+  const int item = blockIdx.x * bx + tx;
+  const int n = item / groups, c0 = (item - n * groups) * V;
+  float sum[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) sum[j] = 0.f;
+  if (item < items) {
+    const T* src = in + n * plane * channels + c0;
+#pragma unroll 4
+    for (int p = ty; p < plane; p += by) {
+      const Vec v = *reinterpret_cast<const Vec*>(src + p * channels);
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum[j] += convert<float>(v.v[j]);
+    }
+  }
+  if (by > 1) {  // uniform over the block
+#pragma unroll
+    for (int j = 0; j < V; ++j) partial[(j * by + ty) * bx + tx] = sum[j];
+    __syncthreads();
+    if (ty == 0) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        float s = 0.f;
+        for (int k = 0; k < by; ++k) s += partial[(j * by + k) * bx + tx];
+        sum[j] = s;
+      }
+    }
+  }
+  if (ty == 0 && item < items) {
+    Vec result;
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = convert<T>(sum[j] / float(plane));
+    *reinterpret_cast<Vec*>(out + n * channels + c0) = result;
+  }
+}
+
+// grad_in[n, p, c] = grad_out[n, c] / plane for a dense NHWC grad_in [N, plane, C]; grad_out is
+// read through its strides. The block shape is the forward's.
+template <typename T, int V>
+__global__ void __launch_bounds__(kBlockThreads)
+global_avg_pool_nhwc_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
+                                     int items, int groups, int channels, int plane,
+                                     int64_t grad_out_stride_n, int64_t grad_out_stride_c) {
+  using Vec = AlignedVec<T, V>;
+  const int item = blockIdx.x * blockDim.x + threadIdx.x;
+  if (item >= items) return;
+  const int n = item / groups, c0 = (item - n * groups) * V;
+  Vec value;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    value.v[j] =
+        convert<T>(convert<float>(grad_out[n * grad_out_stride_n + (c0 + j) * grad_out_stride_c]) /
+                   float(plane));
+  T* dst = grad_in + n * plane * channels + c0;
+  for (int p = threadIdx.y; p < plane; p += blockDim.y)
+    *reinterpret_cast<Vec*>(dst + p * channels) = value;
+}
+
+// grad_in[n, c, p] = grad_out[n, c] / plane for a dense NCHW grad_in of `total` elements (planes
+// of `plane` elements): V consecutive elements per thread (they may span planes), the last
+// vector stored element by element when total % V != 0.
+template <typename T, int V>
+__global__ void __launch_bounds__(kBlockThreads)
+global_avg_pool_nchw_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
+                                     int total, FastDivmod by_plane, FastDivmod by_channels,
+                                     int plane, int64_t grad_out_stride_n,
+                                     int64_t grad_out_stride_c) {
+  using Vec = AlignedVec<T, V>;
+  auto plane_value = [&](uint32_t p) {
+    const uint32_t n = by_channels.div(p);
+    const uint32_t c = p - n * by_channels.divisor;
+    return convert<T>(
+        convert<float>(grad_out[int64_t(n) * grad_out_stride_n + int64_t(c) * grad_out_stride_c]) /
+        float(plane));
+  };
+  const int64_t vectors = (int64_t(total) + V - 1) / V;
+  const int64_t v = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= vectors) return;
+  const int first = int(v * V);
+  const int count = ::min(V, total - first);
+  uint32_t p = by_plane.div(uint32_t(first));
+  int within = first - int(p) * plane;
+  T current = plane_value(p);
+  Vec out;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (j < count) {
+      if (within == plane) {
+        ++p;
+        within = 0;
+        current = plane_value(p);
+      }
+      out.v[j] = current;
+      ++within;
+    }
+  }
+  if (count == V) {
+    *reinterpret_cast<Vec*>(grad_in + first) = out;
+  } else {
+    for (int j = 0; j < count; ++j) grad_in[first + j] = out.v[j];
+  }
+}
+
+// ---- selection ----------------------------------------------------------------------------------
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// True when `strides` (n, c, d, h, w) are those of a dense tensor of these sizes with memory
+// order n, d, h, w, c (channels_last) or n, c, d, h, w. Size-1 dims may have any stride.
+bool is_dense(bool channels_last, int64_t batch, int64_t channels, const int64_t (&spatial)[3],
+              const int64_t (&strides)[5]) {
+  const int64_t sizes[5] = {batch, channels, spatial[0], spatial[1], spatial[2]};
+  const int order_cl[5] = {1, 4, 3, 2, 0};  // dims innermost first
+  const int order_nchw[5] = {4, 3, 2, 1, 0};
+  int64_t expect = 1;
+  for (int k = 0; k < 5; ++k) {
+    const int dim = channels_last ? order_cl[k] : order_nchw[k];
+    if (sizes[dim] != 1 && strides[dim] != expect) return false;
+    expect *= sizes[dim];
+  }
+  return true;
+}
+
+int64_t volume(const PoolArgs& a, const int64_t (&spatial)[3]) {
+  return a.batch * a.channels * spatial[0] * spatial[1] * spatial[2];
+}
+
+// True when a and b (of equal sizes) place every element at the same element offset.
+bool same_offsets(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+bool aligned16(const Tensor& t) { return is_aligned(t.data_ptr(), kVectorBytes); }
+
+// Every offset the window kernels form along one spatial dim fits in an int.
+bool window_dim_fits(const PoolArgs& a, int dim) {
+  const int64_t limit = int64_t(1) << 30;
+  const int64_t values[6] = {a.in_size[dim], a.out_size[dim], a.kernel[dim],
+                             a.stride[dim],  a.padding[dim],  a.dilation[dim]};
+  for (int64_t v : values)
+    if (v > limit) return false;
+  const int64_t extent = (a.out_size[dim] + 1) * a.stride[dim] + a.kernel[dim] * a.dilation[dim] +
+                         a.padding[dim] + a.in_size[dim];
+  return extent <= kInt32Max;
+}
+
+PoolFastPlan plan_global(const PoolArgs& a, dispatch::Direction direction, int vector) {
+  if (volume(a, a.in_size) > kInt32Max) return {};
+  const bool vector_channels = a.channels % vector == 0;
+  const bool input_nhwc = is_dense(true, a.batch, a.channels, a.in_size, a.in_strides);
+  if (direction == dispatch::Direction::forward) {
+    if (input_nhwc && vector_channels && aligned16(a.input) && aligned16(a.output) &&
+        is_dense(true, a.batch, a.channels, a.out_size, a.out_strides))
+      return {PoolFastKernel::global_nhwc, vector};
+    return {};
+  }
+  // The gradient of the output is read through its strides (broadcast ones included).
+  if (a.out_strides[0] < 0 || a.out_strides[1] < 0 || !aligned16(a.input)) return {};
+  if (input_nhwc && vector_channels) return {PoolFastKernel::global_nhwc, vector};
+  if (is_dense(false, a.batch, a.channels, a.in_size, a.in_strides))
+    return {PoolFastKernel::global_nchw, vector};
+  return {};
+}
+
+PoolFastPlan plan_window(const PoolArgs& a, int vector) {
+  if (a.in_size[0] != 1 || a.out_size[0] != 1 || a.kernel[0] != 1 || a.padding[0] != 0) return {};
+  if (volume(a, a.in_size) > kInt32Max || volume(a, a.out_size) > kInt32Max ||
+      !window_dim_fits(a, 1) || !window_dim_fits(a, 2))
+    return {};
+  if (!is_dense(true, a.batch, a.channels, a.in_size, a.in_strides) ||
+      !is_dense(true, a.batch, a.channels, a.out_size, a.out_strides))
+    return {};
+  const bool max = a.mode == PoolMode::max;
+  // The kernels read and write indices at the output's offsets (as pooling.cu does).
+  if (max && !same_offsets(a.indices, a.output)) return {};
+  const bool aligned = aligned16(a.input) && aligned16(a.output) && (!max || aligned16(a.indices));
+  return {PoolFastKernel::window_nhwc, a.channels % vector == 0 && aligned ? vector : 1};
+}
+
+// ---- launch -------------------------------------------------------------------------------------
+
+Pool2dGeometry make_geometry(const PoolArgs& a, int vector, dispatch::Direction direction) {
+  Pool2dGeometry g{};
+  g.channels = int(a.channels);
+  g.in_h = int(a.in_size[1]);
+  g.in_w = int(a.in_size[2]);
+  g.out_h = int(a.out_size[1]);
+  g.out_w = int(a.out_size[2]);
+  g.kernel_h = int(a.kernel[1]);
+  g.kernel_w = int(a.kernel[2]);
+  g.stride_h = int(a.stride[1]);
+  g.stride_w = int(a.stride[2]);
+  g.pad_h = int(a.padding[1]);
+  g.pad_w = int(a.padding[2]);
+  g.dilation_h = int(a.dilation[1]);
+  g.dilation_w = int(a.dilation[2]);
+  g.groups = g.channels / vector;
+  g.in_image = g.in_h * g.in_w * g.channels;
+  g.out_image = g.out_h * g.out_w * g.channels;
+  g.count_include_pad = a.count_include_pad;
+  const bool forward = direction == dispatch::Direction::forward;
+  g.by_groups = FastDivmod(uint32_t(g.groups));
+  g.by_x = FastDivmod(uint32_t(forward ? g.out_w : g.in_w));
+  g.by_y = FastDivmod(uint32_t(forward ? g.out_h : g.in_h));
+  g.by_stride_h = FastDivmod(uint32_t(g.stride_h));
+  g.by_stride_w = FastDivmod(uint32_t(g.stride_w));
+  g.by_dilation_h = FastDivmod(uint32_t(g.dilation_h));
+  g.by_dilation_w = FastDivmod(uint32_t(g.dilation_w));
+  return g;
+}
+
+// Blocks of kBlockThreads for one thread per item. No grid-stride cap: a capped grid larger than
+// what is resident at once leaves a second, thinly occupied wave (the window kernels use 40-48
+// registers, so fewer than 2048 threads fit per SM); plain blocks are scheduled as SMs free up.
+unsigned blocks_for(int64_t items) {
+  return unsigned(std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads));
+}
+
+// Rows of the plane split over threadIdx.y for `items` (n, channel group) items: doubled while the
+// grid is short of kGlobalThreadsPerSm threads per SM and each y thread keeps at least one row.
+dim3 global_block(int64_t items, int64_t plane, int device) {
+  const int64_t target =
+      int64_t(std::max(device_properties(device).sm_count, 1)) * kGlobalThreadsPerSm;
+  int by = 1;
+  while (by < kBlockThreads && 2 * by <= plane && items * by < target) by *= 2;
+  return dim3(unsigned(kBlockThreads / by), unsigned(by));
+}
+
+template <typename T, int V>
+void launch_window(const PoolArgs& a, dispatch::Direction direction, cudaStream_t stream) {
+  const Pool2dGeometry g = make_geometry(a, V, direction);
+  const bool forward = direction == dispatch::Direction::forward;
+  const int64_t total =
+      a.batch * g.groups * (forward ? int64_t(g.out_h) * g.out_w : int64_t(g.in_h) * g.in_w);
+  const unsigned grid = blocks_for(total);
+  const bool max = a.mode == PoolMode::max;
+  if (forward) {
+    const T* in = static_cast<const T*>(a.input.data_ptr());
+    T* out = static_cast<T*>(a.output.data_ptr());
+    if (max)
+      pool2d_nhwc_forward_kernel<T, V, true>
+          <<<grid, kBlockThreads, 0, stream>>>(g, in, out, a.indices.data<int64_t>(), total);
+    else
+      pool2d_nhwc_forward_kernel<T, V, false>
+          <<<grid, kBlockThreads, 0, stream>>>(g, in, out, nullptr, total);
+  } else {
+    T* grad_in = static_cast<T*>(a.input.data_ptr());
+    const T* grad_out = static_cast<const T*>(a.output.data_ptr());
+    if (max)
+      pool2d_nhwc_backward_kernel<T, V, true><<<grid, kBlockThreads, 0, stream>>>(
+          g, grad_in, grad_out, a.indices.data<int64_t>(), total);
+    else
+      pool2d_nhwc_backward_kernel<T, V, false>
+          <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, nullptr, total);
+  }
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_global(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction direction,
+                   cudaStream_t stream) {
+  constexpr int V = kVectorOf<T>;
+  const int device = a.input.device().index;
+  const int channels = int(a.channels);
+  const int plane = int(a.in_size[0] * a.in_size[1] * a.in_size[2]);
+  if (kernel == PoolFastKernel::global_nchw) {
+    const int total = int(volume(a, a.in_size));
+    global_avg_pool_nchw_backward_kernel<T, V>
+        <<<blocks_for((int64_t(total) + V - 1) / V), kBlockThreads, 0, stream>>>(
+            static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), total,
+            FastDivmod(uint32_t(plane)), FastDivmod(uint32_t(channels)), plane, a.out_strides[0],
+            a.out_strides[1]);
+    EMBER_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  const int groups = channels / V;
+  const int items = int(a.batch) * groups;
+  const dim3 block = global_block(items, plane, device);
+  const unsigned grid = unsigned((items + int64_t(block.x) - 1) / block.x);
+  if (direction == dispatch::Direction::forward)
+    global_avg_pool_nhwc_forward_kernel<T, V><<<grid, block, 0, stream>>>(
+        static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()), items,
+        groups, channels, plane);
+  else
+    global_avg_pool_nhwc_backward_kernel<T, V><<<grid, block, 0, stream>>>(
+        static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), items,
+        groups, channels, plane, a.out_strides[0], a.out_strides[1]);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+bool run_fast(const PoolArgs& a, dispatch::Direction direction, cudaStream_t stream) {
+  const PoolFastPlan plan = pool_fast_plan(a, direction);
+  if (plan.kernel == PoolFastKernel::none) return false;
+  dispatch_floating<FloatingTypes::f32_bf16>(
+      a.input.dtype(), "pooling", "fast path", [&](auto tag) {
+        using T = decltype(tag);
+        if (plan.kernel != PoolFastKernel::window_nhwc)
+          launch_global<T>(a, plan.kernel, direction, stream);
+        else if (plan.vector == kVectorOf<T>)
+          launch_window<T, kVectorOf<T>>(a, direction, stream);
+        else
+          launch_window<T, 1>(a, direction, stream);
+      });
+  return true;
+}
+
+}  // namespace
+
+PoolFastPlan pool_fast_plan(const PoolArgs& a, dispatch::Direction direction) {
+  const DType dtype = a.input.dtype();
+  if (dtype != DType::f32 && dtype != DType::bf16) return {};
+  const int vector = kVectorBytes / int(element_size(dtype));
+  if (a.mode == PoolMode::adaptive_avg) {
+    const bool global = a.out_size[0] == 1 && a.out_size[1] == 1 && a.out_size[2] == 1;
+    return global ? plan_global(a, direction, vector) : PoolFastPlan{};
+  }
+  return plan_window(a, vector);
+}
+
+bool pool_fast_forward(const PoolArgs& a, cudaStream_t stream) {
+  return run_fast(a, dispatch::Direction::forward, stream);
+}
+
+bool pool_fast_backward(const PoolArgs& a, cudaStream_t stream) {
+  return run_fast(a, dispatch::Direction::backward, stream);
+}
+
+}  // namespace ember::cuda

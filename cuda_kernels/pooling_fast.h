@@ -1,0 +1,39 @@
+// Fast paths of the CUDA pooling kernels, tried by cuda_kernels/pooling.cu before its generic 5-D
+// kernels: 2-D max / average pooling of dense channels_last tensors (any kernel, stride, padding,
+// dilation, ceil_mode) and global average pooling (adaptive to size 1) of dense channels_last
+// input, plus its backward into dense NCHW. float32 and bfloat16 only. Each entry point returns
+// false, launching nothing, when its conditions (dtype, layout, 32-bit sizes) do not hold; the
+// results then come from the generic kernels, whose semantics these paths reproduce exactly.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "dispatch/algo_key.h"
+#include "ops/pooling.h"
+
+namespace ember::cuda {
+
+enum class PoolFastKernel : uint8_t {
+  none,         // no fast path applies: the generic kernel runs
+  window_nhwc,  // 2-D max / avg pooling, dense channels_last input, output (and gradients)
+  global_nhwc,  // global average pooling of dense channels_last input (forward and backward)
+  global_nchw,  // backward of global average pooling into a dense NCHW gradient
+};
+
+// The fast kernel chosen for `a` in `direction` (forward or backward) and its vector width in
+// elements (16 bytes' worth when the channels and pointers allow, else 1). pool_fast_forward /
+// pool_fast_backward run exactly this choice; the tests read it to check what applies.
+struct PoolFastPlan {
+  PoolFastKernel kernel = PoolFastKernel::none;
+  int vector = 1;
+};
+PoolFastPlan pool_fast_plan(const PoolArgs& a, dispatch::Direction direction);
+
+// Forward / backward of `a` (ops/pooling.h) on `stream` through a fast path, returning true, or
+// false without launching anything. The caller has set the device. Gradients are written, not
+// accumulated, as by the generic kernels.
+bool pool_fast_forward(const PoolArgs& a, cudaStream_t stream);
+bool pool_fast_backward(const PoolArgs& a, cudaStream_t stream);
+
+}  // namespace ember::cuda
