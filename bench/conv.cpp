@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <functional>
 #include <string>
-#include <vector>
 
+#include "bench/timing.h"
 #include "dispatch/algo_cache.h"
 #include "ember.h"
 #include "ops/conv.h"
@@ -49,10 +49,10 @@ Tensor pattern(const Shape& shape, double phase, double scale, const Config& cfg
   return (sin(i * 0.37 + phase) * scale).to(cfg.dtype).contiguous(cfg.format);
 }
 
-// Median ms of one replay of a CUDA graph capturing `run` (after eager warm-up runs, which also
-// initialise cuBLAS workspaces and kernel attributes). Falls back to eager timing, saying so,
-// when the work cannot be captured.
-double time_ms(const std::function<void()>& run, bool& graphed, int iters = 20, int reps = 5) {
+// Median ms of one replay of a CUDA graph capturing `run` (bench/timing.h's time_ms over the
+// replays, after eager warm-up runs, which also initialise cuBLAS workspaces and kernel
+// attributes). Falls back to eager timing, saying so, when the work cannot be captured.
+double time_graphed_ms(const std::function<void()>& run, bool& graphed) {
   const Stream s = current_stream(Device::cuda());
   const auto stream = static_cast<cudaStream_t>(s.handle);
   for (int i = 0; i < 2; ++i) run();
@@ -78,20 +78,10 @@ double time_ms(const std::function<void()>& run, bool& graphed, int iters = 20, 
       run();
     }
   };
-  launch();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) launch();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
+  const double ms = bench::time_ms(launch, /*iters=*/20, /*reps=*/5, /*warmup=*/1);
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return ms;
 }
 
 const char* bench_name(Direction d) {
@@ -171,7 +161,7 @@ int main() {
           if (!slot.enabled(i) || (a.applies && !a.applies(pr)) || a.name == "direct") continue;
           if (a.heuristic_cost && a.heuristic_cost(pr) > 50 * best_cost) continue;
           bool graphed = false;
-          const double ms = time_ms([&] { run_algorithm(a, pr, arena); }, graphed);
+          const double ms = time_graphed_ms([&] { run_algorithm(a, pr, arena); }, graphed);
           emit(bench_name(d), "ember:" + a.name, shape, ms, flops,
                a.workspace_bytes ? a.workspace_bytes(pr) : 0, checksum_of(pr.written()), a.name,
                graphed);
@@ -181,7 +171,7 @@ int main() {
         dispatch::AlgoModeGuard mode(dispatch::AlgoMode::benchmark);
         const auto& chosen = conv2d_choose(pr);
         bool graphed = false;
-        const double ms = time_ms([&] { run_algorithm(chosen, pr, arena); }, graphed);
+        const double ms = time_graphed_ms([&] { run_algorithm(chosen, pr, arena); }, graphed);
         emit(bench_name(d), "ember", shape, ms, flops,
              chosen.workspace_bytes ? chosen.workspace_bytes(pr) : 0, checksum_of(pr.written()),
              chosen.name, graphed);

@@ -1,29 +1,40 @@
 // Timing shared by the GPU benchmarks (bench/*.cpp): the median over `reps` repetitions of the mean
-// time of `iters` back-to-back calls, from CUDA events on the current stream, after 3 warm-up
-// calls. What bench/lib/timing.py does for the PyTorch side.
+// time of `iters` back-to-back calls, from CUDA events on the current stream, after warm-up calls.
+// What bench/lib/timing.py does for the PyTorch side. mean_ms and median are the pieces, for a
+// benchmark that interleaves the repetitions of two variants (so clock drift hits both alike).
 #pragma once
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "ember.h"
 
 namespace ember::bench {
 
+// Mean ms of one call of `f` over `iters` back-to-back calls (waits for them).
 template <typename F>
-double time_ms(F f, int iters = 20, int reps = 5) {
+double mean_ms(F&& f, int iters) {
   Stream s = current_stream(Device::cuda());
-  for (int i = 0; i < 3; ++i) f();
+  Event a(true), b(true);
+  a.record(s);
+  for (int i = 0; i < iters; ++i) f();
+  b.record(s);
+  b.synchronize();
+  return a.elapsed_ms(b) / iters;
+}
+
+// The middle sample (the upper one of the two middles for an even count); samples is not empty.
+inline double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+template <typename F>
+double time_ms(F&& f, int iters = 20, int reps = 5, int warmup = 3) {
+  for (int i = 0; i < warmup; ++i) f();
   std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Event a(true), b(true);
-    a.record(s);
-    for (int i = 0; i < iters; ++i) f();
-    b.record(s);
-    b.synchronize();
-    t.push_back(a.elapsed_ms(b) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  for (int r = 0; r < reps; ++r) t.push_back(mean_ms(f, iters));
+  return median(std::move(t));
 }
 
 }  // namespace ember::bench

@@ -17,8 +17,8 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu_kernels/dropout.h"
 #include "ops/rnn.h"
-#include "tensor/philox.h"
 
 namespace ember {
 namespace {
@@ -78,22 +78,6 @@ StepSlots step_slots(int64_t s, int64_t d, int64_t T) {
   if (d == 0) return {s, s, s + 1};
   const int64_t t = T - 1 - s;
   return {t, t + 1, t};
-}
-
-// dropout between layers: element i of [T, B, W] is kept when lane i % 4 of the Philox uniforms of
-// subsequence i / 4 is below 1 - p (exactly ember::dropout's mask for the same generator state).
-template <typename T>
-void dropout_forward(const T* y, T* dropped, bool* mask, int64_t n, double p, const RandomParams& r) {
-  const double keep = 1.0 - p;
-  const T scale = T(p >= 1 ? 0.0 : 1.0 / keep);
-  for (int64_t g = 0; g < (n + 3) / 4; ++g) {
-    const philox::F32x4 u = philox::uniform4_from_bits(philox::draw4(r.seed, uint64_t(g), r.offset));
-    for (int l = 0; l < 4 && 4 * g + l < n; ++l) {
-      const int64_t i = 4 * g + l;
-      mask[i] = philox::bernoulli_from_uniform(philox::lane(u, l), keep);
-      dropped[i] = mask[i] ? y[i] * scale : T(0);
-    }
-  }
 }
 
 template <typename T>
@@ -208,8 +192,8 @@ void forward(const RnnProblem& p) {
     if (l + 1 < L) {
       if (p.dropout_active()) {
         T* dropped = region<T>(p.reserve, lr.dropped);
-        dropout_forward<T>(y, dropped, region<bool>(p.reserve, lr.mask), T_ * B * W, p.dropout,
-                           p.dropout_random[size_t(l)]);
+        cpu::dropout_forward_elements<T>(y, dropped, region<bool>(p.reserve, lr.mask), T_ * B * W,
+                                         p.dropout, p.dropout_random[size_t(l)]);
         x = dropped;
       } else {
         x = y;
@@ -348,9 +332,8 @@ void backward(const RnnProblem& p) {
       // Through dropout's mask into the lower layer's output gradient.
       if (p.dropout_active()) {
         const bool* mask = region<bool>(p.reserve, layout.layers[size_t(l - 1)].mask);
-        const T scale = T(p.dropout >= 1 ? 0.0 : 1.0 / (1.0 - p.dropout));
-        T* v = dx.data();
-        for (int64_t i = 0; i < dx.size(); ++i) v[i] = mask[i] ? v[i] * scale : T(0);
+        cpu::dropout_backward_elements<T>(dx.data(), mask, dx.data(), dx.size(),
+                                          p.dropout >= 1 ? 0.0 : 1.0 / (1.0 - p.dropout));
       }
       dy = std::move(dx);
     } else if (p.grad_input.defined()) {

@@ -4,9 +4,21 @@
 #include <algorithm>
 #include <numeric>
 
+#include "nn/optim_kernels.h"
 #include "tensor/generator.h"
 
 namespace ember::distributed {
+
+namespace {
+
+// True when `grad` is exactly the bucket slot `slot` (same memory, same layout): it was accumulated
+// in place and there is nothing to copy.
+bool is_slot(const Tensor& grad, const Tensor& slot) {
+  return grad.storage() == slot.storage() && grad.offset() == slot.offset() &&
+         grad.sizes() == slot.sizes() && grad.strides() == slot.strides();
+}
+
+}  // namespace
 
 struct DistributedDataParallel::Reducer {
   struct Bucket {
@@ -24,6 +36,10 @@ struct DistributedDataParallel::Reducer {
   std::vector<std::string> names;
   std::vector<Bucket> buckets;
   std::vector<size_t> bucket_of;  // param index -> bucket
+  // param index -> its elements of its bucket's `flat`, viewed with the parameter's own strides
+  // (parameters are dense, channels_last included: the constructor checks), so that its .grad can
+  // be this very view and the optimizer sees the parameter's layout.
+  std::vector<Tensor> slots;
   std::vector<bool> ready;
   std::vector<size_t> ready_order;  // first iteration's order, to rebuild buckets
   bool in_backward = false, no_sync = false, rebuilt = false;
@@ -51,9 +67,34 @@ struct DistributedDataParallel::Reducer {
       b.offsets.push_back(b.offsets.back() + p.numel());
       bucket_of[i] = buckets.size() - 1;
     }
-    for (Bucket& b : buckets)
+    slots.assign(params.size(), Tensor());
+    for (Bucket& b : buckets) {
       b.flat = empty({b.offsets.back()}, params[b.params.front()].dtype(), device);
+      for (size_t k = 0; k < b.params.size(); ++k) {
+        const Tensor& p = params[b.params[k]];
+        // A dense tensor's elements fill [offset, offset + numel) whatever its strides.
+        slots[b.params[k]] = make_view(b.flat, p.sizes(), p.strides(), b.offsets[k]);
+      }
+    }
     stats.num_buckets = buckets.size();
+  }
+
+  // Makes parameter i's .grad its slot, holding its gradient (zeros when it has none: an unused
+  // parameter). Nothing is copied when .grad already is the slot, the steady state: backward
+  // accumulated into it in place. Otherwise (the first backward, after zero_grad(set_to_none),
+  // after a bucket rebuild) the gradient is copied in once, as PyTorch's gradient_as_bucket_view
+  // does.
+  void adopt_grad(size_t i) {
+    Tensor& g = params[i].mutable_grad();
+    Tensor& slot = slots[i];
+    if (g.defined() && is_slot(g, slot)) return;
+    if (g.defined()) {
+      slot.copy_(g);
+      ++stats.grads_copied;
+    } else {
+      slot.zero_();
+    }
+    g = make_view(slot, slot.sizes(), slot.strides(), slot.offset());  // a handle of its own
   }
 
   void start_iteration() {
@@ -66,19 +107,13 @@ struct DistributedDataParallel::Reducer {
     autograd::queue_final_callback([this] { finish_iteration(); });
   }
 
+  // Averages the bucket in place; every gradient of it is in its slot by now.
   void launch(Bucket& b) {
-    autograd::NoGradGuard ng;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& g = params[b.params[k]].grad();
-      // Into a [sizes] view of the slot, so a strided (channels_last) grad is read in place
-      // rather than first copied to a contiguous temporary by reshape.
-      b.flat.narrow(0, b.offsets[k], b.offsets[k + 1] - b.offsets[k]).view(g.sizes()).copy_(g);
-    }
     if (device.is_cuda()) {
-      // The communication stream waits for the copies, reduces, and signals `done`.
-      Event copied;
-      copied.record(current_stream(device));
-      copied.wait(comm_stream);
+      // The communication stream waits for the gradients, reduces, and signals `done`.
+      Event computed;
+      computed.record(current_stream(device));
+      computed.wait(comm_stream);
       StreamGuard guard(comm_stream);
       group->all_reduce(b.flat, ReduceOp::avg);
       b.done.record(comm_stream);
@@ -89,14 +124,20 @@ struct DistributedDataParallel::Reducer {
     ++stats.buckets_reduced;
   }
 
+  void mark_ready(size_t i) {
+    ready[i] = true;
+    adopt_grad(i);
+    Bucket& b = buckets[bucket_of[i]];
+    if (--b.pending == 0) launch(b);
+  }
+
   void on_grad_ready(size_t i) {
     if (no_sync) return;
     if (!in_backward) start_iteration();
     if (ready[i]) return;
-    ready[i] = true;
     if (!rebuilt) ready_order.push_back(i);
-    Bucket& b = buckets[bucket_of[i]];
-    if (--b.pending == 0) launch(b);
+    autograd::NoGradGuard ng;
+    mark_ready(i);
   }
 
   void finish_iteration() {
@@ -113,24 +154,15 @@ struct DistributedDataParallel::Reducer {
                     "set DDPOptions::find_unused_parameters = true");
       }
       autograd::NoGradGuard ng;
-      for (size_t i = 0; i < params.size(); ++i) {
-        if (ready[i]) continue;
-        Tensor& p = params[i];
-        if (!p.grad().defined()) p.mutable_grad() = zeros_like(p);
-        ready[i] = true;
-        Bucket& b = buckets[bucket_of[i]];
-        if (--b.pending == 0) launch(b);
-      }
+      for (size_t i = 0; i < params.size(); ++i)
+        if (!ready[i]) mark_ready(i);
     }
     autograd::NoGradGuard ng;
     Stream compute = current_stream(device);
+    // The averaged gradients are already in .grad (the slots): only wait for them.
     for (Bucket& b : buckets) {
       EMBER_INTERNAL_ASSERT(b.launched, "DDP bucket not launched at the end of backward");
       if (device.is_cuda()) b.done.wait(compute);
-      for (size_t k = 0; k < b.params.size(); ++k) {
-        Tensor& g = params[b.params[k]].mutable_grad();
-        g.copy_(b.flat.narrow(0, b.offsets[k], b.offsets[k + 1] - b.offsets[k]).view(g.sizes()));
-      }
     }
     ++stats.iterations;
     if (!rebuilt) {
@@ -140,6 +172,9 @@ struct DistributedDataParallel::Reducer {
       if (ready_order.size() == params.size() && ready_order != reverse) {
         build_buckets(ready_order);
         ++stats.bucket_rebuilds;
+        // The averaged gradients move into the new buckets (and the old ones are freed).
+        for (size_t i = 0; i < params.size(); ++i)
+          if (params[i].grad().defined()) adopt_grad(i);
       }
     }
   }
@@ -160,10 +195,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   EMBER_CHECK(!r.params.empty(), "DistributedDataParallel: the module has no trainable parameters");
   r.device = r.params.front().device();
-  for (size_t i = 0; i < r.params.size(); ++i)
-    EMBER_CHECK(r.params[i].device() == r.device, "DistributedDataParallel: parameter '", r.names[i],
-                "' is on ", r.params[i].device().str(), " but others are on ", r.device.str(),
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const Tensor& p = r.params[i];
+    EMBER_CHECK(p.device() == r.device, "DistributedDataParallel: parameter '", r.names[i],
+                "' is on ", p.device().str(), " but others are on ", r.device.str(),
                 "; one replica lives on one device");
+    // Its gradient becomes a view of a bucket slot with the parameter's strides.
+    EMBER_CHECK(
+        is_dense_tensor(p), "DistributedDataParallel: parameter '", r.names[i], "' (shape ",
+        p.shape_str(), ", strides ", shape_str(p.strides()),
+        ") is not dense; make it .contiguous() (or channels_last) before wrapping the module");
+  }
   if (r.device.is_cuda()) r.comm_stream = new_stream(r.device);
   // Every rank starts from rank 0's weights and buffers.
   {

@@ -2,12 +2,19 @@
 // Parameters and buffers are broadcast from rank 0 at construction. Gradients are grouped in
 // buckets (about 25 MiB; a small first bucket so communication starts early) in reverse
 // registration order, rebuilt after the first backward in the order gradients actually became
-// ready. Each bucket is averaged with one all_reduce as soon as its last gradient is accumulated
-// (post-accumulate-grad hooks), on a communication stream ordered with events, overlapping the
-// rest of backward; the end of backward waits for all buckets and writes the averaged gradients
-// back. NoSyncGuard skips synchronization (gradient accumulation); a parameter that received no
-// gradient is an error naming it unless find_unused_parameters is set. Nothing here syncs the host
-// on the CUDA path, so a whole DDP step can be captured in a CUDA graph.
+// ready. Each bucket is averaged in place with one all_reduce as soon as its last gradient is
+// accumulated (post-accumulate-grad hooks), on a communication stream ordered with events,
+// overlapping the rest of backward; the end of backward waits for all buckets.
+// Gradients are views of the buckets (PyTorch's gradient_as_bucket_view, always on): the first
+// backward copies each gradient into its bucket slot and makes the parameter's .grad that slot,
+// with the parameter's strides (channels_last included), so later backwards accumulate straight
+// into the buckets and nothing is copied in or out. zero_grad(false) zeroes the views in place and
+// keeps them; zero_grad() (set_to_none) drops them, and the next backward copies each gradient in
+// once and makes it a view again. Parameters must be dense (contiguous or channels_last).
+// NoSyncGuard skips synchronization (gradient accumulation, into the views); a parameter that
+// received no gradient is an error naming it unless find_unused_parameters is set (it then gets a
+// zero gradient). Nothing here syncs the host on the CUDA path, so a whole DDP step can be
+// captured in a CUDA graph.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -28,6 +35,8 @@ struct DDPOptions {
 
 struct DDPStats {
   uint64_t iterations = 0, buckets_reduced = 0, bucket_rebuilds = 0;
+  // Gradients copied into a bucket (none in the steady state, where .grad is the bucket's view).
+  uint64_t grads_copied = 0;
   size_t num_buckets = 0;
 };
 

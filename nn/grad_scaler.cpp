@@ -54,21 +54,14 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   } else {
     state.found_inf.zero_();
   }
-  std::map<DType, std::vector<Tensor>> by_dtype;
-  for (Tensor& p : optimizer.parameters()) {
-    if (!p.grad().defined()) continue;
-    if (!is_dense_tensor(p.grad())) p.set_grad(p.grad().contiguous());
-    const Tensor& g = p.grad();
-    EMBER_CHECK(g.device() == device, "GradScaler.unscale_: a gradient (shape ", g.shape_str(),
-                ") is on ", g.device().str(), " but the scale is on ", device.str(),
-                "; use one GradScaler per device");
-    EMBER_CHECK(is_floating(g.dtype()), "GradScaler.unscale_: a gradient has dtype ",
-                dtype_name(g.dtype()));
-    by_dtype[g.dtype()].push_back(g);
-  }
-  for (auto& [dtype, grads] : by_dtype) {
-    unscale_kernel().get(device.type, dtype)(grads, scale_, state.found_inf);
-    for (const Tensor& g : grads) g.bump_version();
+  const GradsByDtype grads = group_grads_by_dtype(optimizer.parameters(), "GradScaler.unscale_",
+                                                  "use one GradScaler per device");
+  EMBER_CHECK(grads.lists.empty() || grads.device == device, "GradScaler.unscale_: the gradients "
+              "are on ", grads.device.str(), " but the scale is on ", device.str(),
+              "; use one GradScaler per device");
+  for (const auto& [dtype, list] : grads.lists) {
+    unscale_kernel().get(device.type, dtype)(list, scale_, state.found_inf);
+    for (const Tensor& g : list) g.bump_version();
   }
   state.stage = Stage::unscaled;
 }

@@ -35,6 +35,28 @@ bool is_dense_tensor(const Tensor& t) {
   return true;
 }
 
+GradsByDtype group_grads_by_dtype(const std::vector<Tensor>& parameters, const char* op,
+                                  const char* mixed_devices_hint) {
+  GradsByDtype grads;
+  bool have_device = false;
+  for (const Tensor& p : parameters) {
+    EMBER_CHECK(p.defined(), op, ": a parameter is an undefined tensor");
+    if (!p.grad().defined()) continue;
+    Tensor param = p;  // a handle, to replace its gradient
+    if (!is_dense_tensor(param.grad())) param.set_grad(param.grad().contiguous());
+    const Tensor& g = param.grad();
+    EMBER_CHECK(is_floating(g.dtype()), op, ": a gradient has dtype ", dtype_name(g.dtype()));
+    if (!have_device) {
+      grads.device = g.device();
+      have_device = true;
+    }
+    EMBER_CHECK(g.device() == grads.device, op, ": gradients live on ", grads.device.str(), " and ",
+                g.device().str(), "; ", mixed_devices_hint);
+    grads.lists[g.dtype()].push_back(g);
+  }
+  return grads;
+}
+
 }  // namespace ember
 
 namespace ember::optim {

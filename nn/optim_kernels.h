@@ -21,6 +21,7 @@
 // optimizer kernels write nothing at all (a skipped step, as GradScaler wants).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "dispatch/registry.h"
@@ -34,6 +35,18 @@ inline constexpr int64_t kMultiTensorChunk = 65536;
 // True when the elements of `t` fill exactly numel consecutive slots from data_ptr(), in some
 // order (contiguous, channels_last, any dense permutation): what every list argument must be.
 bool is_dense_tensor(const Tensor& t);
+
+// The gradients of `parameters` (those that have one) as the lists the GradScaler and clipping
+// kernels below take: grouped by dtype (in DType order, so reductions over the groups run in a
+// fixed order), each dense (a gradient that is not is replaced on its parameter by a contiguous
+// copy). Throws, naming `op`, on an undefined parameter, a gradient that is not floating, or
+// gradients on two devices (`mixed_devices_hint` says what to do instead).
+struct GradsByDtype {
+  Device device;  // of every gradient; meaningless when `lists` is empty
+  std::map<DType, std::vector<Tensor>> lists;
+};
+GradsByDtype group_grads_by_dtype(const std::vector<Tensor>& parameters, const char* op,
+                                  const char* mixed_devices_hint);
 
 // ---- SGD ----------------------------------------------------------------------------------------
 // For each i (PyTorch's torch.optim.SGD, one fused pass):

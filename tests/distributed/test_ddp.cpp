@@ -15,7 +15,11 @@ using distributed::init_process_group;
 
 namespace {
 std::shared_ptr<ProcessGroup> group() {
-  static std::shared_ptr<ProcessGroup> pg = init_process_group(InitOptions{.backend = "mpi"});
+  static std::shared_ptr<ProcessGroup> pg = [] {
+    InitOptions options;  // designated initializers would leave the other members unnamed (-Wextra)
+    options.backend = "mpi";
+    return init_process_group(options);
+  }();
   return pg;
 }
 
@@ -145,6 +149,78 @@ TEST_CASE("a parameter without a gradient is an error naming it, unless allowed"
   DistributedDataParallel ddp2(model2, pg, opts);
   mean(model2->forward(x)).backward();
   CHECK(model2->unused.grad().defined());
+}
+
+// A channels_last 4-D weight (dense, not contiguous) and a bias, whose gradients are
+// rank-dependent constants, so the averaged gradient is known exactly.
+struct ConvLike : nn::Module {
+  Tensor weight, bias;
+  explicit ConvLike(bool strided_bias = false) : nn::Module("ConvLike") {
+    weight = register_parameter(
+        "weight",
+        ones({2, 3, 2, 2}, TensorOptions(DType::f64)).contiguous(MemoryFormat::channels_last));
+    Tensor b = ones({strided_bias ? 4 : 2}, TensorOptions(DType::f64));
+    bias = register_parameter("bias", strided_bias ? b.slice(0, 0, 4, 2) : b);
+  }
+  // d/dweight = c, d/dbias = 2c.
+  Tensor forward(double c) { return sum(weight) * c + sum(bias) * (2 * c); }
+};
+
+bool all_equal(const Tensor& t, double v) {
+  for (double x : t.to_vector())
+    if (x != v) return false;
+  return true;
+}
+
+TEST_CASE("gradients are views of the buckets: accumulated and averaged in place, no copies") {
+  auto pg = group();
+  const int r = pg->rank(), w = pg->world_size();
+  auto model = std::make_shared<ConvLike>();
+  REQUIRE_FALSE(model->weight.is_contiguous());
+  DistributedDataParallel ddp(model, pg);
+  const double c = r + 1, avg = (w + 1) / 2.0;  // this rank's factor, and the mean over ranks
+  // The first backward copies each gradient into its bucket, and into the new buckets when they
+  // are rebuilt in the order the gradients became ready.
+  model->forward(c).backward();
+  CHECK(ddp.stats().grads_copied == 2 + 2 * ddp.stats().bucket_rebuilds);
+  CHECK(all_equal(model->weight.grad(), avg));
+  CHECK(all_equal(model->bias.grad(), 2 * avg));
+  // .grad is now the bucket's memory, in the parameter's layout (no relayout in the optimizer).
+  CHECK(model->weight.grad().strides() == model->weight.strides());
+  const void* weight_slot = model->weight.grad().data_ptr();
+  const void* bias_slot = model->bias.grad().data_ptr();
+  // Zeroed in place (as optimizer.zero_grad(false) does), then accumulated over a no_sync backward
+  // and a synchronized one: nothing is copied and .grad stays the bucket's memory.
+  model->zero_grad(false);
+  const uint64_t copied = ddp.stats().grads_copied;
+  {
+    DistributedDataParallel::NoSyncGuard guard(ddp);
+    model->forward(c).backward();
+  }
+  model->forward(c).backward();
+  CHECK(ddp.stats().grads_copied == copied);
+  CHECK(model->weight.grad().data_ptr() == weight_slot);
+  CHECK(model->bias.grad().data_ptr() == bias_slot);
+  CHECK(all_equal(model->weight.grad(), 2 * avg));
+  CHECK(all_equal(model->bias.grad(), 4 * avg));
+  // set_to_none drops the views: the next backward copies the fresh gradients in and rebinds them.
+  model->zero_grad(true);
+  model->forward(c).backward();
+  CHECK(ddp.stats().grads_copied == copied + 2);
+  CHECK(all_equal(model->weight.grad(), avg));
+  CHECK(all_equal(model->bias.grad(), 2 * avg));
+  CHECK(model->weight.grad().data_ptr() == weight_slot);
+  CHECK(model->weight.grad().strides() == model->weight.strides());
+}
+
+TEST_CASE("a parameter that is not dense is refused, naming it") {
+  auto model = std::make_shared<ConvLike>(/*strided_bias=*/true);
+  try {
+    DistributedDataParallel ddp(model, group());
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("'bias'") != std::string::npos);
+  }
 }
 
 TEST_CASE("distributed sampler splits an epoch evenly and disjointly") {
