@@ -239,19 +239,22 @@ TEST_CASE("conv2d CUDA fft: cuFFT plans are made outside CUDA graph capture only
     // Leaving the scope without end() aborts the (empty) capture.
   }
 
-  // The steady-state path: run once eagerly (the plans are made), then capture and replay.
-  AlgoSettingsGuard forced(AlgoSettings().force("conv2d.forward", "fft"));
+  // The steady-state path: run once eagerly (the plans are made), then capture and replay. fft is
+  // forced only in this scope: the CPU reference below has no fft algorithm.
   Tensor y_eager = empty({1, 5, 53, 31}, DType::f32, dev);
-  conv2d_run(forward_into(y_eager));
   Tensor y_replayed = full({1, 5, 53, 31}, 1e3, TensorOptions(DType::f32).with_device(dev));
   cuda::Graph graph;
   {
-    cuda::GraphCapture capture(graph, dev);
-    CHECK(fft.applies(forward_into(y_replayed)));
-    conv2d_run(forward_into(y_replayed));
-    capture.end();
+    AlgoSettingsGuard forced(AlgoSettings().force("conv2d.forward", "fft"));
+    conv2d_run(forward_into(y_eager));
+    {
+      cuda::GraphCapture capture(graph, dev);
+      CHECK(fft.applies(forward_into(y_replayed)));
+      conv2d_run(forward_into(y_replayed));
+      capture.end();
+    }
+    graph.replay();
   }
-  graph.replay();
   CHECK(rel_err_to_max(y_replayed, y_eager) <= 1e-6);
   Tensor reference = conv2d(x.cpu().to(DType::f64), w.cpu().to(DType::f64), Tensor(), p);
   CHECK(rel_err_to_max(y_replayed, reference) <= tolerance(DType::f32));
