@@ -16,6 +16,7 @@
 #include "ops/pooling.h"
 
 using namespace ember;
+using bench::run_section;
 using bench::time_ms;
 
 namespace {
@@ -80,23 +81,16 @@ int main() {
     return 0;
   }
   // A failing section is reported and the others still run.
-  auto section = [](const char* name, auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::printf("{\"bench\":\"%s\",\"error\":\"%s\"}\n", name, e.what());
-    }
-  };
   for (DType dt : {DType::f32, DType::bf16}) {
-    section("max_pool2d", [&] {
+    run_section("max_pool2d", [&] {
       bench_pool("max_pool2d_3x3s2", {256, 64, 112, 112}, dt,
                  [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}); });
     });
-    section("avg_pool2d", [&] {
+    run_section("avg_pool2d", [&] {
       bench_pool("avg_pool2d_2x2s2", {256, 256, 56, 56}, dt,
                  [](const Tensor& t) { return avg_pool2d(t, {2, 2}, {2, 2}); });
     });
-    section("global_avg_pool", [&] {
+    run_section("global_avg_pool", [&] {
       bench_pool("global_avg_pool", {256, 2048, 7, 7}, dt,
                  [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); });
     });

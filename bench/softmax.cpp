@@ -21,6 +21,7 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
+using bench::run_section;
 using bench::time_ms;
 
 void emit(const std::string& bench, const std::string& shape, double ms, double bytes,
@@ -143,19 +144,12 @@ int main() {
     return 0;
   }
   // A failing section is reported and the others still run.
-  auto section = [](const char* name, auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::printf("{\"bench\":\"%s\",\"error\":\"%s\"}\n", name, e.what());
-    }
-  };
   for (DType dt : {DType::f32, DType::bf16})
-    section("softmax", [&] { bench_softmax(8192, 32768, dt); });
+    run_section("softmax", [&] { bench_softmax(8192, 32768, dt); });
   for (DType dt : {DType::f32, DType::bf16})
-    section("cross_entropy", [&] { bench_cross_entropy(8192, 32768, dt); });
+    run_section("cross_entropy", [&] { bench_cross_entropy(8192, 32768, dt); });
   for (DType dt : {DType::f32, DType::bf16})
-    section("softmax", [&] { bench_softmax(65536, 1024, dt); });
-  for (DType dt : {DType::f32, DType::bf16}) section("activations", [&] { bench_activations(dt); });
+    run_section("softmax", [&] { bench_softmax(65536, 1024, dt); });
+  for (DType dt : {DType::f32, DType::bf16}) run_section("activations", [&] { bench_activations(dt); });
   return 0;
 }

@@ -1,9 +1,12 @@
 // Timing shared by the GPU benchmarks (bench/*.cpp): the median over `reps` repetitions of the mean
-// time of `iters` back-to-back calls, from CUDA events on the current stream, after warm-up calls.
+// time of `iters` back-to-back calls, from CUDA events on the current stream, after warm-up calls;
+// and run_section, which reports a failing section of a benchmark and lets the next one run.
 // What bench/lib/timing.py does for the PyTorch side. mean_ms and median are the pieces, for a
 // benchmark that interleaves the repetitions of two variants (so clock drift hits both alike).
 #pragma once
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -35,6 +38,17 @@ double time_ms(F&& f, int iters = 20, int reps = 5, int warmup = 3) {
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) t.push_back(mean_ms(f, iters));
   return median(std::move(t));
+}
+
+// Runs one section of a benchmark; a section that throws is reported as a JSON line naming it and
+// the error, and the next section still runs.
+template <typename F>
+void run_section(const char* name, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    std::printf("{\"bench\":\"%s\",\"error\":\"%s\"}\n", name, e.what());
+  }
 }
 
 }  // namespace ember::bench

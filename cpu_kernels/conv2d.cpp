@@ -414,6 +414,19 @@ void scatter_images(const ConvDims& d, const float* dense, int64_t n0, int64_t c
                   dense + i * count * d.PQ() + j * d.PQ(), size_t(d.PQ()) * sizeof(float));
 }
 
+// Splits the images across the layout's workers and walks each worker's share in runs of at most
+// `batch` images: f(buffers, n0, count) for images [n0, n0 + count). Forward and backward-data
+// share it.
+template <typename F>
+void for_each_image_run(const ConvDims& d, const PackedLayout& l, void* workspace, F&& f) {
+  run_workers(l.workers, [&](int t) {
+    WorkerBuffers buf(l, workspace, t);
+    int64_t n_lo, n_hi;
+    share_of(d.N, l.workers, t, n_lo, n_hi);
+    for (int64_t n0 = n_lo; n0 < n_hi; n0 += l.batch) f(buf, n0, std::min(l.batch, n_hi - n0));
+  });
+}
+
 // y = conv(x, W): images split across threads, `batch` images per GEMM.
 void forward_packed(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
@@ -425,24 +438,19 @@ void forward_packed(const ConvProblem& pr, void* workspace) {
   const int64_t a_floats = round_up(d.Kg, kMR) * d.CgRS();
   for (int64_t g = 0; g < d.G; ++g)
     pack_a(w + g * d.Kg * d.CgRS(), d.CgRS(), 1, d.Kg, d.CgRS(), weights + g * a_floats);
-  run_workers(l.workers, [&](int t) {
-    WorkerBuffers buf(l, workspace, t);
-    int64_t n_lo, n_hi;
-    share_of(d.N, l.workers, t, n_lo, n_hi);
-    for (int64_t n0 = n_lo; n0 < n_hi; n0 += l.batch) {
-      const int64_t count = std::min(l.batch, n_hi - n0), cols = count * d.PQ();
-      for (int64_t g = 0; g < d.G; ++g) {
-        const float* b = x + (n0 * d.C + g * d.Cg) * d.HW();  // pointwise, one image: x itself
-        if (!d.pointwise() || count > 1) {
-          for (int64_t j = 0; j < count; ++j)
-            im2col(x + ((n0 + j) * d.C + g * d.Cg) * d.HW(), d, buf.col + j * d.PQ(), cols);
-          b = buf.col;
-        }
-        float* out = count > 1 ? buf.c_buffer : y + (n0 * d.K + g * d.Kg) * d.PQ();
-        gemm_packed(weights + g * a_floats, d.Kg, cols, d.CgRS(), b, cols, 1, out, cols, false,
-                    buf.b_packed);
-        if (count > 1) scatter_images(d, buf.c_buffer, n0, count, g, y);
+  for_each_image_run(d, l, workspace, [&](WorkerBuffers& buf, int64_t n0, int64_t count) {
+    const int64_t cols = count * d.PQ();
+    for (int64_t g = 0; g < d.G; ++g) {
+      const float* b = x + (n0 * d.C + g * d.Cg) * d.HW();  // pointwise, one image: x itself
+      if (!d.pointwise() || count > 1) {
+        for (int64_t j = 0; j < count; ++j)
+          im2col(x + ((n0 + j) * d.C + g * d.Cg) * d.HW(), d, buf.col + j * d.PQ(), cols);
+        b = buf.col;
       }
+      float* out = count > 1 ? buf.c_buffer : y + (n0 * d.K + g * d.Kg) * d.PQ();
+      gemm_packed(weights + g * a_floats, d.Kg, cols, d.CgRS(), b, cols, 1, out, cols, false,
+                  buf.b_packed);
+      if (count > 1) scatter_images(d, buf.c_buffer, n0, count, g, y);
     }
   });
 }
@@ -458,28 +466,23 @@ void backward_data_packed(const ConvProblem& pr, void* workspace) {
   const int64_t a_floats = round_up(d.CgRS(), kMR) * d.Kg;
   for (int64_t g = 0; g < d.G; ++g)  // A = W[g]^T: [Cg*R*S, Kg]
     pack_a(w + g * d.Kg * d.CgRS(), 1, d.CgRS(), d.CgRS(), d.Kg, weights + g * a_floats);
-  run_workers(l.workers, [&](int t) {
-    WorkerBuffers buf(l, workspace, t);
-    int64_t n_lo, n_hi;
-    share_of(d.N, l.workers, t, n_lo, n_hi);
-    for (int64_t n0 = n_lo; n0 < n_hi; n0 += l.batch) {
-      const int64_t count = std::min(l.batch, n_hi - n0), cols = count * d.PQ();
-      // col2im adds: clear the images first, unless one pointwise GEMM writes dx directly
-      const bool direct = d.pointwise() && count == 1;
-      if (!direct) std::fill(dx + n0 * d.C * d.HW(), dx + (n0 + count) * d.C * d.HW(), 0.0f);
-      for (int64_t g = 0; g < d.G; ++g) {
-        const float* b = dy + (n0 * d.K + g * d.Kg) * d.PQ();
-        if (count > 1) {
-          gather_images(d, dy, n0, count, g, buf.a_dense);
-          b = buf.a_dense;
-        }
-        float* out = direct ? dx + (n0 * d.C + g * d.Cg) * d.HW() : buf.col;
-        gemm_packed(weights + g * a_floats, d.CgRS(), cols, d.Kg, b, cols, 1, out, cols, false,
-                    buf.b_packed);
-        if (!direct)
-          for (int64_t j = 0; j < count; ++j)
-            col2im_add(buf.col + j * d.PQ(), d, dx + ((n0 + j) * d.C + g * d.Cg) * d.HW(), cols);
+  for_each_image_run(d, l, workspace, [&](WorkerBuffers& buf, int64_t n0, int64_t count) {
+    const int64_t cols = count * d.PQ();
+    // col2im adds: clear the images first, unless one pointwise GEMM writes dx directly
+    const bool direct = d.pointwise() && count == 1;
+    if (!direct) std::fill(dx + n0 * d.C * d.HW(), dx + (n0 + count) * d.C * d.HW(), 0.0f);
+    for (int64_t g = 0; g < d.G; ++g) {
+      const float* b = dy + (n0 * d.K + g * d.Kg) * d.PQ();
+      if (count > 1) {
+        gather_images(d, dy, n0, count, g, buf.a_dense);
+        b = buf.a_dense;
       }
+      float* out = direct ? dx + (n0 * d.C + g * d.Cg) * d.HW() : buf.col;
+      gemm_packed(weights + g * a_floats, d.CgRS(), cols, d.Kg, b, cols, 1, out, cols, false,
+                  buf.b_packed);
+      if (!direct)
+        for (int64_t j = 0; j < count; ++j)
+          col2im_add(buf.col + j * d.PQ(), d, dx + ((n0 + j) * d.C + g * d.Cg) * d.HW(), cols);
     }
   });
 }
