@@ -497,9 +497,10 @@ AlgoCacheStats AlgoCache::stats() const {
 void AlgoCache::reset_stats() {
   Impl& m = *impl_;
   m.hits_at_reset = m.total_hits();
-  for (auto* c : {&m.misses, &m.benchmarks, &m.candidates_timed, &m.candidates_failed, &m.candidates_pruned,
-                  &m.benchmark_ns, &m.heuristic_choices, &m.nearest_reuses, &m.capture_fallbacks,
-                  &m.forced_choices, &m.workspace_fallbacks, &m.evictions, &m.loaded_entries})
+  for (auto* c :
+       {&m.misses, &m.benchmarks, &m.candidates_timed, &m.candidates_failed, &m.candidates_pruned,
+        &m.benchmark_ns, &m.heuristic_choices, &m.nearest_reuses, &m.capture_fallbacks,
+        &m.forced_choices, &m.workspace_fallbacks, &m.evictions, &m.loaded_entries})
     c->store(0);
 }
 
@@ -577,7 +578,8 @@ std::string describe_candidates(const AlgoSlot& slot, const std::vector<Candidat
     os << (i ? " | " : "") << slot.algorithm_name(c.index);
     if (c.time_ms >= 0) {
       char buf[48];
-      std::snprintf(buf, sizeof(buf), " %.4f ms%s", c.time_ms, c.pruned ? " (pruned after one run)" : "");
+      std::snprintf(buf, sizeof(buf), " %.4f ms%s", c.time_ms,
+                    c.pruned ? " (pruned after one run)" : "");
       os << buf;
     } else if (!c.failure.empty()) {
       os << " failed: " << c.failure;
@@ -739,6 +741,19 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
       m.forced_choices.fetch_add(1, std::memory_order_relaxed);
       return {i, ws};
     }
+  }
+
+  // ---- a key whose values overflowed its fields names no single problem: never filed ----
+  if (key_in.oversize) [[unlikely]] {
+    m.misses.fetch_add(1, std::memory_order_relaxed);
+    CandidateSet set = gather_candidates(slot, p, mode == AlgoMode::deterministic, limit);
+    if (set.usable.empty()) throw_no_candidate(slot, key_in, set, limit);
+    const Candidate& pick = heuristic_pick(slot, p, set.usable);
+    m.heuristic_choices.fetch_add(1, std::memory_order_relaxed);
+    if (algo_log_enabled())
+      log_decision(slot, key_in, "heuristic (sizes beyond the key's fields, not cached)",
+                   set.usable, set.skipped, slot.algorithm_name(pick.index));
+    return {pick.index, pick.workspace_bytes};
   }
 
   // ---- the hot path: the thread's remembered hits, else a shared-locked lookup in one shard ----
@@ -920,8 +935,8 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
       continue;
     }
     try {
-      const double prune_above = best ? best->time_ms * kPruneRatio
-                                      : std::numeric_limits<double>::infinity();
+      const double prune_above =
+          best ? best->time_ms * kPruneRatio : std::numeric_limits<double>::infinity();
       c.time_ms = time_candidate(slot, p, scratch.get(), c, 3, prune_above);
       m.candidates_timed.fetch_add(1, std::memory_order_relaxed);
       if (c.pruned) m.candidates_pruned.fetch_add(1, std::memory_order_relaxed);

@@ -192,7 +192,9 @@ class AlgoCache {
 
   // The algorithm for `problem`, described by `key` (op, direction and device type must match
   // the slot; deterministic and workspace_bucket are filled from the current settings).
-  // Throws not_supported when no registered algorithm applies.
+  // Throws not_supported when no registered algorithm applies. A key flagged oversize (a size of
+  // 2^31 or more, a spatial parameter beyond 16 bits) is decided by the heuristic on every call
+  // and never cached, timed or saved.
   template <typename Problem>
   const Algorithm<Problem>& choose(const AlgoSlot& slot, const AlgoKey& key,
                                    const Problem& problem) {

@@ -97,14 +97,26 @@ OperandLayout layout_from_name(const std::string& name) {
   throw std::runtime_error("unknown operand layout '" + name + "'");
 }
 
-json int_array(const int64_t* v, int n) { return json(std::vector<int64_t>(v, v + n)); }
+template <typename Int>
+json int_array(const Int* v, int n) {
+  return json(std::vector<int64_t>(v, v + n));
+}
 
-void read_int_array(const json& j, const char* field, int64_t* out, int n) {
+// Reads n integers into a key field, each of which must fit the field's type (a file never holds
+// an oversize key: those are not cached).
+template <typename Int>
+void read_int_array(const json& j, const char* field, Int* out, int n) {
   const json& a = j.at(field);
   if (!a.is_array() || int(a.size()) != n)
     throw std::runtime_error(std::string("key field '") + field + "' is not an array of " +
                              std::to_string(n) + " integers");
-  for (int i = 0; i < n; ++i) out[i] = a[i].get<int64_t>();
+  for (int i = 0; i < n; ++i) {
+    const int64_t v = a[i].get<int64_t>();
+    if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max())
+      throw std::runtime_error(std::string("key field '") + field + "' holds " + std::to_string(v) +
+                               ", out of its range");
+    out[i] = Int(v);
+  }
 }
 
 json key_to_json(const AlgoKey& k) {
@@ -182,7 +194,12 @@ std::optional<AlgoKey> key_from_json(const json& j) {
   read_int_array(j, "stride", k.stride, AlgoKey::kMaxSpatialDims);
   read_int_array(j, "padding", k.padding, AlgoKey::kMaxSpatialDims);
   read_int_array(j, "dilation", k.dilation, AlgoKey::kMaxSpatialDims);
-  k.groups = j.at("groups").get<int64_t>();
+  {
+    const int64_t groups = j.at("groups").get<int64_t>();
+    if (groups < 0 || groups > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error("key field 'groups' out of range");
+    k.groups = int32_t(groups);
+  }
   read_int_array(j, "extra", k.extra, AlgoKey::kNumExtra);
   if (!op) return std::nullopt;
   k.op = *op;

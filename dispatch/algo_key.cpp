@@ -111,10 +111,20 @@ bool dense_in_order(const int64_t* sizes, const int64_t* strides, const int* ord
 
 [[gnu::always_inline]] inline OperandLayout layout_of(const int64_t* sizes, const int64_t* strides,
                                                       int n) {
+  if (n == 4) {
+    // The common case (NCHW activations and filters), straight-line: both dense orders checked
+    // at once, without the order tables' indirect loads.
+    const int64_t c = std::max<int64_t>(sizes[1], 1), h = std::max<int64_t>(sizes[2], 1),
+                  w = std::max<int64_t>(sizes[3], 1);
+    auto ok = [&](int d, int64_t expect) { return sizes[d] == 1 || strides[d] == expect; };
+    if (ok(3, 1) & ok(2, w) & ok(1, w * h) & ok(0, w * h * c)) return OperandLayout::contiguous;
+    if (ok(1, 1) & ok(3, c) & ok(2, c * w) & ok(0, c * w * h)) return OperandLayout::channels_last;
+    return OperandLayout::strided;
+  }
   static constexpr int kRowMajor[6][AlgoKey::kMaxDims] = {
       {}, {0}, {1, 0}, {2, 1, 0}, {3, 2, 1, 0}, {4, 3, 2, 1, 0}};  // W, H, (D), C, N
-  static constexpr int kChannelsLast4[4] = {1, 3, 2, 0};         // C innermost, then W, H, N
-  static constexpr int kChannelsLast5[5] = {1, 4, 3, 2, 0};      // C, W, H, D, N
+  static constexpr int kChannelsLast4[4] = {1, 3, 2, 0};           // C innermost, then W, H, N
+  static constexpr int kChannelsLast5[5] = {1, 4, 3, 2, 0};        // C, W, H, D, N
   if (dense_in_order(sizes, strides, kRowMajor[n], n)) return OperandLayout::contiguous;
   if ((n == 4 && dense_in_order(sizes, strides, kChannelsLast4, 4)) ||
       (n == 5 && dense_in_order(sizes, strides, kChannelsLast5, 5)))
@@ -134,15 +144,15 @@ namespace {
 // The errors of describe(), out of line so that its hot path keeps a small frame.
 [[gnu::cold, gnu::noinline]] void throw_bad_operand(const Tensor& t) {
   EMBER_CHECK(t.defined(), "AlgoKey::describe: the operand tensor is undefined");
-  EMBER_THROW(bad_param, "AlgoKey::describe: operand has ", t.dim(), " dims (shape ",
-              t.shape_str(), "); algorithm keys hold at most ", AlgoKey::kMaxDims);
+  EMBER_THROW(bad_param, "AlgoKey::describe: operand has ", t.dim(), " dims (shape ", t.shape_str(),
+              "); algorithm keys hold at most ", AlgoKey::kMaxDims);
 }
 
 // One operand into the key: its sizes, dtype and layout, and the key's rank and alignment. Inlined
 // into both describe() forms; straight from the TensorImpl, because the Tensor accessors are
 // out-of-line calls that each re-check definedness, and this runs for every operand of every
 // lookup.
-[[gnu::always_inline]] inline void describe_operand(AlgoKey& key, int64_t* sizes, uint8_t& dtype,
+[[gnu::always_inline]] inline void describe_operand(AlgoKey& key, int32_t* sizes, uint8_t& dtype,
                                                     uint8_t& layout, const Tensor& t) {
   const TensorImpl* impl_ptr = t.impl();
   if (impl_ptr == nullptr || impl_ptr->sizes.size() > size_t(AlgoKey::kMaxDims)) [[unlikely]]
@@ -150,12 +160,14 @@ namespace {
   const TensorImpl& impl = *impl_ptr;
   const int n = int(impl.sizes.size());
   const int64_t* shape = impl.sizes.data();
-  bool empty = false;
+  bool empty = false, oversize = false;
   for (int i = 0; i < n; ++i) {
-    sizes[i] = shape[i];
+    sizes[i] = int32_t(shape[i]);
     empty |= shape[i] == 0;
+    oversize |= shape[i] > std::numeric_limits<int32_t>::max();
   }
   for (int i = n; i < AlgoKey::kMaxDims; ++i) sizes[i] = 0;
+  key.oversize |= uint8_t(oversize);
   dtype = uint8_t(impl.dtype);
   layout = uint8_t(layout_of(shape, impl.strides.data(), n));
   if (uint8_t(n) > key.rank) key.rank = uint8_t(n);
@@ -194,12 +206,13 @@ void set_device_architecture(AlgoKey& key, int device_index) {
 }
 
 namespace {
-void print_sizes(std::ostream& os, const int64_t* sizes, int rank) {
+template <typename Int>
+void print_sizes(std::ostream& os, const Int* sizes, int rank) {
   os << '[';
-  for (int i = 0; i < rank; ++i) os << (i ? "," : "") << sizes[i];
+  for (int i = 0; i < rank; ++i) os << (i ? "," : "") << int64_t(sizes[i]);
   os << ']';
 }
-void print_spatial(std::ostream& os, const int64_t* v) {
+void print_spatial(std::ostream& os, const int16_t* v) {
   int n = AlgoKey::kMaxSpatialDims;
   while (n > 1 && v[n - 1] == 0) --n;  // unused trailing spatial dims are zero
   print_sizes(os, v, n);
@@ -212,7 +225,7 @@ std::string AlgoKey::to_string() const {
      << (DeviceType(device_type) == DeviceType::CUDA ? "cuda" : "cpu");
   if (DeviceType(device_type) == DeviceType::CUDA)
     os << " cc=" << int(cc_major) << '.' << int(cc_minor) << " sms=" << sm_count;
-  auto operand = [&](const char* label, const int64_t* sizes, uint8_t dt, uint8_t lay) {
+  auto operand = [&](const char* label, const int32_t* sizes, uint8_t dt, uint8_t lay) {
     os << ' ' << label << '=';
     print_sizes(os, sizes, rank);
     os << ' ' << dtype_name(DType(dt)) << ' ' << operand_layout_name(OperandLayout(lay));
@@ -228,7 +241,7 @@ std::string AlgoKey::to_string() const {
   print_spatial(os, dilation);
   os << " groups=" << groups;
   bool any_extra = false;
-  for (int64_t e : extra) any_extra |= e != 0;
+  for (int32_t e : extra) any_extra |= e != 0;
   if (any_extra) {
     os << " extra=";
     print_sizes(os, extra, kNumExtra);
@@ -239,6 +252,7 @@ std::string AlgoKey::to_string() const {
     os << "unlimited";
   else
     os << int(workspace_bucket);
+  if (oversize) os << " oversize (values beyond the key's fields: not cached)";
   return os.str();
 }
 
@@ -251,7 +265,7 @@ double size_distance(const AlgoKey& a, const AlgoKey& b) {
   }
   if (a_shape_free != b_shape_free) return std::numeric_limits<double>::infinity();
   double d = 0;
-  auto add = [&](const int64_t* x, const int64_t* y) {
+  auto add = [&](const int32_t* x, const int32_t* y) {
     for (int i = 0; i < AlgoKey::kMaxDims; ++i)
       d += std::fabs(std::log1p(double(x[i])) - std::log1p(double(y[i])));
   };

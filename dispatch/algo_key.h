@@ -49,45 +49,66 @@ inline constexpr size_t kNoWorkspaceLimit = std::numeric_limits<size_t>::max();
 // re-checked (see algo_cache.cpp), so bucketing never breaks a limit.
 uint8_t workspace_bucket(size_t limit_bytes);
 
-struct AlgoKey {
+struct alignas(16) AlgoKey {
   static constexpr int kMaxDims = 5;         // sizes of up to 5-D operands (NCDHW)
   static constexpr int kMaxSpatialDims = 3;  // stride/padding/dilation for up to 3-D convolution
   static constexpr int kNumExtra = 4;        // op parameters beyond convolution's (LSTM sizes...)
 
   // ---- header: 24 bytes ----
-  uint16_t op = 0;          // OpId
-  uint8_t direction = 0;    // Direction
-  uint8_t device_type = 0;  // DeviceType
-  uint8_t rank = 0;         // dims used in the size arrays
-  uint8_t input_dtype = 0;  // DType of each operand
-  uint8_t weight_dtype = 0;
-  uint8_t output_dtype = 0;
-  uint8_t input_layout = 0;  // OperandLayout of each operand
-  uint8_t weight_layout = 0;
-  uint8_t output_layout = 0;
-  uint8_t alignment_bytes = 0;   // smallest base-pointer alignment of the operands, capped at 16
-  uint8_t allow_tf32 = 0;        // math mode: fp32 may run on TF32 tensor cores
-  uint8_t deterministic = 0;     // filled by the cache from the current mode
-  uint8_t workspace_bucket = 0;  // filled by the cache from the current workspace limit
-  uint8_t cc_major = 0;          // compute capability (0.0 on the CPU)
-  uint8_t cc_minor = 0;
-  uint8_t reserved0 = 0;
-  uint16_t sm_count = 0;  // streaming multiprocessors (0 on the CPU)
-  uint16_t reserved1 = 0;
-  uint16_t reserved2 = 0;
-  // ---- sizes and op parameters ----
-  int64_t input_sizes[kMaxDims] = {};
-  int64_t weight_sizes[kMaxDims] = {};
-  int64_t output_sizes[kMaxDims] = {};
-  int64_t stride[kMaxSpatialDims] = {};
-  int64_t padding[kMaxSpatialDims] = {};
-  int64_t dilation[kMaxSpatialDims] = {};
-  int64_t groups = 0;
-  int64_t extra[kNumExtra] = {};
+  uint16_t op;          // OpId
+  uint8_t direction;    // Direction
+  uint8_t device_type;  // DeviceType
+  uint8_t rank;         // dims used in the size arrays
+  uint8_t input_dtype;  // DType of each operand
+  uint8_t weight_dtype;
+  uint8_t output_dtype;
+  uint8_t input_layout;  // OperandLayout of each operand
+  uint8_t weight_layout;
+  uint8_t output_layout;
+  uint8_t alignment_bytes;   // smallest base-pointer alignment of the operands, capped at 16
+  uint8_t allow_tf32;        // math mode: fp32 may run on TF32 tensor cores
+  uint8_t deterministic;     // filled by the cache from the current mode
+  uint8_t workspace_bucket;  // filled by the cache from the current workspace limit
+  uint8_t cc_major;          // compute capability (0.0 on the CPU)
+  uint8_t cc_minor;
+  // 1 when a value did not fit its field (a size of 2^31 or more, a stride, padding or dilation
+  // beyond 16 bits): the key no longer names one problem, so the cache never files it and such a
+  // call is decided by the heuristic every time (see AlgoCache::choose).
+  uint8_t oversize;
+  uint16_t sm_count;  // streaming multiprocessors (0 on the CPU)
+  uint16_t reserved1;
+  uint16_t reserved2;
+  // ---- sizes and op parameters: 104 bytes ----
+  // 32-bit sizes and 16-bit spatial parameters keep the key at 128 bytes (two cache lines), half
+  // of what int64 fields took: hashing, comparing and zeroing it are the lookup's main cost.
+  // Write them through assign(), which flags values that do not fit.
+  int32_t input_sizes[kMaxDims];
+  int32_t weight_sizes[kMaxDims];
+  int32_t output_sizes[kMaxDims];
+  int16_t stride[kMaxSpatialDims];
+  int16_t padding[kMaxSpatialDims];
+  int16_t dilation[kMaxSpatialDims];
+  uint16_t reserved3;
+  int32_t groups;
+  int32_t extra[kNumExtra];
+  uint32_t reserved4;
 
-  // Every field starts at zero and the static_asserts below rule out padding, so a new key has
-  // every byte zero (keys are hashed and compared as bytes). Initializers rather than a memset
-  // call in a constructor: the compiler turns them into a few vector stores.
+  // Stores `value` in one of the fields above, setting `oversize` when it does not fit.
+  template <typename Field>
+  void assign(Field& field, int64_t value) {
+    field = Field(value);
+    if (int64_t(field) != value) [[unlikely]]
+      oversize = 1;
+  }
+
+  // Every byte starts at zero (keys are hashed and compared as bytes; the static_asserts below
+  // rule out padding). Eight explicit 16-byte stores: zero-initialized members compiled to
+  // `rep stos`, whose start-up cost was most of building a key.
+  AlgoKey() {
+    typedef long long Zero16 __attribute__((vector_size(16), may_alias));
+    auto* p = reinterpret_cast<Zero16*>(this);
+    p[0] = p[1] = p[2] = p[3] = p[4] = p[5] = p[6] = p[7] = Zero16{};
+  }
 
   bool operator==(const AlgoKey& o) const { return std::memcmp(this, &o, sizeof(AlgoKey)) == 0; }
   bool operator!=(const AlgoKey& o) const { return !(*this == o); }
@@ -123,6 +144,8 @@ static_assert(std::is_trivially_copyable_v<AlgoKey>, "AlgoKey is hashed as bytes
 static_assert(std::has_unique_object_representations_v<AlgoKey>,
               "AlgoKey must have no padding: every byte takes part in hash and equality");
 static_assert(sizeof(AlgoKey) % 64 == 0, "AlgoKey::hash walks eight 8-byte lanes");
+static_assert(sizeof(AlgoKey) == 128,
+              "AlgoKey is two cache lines; keep it so (see the size fields)");
 
 // Always inlined: as an instantiation in the shared library it was an interposable call through
 // the PLT on every lookup.

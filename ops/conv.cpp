@@ -215,11 +215,11 @@ dispatch::AlgoKey conv2d_key(const ConvProblem& pr) {
   dispatch::AlgoKey key = dispatch::make_algo_key(conv2d_op(), pr.direction, pr.device());
   key.describe(pr.input, pr.weight, pr.output);
   for (int i = 0; i < 2; ++i) {
-    key.stride[i] = pr.params.stride[i];
-    key.padding[i] = pr.params.padding[i];
-    key.dilation[i] = pr.params.dilation[i];
+    key.assign(key.stride[i], pr.params.stride[i]);
+    key.assign(key.padding[i], pr.params.padding[i]);
+    key.assign(key.dilation[i], pr.params.dilation[i]);
   }
-  key.groups = pr.params.groups;
+  key.assign(key.groups, pr.params.groups);
   key.allow_tf32 = pr.allow_tf32;
   return key;
 }

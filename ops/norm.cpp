@@ -439,7 +439,7 @@ dispatch::AlgoKey batch_norm_forward_key(const BatchNormForwardProblem& p) {
   key.extra[1] = p.residual.defined() ? 2 : (p.relu ? 1 : 0);
   key.extra[2] = (p.weight.defined() ? 1 : 0) | (p.bias.defined() ? 2 : 0) |
                  (p.running_mean.defined() ? 4 : 0);
-  key.extra[3] = p.running_mean.defined() ? int64_t(p.running_mean.dtype()) : -1;
+  key.extra[3] = p.running_mean.defined() ? int32_t(p.running_mean.dtype()) : -1;
   return key;
 }
 

@@ -181,11 +181,11 @@ dispatch::AlgoKey rnn_key(const RnnProblem& p) {
   const int64_t weight_sizes[5] = {c.num_layers, c.num_directions, c.hidden_size, c.proj_size,
                                    c.gates()};
   const int64_t output_sizes[3] = {c.seq_len, c.batch, c.num_directions * c.out_size()};
-  for (int i = 0; i < 5; ++i) key.weight_sizes[i] = weight_sizes[i];
-  for (int i = 0; i < 3; ++i) key.output_sizes[i] = output_sizes[i];
+  for (int i = 0; i < 5; ++i) key.assign(key.weight_sizes[i], weight_sizes[i]);
+  for (int i = 0; i < 3; ++i) key.assign(key.output_sizes[i], output_sizes[i]);
   key.weight_dtype = key.output_dtype = uint8_t(p.dtype);
   key.rank = 5;
-  key.extra[0] = int64_t(c.mode);
+  key.extra[0] = int32_t(c.mode);
   key.extra[1] = c.bias ? 1 : 0;
   key.extra[2] = (p.lengths.defined() ? 1 : 0) | (p.dropout_active() ? 2 : 0);
   if (p.direction != Direction::forward)

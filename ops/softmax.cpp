@@ -295,9 +295,9 @@ dispatch::AlgoSlot& softmax_slot(Direction direction, DeviceType device_type) {
 dispatch::AlgoKey softmax_key(const SoftmaxProblem& p) {
   dispatch::AlgoKey key = dispatch::make_algo_key(softmax_op(), p.direction, p.device());
   key.rank = 3;
-  key.input_sizes[0] = p.outer;
-  key.input_sizes[1] = p.dim_size;
-  key.input_sizes[2] = p.inner;
+  key.assign(key.input_sizes[0], p.outer);
+  key.assign(key.input_sizes[1], p.dim_size);
+  key.assign(key.input_sizes[2], p.inner);
   key.input_dtype = uint8_t(p.input.dtype());
   key.output_dtype = uint8_t(p.output.dtype());
   uint8_t align = std::min(pointer_alignment(p.input), pointer_alignment(p.output));

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "dispatch/algo_cache.h"
+#include "ember.h"
 
 using namespace ember;
 using namespace ember::dispatch;
@@ -100,8 +101,8 @@ class FakeOp {
   AlgoKey key(int64_t size) const {
     AlgoKey k = make_algo_key(op_id(name_), Direction::forward, Device::cpu());
     k.rank = 1;
-    k.input_sizes[0] = size;
-    k.output_sizes[0] = size;
+    k.assign(k.input_sizes[0], size);
+    k.assign(k.output_sizes[0], size);
     return k;
   }
   std::string choose(AlgoCache& cache, int64_t size) const {
@@ -196,6 +197,51 @@ TEST_CASE("AlgoKey: zeroed bytes, hash, readable form, distance, workspace bucke
   CHECK(workspace_bucket(1023) == 10);
   CHECK(workspace_bucket(1024) == 11);
   CHECK(workspace_bucket(kNoWorkspaceLimit) == 255);
+}
+
+TEST_CASE("AlgoKey: 128 bytes; values beyond its fields flag the key oversize") {
+  CHECK(sizeof(AlgoKey) == 128);
+  FakeOp op({{"a"}});
+  CHECK_FALSE(op.key(int64_t(1) << 30).oversize);
+  CHECK(op.key(int64_t(1) << 31).oversize);
+  AlgoKey k = op.key(8);
+  k.assign(k.padding[0], 32767);
+  CHECK_FALSE(k.oversize);
+  k.assign(k.padding[1], 32768);
+  CHECK(k.oversize);
+  CHECK(k.to_string().find("oversize") != std::string::npos);
+  // From a tensor: a broadcast view with 2^31 rows (no memory behind it).
+  AlgoKey t = make_algo_key(op_id(op.name()), Direction::forward, Device::cpu());
+  t.describe(AlgoKey::Operand::input, zeros({1, 3}).expand({int64_t(1) << 31, 3}));
+  CHECK(t.oversize);
+  AlgoKey small = make_algo_key(op_id(op.name()), Direction::forward, Device::cpu());
+  small.describe(AlgoKey::Operand::input, zeros({1, 3}).expand({int64_t(1) << 20, 3}));
+  CHECK_FALSE(small.oversize);
+  CHECK(small.input_sizes[0] == (1 << 20));
+  CHECK(small.input_layout == uint8_t(OperandLayout::strided));
+}
+
+TEST_CASE("oversize keys: the heuristic decides every call; nothing is cached or timed") {
+  // Timing would pick "quick"; the heuristic ranks "ranked_first" first.
+  FakeOp op({{"quick", 2.0},
+             {"ranked_first", 1.0, true, 0, std::numeric_limits<int64_t>::max(),
+              [](int64_t) { return 2000; }}});
+  AlgoCache cache;
+  AlgoModeGuard mode(AlgoMode::benchmark);
+  CHECK(op.choose(cache, 10) == "quick");  // a normal key is benchmarked
+  const int64_t huge = int64_t(1) << 32;
+  CHECK(op.choose(cache, huge) == "ranked_first");
+  CHECK(op.choose(cache, huge) == "ranked_first");
+  cache.reset_stats();
+  op.log().runs.clear();
+  CHECK(op.choose(cache, huge) == "ranked_first");
+  AlgoCacheStats s = cache.stats();
+  CHECK(s.misses == 1);
+  CHECK(s.hits == 0);
+  CHECK(s.benchmarks == 0);
+  CHECK(s.heuristic_choices == 1);
+  CHECK_FALSE(op.peek(cache, huge));
+  CHECK(op.log().runs.empty());  // no candidate was timed
 }
 
 TEST_CASE("registry: duplicate names, empty slots and unregistering") {
@@ -497,12 +543,12 @@ TEST_CASE("lookups: many keys, evictions and clear never return a stale choice")
 }
 
 TEST_CASE("lookups: keys differing in any one byte are separate entries") {
-  // Every byte of the key but the ones naming the slot (op, direction, device type) and the two
-  // the cache fills from the settings, changed alone, makes a key of its own: each is a miss, and
-  // looked up again after all were filed, each is a hit returning its own choice (sizes up to 124
-  // take "small"). 250 keys also fill a thread's remembered hits (256 entries, 4 per set) and
-  // collide in its sets.
-  FakeOp op({{"small", 1.0, true, 0, /*max_size=*/124}, {"any", 2.0}});
+  // Every byte of the key but the ones naming the slot (op, direction, device type), the two the
+  // cache fills from the settings and the oversize flag (such keys are never filed), changed
+  // alone, makes a key of its own: each is a miss, and looked up again after all were filed, each
+  // is a hit returning its own choice (sizes up to 60 take "small"). 121 keys also collide in a
+  // thread's remembered hits (64 sets of 4).
+  FakeOp op({{"small", 1.0, true, 0, /*max_size=*/60}, {"any", 2.0}});
   AlgoCache cache;
   AlgoModeGuard mode(AlgoMode::heuristic);
   const AlgoKey base = op.key(16);
@@ -512,19 +558,20 @@ TEST_CASE("lookups: keys differing in any one byte are separate entries") {
   };
   std::vector<Variant> variants;
   for (size_t at = offsetof(AlgoKey, rank); at < sizeof(AlgoKey); ++at) {
-    if (at == offsetof(AlgoKey, deterministic) || at == offsetof(AlgoKey, workspace_bucket))
+    if (at == offsetof(AlgoKey, deterministic) || at == offsetof(AlgoKey, workspace_bucket) ||
+        at == offsetof(AlgoKey, oversize))
       continue;
     Variant v{base, int64_t(variants.size())};
     reinterpret_cast<unsigned char*>(&v.key)[at] ^= 0x5A;
     variants.push_back(v);
   }
-  REQUIRE(variants.size() == sizeof(AlgoKey) - 6);
+  REQUIRE(variants.size() == sizeof(AlgoKey) - 7);
   auto choose = [&](const Variant& v) {
     FakeProblem p;
     p.size = v.size;
     return cache.choose(op.slot(), v.key, p).name;
   };
-  auto expected = [](const Variant& v) { return std::string(v.size <= 124 ? "small" : "any"); };
+  auto expected = [](const Variant& v) { return std::string(v.size <= 60 ? "small" : "any"); };
   for (const Variant& v : variants) REQUIRE(choose(v) == expected(v));
   CHECK(cache.stats().misses == variants.size());
   CHECK(cache.size() == variants.size());
@@ -703,6 +750,8 @@ TEST_CASE("persistence: foreign, corrupt, truncated and missing files are warnin
                "\"ember_version\": \"0.0.0-other\"");
   std::string wrong_types = good;
   replace_once(wrong_types, "\"groups\": 0", "\"groups\": \"zero\"");
+  std::string out_of_range = good;  // a size no key field can hold
+  replace_once(out_of_range, "\"groups\": 0", "\"groups\": 4294967296");
   std::vector<Case> cases = {
       {"other GPU", other_gpu, "Imaginary GPU 9000"},
       {"other Ember version", other_version, "0.0.0-other"},
@@ -710,6 +759,7 @@ TEST_CASE("persistence: foreign, corrupt, truncated and missing files are warnin
       {"truncated", good.substr(0, good.size() / 2), "corrupt or truncated"},
       {"empty", "", "corrupt or truncated"},
       {"wrong types", wrong_types, "corrupt"},
+      {"value out of range", out_of_range, "corrupt"},
       {"another format", "{\"format\": \"something else\"}", "not an Ember algorithm cache"},
   };
   for (const Case& c : cases) {
