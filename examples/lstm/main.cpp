@@ -174,7 +174,9 @@ int main(int argc, char** argv) {
         for (data::Batch& b : loader) {
           if (limit && i >= limit) break;
           Tensor loss = cross_entropy(model->forward(b[0]), b[1]);
-          opt.zero_grad();
+          // Zeroed in place, not dropped: with --ddp the gradients are views of the reducer's
+          // buckets, which set_to_none would replace with fresh tensors copied in every step.
+          opt.zero_grad(false);
           loss.backward();
           opt.step();
           {
