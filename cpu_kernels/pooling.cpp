@@ -1,6 +1,7 @@
 // CPU kernels behind pool_forward_kernel and pool_backward_kernel (ops/pooling.h): max (the first
 // maximum wins ties; a NaN wins over numbers and the last NaN wins, as in PyTorch), average and adaptive average pooling
-// over 5-D strided views. The reference for the CUDA kernels: plain loops, accumulation in double.
+// over 5-D strided views, with max pooling's indices as int64 flat positions, uint8 window taps
+// or none (ops/pooling.h). The reference for the CUDA kernels: plain loops, accumulation in double.
 // The backward scatters each output gradient into its window (sequential, so deterministic),
 // where the CUDA kernel gathers: the two formulations check each other.
 #include <algorithm>
@@ -14,10 +15,11 @@
 namespace ember {
 namespace {
 
-// The input range [begin, end) of output cell o along one dim, the step between taps, and the
-// window's divisor contribution (avg: with or without padding).
+// The input range [begin, end) of output cell o along one dim, the step between taps, the
+// window's divisor contribution (avg: with or without padding) and, for max, the tap of `begin`
+// (taps in the left padding are skipped).
 struct Window {
-  int64_t begin, end, step, divisor;
+  int64_t begin, end, step, divisor, first_tap = 0;
 };
 
 Window window(const PoolArgs& a, int dim, int64_t o) {
@@ -27,8 +29,9 @@ Window window(const PoolArgs& a, int dim, int64_t o) {
       const int64_t d = a.dilation[dim];
       int64_t begin = o * a.stride[dim] - a.padding[dim];
       const int64_t end = std::min(begin + (a.kernel[dim] - 1) * d + 1, in);
-      while (begin < 0) begin += d;
-      return {begin, end, d, 1};
+      int64_t tap = 0;
+      for (; begin < 0; ++tap) begin += d;
+      return {begin, end, d, 1, tap};
     }
     case PoolMode::avg: {
       int64_t begin = o * a.stride[dim] - a.padding[dim];
@@ -58,14 +61,35 @@ void store(T* p, double v) {
   else *p = T(float(v));
 }
 
+// Max pooling's index of window tap (td, th, tw) at input cell (d, h, w): the tap when `taps`
+// (uint8 indices), else the flat position.
+int64_t max_index(const PoolArgs& a, bool taps, int64_t d, int64_t h, int64_t w, int64_t td,
+                  int64_t th, int64_t tw) {
+  if (taps) return (td * a.kernel[1] + th) * a.kernel[2] + tw;
+  return (d * a.in_size[1] + h) * a.in_size[2] + w;
+}
+
+// The input cell (flat in its plane) that max pooling index `index` of output (od, oh, ow) names.
+int64_t max_cell(const PoolArgs& a, bool taps, int64_t index, int64_t od, int64_t oh, int64_t ow) {
+  if (!taps) return index;
+  const int64_t tw = index % a.kernel[2], th = index / a.kernel[2] % a.kernel[1],
+                td = index / (a.kernel[2] * a.kernel[1]);
+  const int64_t d = od * a.stride[0] - a.padding[0] + td * a.dilation[0];
+  const int64_t h = oh * a.stride[1] - a.padding[1] + th * a.dilation[1];
+  const int64_t w = ow * a.stride[2] - a.padding[2] + tw * a.dilation[2];
+  return (d * a.in_size[1] + h) * a.in_size[2] + w;
+}
+
 template <typename T>
 void pool_forward_typed(const PoolArgs& a) {
   const T* in = static_cast<const T*>(a.input.data_ptr());
   T* out = static_cast<T*>(a.output.data_ptr());
-  int64_t* indices = a.mode == PoolMode::max ? a.indices.data<int64_t>() : nullptr;
+  const bool write_indices = a.mode == PoolMode::max && a.indices.defined();
+  const bool taps = write_indices && a.indices.dtype() == DType::u8;
+  int64_t* flat_out = write_indices && !taps ? a.indices.data<int64_t>() : nullptr;
+  uint8_t* tap_out = taps ? a.indices.data<uint8_t>() : nullptr;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
-  const int64_t H = a.in_size[1], W = a.in_size[2];
   for (int64_t n = 0; n < a.batch; ++n)
     for (int64_t c = 0; c < a.channels; ++c)
       for (int64_t od = 0; od < a.out_size[0]; ++od)
@@ -76,18 +100,22 @@ void pool_forward_typed(const PoolArgs& a) {
             const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
             if (a.mode == PoolMode::max) {
               double best = -std::numeric_limits<double>::infinity();
-              int64_t best_index = (wd.begin * H + wh.begin) * W + ww.begin;
-              for (int64_t d = wd.begin; d < wd.end; d += wd.step)
-                for (int64_t h = wh.begin; h < wh.end; h += wh.step)
-                  for (int64_t w = ww.begin; w < ww.end; w += ww.step) {
+              int64_t best_index = 0;
+              if (write_indices)
+                best_index = max_index(a, taps, wd.begin, wh.begin, ww.begin, wd.first_tap,
+                                       wh.first_tap, ww.first_tap);
+              for (int64_t d = wd.begin, td = wd.first_tap; d < wd.end; d += wd.step, ++td)
+                for (int64_t h = wh.begin, th = wh.first_tap; h < wh.end; h += wh.step, ++th)
+                  for (int64_t w = ww.begin, tw = ww.first_tap; w < ww.end; w += ww.step, ++tw) {
                     const double v = load(plane + d * is[2] + h * is[3] + w * is[4]);
                     if (v > best || std::isnan(v)) {
                       best = v;
-                      best_index = (d * H + h) * W + w;
+                      if (write_indices) best_index = max_index(a, taps, d, h, w, td, th, tw);
                     }
                   }
               store(out + at, best);
-              indices[n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4]] = best_index;
+              if (taps) tap_out[at] = uint8_t(best_index);
+              else if (write_indices) flat_out[at] = best_index;
             } else {
               double sum = 0;
               for (int64_t d = wd.begin; d < wd.end; ++d)
@@ -103,7 +131,10 @@ template <typename T>
 void pool_backward_typed(const PoolArgs& a) {
   const T* g = static_cast<const T*>(a.output.data_ptr());
   T* gin = static_cast<T*>(a.input.data_ptr());
-  const int64_t* indices = a.mode == PoolMode::max ? a.indices.data<int64_t>() : nullptr;
+  const bool max = a.mode == PoolMode::max;
+  const bool taps = max && a.indices.dtype() == DType::u8;
+  const int64_t* flat_indices = max && !taps ? a.indices.data<int64_t>() : nullptr;
+  const uint8_t* tap_indices = taps ? a.indices.data<uint8_t>() : nullptr;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
   const int64_t H = a.in_size[1], W = a.in_size[2];
@@ -118,8 +149,9 @@ void pool_backward_typed(const PoolArgs& a) {
           for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
             const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
             const double gv = load(g + at);
-            if (a.mode == PoolMode::max) {
-              acc[size_t(indices[at])] += gv;
+            if (max) {
+              const int64_t index = taps ? int64_t(tap_indices[at]) : flat_indices[at];
+              acc[size_t(max_cell(a, taps, index, od, oh, ow))] += gv;
               continue;
             }
             const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);

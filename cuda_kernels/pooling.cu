@@ -3,6 +3,8 @@
 //  - forward: a thread per output element, walking its window; channels_last tensors are walked
 //    channels fastest (coalesced along C), NCHW ones along W. Max pooling keeps the first maximum
 //    and lets NaN win (the last NaN), as PyTorch; averages accumulate in float (double for f64).
+//    Max indices are int64 flat positions, uint8 window taps or not written (ops/pooling.h), a
+//    uniform run-time choice rather than more template instances;
 //  - global average pooling of an NCHW tensor (adaptive to size 1, dense planes): a warp per
 //    plane, reading it contiguously;
 //  - backward: a thread per INPUT element gathering from the windows that contain it (no atomics,
@@ -17,8 +19,12 @@
 namespace ember::cuda {
 namespace {
 
+// How max pooling's indices are encoded (ops/pooling.h: the indices' dtype, or none).
+enum class MaxIndices : uint8_t { none, flat_i64, taps_u8 };
+
 struct PoolDevice {
   PoolMode mode;
+  MaxIndices indices;
   bool count_include_pad;
   bool channels_last;
   bool use32;
@@ -53,8 +59,9 @@ __device__ __forceinline__ void decompose(const PoolDevice& a, int64_t idx, int6
   n = idx;
 }
 
+// For max, first_tap is the tap of `begin` (taps in the left padding are skipped).
 struct Window {
-  int64_t begin, end, step, divisor;
+  int64_t begin, end, step, divisor, first_tap;
 };
 
 // The input range of output cell o along `dim` (see cpu_kernels/pooling.cpp, the same rules).
@@ -64,8 +71,9 @@ __device__ __forceinline__ Window window(const PoolDevice& a, int dim, int64_t o
     const int64_t d = a.dilation[dim];
     int64_t begin = o * a.stride[dim] - a.padding[dim];
     const int64_t end = ::min(begin + (a.kernel[dim] - 1) * d + 1, in);
-    if (begin < 0) begin += ((-begin + d - 1) / d) * d;
-    return {begin, end, d, 1};
+    const int64_t skipped = begin < 0 ? (-begin + d - 1) / d : 0;
+    begin += skipped * d;
+    return {begin, end, d, 1, skipped};
   }
   if (a.mode == PoolMode::avg) {
     int64_t begin = o * a.stride[dim] - a.padding[dim];
@@ -73,18 +81,18 @@ __device__ __forceinline__ Window window(const PoolDevice& a, int dim, int64_t o
     const int64_t padded = end - begin;
     begin = ::max(begin, int64_t(0));
     end = ::min(end, in);
-    return {begin, end, 1, a.count_include_pad ? padded : end - begin};
+    return {begin, end, 1, a.count_include_pad ? padded : end - begin, 0};
   }
   const int64_t out = a.out_size[dim];
   const int64_t begin = (o * in) / out;
   const int64_t end = ((o + 1) * in + out - 1) / out;
-  return {begin, end, 1, end - begin};
+  return {begin, end, 1, end - begin, 0};
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
 pool_forward_kernel_impl(PoolDevice a, const T* __restrict__ in, T* __restrict__ out,
-                         int64_t* __restrict__ indices, int64_t total) {
+                         void* __restrict__ indices, int64_t total) {
   using A = OpMath<T>;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
@@ -97,19 +105,25 @@ pool_forward_kernel_impl(PoolDevice a, const T* __restrict__ in, T* __restrict__
     const T* plane = in + n * is[0] + c * is[1];
     const int64_t at = n * os[0] + c * os[1] + o[0] * os[2] + o[1] * os[3] + o[2] * os[4];
     if (a.mode == PoolMode::max) {
+      const bool taps = a.indices == MaxIndices::taps_u8;
       A best = neg_infinity<A>();
-      int64_t best_index = (wd.begin * H + wh.begin) * W + ww.begin;
-      for (int64_t d = wd.begin; d < wd.end; d += wd.step)
-        for (int64_t h = wh.begin; h < wh.end; h += wh.step)
-          for (int64_t w = ww.begin; w < ww.end; w += ww.step) {
+      int64_t best_index = taps ? (wd.first_tap * a.kernel[1] + wh.first_tap) * a.kernel[2] +
+                                      ww.first_tap
+                                : (wd.begin * H + wh.begin) * W + ww.begin;
+      for (int64_t d = wd.begin, td = wd.first_tap; d < wd.end; d += wd.step, ++td)
+        for (int64_t h = wh.begin, th = wh.first_tap; h < wh.end; h += wh.step, ++th)
+          for (int64_t w = ww.begin, tw = ww.first_tap; w < ww.end; w += ww.step, ++tw) {
             const A v = convert<A>(plane[d * is[2] + h * is[3] + w * is[4]]);
             if (v > best || v != v) {
               best = v;
-              best_index = (d * H + h) * W + w;
+              best_index = taps ? (td * a.kernel[1] + th) * a.kernel[2] + tw : (d * H + h) * W + w;
             }
           }
       out[at] = convert<T>(best);
-      indices[at] = best_index;
+      if (taps)
+        static_cast<uint8_t*>(indices)[at] = uint8_t(best_index);
+      else if (a.indices == MaxIndices::flat_i64)
+        static_cast<int64_t*>(indices)[at] = best_index;
     } else {
       A sum = 0;
       for (int64_t d = wd.begin; d < wd.end; ++d)
@@ -143,8 +157,8 @@ global_avg_pool_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t pl
   }
 }
 
-// The output cells along `dim` whose window contains input position x: [first, last] (inclusive)
-// walked with `step`, plus, for max/avg, the per-candidate check done by the caller.
+// Calls f(o, divisor, tap) for each output cell o along `dim` whose window contains input
+// position x at window tap `tap` (0 for adaptive pooling, which keeps no indices).
 template <typename F>
 __device__ __forceinline__ void for_each_window_of(const PoolDevice& a, int dim, int64_t x, F&& f) {
   const int64_t out = a.out_size[dim];
@@ -154,7 +168,7 @@ __device__ __forceinline__ void for_each_window_of(const PoolDevice& a, int dim,
     const int64_t last = ((x + 1) * out + in - 1) / in;  // exclusive
     for (int64_t o = first; o < last && o < out; ++o) {
       const Window w = window(a, dim, o);
-      if (w.begin <= x && x < w.end) f(o, w.divisor);
+      if (w.begin <= x && x < w.end) f(o, w.divisor, int64_t(0));
     }
     return;
   }
@@ -164,14 +178,14 @@ __device__ __forceinline__ void for_each_window_of(const PoolDevice& a, int dim,
     if (t < 0) break;  // t only decreases with j
     const int64_t o = t / a.stride[dim];
     if (o * a.stride[dim] != t || o >= out) continue;
-    f(o, a.mode == PoolMode::avg ? window(a, dim, o).divisor : int64_t(1));
+    f(o, a.mode == PoolMode::avg ? window(a, dim, o).divisor : int64_t(1), j);
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
 pool_backward_kernel_impl(PoolDevice a, T* __restrict__ grad_in, const T* __restrict__ grad_out,
-                          const int64_t* __restrict__ indices, int64_t total) {
+                          const void* __restrict__ indices, int64_t total) {
   using A = OpMath<T>;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
@@ -182,13 +196,18 @@ pool_backward_kernel_impl(PoolDevice a, T* __restrict__ grad_in, const T* __rest
     decompose(a, idx, n, c, x);
     const int64_t base = n * os[0] + c * os[1];
     const int64_t flat = (x[0] * H + x[1]) * W + x[2];
+    const bool taps = a.indices == MaxIndices::taps_u8;
     A acc = 0;
-    for_each_window_of(a, 0, x[0], [&](int64_t od, int64_t div_d) {
-      for_each_window_of(a, 1, x[1], [&](int64_t oh, int64_t div_h) {
-        for_each_window_of(a, 2, x[2], [&](int64_t ow, int64_t div_w) {
+    for_each_window_of(a, 0, x[0], [&](int64_t od, int64_t div_d, int64_t td) {
+      for_each_window_of(a, 1, x[1], [&](int64_t oh, int64_t div_h, int64_t th) {
+        for_each_window_of(a, 2, x[2], [&](int64_t ow, int64_t div_w, int64_t tw) {
           const int64_t at = base + od * os[2] + oh * os[3] + ow * os[4];
           if (a.mode == PoolMode::max) {
-            if (indices[at] == flat) acc += convert<A>(grad_out[at]);
+            const bool chosen =
+                taps ? int64_t(static_cast<const uint8_t*>(indices)[at]) ==
+                           (td * a.kernel[1] + th) * a.kernel[2] + tw
+                     : static_cast<const int64_t*>(indices)[at] == flat;
+            if (chosen) acc += convert<A>(grad_out[at]);
           } else {
             acc += convert<A>(grad_out[at]) / A(div_d * div_h * div_w);
           }
@@ -204,6 +223,9 @@ pool_backward_kernel_impl(PoolDevice a, T* __restrict__ grad_in, const T* __rest
 PoolDevice make_pool_device(const PoolArgs& a, const int64_t (&sizes)[3], int64_t total) {
   PoolDevice d{};
   d.mode = a.mode;
+  d.indices = a.mode != PoolMode::max || !a.indices.defined() ? MaxIndices::none
+              : a.indices.dtype() == DType::u8                ? MaxIndices::taps_u8
+                                                              : MaxIndices::flat_i64;
   d.count_include_pad = a.count_include_pad;
   d.channels_last = a.channels_last;
   d.use32 = total <= std::numeric_limits<int32_t>::max();
@@ -257,7 +279,7 @@ void launch_pool_forward(const PoolArgs& a, cudaStream_t stream) {
   }
   const int64_t total = pool_volume(a, a.out_size);
   const PoolDevice d = make_pool_device(a, a.out_size, total);
-  int64_t* indices = a.mode == PoolMode::max ? a.indices.data<int64_t>() : nullptr;
+  void* indices = d.indices == MaxIndices::none ? nullptr : a.indices.data_ptr();
   pool_forward_kernel_impl<T><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
       d, in, out, indices, total);
   EMBER_CUDA_LAUNCH_CHECK();
@@ -267,7 +289,7 @@ template <typename T>
 void launch_pool_backward(const PoolArgs& a, cudaStream_t stream) {
   const int64_t total = pool_volume(a, a.in_size);
   const PoolDevice d = make_pool_device(a, a.in_size, total);
-  const int64_t* indices = a.mode == PoolMode::max ? a.indices.data<int64_t>() : nullptr;
+  const void* indices = d.indices == MaxIndices::none ? nullptr : a.indices.data_ptr();
   pool_backward_kernel_impl<T><<<grid_for(total, a.input.device().index), kBlockThreads, 0,
                                  stream>>>(d, static_cast<T*>(a.input.data_ptr()),
                                            static_cast<const T*>(a.output.data_ptr()), indices,

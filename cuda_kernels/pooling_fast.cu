@@ -3,18 +3,20 @@
 //    and group of V channels (V = 16 bytes of elements when C % V == 0 and the pointers are
 //    16-byte aligned, else 1), 16-byte loads and stores, 32-bit index math, float accumulation.
 //    Backward: a thread per INPUT pixel and channel group gathering from the output windows that
-//    contain it (deterministic, no atomics), max pooling comparing the saved indices.
+//    contain it (deterministic, no atomics), max pooling comparing the saved indices. Max indices
+//    are a template parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of
+//    them moved per access; a null uint8 pointer means the forward writes none.
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
 //    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
 //    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
 //    NHWC or NCHW gradient with 16-byte stores.
 // These reproduce cuda_kernels/pooling.cu's generic kernels: the same windows, divisors, index
-// convention (h * W + w), first maximum kept, NaN wins (the last NaN), and, for the window
-// kernels, the same float summation order (so bit-identical results). Gradients are written, not
-// accumulated.
+// encodings, first maximum kept, NaN wins (the last NaN), and, for the window kernels, the same
+// float summation order (so bit-identical results). Gradients are written, not accumulated.
 #include "cuda_kernels/pooling_fast.h"
 
 #include <limits>
+#include <type_traits>
 
 #include "cuda_kernels/softmax.cuh"
 
@@ -66,6 +68,51 @@ __device__ __forceinline__ void store_indices(int64_t* p, const int (&v)[V]) {
   }
 }
 
+// V uint8 window taps at p (V-byte aligned when V > 1: 4 for float32, 8 for bfloat16), moved as
+// 32-bit words of four.
+template <int V>
+__device__ __forceinline__ void load_indices(const uint8_t* p, int (&v)[V]) {
+  if constexpr (V == 1) {
+    v[0] = *p;
+  } else {
+    static_assert(V == 4 || V == 8, "uint8 taps move in one or two 32-bit words");
+    uint32_t words[V / 4];
+    if constexpr (V == 4) {
+      words[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else {
+      const uint2 pair = *reinterpret_cast<const uint2*>(p);
+      words[0] = pair.x;
+      words[1] = pair.y;
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = int((words[j / 4] >> (8 * (j % 4))) & 0xffu);
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_indices(uint8_t* p, const int (&v)[V]) {
+  if constexpr (V == 1) {
+    *p = uint8_t(v[0]);
+  } else {
+    static_assert(V == 4 || V == 8, "uint8 taps move in one or two 32-bit words");
+    uint32_t words[V / 4];
+#pragma unroll
+    for (int k = 0; k < V / 4; ++k)
+      words[k] = uint32_t(v[4 * k]) | uint32_t(v[4 * k + 1]) << 8 | uint32_t(v[4 * k + 2]) << 16 |
+                 uint32_t(v[4 * k + 3]) << 24;
+    if constexpr (V == 4)
+      *reinterpret_cast<uint32_t*>(p) = words[0];
+    else
+      *reinterpret_cast<uint2*>(p) = make_uint2(words[0], words[1]);
+  }
+}
+
+// What a max-pooling kernel compares and stores per output: the window tap (uint8 indices) or the
+// input cell h * W + w (int64 indices); saved indices are read back as SavedIndex.
+template <typename Idx>
+constexpr bool kTapIndices = std::is_same_v<Idx, uint8_t>;
+template <typename Idx>
+using SavedIndex = std::conditional_t<kTapIndices<Idx>, int, int64_t>;
+
 // Splits flat index t of the window kernels into (n, y, x, first channel).
 struct PixelOf {
   int n, y, x, c0;
@@ -80,9 +127,29 @@ __device__ __forceinline__ PixelOf pixel_of(const Pool2dGeometry& g, int64_t t) 
           int(flat - pixel * g.by_groups.divisor) * V};
 }
 
-// Whether offset (>= 0) from a window's first cell falls on one of its taps.
-__device__ __forceinline__ bool on_tap(const FastDivmod& by_dilation, int offset) {
-  return uint32_t(offset) == by_dilation.div(uint32_t(offset)) * by_dilation.divisor;
+// The tap of a window at `offset` (>= 0) from its first cell, or -1 when the offset falls between
+// taps (dilation > 1).
+__device__ __forceinline__ int tap_at(const FastDivmod& by_dilation, int offset) {
+  if (by_dilation.divisor == 1) return offset;
+  const int tap = int(by_dilation.div(uint32_t(offset)));
+  return tap * int(by_dilation.divisor) == offset ? tap : -1;
+}
+
+// x / count for a window's element count (> 0): a multiplication by the exact reciprocal when
+// count is a power of two (the same correctly rounded result; ResNet's 2x2 windows), else the
+// IEEE division, so results stay bit-identical to pooling.cu's.
+struct CountDivisor {
+  float count, reciprocal;  // reciprocal 0 unless count is a power of two
+  __device__ __forceinline__ float divide(float x) const {
+    return reciprocal != 0.f ? x * reciprocal : x / count;
+  }
+};
+__device__ __forceinline__ CountDivisor count_divisor(int n) {
+  CountDivisor d;
+  d.count = float(n);
+  // 2^-k built from its exponent bits (n = 2^k, k <= 30).
+  d.reciprocal = (n & (n - 1)) == 0 ? __int_as_float((127 - (__ffs(n) - 1)) << 23) : 0.f;
+  return d;
 }
 
 // The average-pooling divisor of output cell o along one dim (pooling.cu's window()).
@@ -96,10 +163,12 @@ __device__ __forceinline__ int avg_divisor(int o, int stride, int pad, int kerne
   return count_include_pad ? padded : end - begin;
 }
 
-template <typename T, int V, bool kMax>
+// Idx: the max indices' type (uint8 taps or int64 cells; `indices` may be null: none written).
+// Average pooling is instantiated with Idx = uint8_t and null indices.
+template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
 pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
-                           int64_t* __restrict__ indices, int64_t total) {
+                           Idx* __restrict__ indices, int64_t total) {
   using Vec = AlignedVec<T, V>;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= total) return;
@@ -108,35 +177,45 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
   const int at = o.n * g.out_image + (o.y * g.out_w + o.x) * g.channels + o.c0;
   Vec result;
   if constexpr (kMax) {
+    // Taps in the padding are skipped: (h0, w0) is tap (tap_h0, tap_w0) of the window.
     int h0 = o.y * g.stride_h - g.pad_h;
     const int h1 = ::min(h0 + (g.kernel_h - 1) * g.dilation_h + 1, g.in_h);
-    if (h0 < 0) h0 += int(g.by_dilation_h.div(uint32_t(g.dilation_h - 1 - h0))) * g.dilation_h;
+    int tap_h0 = 0;
+    if (h0 < 0) {
+      tap_h0 = int(g.by_dilation_h.div(uint32_t(g.dilation_h - 1 - h0)));
+      h0 += tap_h0 * g.dilation_h;
+    }
     int w0 = o.x * g.stride_w - g.pad_w;
     const int w1 = ::min(w0 + (g.kernel_w - 1) * g.dilation_w + 1, g.in_w);
-    if (w0 < 0) w0 += int(g.by_dilation_w.div(uint32_t(g.dilation_w - 1 - w0))) * g.dilation_w;
+    int tap_w0 = 0;
+    if (w0 < 0) {
+      tap_w0 = int(g.by_dilation_w.div(uint32_t(g.dilation_w - 1 - w0)));
+      w0 += tap_w0 * g.dilation_w;
+    }
     float best[V];
     int best_at[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       best[j] = neg_infinity<float>();
-      best_at[j] = h0 * g.in_w + w0;
+      best_at[j] = kTapIndices<Idx> ? tap_h0 * g.kernel_w + tap_w0 : h0 * g.in_w + w0;
     }
-    for (int h = h0; h < h1; h += g.dilation_h)
-      for (int w = w0; w < w1; w += g.dilation_w) {
+    for (int h = h0, tap_h = tap_h0; h < h1; h += g.dilation_h, ++tap_h)
+      for (int w = w0, tap_w = tap_w0; w < w1; w += g.dilation_w, ++tap_w) {
         const int cell = h * g.in_w + w;
+        const int key = kTapIndices<Idx> ? tap_h * g.kernel_w + tap_w : cell;
         const Vec v = *reinterpret_cast<const Vec*>(image + cell * g.channels);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float x = convert<float>(v.v[j]);
           if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
             best[j] = x;
-            best_at[j] = cell;
+            best_at[j] = key;
           }
         }
       }
 #pragma unroll
     for (int j = 0; j < V; ++j) result.v[j] = convert<T>(best[j]);
-    store_indices<V>(indices + at, best_at);
+    if (indices != nullptr) store_indices<V>(indices + at, best_at);
   } else {
     int h0 = o.y * g.stride_h - g.pad_h;
     int h1 = ::min(h0 + g.kernel_h, g.in_h + g.pad_h);
@@ -148,7 +227,8 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
     const int padded_w = w1 - w0;
     w0 = ::max(w0, 0);
     w1 = ::min(w1, g.in_w);
-    const int divisor = g.count_include_pad ? padded_h * padded_w : (h1 - h0) * (w1 - w0);
+    const CountDivisor divisor =
+        count_divisor(g.count_include_pad ? padded_h * padded_w : (h1 - h0) * (w1 - w0));
     float sum[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) sum[j] = 0.f;
@@ -159,21 +239,22 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
         for (int j = 0; j < V; ++j) sum[j] += convert<float>(v.v[j]);
       }
 #pragma unroll
-    for (int j = 0; j < V; ++j) result.v[j] = convert<T>(sum[j] / float(divisor));
+    for (int j = 0; j < V; ++j) result.v[j] = convert<T>(divisor.divide(sum[j]));
   }
   *reinterpret_cast<Vec*>(out + at) = result;
 }
 
-template <typename T, int V, bool kMax>
+// Idx as in the forward (average pooling: uint8_t, null indices).
+template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
 pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
-                            const T* __restrict__ grad_out, const int64_t* __restrict__ indices,
+                            const T* __restrict__ grad_out, const Idx* __restrict__ indices,
                             int64_t total) {
   using Vec = AlignedVec<T, V>;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= total) return;
   const PixelOf i = pixel_of<V>(g, t);
-  const int cell = i.y * g.in_w + i.x;  // the index max pooling saved for this input cell
+  const int cell = i.y * g.in_w + i.x;  // int64 indices: what max pooling saved for this cell
   // Output rows whose window holds row i.y: o * stride <= i.y + pad <= o * stride +
   // (kernel - 1) * dilation, on a tap (a multiple of the dilation); likewise for columns.
   const int reach_h = i.y + g.pad_h;
@@ -190,24 +271,28 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
   // Descending, like pooling.cu's tap loops (tap j ascending): the same sums in the same order.
   for (int oh = oh_last; oh >= oh_first; --oh) {
-    if (g.dilation_h != 1 && !on_tap(g.by_dilation_h, reach_h - oh * g.stride_h)) continue;
+    // Row i.y is tap tap_h of window row oh (none when it falls between dilated taps).
+    const int tap_h = tap_at(g.by_dilation_h, reach_h - oh * g.stride_h);
+    if (tap_h < 0) continue;
     const int div_h =
         kMax ? 1 : avg_divisor(oh, g.stride_h, g.pad_h, g.kernel_h, g.in_h, g.count_include_pad);
     for (int ow = ow_last; ow >= ow_first; --ow) {
-      if (g.dilation_w != 1 && !on_tap(g.by_dilation_w, reach_w - ow * g.stride_w)) continue;
+      const int tap_w = tap_at(g.by_dilation_w, reach_w - ow * g.stride_w);
+      if (tap_w < 0) continue;
       const int at = image + (oh * g.out_w + ow) * g.channels;
       const Vec go = *reinterpret_cast<const Vec*>(grad_out + at);
       if constexpr (kMax) {
-        int64_t saved[V];
+        const int key = kTapIndices<Idx> ? tap_h * g.kernel_w + tap_w : cell;
+        SavedIndex<Idx> saved[V];
         load_indices<V>(indices + at, saved);
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if (saved[j] == cell) acc[j] += convert<float>(go.v[j]);
+          if (saved[j] == key) acc[j] += convert<float>(go.v[j]);
       } else {
-        const float divisor = float(div_h * avg_divisor(ow, g.stride_w, g.pad_w, g.kernel_w,
-                                                        g.in_w, g.count_include_pad));
+        const CountDivisor divisor = count_divisor(
+            div_h * avg_divisor(ow, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
 #pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += convert<float>(go.v[j]) / divisor;
+        for (int j = 0; j < V; ++j) acc[j] += divisor.divide(convert<float>(go.v[j]));
       }
     }
   }
@@ -245,12 +330,13 @@ global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ ou
     for (int j = 0; j < V; ++j) partial[(j * by + ty) * bx + tx] = sum[j];
     __syncthreads();
     if (ty == 0) {
+      // k outer, channels inner: V independent chains whose loads overlap (each channel still
+      // sums k = 0, 1, ... in order).
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        float s = 0.f;
-        for (int k = 0; k < by; ++k) s += partial[(j * by + k) * bx + tx];
-        sum[j] = s;
-      }
+      for (int j = 0; j < V; ++j) sum[j] = 0.f;
+      for (int k = 0; k < by; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum[j] += partial[(j * by + k) * bx + tx];
     }
   }
   if (ty == 0 && item < items) {
@@ -400,10 +486,11 @@ PoolFastPlan plan_window(const PoolArgs& a, int vector) {
   if (!is_dense(true, a.batch, a.channels, a.in_size, a.in_strides) ||
       !is_dense(true, a.batch, a.channels, a.out_size, a.out_strides))
     return {};
-  const bool max = a.mode == PoolMode::max;
+  const bool max_indices = a.mode == PoolMode::max && a.indices.defined();
   // The kernels read and write indices at the output's offsets (as pooling.cu does).
-  if (max && !same_offsets(a.indices, a.output)) return {};
-  const bool aligned = aligned16(a.input) && aligned16(a.output) && (!max || aligned16(a.indices));
+  if (max_indices && !same_offsets(a.indices, a.output)) return {};
+  const bool aligned =
+      aligned16(a.input) && aligned16(a.output) && (!max_indices || aligned16(a.indices));
   return {PoolFastKernel::window_nhwc, a.channels % vector == 0 && aligned ? vector : 1};
 }
 
@@ -447,12 +534,15 @@ unsigned blocks_for(int64_t items) {
 }
 
 // Rows of the plane split over threadIdx.y for `items` (n, channel group) items: doubled while the
-// grid is short of kGlobalThreadsPerSm threads per SM and each y thread keeps at least one row.
+// doubled grid still fits kGlobalThreadsPerSm threads per SM (the kernels use <= 32 registers, so
+// it is one resident wave: no second, partly filled wave of blocks, and fewer partial sums to
+// reduce) and each y thread keeps at least one row. ResNet's head (256 x 2048 x 7 x 7): 4 rows
+// per (n, group) in bf16, 2 in f32, about 12 loads of 16 bytes per thread.
 dim3 global_block(int64_t items, int64_t plane, int device) {
   const int64_t target =
       int64_t(std::max(device_properties(device).sm_count, 1)) * kGlobalThreadsPerSm;
   int by = 1;
-  while (by < kBlockThreads && 2 * by <= plane && items * by < target) by *= 2;
+  while (by < kBlockThreads && 2 * by <= plane && items * by * 2 <= target) by *= 2;
   return dim3(unsigned(kBlockThreads / by), unsigned(by));
 }
 
@@ -464,23 +554,32 @@ void launch_window(const PoolArgs& a, dispatch::Direction direction, cudaStream_
       a.batch * g.groups * (forward ? int64_t(g.out_h) * g.out_w : int64_t(g.in_h) * g.in_w);
   const unsigned grid = blocks_for(total);
   const bool max = a.mode == PoolMode::max;
+  // int64 flat indices, else uint8 taps (null: max pooling without indices, or average pooling).
+  const bool flat_indices = max && a.indices.defined() && a.indices.dtype() == DType::i64;
+  uint8_t* taps = max && a.indices.defined() && !flat_indices ? a.indices.data<uint8_t>() : nullptr;
   if (forward) {
     const T* in = static_cast<const T*>(a.input.data_ptr());
     T* out = static_cast<T*>(a.output.data_ptr());
-    if (max)
-      pool2d_nhwc_forward_kernel<T, V, true>
+    if (flat_indices)
+      pool2d_nhwc_forward_kernel<T, V, true, int64_t>
           <<<grid, kBlockThreads, 0, stream>>>(g, in, out, a.indices.data<int64_t>(), total);
+    else if (max)
+      pool2d_nhwc_forward_kernel<T, V, true, uint8_t>
+          <<<grid, kBlockThreads, 0, stream>>>(g, in, out, taps, total);
     else
-      pool2d_nhwc_forward_kernel<T, V, false>
+      pool2d_nhwc_forward_kernel<T, V, false, uint8_t>
           <<<grid, kBlockThreads, 0, stream>>>(g, in, out, nullptr, total);
   } else {
     T* grad_in = static_cast<T*>(a.input.data_ptr());
     const T* grad_out = static_cast<const T*>(a.output.data_ptr());
-    if (max)
-      pool2d_nhwc_backward_kernel<T, V, true><<<grid, kBlockThreads, 0, stream>>>(
+    if (flat_indices)
+      pool2d_nhwc_backward_kernel<T, V, true, int64_t><<<grid, kBlockThreads, 0, stream>>>(
           g, grad_in, grad_out, a.indices.data<int64_t>(), total);
+    else if (max)
+      pool2d_nhwc_backward_kernel<T, V, true, uint8_t>
+          <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, taps, total);
     else
-      pool2d_nhwc_backward_kernel<T, V, false>
+      pool2d_nhwc_backward_kernel<T, V, false, uint8_t>
           <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, nullptr, total);
   }
   EMBER_CUDA_LAUNCH_CHECK();

@@ -1,9 +1,10 @@
 // Fast paths of the CUDA pooling kernels, tried by cuda_kernels/pooling.cu before its generic 5-D
 // kernels: 2-D max / average pooling of dense channels_last tensors (any kernel, stride, padding,
 // dilation, ceil_mode) and global average pooling (adaptive to size 1) of dense channels_last
-// input, plus its backward into dense NCHW. float32 and bfloat16 only. Each entry point returns
-// false, launching nothing, when its conditions (dtype, layout, 32-bit sizes) do not hold; the
-// results then come from the generic kernels, whose semantics these paths reproduce exactly.
+// input, plus its backward into dense NCHW; max pooling with int64, uint8 or no indices
+// (ops/pooling.h). float32 and bfloat16 only. Each entry point returns false, launching nothing,
+// when its conditions (dtype, layout, 32-bit sizes) do not hold; the results then come from the
+// generic kernels, whose semantics these paths reproduce exactly.
 #pragma once
 #include <cuda_runtime.h>
 

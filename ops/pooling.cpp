@@ -1,6 +1,7 @@
 // Pooling ops (ops/pooling.h): argument checks, output sizes (PyTorch's rules), output layout
 // (the input's memory format), the 3-D PoolArgs every variant becomes, autograd (max pooling saves
-// its indices; average pooling saves nothing but the geometry), and the kernel table definitions.
+// its indices, one byte per output when only autograd needs them; average pooling saves nothing
+// but the geometry), and the kernel table definitions.
 #include "ops/pooling.h"
 
 #include <array>
@@ -73,7 +74,8 @@ struct PoolResult {
   Tensor output, indices;
 };
 
-PoolResult pool(const Tensor& x0, const PoolSpec& s) {
+// `return_indices`: the caller hands max pooling's indices to the user (int64 flat positions).
+PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false) {
   const char* op = s.op;
   const int rank = s.spatial + 2;
   EMBER_CHECK(x0.defined(), op, ": the input is an undefined tensor");
@@ -137,7 +139,13 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s) {
       (rank == 4 || rank == 5) ? x.suggest_memory_format() : MemoryFormat::contiguous;
   a.input = x;
   a.output = empty(out_shape, x.dtype(), x.device(), format);
-  if (s.mode == PoolMode::max) a.indices = empty(out_shape, DType::i64, x.device(), format);
+  const bool needs_grad = autograd::needs_grad({&x0});
+  if (s.mode == PoolMode::max && (return_indices || needs_grad)) {
+    // Backward alone needs only which tap of its window each output took: one byte instead of
+    // eight, written by the forward and read by the backward (the user's indices stay int64).
+    const bool taps = !return_indices && a.kernel[0] * a.kernel[1] * a.kernel[2] <= kPoolMaxTapsU8;
+    a.indices = empty(out_shape, taps ? DType::u8 : DType::i64, x.device(), format);
+  }
   strides5(x, s.spatial, a.in_strides);
   strides5(a.output, s.spatial, a.out_strides);
   if (a.output.numel() > 0) pool_forward_kernel().get(x.device().type, x.dtype())(a);
@@ -147,7 +155,7 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s) {
     r.output = r.output.squeeze(0);
     if (r.indices.defined()) r.indices = r.indices.squeeze(0);
   }
-  if (autograd::needs_grad({&x0})) {
+  if (needs_grad) {
     PoolArgs saved = a;
     saved.input = Tensor();
     saved.output = Tensor();
@@ -205,7 +213,8 @@ Tensor max_pool2d(const Tensor& x, const IntList& k, const IntList& s, const Int
 }
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const IntList& k, const IntList& s,
                                       const IntList& p, const IntList& d, bool ceil_mode) {
-  PoolResult r = pool(x, max_spec("max_pool2d_with_indices", 2, k, s, p, d, ceil_mode));
+  PoolResult r = pool(x, max_spec("max_pool2d_with_indices", 2, k, s, p, d, ceil_mode),
+                      /*return_indices=*/true);
   return {r.output, r.indices};
 }
 Tensor max_pool3d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,

@@ -58,11 +58,18 @@ Tensor global_avg_pool2d(const Tensor& x);
 enum class PoolMode : uint8_t { max, avg, adaptive_avg };
 
 // One pooling computation over 5-D [N, C, D, H, W] views (unit dims for 1-D and 2-D pooling):
-//   forward:  reads input, writes output (and, for max, indices: int64, the output's strides,
-//             flat positions d * H * W + h * W + w of the chosen input element);
+//   forward:  reads input, writes output (and, for max, indices at the output's offsets, in one
+//             of two encodings chosen by their dtype, see below);
 //   backward: reads output (= dL/doutput) and, for max, indices; writes input (= dL/dinput,
 //             overwritten, not accumulated), each input element gathering from the windows that
 //             contain it (no atomics: deterministic).
+// Max pooling's indices say which input element each output took:
+//   int64: its flat position d * H * W + h * W + w in the input plane (PyTorch's convention, for
+//          users who ask for the indices);
+//   uint8: its tap inside the window, (kd * kernel_h + kh) * kernel_w + kw, the element at
+//          (od * stride - padding + kd * dilation, ...) per dim: autograd's private record, an
+//          eighth of the bytes, usable when the window has at most kPoolMaxTapsU8 taps;
+//   undefined (max pooling only when nobody needs them): the forward writes no indices.
 // Strides are in elements, n c d h w order, and may be anything (the tensors' own strides);
 // channels_last says that C is the innermost dim in memory, so kernels walk channels fastest.
 struct PoolArgs {
@@ -76,6 +83,8 @@ struct PoolArgs {
   Tensor input, output, indices;
   int64_t in_strides[5] = {}, out_strides[5] = {};
 };
+// The most taps (kernel_d * kernel_h * kernel_w) a window may have for uint8 tap indices.
+inline constexpr int64_t kPoolMaxTapsU8 = 256;
 using PoolKernel = void (*)(const PoolArgs& args);
 EMBER_DECLARE_KERNEL(pool_forward_kernel, PoolKernel)   // selected by the input's dtype
 EMBER_DECLARE_KERNEL(pool_backward_kernel, PoolKernel)  // selected by the gradients' dtype

@@ -1,0 +1,324 @@
+// CUDA tests of max pooling's index encodings (ops/pooling.h): int64 flat positions, uint8 window
+// taps (what autograd records) and none (no-grad forward). The CPU reference, the generic kernels
+// (cuda_kernels/pooling.cu, reached through NCHW tensors) and the channels_last fast path
+// (cuda_kernels/pooling_fast.cu) must choose the same elements in every encoding, give
+// bit-identical values and gradients to one another, and gradients within tolerance of the CPU's
+// fp64 ones; over
+// awkward shapes (C = 1, 5, 24, 67, padding, dilation, ceil_mode), ties and NaN, bf16 and f32.
+// Also: average pooling's fast path is bit-identical to the generic kernels (power-of-two window
+// counts divide by multiplication there). Skips without a GPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "cuda_kernels/pooling_fast.h"
+#include "ops/pooling.h"
+#include "support/compare.h"
+
+using namespace ember;
+
+namespace {
+
+const Device kGpu = Device::cuda();
+
+using ember::testing::cpu_f64;
+using ember::testing::rel_err;
+
+double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::parity_tolerance(d); }
+
+// A 2-D pooling window: per-dim lists as the ops take them.
+struct Window2d {
+  IntList kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+const std::vector<Window2d> kWindows = {
+    {{3}, {2}, {1}, {1}, false},           // ResNet's stem pool
+    {{2, 3}, {1, 2}, {1}, {2, 1}, true},   // dilation, ceil_mode, unequal dims
+    {{3}, {2}, {0}, {1}, true},            // ceil_mode windows hanging past the input
+    {{3}, {1}, {1}, {2}, false},           // dilation 2 in both dims, stride 1
+    {{1}, {1}, {0}, {1}, false},           // one tap
+};
+
+int64_t at(const IntList& v, int dim) { return v.size() == 1 ? v[0] : v[size_t(dim)]; }
+
+// The PoolArgs ops/pooling.cpp builds for max pooling x into y with window w, with indices of
+// `index_dtype` in y's layout (none when `with_indices` is false).
+PoolArgs max_args(const Tensor& x, const Tensor& y, const Window2d& w, DType index_dtype,
+                  bool with_indices) {
+  PoolArgs a;
+  a.mode = PoolMode::max;
+  a.batch = x.size(0);
+  a.channels = x.size(1);
+  for (int i = 0; i < 2; ++i) {
+    a.in_size[1 + i] = x.size(2 + i);
+    a.out_size[1 + i] = y.size(2 + i);
+    a.kernel[1 + i] = at(w.kernel, i);
+    a.stride[1 + i] = at(w.stride, i);
+    a.padding[1 + i] = at(w.padding, i);
+    a.dilation[1 + i] = at(w.dilation, i);
+  }
+  a.channels_last = a.channels > 1 && x.stride(1) == 1;
+  a.input = x;
+  a.output = y;
+  if (with_indices)
+    a.indices = empty(y.sizes(), index_dtype, y.device(), y.suggest_memory_format());
+  const Tensor* tensors[2] = {&x, &y};
+  int64_t* strides[2] = {a.in_strides, a.out_strides};
+  for (int t = 0; t < 2; ++t) {
+    strides[t][0] = tensors[t]->stride(0);
+    strides[t][1] = tensors[t]->stride(1);
+    strides[t][2] = 0;
+    strides[t][3] = tensors[t]->stride(2);
+    strides[t][4] = tensors[t]->stride(3);
+  }
+  return a;
+}
+
+// Runs max pooling's forward kernel of x's device on x with window w: the output in x's layout
+// and the indices in `index_dtype` (undefined when `with_indices` is false).
+ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype,
+                          bool with_indices) {
+  Tensor shape_of;
+  {
+    autograd::NoGradGuard no_grad;
+    shape_of = max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+  }
+  Tensor y = empty(shape_of.sizes(), x.dtype(), x.device(), x.suggest_memory_format());
+  PoolArgs a = max_args(x, y, w, index_dtype, with_indices);
+  pool_forward_kernel().get(x.device().type, x.dtype())(a);
+  return {a.output, a.indices};
+}
+
+// Max pooling's backward kernel: dL/dx for output gradient dy, in x's layout (the kernels read dy
+// at the indices' offsets, as ops/pooling.cpp arranges).
+Tensor max_backward(const Tensor& x, const Tensor& indices, const Tensor& dy, const Window2d& w) {
+  Tensor dx = empty(x.sizes(), x.dtype(), x.device(), x.suggest_memory_format());
+  PoolArgs b = max_args(dx, dy.contiguous(indices.suggest_memory_format()), w, indices.dtype(),
+                        false);
+  b.indices = indices;
+  pool_backward_kernel().get(x.device().type, x.dtype())(b);
+  return dx;
+}
+
+// Every element equal (NaN matching NaN), whatever the dtypes and layouts.
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  const std::vector<double> va = a.cpu().to_vector(), vb = b.cpu().to_vector();
+  for (size_t i = 0; i < va.size(); ++i)
+    if (!(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i])))) return false;
+  return true;
+}
+
+// uint8 window taps of `taps` (CPU) as the flat input positions h * W + w they name.
+std::vector<double> taps_to_flat(const Tensor& taps, const Window2d& w, int64_t in_w) {
+  const std::vector<double> t = taps.cpu().to_vector();
+  const int64_t out_h = taps.size(2), out_w = taps.size(3);
+  const int64_t kw = at(w.kernel, 1);
+  std::vector<double> flat(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    const int64_t ow = int64_t(i) % out_w, oh = int64_t(i) / out_w % out_h;
+    const int64_t tap = int64_t(t[i]);
+    const int64_t h = oh * at(w.stride, 0) - at(w.padding, 0) + tap / kw * at(w.dilation, 0);
+    const int64_t col = ow * at(w.stride, 1) - at(w.padding, 1) + tap % kw * at(w.dilation, 1);
+    flat[i] = double(h * in_w + col);
+  }
+  return flat;
+}
+
+// Inputs with plain values, ties (integers in [0, 3)) and NaNs (some windows holding two).
+std::vector<Tensor> max_inputs(const Shape& shape, DType dtype) {
+  Tensor plain = (randn(shape, TensorOptions(DType::f32)) * 2).to(kGpu, dtype);
+  Tensor ties = randint(0, 3, shape).to(kGpu, dtype);
+  std::vector<double> values = randn(shape, TensorOptions(DType::f32)).to_vector();
+  for (size_t i = 0; i < values.size(); i += 7) values[i] = NAN;
+  for (size_t i = 1; i < values.size(); i += 13) values[i] = NAN;
+  Tensor nans = from_vector(values, shape).to(kGpu, dtype);
+  return {plain, ties, nans};
+}
+
+}  // namespace
+
+TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CPU, generic and "
+          "fast CUDA kernels" * doctest::skip(!cuda::is_available())) {
+  using dispatch::Direction;
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t channels : {1, 5, 24, 67}) {
+      for (Shape hw : {Shape{13, 11}, Shape{8, 8}}) {
+        const Shape shape = {2, channels, hw[0], hw[1]};
+        std::vector<Tensor> inputs = max_inputs(shape, dtype);
+        for (size_t input = 0; input < inputs.size(); ++input) {
+          for (size_t wi = 0; wi < kWindows.size(); ++wi) {
+            const Window2d& w = kWindows[wi];
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(channels);
+            CAPTURE(shape_str(hw));
+            CAPTURE(input);
+            CAPTURE(wi);
+            const Tensor fast_x = inputs[input].contiguous(cl);
+            const Tensor generic_x = inputs[input].contiguous();
+            const Tensor cpu_x = cpu_f64(inputs[input]);
+            // Which CUDA kernel each layout reaches (C = 1 is both layouts at once: fast).
+            {
+              ValuesIndices probe = max_forward(fast_x, w, DType::u8, true);
+              PoolArgs a = max_args(fast_x, probe.values, w, DType::u8, true);
+              CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel ==
+                    cuda::PoolFastKernel::window_nhwc);
+              if (channels > 1) {
+                PoolArgs g = max_args(generic_x, probe.values.contiguous(), w, DType::u8, true);
+                CHECK(cuda::pool_fast_plan(g, Direction::forward).kernel ==
+                      cuda::PoolFastKernel::none);
+              }
+            }
+            const ValuesIndices cpu_flat = max_forward(cpu_x, w, DType::i64, true);
+            const ValuesIndices cpu_taps = max_forward(cpu_x, w, DType::u8, true);
+            CHECK(same_values(cpu_taps.values, cpu_flat.values));
+            CHECK(taps_to_flat(cpu_taps.indices, w, hw[1]) == cpu_flat.indices.to_vector());
+            const Tensor dy = (randn(cpu_flat.values.sizes(), TensorOptions(DType::f32)))
+                                  .to(kGpu, dtype)
+                                  .contiguous(cl);
+            const Tensor cpu_dx = max_backward(cpu_x, cpu_flat.indices, cpu_f64(dy), w);
+            CHECK(rel_err(max_backward(cpu_x, cpu_taps.indices, cpu_f64(dy), w), cpu_dx) == 0);
+            Tensor first_dx;  // every CUDA dx must equal this one bit for bit
+            for (bool fast : {true, false}) {
+              CAPTURE(fast);
+              const Tensor& x = fast ? fast_x : generic_x;
+              const Tensor x_dy = dy.contiguous(x.suggest_memory_format());
+              for (DType index_dtype : {DType::i64, DType::u8}) {
+                CAPTURE(dtype_name(index_dtype));
+                const ValuesIndices r = max_forward(x, w, index_dtype, true);
+                CHECK(same_values(r.values, cpu_flat.values));
+                CHECK(same_values(r.indices,
+                                  index_dtype == DType::u8 ? cpu_taps.indices : cpu_flat.indices));
+                const Tensor dx = max_backward(x, r.indices, x_dy, w);
+                CHECK(rel_err(dx, cpu_dx) <= 4 * tolerance(dtype));
+                if (!first_dx.defined()) first_dx = dx;
+                CHECK(same_values(dx, first_dx));
+              }
+              // No indices at all (a no-grad forward): the same values.
+              CHECK(same_values(max_forward(x, w, DType::u8, false).values, cpu_flat.values));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("max pooling through autograd: compact taps give the int64 path's gradients" *
+          doctest::skip(!cuda::is_available())) {
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (MemoryFormat format : {cl, MemoryFormat::contiguous}) {
+      for (int64_t channels : {8, 67}) {
+        for (size_t wi = 0; wi < kWindows.size(); ++wi) {
+          const Window2d& w = kWindows[wi];
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(format == cl);
+          CAPTURE(channels);
+          CAPTURE(wi);
+          std::vector<Tensor> inputs = max_inputs({2, channels, 13, 11}, dtype);
+          for (const Tensor& input : inputs) {
+            Tensor x = input.contiguous(format).detach().set_requires_grad(true);
+            Tensor y = max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+            Tensor dy =
+                randn(y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype).contiguous(format);
+            y.backward(dy);
+            // The int64 indices a user asks for, fed to the backward kernel by hand.
+            ValuesIndices with = max_pool2d_with_indices(input.contiguous(format), w.kernel,
+                                                         w.stride, w.padding, w.dilation,
+                                                         w.ceil_mode);
+            CHECK(with.indices.dtype() == DType::i64);
+            CHECK(same_values(y, with.values));
+            REQUIRE(x.grad().defined());
+            CHECK(same_values(x.grad(),
+                              max_backward(input.contiguous(format), with.indices, dy, w)));
+            // And the CPU's fp64 gradient.
+            Tensor c = cpu_f64(input).set_requires_grad(true);
+            max_pool2d(c, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode)
+                .backward(cpu_f64(dy));
+            CHECK(rel_err(x.grad(), c.grad()) <= 4 * tolerance(dtype));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("max pooling through autograd: 1-D, 3-D, unbatched and windows over 256 taps" *
+          doctest::skip(!cuda::is_available())) {
+  // Each runs on the GPU and on the CPU (fp64); values and gradients must agree.
+  auto check = [](const std::function<Tensor(const Tensor&)>& f, const Tensor& input, double tol) {
+    Tensor g = input.detach().set_requires_grad(true);
+    Tensor c = cpu_f64(input).set_requires_grad(true);
+    Tensor out_g = f(g);
+    Tensor out_c = f(c);
+    REQUIRE(out_g.sizes() == out_c.sizes());
+    CHECK(rel_err(out_g, out_c) == 0);
+    Tensor dy = randn(out_g.sizes(), TensorOptions(DType::f32))
+                    .to(kGpu, input.dtype())
+                    .contiguous(out_g.suggest_memory_format());
+    out_g.backward(dy);
+    out_c.backward(cpu_f64(dy));
+    CHECK(rel_err(g.grad(), c.grad()) <= 4 * tol);
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    CAPTURE(dtype_name(dtype));
+    const double tol = tolerance(dtype);
+    Tensor s = (randn({3, 5, 101}, TensorOptions(DType::f32)) * 2).to(kGpu, dtype);
+    check([](const Tensor& t) { return max_pool1d(t, {4}, {3}, {2}); }, s, tol);
+    check([](const Tensor& t) { return max_pool1d(t, {3}, {2}, {1}, {3}, true); }, s, tol);
+    Tensor v = (randn({2, 6, 7, 8, 9}, TensorOptions(DType::f32)) * 2).to(kGpu, dtype);
+    for (MemoryFormat format : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+      Tensor in = v.contiguous(format);
+      check([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, in, tol);
+      check(
+          [](const Tensor& t) {
+            return max_pool3d(t, {2, 3, 3}, {1, 2, 2}, {1}, {2, 1, 1}, true);
+          },
+          in, tol);
+    }
+    // Unbatched [C, H, W].
+    Tensor u = (randn({5, 9, 10}, TensorOptions(DType::f32)) * 2).to(kGpu, dtype);
+    check([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, u, tol);
+    // 17 x 17 = 289 taps: too many for uint8, so autograd keeps int64 positions.
+    Tensor big = (randn({2, 8, 20, 19}, TensorOptions(DType::f32)) * 2).to(kGpu, dtype);
+    check([](const Tensor& t) { return max_pool2d(t, {17}, {2}, {8}); },
+          big.contiguous(MemoryFormat::channels_last), tol);
+    check([](const Tensor& t) { return max_pool2d(t, {17}, {2}, {8}); }, big, tol);
+  }
+}
+
+TEST_CASE("average pooling: the channels_last fast path is bit-identical to the generic kernels" *
+          doctest::skip(!cuda::is_available())) {
+  // 2x2 windows (count 4: multiplied by the reciprocal), 3x3 without padding counts (4, 6, 9),
+  // ceil_mode windows cut by the input's end (counts 1, 2, 3, ...).
+  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
+      [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
+      [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, false, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, true); },
+      [](const Tensor& t) { return avg_pool2d(t, {4, 2}, {3, 1}, {0, 1}, true, false); },
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t channels : {8, 67}) {
+      Tensor x = (randn({2, channels, 13, 11}, TensorOptions(DType::f32)) * 3).to(kGpu, dtype);
+      for (size_t i = 0; i < pools.size(); ++i) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(channels);
+        CAPTURE(i);
+        Tensor fast_x = x.contiguous(MemoryFormat::channels_last).detach().set_requires_grad(true);
+        Tensor generic_x = x.contiguous().detach().set_requires_grad(true);
+        Tensor fast_y = pools[i](fast_x);
+        Tensor generic_y = pools[i](generic_x);
+        CHECK(same_values(fast_y, generic_y));
+        Tensor dy = randn(fast_y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype);
+        fast_y.backward(dy.contiguous(MemoryFormat::channels_last));
+        generic_y.backward(dy.contiguous());
+        CHECK(same_values(fast_x.grad(), generic_x.grad()));
+      }
+    }
+  }
+}
