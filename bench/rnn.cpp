@@ -11,8 +11,9 @@
 // sums that must agree with bench/rnn.py's to a few digits (the weights and inputs are the same
 // functions of the element index on both sides). Before timing, each case's first steps are
 // compared with Ember's CPU reference (max_rel_err). lstm_fwd_algo times the forward with each
-// CUDA algorithm forced (cublas_steps, persistent where it applies); the cache runs in benchmark
-// mode for the main lines, so it keeps the faster one.
+// CUDA algorithm forced (cublas_steps, persistent where it applies), lstm_fwdbwd_algo the training
+// step with each backward algorithm forced; the cache runs in benchmark mode for the main lines,
+// so it keeps the faster one.
 //
 // Two more modes serve scripts/check_rnn_torch.py (correctness against torch.nn.LSTM / GRU / RNN):
 //   bench_rnn --export DIR   writes DIR/<case>.safetensors: an Ember module's state_dict under
@@ -177,6 +178,17 @@ void bench_case(const LstmCase& c, DType dtype) {
       emit("lstm_fwd_algo", shape + " " + algo, ms, fwd_flops, host_ms(forward), "");
     } catch (const Error& e) {
       std::printf("{\"bench\":\"lstm_fwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",
+                  shape.c_str(), algo);
+    }
+  }
+  // The training step with each CUDA backward algorithm forced (the forward as the cache chose).
+  for (const char* algo : {"cublas_steps", "persistent"}) {
+    dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force("rnn.backward", algo));
+    try {
+      const double ms = time_ms(step, 10);
+      emit("lstm_fwdbwd_algo", shape + " " + algo, ms, 3 * fwd_flops, host_ms(step), "");
+    } catch (const Error& e) {
+      std::printf("{\"bench\":\"lstm_fwdbwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",
                   shape.c_str(), algo);
     }
   }

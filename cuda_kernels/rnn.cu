@@ -18,10 +18,14 @@
 //      layers overlap as a wavefront again); after a layer's loop, its weight gradients as large
 //      GEMMs over all steps (dW_ih = dG^T X, dW_hh = dG^T H_prev, biases as dG^T 1, dW_hr) on a
 //      separate stream, overlapping the layers below.
-//  "persistent" (forward): for small batch x hidden, one cooperative kernel per (layer,
-//    direction) runs all steps, keeping its W_hh rows in shared memory and its cell states on
-//    chip, with a grid-wide barrier per step (cuda_kernels/rnn.cuh). Same reserve, so either
-//    backward reads it.
+//  "persistent" (forward and backward): for small batch x hidden, one cooperative kernel per
+//    (layer, direction) runs all steps with a grid-wide barrier per step (cuda_kernels/rnn.cuh).
+//    The forward keeps its W_hh rows in shared memory and its cell states on chip; it writes the
+//    same reserve, so either backward reads it. The backward keeps W_hh columns in shared memory
+//    and the gradient carries on chip, writes the gate gradients of every step, and leaves the
+//    input gradient and the weight gradients to the large GEMMs of "cublas_steps" (run layer
+//    after layer: one chunk, no wavefront). Its recurrent sums are in a fixed order, so the
+//    result is bitwise reproducible.
 //
 // Every side stream forks from the current stream with an event and joins back into it before
 // returning, so all work is ordered with the caller's stream (and captures into a CUDA graph);
@@ -46,6 +50,7 @@ namespace ember::cuda::rnn {
 namespace {
 
 namespace cg = cooperative_groups;
+using dispatch::Direction;
 
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
@@ -183,6 +188,70 @@ rnn_proj_fixup_kernel(T* h_next, const T* h_prev, T* y, int64_t ldy, int B, int 
 
 // ---- backward step --------------------------------------------------------------------------------
 
+// The gate gradients of unit j at one step (shared by the per-step and the persistent backward
+// kernels): from the hidden gradient dh of the state after the step and the saved gate values
+// (row of S * H), writes the gradients w.r.t. the input-side pre-activations (dgx, row of G * H)
+// and the hidden-side ones (dgh; the same row except for GRU), updates the cell carry *dc (LSTM)
+// and returns the part of d/dh_prev that does not go through W_hh. `at` indexes the [B, H] state
+// slots c_prev, c_next (LSTM), h_prev (GRU) and h_next (RNN).
+template <typename T>
+__device__ __forceinline__ float cell_backward(RnnMode mode, int H, int j, float dh, const T* saved,
+                                               const float* c_prev, const float* c_next,
+                                               const T* h_prev, const T* h_next, int64_t at,
+                                               float* dc, T* dgx, T* dgh) {
+  switch (mode) {
+    case RnnMode::lstm: {
+      const float i = convert<float>(saved[j]), f = convert<float>(saved[H + j]);
+      const float g = convert<float>(saved[2 * H + j]), o = convert<float>(saved[3 * H + j]);
+      const float tc = tanhf(c_next[at]);
+      const float dcell = *dc + dh * o * (1.0f - tc * tc);
+      const float gi = dcell * g * i * (1.0f - i);
+      const float gf = dcell * c_prev[at] * f * (1.0f - f);
+      const float gg = dcell * i * (1.0f - g * g);
+      const float go = dh * tc * o * (1.0f - o);
+      *dc = dcell * f;
+      dgx[j] = convert<T>(gi);
+      dgx[H + j] = convert<T>(gf);
+      dgx[2 * H + j] = convert<T>(gg);
+      dgx[3 * H + j] = convert<T>(go);
+      return 0.0f;
+    }
+    case RnnMode::gru: {
+      const float r = convert<float>(saved[j]), z = convert<float>(saved[H + j]);
+      const float n = convert<float>(saved[2 * H + j]), hn = convert<float>(saved[3 * H + j]);
+      const float hp = convert<float>(h_prev[at]);
+      const float dn = dh * (1.0f - z) * (1.0f - n * n);
+      const float dz = dh * (hp - n) * z * (1.0f - z);
+      const float dr = dn * hn * r * (1.0f - r);
+      dgx[j] = dgh[j] = convert<T>(dr);
+      dgx[H + j] = dgh[H + j] = convert<T>(dz);
+      dgx[2 * H + j] = convert<T>(dn);
+      dgh[2 * H + j] = convert<T>(dn * r);
+      return dh * z;
+    }
+    case RnnMode::rnn_tanh: {
+      const float h = convert<float>(h_next[at]);
+      dgx[j] = convert<T>(dh * (1.0f - h * h));
+      return 0.0f;
+    }
+    case RnnMode::rnn_relu: {
+      const float h = convert<float>(h_next[at]);
+      dgx[j] = convert<T>(h > 0.0f ? dh : 0.0f);
+      return 0.0f;
+    }
+  }
+  return 0.0f;
+}
+
+// Rows past their length: the state was copied through, so there is no gate gradient.
+template <typename T>
+__device__ __forceinline__ void zero_gate_grads(int G, int H, int j, T* dgx, T* dgh) {
+  for (int g = 0; g < G; ++g) {
+    dgx[g * H + j] = convert<T>(0.0f);
+    dgh[g * H + j] = convert<T>(0.0f);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) rnn_step_backward_kernel(const StepBackwardArgs<T> a) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -192,11 +261,8 @@ __global__ void __launch_bounds__(kBlockThreads) rnn_step_backward_kernel(const 
   T* dgx = a.dgx + b * GH;
   T* dgh = a.dgh + b * GH;
   if (!step_valid(a.lengths, a.t, b)) {
-    // The state was copied through: both carries pass unchanged, no gate gradient.
-    for (int g = 0; g < a.G; ++g) {
-      dgx[g * H + j] = convert<T>(0.0f);
-      dgh[g * H + j] = convert<T>(0.0f);
-    }
+    // Both carries pass unchanged.
+    zero_gate_grads(a.G, H, j, dgx, dgh);
     return;
   }
   float dh;
@@ -206,49 +272,9 @@ __global__ void __launch_bounds__(kBlockThreads) rnn_step_backward_kernel(const 
     dh = a.dh_carry[idx] + (a.dy != nullptr ? convert<float>(a.dy[int64_t(b) * a.ldy + j]) : 0.0f);
   }
   const T* saved = a.gates != nullptr ? a.gates + int64_t(b) * a.S * H : nullptr;
-  float direct = 0.0f;  // the part of d/dh_prev that does not go through W_hh
-  switch (a.mode) {
-    case RnnMode::lstm: {
-      const float i = convert<float>(saved[j]), f = convert<float>(saved[H + j]);
-      const float g = convert<float>(saved[2 * H + j]), o = convert<float>(saved[3 * H + j]);
-      const float tc = tanhf(a.c_next[idx]);
-      const float dc = a.dc_carry[idx] + dh * o * (1.0f - tc * tc);
-      const float gi = dc * g * i * (1.0f - i);
-      const float gf = dc * a.c_prev[idx] * f * (1.0f - f);
-      const float gg = dc * i * (1.0f - g * g);
-      const float go = dh * tc * o * (1.0f - o);
-      a.dc_carry[idx] = dc * f;
-      dgx[j] = convert<T>(gi);
-      dgx[H + j] = convert<T>(gf);
-      dgx[2 * H + j] = convert<T>(gg);
-      dgx[3 * H + j] = convert<T>(go);
-      break;
-    }
-    case RnnMode::gru: {
-      const float r = convert<float>(saved[j]), z = convert<float>(saved[H + j]);
-      const float n = convert<float>(saved[2 * H + j]), hn = convert<float>(saved[3 * H + j]);
-      const float h_prev = convert<float>(a.h_prev[idx]);
-      const float dn = dh * (1.0f - z) * (1.0f - n * n);
-      const float dz = dh * (h_prev - n) * z * (1.0f - z);
-      const float dr = dn * hn * r * (1.0f - r);
-      dgx[j] = dgh[j] = convert<T>(dr);
-      dgx[H + j] = dgh[H + j] = convert<T>(dz);
-      dgx[2 * H + j] = convert<T>(dn);
-      dgh[2 * H + j] = convert<T>(dn * r);
-      direct = dh * z;
-      break;
-    }
-    case RnnMode::rnn_tanh: {
-      const float h = convert<float>(a.h_next[idx]);
-      dgx[j] = convert<T>(dh * (1.0f - h * h));
-      break;
-    }
-    case RnnMode::rnn_relu: {
-      const float h = convert<float>(a.h_next[idx]);
-      dgx[j] = convert<T>(h > 0.0f ? dh : 0.0f);
-      break;
-    }
-  }
+  float* dc = a.dc_carry != nullptr ? a.dc_carry + idx : nullptr;
+  const float direct =
+      cell_backward(a.mode, H, j, dh, saved, a.c_prev, a.c_next, a.h_prev, a.h_next, idx, dc, dgx, dgh);
   if (a.dr == nullptr) a.dh_carry[idx] = direct;
 }
 
@@ -441,6 +467,166 @@ rnn_persistent_forward_kernel(const PersistentForwardArgs<T> a, int U, int bt) {
   }
 }
 
+// ---- persistent backward --------------------------------------------------------------------------
+
+// Row stride (elements) of the backward kernel's shared tiles: G * H rounded up to 16 bytes, so
+// that rows can be staged with 16-byte copies and read as pairs; the padding holds zeros. A warp
+// reads consecutive elements of one row at a time, so no bank padding is needed.
+__host__ __device__ inline int backward_row(int GH, int element_bytes) {
+  const int per16 = 16 / element_bytes;
+  return (GH + per16 - 1) / per16 * per16;
+}
+
+// Shared memory of one backward block: W_hh columns [U][ldg] (T), staged dG rows [bt][ldg] (T),
+// hidden and cell carries [rows][U] (float) each.
+size_t persistent_backward_smem_bytes(int H, int G, int U, int rows, int bt, size_t es) {
+  const size_t ldg = size_t(backward_row(G * H, int(es)));
+  return align16(size_t(U) * ldg * es) + align16(size_t(bt) * ldg * es) + 2 * align16(size_t(rows) * U * 4);
+}
+
+// Two consecutive elements of a shared row as floats.
+__device__ __forceinline__ float2 load_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ float2 load_pair(const __nv_bfloat16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+
+// Register tile of the recurrent product: each warp computes kTileRows batch rows x kTileUnits
+// units, its lanes splitting the reduction over G * H (lane l takes the element pairs l, l + 32,
+// ...), then a butterfly over the lanes: a fixed summation order.
+constexpr int kTileRows = 4, kTileUnits = 4;
+
+// One block per SM (the plan's grid): the register tiles may use what they need.
+template <typename T>
+__global__ void __launch_bounds__(kPersistentThreads, 1)
+rnn_persistent_backward_kernel(const PersistentBackwardArgs<T> a, int U, int rows_per_group, int bt) {
+  cg::grid_group grid = cg::this_grid();
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int H = a.H, G = a.G, B = a.B, GH = G * H;
+  const int ldg = backward_row(GH, int(sizeof(T)));
+  const int unit_blocks = (H + U - 1) / U;
+  const int j0 = int(blockIdx.x) % unit_blocks * U, units = min(U, H - j0);
+  const int row0 = int(blockIdx.x) / unit_blocks * rows_per_group;  // first batch row of the group
+  const int rows = min(rows_per_group, B - row0);                   // >= 1 (the plan's grid)
+  T* w_s = reinterpret_cast<T*>(smem);
+  T* g_s = reinterpret_cast<T*>(smem + align16(size_t(U) * ldg * sizeof(T)));
+  float* dh_s = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(g_s) +
+                                         align16(size_t(bt) * ldg * sizeof(T)));
+  float* dc_s = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(dh_s) +
+                                         align16(size_t(rows_per_group) * U * 4));
+  const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
+  const int lane = tid % 32, warp = tid / 32, nwarps = nthreads / 32;
+  const bool lstm = a.mode == RnnMode::lstm;
+
+  // w_s[u][r] = W_hh[r][j0 + u]: the column of unit u, zero past the last unit and past G * H.
+  for (int idx = tid; idx < U * ldg; idx += nthreads) {
+    const int r = idx / U, u = idx - r * U;
+    w_s[u * ldg + r] = u < units && r < GH ? a.w_hh[int64_t(r) * H + j0 + u] : convert<T>(0.0f);
+  }
+  // The carries of this block's (row, unit) pairs start from the gradients of h_n and c_n.
+  for (int idx = tid; idx < rows * U; idx += nthreads) {
+    const int b = idx / U, u = idx - b * U;
+    const int64_t at = int64_t(row0 + b) * H + j0 + u;
+    const bool own = u < units;
+    dh_s[idx] = own && a.grad_h_n != nullptr ? convert<float>(a.grad_h_n[at]) : 0.0f;
+    dc_s[idx] = own && a.grad_c_n != nullptr ? convert<float>(a.grad_c_n[at]) : 0.0f;
+  }
+  __syncthreads();
+
+  for (int s = 0; s < a.T_; ++s) {
+    // Reverse of the forward's order: direction 0 ran t = 0..T-1, direction 1 t = T-1..0.
+    const int t = a.direction == 0 ? a.T_ - 1 - s : s;
+    const int prev = a.direction == 0 ? t : t + 1, next = a.direction == 0 ? t + 1 : t;
+    const int64_t step_row = int64_t(t) * B;  // row (t, 0) of the [T, B, ...] tensors
+    // 1) Gate gradients of this block's (row, unit) pairs; the hidden carry becomes the direct part.
+    for (int idx = tid; idx < rows * units; idx += nthreads) {
+      const int b = idx / units, u = idx - b * units, bb = row0 + b, j = j0 + u;
+      T* dgx = a.dgx + (step_row + bb) * GH;
+      T* dgh = a.dgh + (step_row + bb) * GH;
+      if (!step_valid(a.lengths, t, bb)) {
+        zero_gate_grads(G, H, j, dgx, dgh);  // both carries pass unchanged
+        continue;
+      }
+      float* dh = dh_s + b * U + u;
+      const float dh_total =
+          *dh + (a.dy != nullptr ? convert<float>(a.dy[(step_row + bb) * a.ldy + j]) : 0.0f);
+      const T* saved = a.gates != nullptr ? a.gates + (step_row + bb) * a.S * H : nullptr;
+      const float* c_prev = lstm ? a.cells + int64_t(prev) * B * H : nullptr;
+      const float* c_next = lstm ? a.cells + int64_t(next) * B * H : nullptr;
+      *dh = cell_backward(a.mode, H, j, dh_total, saved, c_prev, c_next,
+                          a.states + int64_t(prev) * B * H, a.states + int64_t(next) * B * H,
+                          int64_t(bb) * H + j, dc_s + b * U + u, dgx, dgh);
+    }
+    // Every block's dG of step t must be complete (and visible) before any block stages it.
+    grid.sync();
+    // 2) dh_prev += dG W_hh[:, j0 : j0 + U) for the group's rows, bt rows of dG at a time.
+    for (int b0 = 0; b0 < rows; b0 += bt) {
+      const int nb = min(bt, rows - b0);
+      const T* src = a.dgh + (step_row + row0 + b0) * GH;
+      if (ldg == GH) {
+        // Rows are 16-byte multiples: 16-byte copies from L2 (written by other blocks).
+        const int per_row = GH * int(sizeof(T)) / 16;
+        const uint4* src4 = reinterpret_cast<const uint4*>(src);
+        uint4* dst4 = reinterpret_cast<uint4*>(g_s);
+        for (int idx = tid; idx < nb * per_row; idx += nthreads) dst4[idx] = __ldcg(src4 + idx);
+      } else {
+        for (int idx = tid; idx < nb * ldg; idx += nthreads) {
+          const int b = idx / ldg, r = idx - b * ldg;
+          g_s[idx] = r < GH ? __ldcg(src + int64_t(b) * GH + r) : convert<T>(0.0f);
+        }
+      }
+      __syncthreads();
+      const int row_tiles = (nb + kTileRows - 1) / kTileRows;
+      const int unit_tiles = (units + kTileUnits - 1) / kTileUnits;
+      for (int tile = warp; tile < row_tiles * unit_tiles; tile += nwarps) {
+        const int rb = tile / unit_tiles * kTileRows, ub = tile % unit_tiles * kTileUnits;
+        // Rows and units past the end repeat the last one (valid memory); their sums are dropped.
+        const T* g_row[kTileRows];
+        const T* w_row[kTileUnits];
+#pragma unroll
+        for (int i = 0; i < kTileRows; ++i) g_row[i] = g_s + min(rb + i, nb - 1) * ldg;
+#pragma unroll
+        for (int q = 0; q < kTileUnits; ++q) w_row[q] = w_s + min(ub + q, units - 1) * ldg;
+        float acc[kTileRows][kTileUnits] = {};
+        for (int k = 2 * lane; k < ldg; k += 64) {
+          float2 g[kTileRows], w[kTileUnits];
+#pragma unroll
+          for (int i = 0; i < kTileRows; ++i) g[i] = load_pair(g_row[i] + k);
+#pragma unroll
+          for (int q = 0; q < kTileUnits; ++q) w[q] = load_pair(w_row[q] + k);
+#pragma unroll
+          for (int i = 0; i < kTileRows; ++i)
+#pragma unroll
+            for (int q = 0; q < kTileUnits; ++q) {
+              acc[i][q] = fmaf(g[i].x, w[q].x, acc[i][q]);
+              acc[i][q] = fmaf(g[i].y, w[q].y, acc[i][q]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kTileRows; ++i)
+#pragma unroll
+          for (int q = 0; q < kTileUnits; ++q)
+#pragma unroll
+            for (int offset = 16; offset > 0; offset /= 2)
+              acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], offset);
+        if (lane == 0)
+#pragma unroll
+          for (int i = 0; i < kTileRows; ++i)
+#pragma unroll
+            for (int q = 0; q < kTileUnits; ++q)
+              if (rb + i < nb && ub + q < units) dh_s[(b0 + rb + i) * U + ub + q] += acc[i][q];
+      }
+      __syncthreads();
+    }
+  }
+  // The carries are now the gradients of h0 and c0.
+  for (int idx = tid; idx < rows * units; idx += nthreads) {
+    const int b = idx / units, u = idx - b * units;
+    const int64_t at = int64_t(row0 + b) * H + j0 + u;
+    if (a.grad_h0 != nullptr) a.grad_h0[at] = convert<T>(dh_s[b * U + u]);
+    if (a.grad_c0 != nullptr) a.grad_c0[at] = convert<T>(dc_s[b * U + u]);
+  }
+}
+
 }  // namespace
 
 // ---- launchers --------------------------------------------------------------------------------------
@@ -510,48 +696,71 @@ void fill_elements(T* dst, float value, int64_t n, cudaStream_t stream) {
 
 namespace {
 
-// The plan for one problem shape on `device` (the current device), T the element type.
+// The plan for one problem shape on `device` (the current device), T the element type. Both
+// kernels split the hidden units over the blocks, each owning U of them, one block per SM where
+// possible; the backward also splits the batch into up to 8 groups of at least 4 rows (each group
+// with its own blocks: a block then stages only its group's dG rows, G times the size of the
+// forward's h rows), taking the most groups whose W_hh columns and a 4-row tile still fit.
 template <typename T>
-PersistentPlan compute_persistent_plan(int64_t G, int64_t H, int64_t B, int device) {
+PersistentPlan compute_persistent_plan(Direction direction, int64_t G, int64_t H, int64_t B, int device) {
   PersistentPlan plan;
   const DeviceProperties& props = device_properties(device);
   int cooperative = 0;
   EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
   if (cooperative == 0 || props.sm_count <= 0) return plan;
+  const bool forward = direction == Direction::forward;
   const size_t es = sizeof(T);
+  const void* kernel = forward ? reinterpret_cast<const void*>(rnn_persistent_forward_kernel<T>)
+                               : reinterpret_cast<const void*>(rnn_persistent_backward_kernel<T>);
   // What the kernel may ask for: the device's opt-in limit less the kernel's static shared memory.
   const size_t limit =
-      size_t(opt_in_max_dynamic_shared_memory<rnn_persistent_forward_kernel<T>>(device));
-  // One block per SM, each owning the fewest units that let ceil(H / U) blocks fit on the chip.
-  const int U = int((H + props.sm_count - 1) / props.sm_count);
-  const int blocks = int((H + U - 1) / U);
-  const size_t fixed = persistent_smem_bytes(int(H), int(G), U, int(B), 0, es);
-  const size_t row = align16(size_t(padded_row(int(H), int(es))) * es);
-  if (fixed + row > limit) return plan;
-  const int bt = int(std::min<size_t>(size_t(B), (limit - fixed) / row));
-  const size_t smem = persistent_smem_bytes(int(H), int(G), U, int(B), bt, es);
-  if (smem > limit) return plan;
-  // The grid must be co-resident: check the occupancy the kernel really gets with this smem.
-  int per_sm = 0;
-  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, rnn_persistent_forward_kernel<T>, kPersistentThreads, smem));
-  if (per_sm < 1 || int64_t(per_sm) * props.sm_count < blocks) return plan;
-  plan.ok = true;
-  plan.units_per_block = U;
-  plan.blocks = blocks;
-  plan.batch_tile = bt;
-  plan.smem_bytes = smem;
+      forward ? size_t(opt_in_max_dynamic_shared_memory<rnn_persistent_forward_kernel<T>>(device))
+              : size_t(opt_in_max_dynamic_shared_memory<rnn_persistent_backward_kernel<T>>(device));
+  auto smem_bytes = [&](int U, int rows, int bt) {
+    return forward ? persistent_smem_bytes(int(H), int(G), U, int(B), bt, es)
+                   : persistent_backward_smem_bytes(int(H), int(G), U, rows, bt, es);
+  };
+  const size_t row = forward ? align16(size_t(padded_row(int(H), int(es))) * es)
+                             : size_t(backward_row(int(G * H), int(es))) * es;
+  for (int64_t groups = forward ? 1 : std::min<int64_t>(8, std::max<int64_t>(1, B / 4)); groups >= 1;
+       groups /= 2) {
+    const int rows = int((B + groups - 1) / groups);
+    const int64_t used_groups = (B + rows - 1) / rows;  // every group non-empty
+    // The fewest units per block that let all blocks fit on the chip at one block per SM.
+    const int64_t unit_blocks = std::max<int64_t>(1, props.sm_count / used_groups);
+    const int U = int((H + unit_blocks - 1) / unit_blocks);
+    const int64_t blocks = (H + U - 1) / U * used_groups;
+    const int min_tile = forward ? 1 : std::min(rows, kTileRows);
+    const size_t fixed = smem_bytes(U, rows, 0);
+    if (fixed + size_t(min_tile) * row > limit) continue;
+    const int bt = int(std::min<size_t>(size_t(rows), (limit - fixed) / row));
+    const size_t smem = smem_bytes(U, rows, bt);
+    if (smem > limit) continue;
+    // The grid must be co-resident: check the occupancy the kernel really gets with this smem.
+    int per_sm = 0;
+    EMBER_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPersistentThreads, smem));
+    if (per_sm < 1 || int64_t(per_sm) * props.sm_count < blocks) continue;
+    plan.ok = true;
+    plan.units_per_block = U;
+    plan.batch_groups = int(used_groups);
+    plan.rows_per_group = rows;
+    plan.blocks = int(blocks);
+    plan.batch_tile = bt;
+    plan.smem_bytes = smem;
+    return plan;
+  }
   return plan;
 }
 
-// What a plan depends on besides the device: gates, hidden size, batch, dtype.
-using PlanKey = std::tuple<int64_t, int64_t, int64_t, DType>;
+// What a plan depends on besides the device: direction, gates, hidden size, batch, dtype.
+using PlanKey = std::tuple<Direction, int64_t, int64_t, int64_t, DType>;
 
 }  // namespace
 
-// Asked three times per forward (applies, cost, run), so each (shape, device) is planned once;
-// the cache holds one entry per distinct (gates, hidden, batch, dtype) seen on the device.
-PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
+// Asked three times per call (applies, cost, run), so each (direction, shape, device) is planned
+// once; the cache holds one entry per distinct key seen on the device.
+PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device, Direction direction) {
   if (c.proj_size > 0 || (dtype != DType::f32 && dtype != DType::bf16)) return {};
   const int64_t H = c.hidden_size, B = c.batch, G = c.gates();
   if (H > 4096 || B > 4096) return {};
@@ -561,7 +770,7 @@ PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
   };
   static PerDevice<Cache*> caches;
   Cache& cache = *caches.get(device, [](int) { return new Cache; });  // never freed, as PerDevice
-  const PlanKey key{G, H, B, dtype};
+  const PlanKey key{direction, G, H, B, dtype};
   {
     std::shared_lock<std::shared_mutex> lock(cache.mutex);
     const auto it = cache.plans.find(key);
@@ -571,7 +780,7 @@ PersistentPlan persistent_plan(const RnnConfig& c, DType dtype, int device) {
   {
     DeviceGuard guard(Device::cuda(device));  // the occupancy query reads the current device
     dispatch_floating<FloatingTypes::f32_bf16>(dtype, "rnn", [&](auto tag) {
-      plan = compute_persistent_plan<decltype(tag)>(G, H, B, device);
+      plan = compute_persistent_plan<decltype(tag)>(direction, G, H, B, device);
     });
   }
   std::unique_lock<std::shared_mutex> lock(cache.mutex);
@@ -594,11 +803,23 @@ void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan&
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
+template <typename T>
+void persistent_backward(const PersistentBackwardArgs<T>& a, const PersistentPlan& plan,
+                         cudaStream_t stream) {
+  EMBER_INTERNAL_ASSERT(plan.ok && plan.batch_groups >= 1,
+                        "rnn: persistent backward kernel launched without a valid plan");
+  PersistentBackwardArgs<T> args = a;
+  int units = plan.units_per_block, rows = plan.rows_per_group, tile = plan.batch_tile;
+  void* params[] = {&args, &units, &rows, &tile};
+  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(rnn_persistent_backward_kernel<T>), dim3(unsigned(plan.blocks)),
+      dim3(kPersistentThreads), params, plan.smem_bytes, stream));
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 // ---- the algorithms -----------------------------------------------------------------------------------
 
 namespace {
-
-using dispatch::Direction;
 
 template <typename T>
 cudaDataType_t cuda_type() {
@@ -740,7 +961,7 @@ void forward(const RnnProblem& p, bool persistent) {
   const int32_t* lengths = ptrs.lengths();
   PersistentPlan plan;
   if (persistent) {
-    plan = persistent_plan(c, p.dtype, device.index);
+    plan = persistent_plan(c, p.dtype, device.index, Direction::forward);
     EMBER_INTERNAL_ASSERT(plan.ok, "rnn: the persistent algorithm was chosen for a problem it does not fit");
   }
 
@@ -900,7 +1121,7 @@ void forward(const RnnProblem& p, bool persistent) {
 // ---- backward ----
 
 template <typename T>
-void backward(const RnnProblem& p) {
+void backward(const RnnProblem& p, bool persistent) {
   const RnnConfig& c = p.config;
   const int64_t T_ = c.seq_len, B = c.batch, H = c.hidden_size, Ho = c.out_size(), P = c.proj_size;
   const int64_t G = c.gates(), GH = G * H, D = c.num_directions, L = c.num_layers, W = D * Ho;
@@ -912,11 +1133,17 @@ void backward(const RnnProblem& p) {
   const cudaDataType_t ab = cuda_type<T>();
   const cublasComputeType_t compute = compute_type(p);
   const int32_t* lengths = ptrs.lengths();
+  PersistentPlan plan;
+  if (persistent) {
+    plan = persistent_plan(c, p.dtype, device.index, Direction::backward);
+    EMBER_INTERNAL_ASSERT(plan.ok, "rnn: the persistent algorithm was chosen for a problem it does not fit");
+  }
 
   const Stream main = current_stream(device);
   EventPool& events = event_pool(device.index);
   events.reset();
-  const int n_rec = int(std::min<int64_t>(L * D, kMaxRecurrentStreams));
+  // Persistent launches all go to one stream (co-residency, as in the forward).
+  const int n_rec = persistent ? 1 : int(std::min<int64_t>(L * D, kMaxRecurrentStreams));
   const Stream in = side_stream(device, 0), wgrad = side_stream(device, 1 + kMaxRecurrentStreams);
   std::vector<Stream> rec;
   for (int i = 0; i < n_rec; ++i) rec.push_back(side_stream(device, 1 + i));
@@ -934,6 +1161,7 @@ void backward(const RnnProblem& p) {
       dh_total[size_t(i)] = empty({T_ * B, P}, p.dtype, device);
       dr[size_t(i)] = empty({B, H}, DType::f32, device);
     }
+    if (persistent) continue;  // the persistent kernel keeps its carries on chip
     dh_carry[size_t(i)] = empty({B, Ho}, DType::f32, device);
     if (c.mode == RnnMode::lstm) dc_carry[size_t(i)] = empty({B, H}, DType::f32, device);
   }
@@ -953,7 +1181,8 @@ void backward(const RnnProblem& p) {
   wait_event(raw(wgrad), start);
   for (const Stream& s : rec) wait_event(raw(s), start);
 
-  const int64_t cs = chunk_steps(c, true), K = (T_ + cs - 1) / cs;
+  // The persistent kernel runs a layer's whole loop: one chunk, no wavefront.
+  const int64_t cs = chunk_steps(c, !persistent), K = (T_ + cs - 1) / cs;
   std::vector<cudaEvent_t> dx_done(size_t(L), nullptr), bwd_done(size_t(L * D), nullptr);
   for (int64_t kk = K - 1; kk >= 0; --kk) {
     const int64_t s0 = kk * cs, s1 = std::min(T_, s0 + cs);
@@ -973,9 +1202,41 @@ void backward(const RnnProblem& p) {
         const T* states = ptrs.template region<T>(sv.states);
         const float* cells = ptrs.template region<float>(sv.cells);
         const T* gates = ptrs.template region<T>(sv.gates);
+        const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
+        if (persistent) {
+          PersistentBackwardArgs<T> a;
+          a.mode = c.mode;
+          a.T_ = int(T_);
+          a.B = int(B);
+          a.H = int(H);
+          a.G = int(G);
+          a.S = int(S);
+          a.direction = int(d);
+          a.w_hh = w_hh;
+          a.states = states;
+          a.cells = cells;
+          a.gates = gates;
+          a.dy = dy != nullptr ? dy + d * Ho : nullptr;
+          a.ldy = W;
+          a.grad_h_n = p.grad_h_n.defined()
+                           ? static_cast<const T*>(p.grad_h_n.data_ptr()) + ld * B * H
+                           : nullptr;
+          a.grad_c_n = p.grad_c_n.defined() && cells != nullptr
+                           ? static_cast<const T*>(p.grad_c_n.data_ptr()) + ld * B * H
+                           : nullptr;
+          a.dgx = typed(dgx[size_t(ld)]);
+          a.dgh = dgh_of(ld);
+          a.grad_h0 = p.grad_h0.defined() ? static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * H : nullptr;
+          a.grad_c0 = p.grad_c0.defined() && cells != nullptr
+                          ? static_cast<T*>(p.grad_c0.data_ptr()) + ld * B * H
+                          : nullptr;
+          a.lengths = lengths;
+          persistent_backward<T>(a, plan, stream);
+          bwd_done[size_t(ld)] = events.record(stream);
+          continue;
+        }
         float* dh = f32(dh_carry[size_t(ld)]);
         float* dc = dc_carry[size_t(ld)].defined() ? f32(dc_carry[size_t(ld)]) : nullptr;
-        const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
         if (kk == K - 1) {
           convert_elements<float, T>(dh, p.grad_h_n.defined() ? static_cast<const T*>(p.grad_h_n.data_ptr()) + ld * B * Ho : nullptr,
                             B * Ho, stream);
@@ -1089,8 +1350,10 @@ bool supported(const RnnProblem& p) {
 
 // Rough time model in microseconds (the heuristic's ranking; benchmark mode measures instead).
 // Per step, the cuBLAS algorithm pays two or more launches (about 4 us each on the GPU timeline
-// when the host keeps up) plus its recurrent GEMM at a fraction of peak; the persistent kernel
-// pays a grid barrier and streams its W_hh rows from shared memory once per batch row.
+// when the host keeps up) plus its recurrent GEMM at a fraction of peak; the persistent kernels
+// pay a grid barrier and the shared-memory reads of their recurrent product: the forward streams
+// its W_hh rows and the staged h once per multiply-add, the backward's 4 x 4 register tiles read
+// half an element per multiply-add, after staging its group's dG rows from L2 (~64 B/clock).
 double recurrent_flops(const RnnProblem& p) {
   const RnnConfig& c = p.config;
   return 2.0 * double(c.batch) * double(c.gates() * c.hidden_size) * double(c.out_size());
@@ -1104,11 +1367,18 @@ double cublas_cost_us(const RnnProblem& p) {
 }
 double persistent_cost_us(const RnnProblem& p) {
   const RnnConfig& c = p.config;
-  const PersistentPlan plan = persistent_plan(c, p.dtype, p.device().index);
+  const PersistentPlan plan = persistent_plan(c, p.dtype, p.device().index, p.direction);
   const double es = double(element_size(p.dtype));
-  // Shared-memory bytes read per step by one block (weights and staged h per multiply-add).
-  const double bytes = double(c.batch) * c.gates() * plan.units_per_block * c.hidden_size * 2 * es;
-  const double per_step = 3.0 + bytes / (128.0 * 1.6e3);  // ~128 B/clock at ~1.6 GHz
+  // Multiply-adds of one block per step, and the bytes it reads per step from shared memory
+  // (~128 B/clock at ~1.6 GHz) and, the backward, from L2.
+  const double per_step_bytes = [&] {
+    if (p.direction == Direction::forward)
+      return double(c.batch) * c.gates() * plan.units_per_block * c.hidden_size * 2 * es / 128.0;
+    const double row_bytes = double(c.gates() * c.hidden_size) * es;
+    const double macs = double(plan.rows_per_group) * plan.units_per_block * c.gates() * c.hidden_size;
+    return macs * 0.5 * es / 128.0 + plan.rows_per_group * row_bytes / 64.0;
+  }();
+  const double per_step = 3.0 + per_step_bytes / 1.6e3;
   return double(c.seq_len) * c.num_layers * c.num_directions * per_step;
 }
 
@@ -1122,7 +1392,7 @@ dispatch::Algorithm<RnnProblem> cublas_steps_algorithm() {
     dispatch_floating<FloatingTypes::f32_bf16>(p.dtype, "rnn", [&](auto tag) {
       using T = decltype(tag);
       if (p.direction == Direction::forward) forward<T>(p, false);
-      else backward<T>(p);
+      else backward<T>(p, false);
     });
   };
   return a;
@@ -1133,13 +1403,15 @@ dispatch::Algorithm<RnnProblem> persistent_algorithm() {
   a.name = "persistent";
   a.deterministic = true;
   a.applies = [](const RnnProblem& p) {
-    return supported(p) && p.direction == Direction::forward &&
-           persistent_plan(p.config, p.dtype, p.device().index).ok;
+    return supported(p) && persistent_plan(p.config, p.dtype, p.device().index, p.direction).ok;
   };
   a.heuristic_cost = &persistent_cost_us;
   a.run = [](const RnnProblem& p, void*) {
-    dispatch_floating<FloatingTypes::f32_bf16>(p.dtype, "rnn",
-                                               [&](auto tag) { forward<decltype(tag)>(p, true); });
+    dispatch_floating<FloatingTypes::f32_bf16>(p.dtype, "rnn", [&](auto tag) {
+      using T = decltype(tag);
+      if (p.direction == Direction::forward) forward<T>(p, true);
+      else backward<T>(p, true);
+    });
   };
   return a;
 }
@@ -1158,7 +1430,9 @@ dispatch::Algorithm<RnnProblem> persistent_algorithm() {
   template void dropout_backward<T>(T*, const bool*, int64_t, int64_t, double, cudaStream_t);    \
   template void fill_elements<T>(T*, float, int64_t, cudaStream_t);                                       \
   template void persistent_forward<T>(const PersistentForwardArgs<T>&, const PersistentPlan&,    \
-                                      cudaStream_t);
+                                      cudaStream_t);                                             \
+  template void persistent_backward<T>(const PersistentBackwardArgs<T>&, const PersistentPlan&,  \
+                                       cudaStream_t);
 EMBER_RNN_INSTANTIATE(float)
 EMBER_RNN_INSTANTIATE(__nv_bfloat16)
 #undef EMBER_RNN_INSTANTIATE
@@ -1172,4 +1446,5 @@ namespace ember {
 EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", forward, CUDA, cuda::rnn::cublas_steps_algorithm());
 EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", backward, CUDA, cuda::rnn::cublas_steps_algorithm());
 EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", forward, CUDA, cuda::rnn::persistent_algorithm());
+EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", backward, CUDA, cuda::rnn::persistent_algorithm());
 }  // namespace ember

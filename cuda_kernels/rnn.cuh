@@ -1,7 +1,8 @@
 // Launchers of the CUDA kernels behind the rnn op's algorithms (cuda_kernels/rnn.cu): the fused
 // per-step pointwise kernels (forward and backward), the projection helpers, dropout between
-// layers, state conversions, and the persistent recurrent kernel. T is the device element type
-// (float or __nv_bfloat16); pre-activations, cell states and gradient carries are float32.
+// layers, state conversions, and the persistent recurrent kernels (forward and backward). T is
+// the device element type (float or __nv_bfloat16); pre-activations, cell states and gradient
+// carries are float32.
 // Row-major shapes are given on every pointer; B = batch, H = hidden_size, Ho = output size
 // (proj_size or H), P = proj_size, G = gates per unit, S = saved gate values per unit.
 // Include only from .cu files.
@@ -99,22 +100,35 @@ void convert_elements(To* dst, const From* src, int64_t n, cudaStream_t stream);
 template <typename T>
 void fill_elements(T* dst, float value, int64_t n, cudaStream_t stream);
 
-// ---- persistent kernel -------------------------------------------------------------------------
-// The whole recurrence of one (layer, direction) in one cooperative launch: each block keeps the
-// W_hh rows of its hidden units in shared memory for all steps, reads the previous hidden state
-// of the whole batch from L2 after a grid-wide barrier, computes its units' gates (including the
-// precomputed input projection gx and the biases), keeps their cell states on chip, and writes
-// the same saved values, states and outputs as the per-step algorithm. No projection.
+// ---- persistent kernels ------------------------------------------------------------------------
+// The whole recurrence of one (layer, direction) in one cooperative launch, with a grid-wide
+// barrier per step. No projection.
+//  forward: each block keeps the W_hh rows of its hidden units in shared memory for all steps,
+//    reads the previous hidden state of the whole batch from L2 after the barrier, computes its
+//    units' gates (including the precomputed input projection gx and the biases), keeps their
+//    cell states on chip, and writes the same saved values, states and outputs as the per-step
+//    algorithm.
+//  backward: each block owns the hidden units [j0, j0 + U) of one group of batch rows. Per step
+//    (reverse time) it computes the gate gradients of its (row, unit) pairs from the saved values
+//    (the per-step kernel's math) and writes them, with the hidden and cell gradient carries kept
+//    on chip in fp32; after the barrier it reads the step's dG rows of its batch group from L2 and
+//    adds dG W_hh[:, j0 : j0 + U) (those W_hh columns resident in shared memory) to its hidden
+//    carry, in a fixed order (no atomics: bitwise reproducible). The owner of a carry element is
+//    its only reader and writer, so the carries never leave the chip.
 struct PersistentPlan {
   bool ok = false;
   int units_per_block = 0;  // hidden units each block owns
+  int batch_groups = 1;     // backward: groups of batch rows, each with its own blocks
+  int rows_per_group = 0;   // batch rows of a group (the last group may have fewer)
   int blocks = 0;           // grid size (co-resident: blocks <= resident limit)
-  int batch_tile = 0;       // batch rows of h staged in shared memory at a time
+  int batch_tile = 0;       // batch rows staged in shared memory at a time
   size_t smem_bytes = 0;
 };
-// The plan for a problem on `device` (not ok when the kernel does not apply), computed once per
-// (shape, device); computing it opts the kernel in to the device's dynamic shared memory.
-PersistentPlan persistent_plan(const RnnConfig& config, DType dtype, int device);
+// The plan of the forward or backward kernel for a problem on `device` (not ok when the kernel
+// does not apply), computed once per (direction, shape, device); computing it opts the kernel in
+// to the device's dynamic shared memory.
+PersistentPlan persistent_plan(const RnnConfig& config, DType dtype, int device,
+                               dispatch::Direction direction);
 
 template <typename T>
 struct PersistentForwardArgs {
@@ -135,5 +149,29 @@ struct PersistentForwardArgs {
 template <typename T>
 void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan& plan,
                         cudaStream_t stream);
+
+// Writes dgx / dgh for every step, and grad_h0 / grad_c0 (when not null) from the final carries.
+template <typename T>
+struct PersistentBackwardArgs {
+  RnnMode mode = RnnMode::lstm;
+  int T_ = 0, B = 0, H = 0, G = 1, S = 0;
+  int direction = 0;
+  const T* w_hh = nullptr;        // [G * H, H]
+  const T* states = nullptr;      // [T + 1, B, H] saved by the forward
+  const float* cells = nullptr;   // [T + 1, B, H] (LSTM)
+  const T* gates = nullptr;       // [T, B, S * H]
+  const T* dy = nullptr;          // [T, B, ldy] at this direction's column offset, or null (zero)
+  int64_t ldy = 0;
+  const T* grad_h_n = nullptr;    // [B, H] or null (zero)
+  const T* grad_c_n = nullptr;    // [B, H] (LSTM) or null (zero)
+  T* dgx = nullptr;               // [T, B, G * H]
+  T* dgh = nullptr;               // [T, B, G * H]; dgx except for GRU
+  T* grad_h0 = nullptr;           // [B, H] or null
+  T* grad_c0 = nullptr;           // [B, H] or null
+  const int32_t* lengths = nullptr;
+};
+template <typename T>
+void persistent_backward(const PersistentBackwardArgs<T>& a, const PersistentPlan& plan,
+                         cudaStream_t stream);
 
 }  // namespace ember::cuda::rnn

@@ -2,8 +2,9 @@
 // fp64 on the same rounded inputs): outputs, h_n, c_n and every gradient, float32 (TF32 off and
 // on) and bfloat16, for LSTM / GRU / RNN with several layers (the wavefront schedule),
 // bidirectional, proj_size, lengths, batch_first, dropout (the same Philox masks as the CPU) and
-// odd sizes; both forward algorithms (cuBLAS per step, persistent) forced in turn; float16
-// through float32; float64 refused. Skips without a GPU.
+// odd sizes; each algorithm (cuBLAS per step, persistent) forced in turn for the forward and for
+// the backward; the persistent backward also against cuBLAS-per-step's gradients and bitwise run
+// to run; float16 through float32; float64 refused. Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -46,6 +47,16 @@ const std::vector<Case>& cases() {
       {"rnn_tanh_bidirectional_lengths_dropout", RnnMode::rnn_tanh, 2, true, 0, false, true, 0.2},
       {"rnn_relu", RnnMode::rnn_relu, 2},
       {"lstm_batch1", RnnMode::lstm, 1, false, 0, false, false, 0, 9, 1, 3, 8},
+  };
+  return all;
+}
+
+// The persistent backward's plan splits large batches into groups of rows: shapes that take that
+// path (uneven groups, several staged tiles per group, the benchmark's CharLM width).
+const std::vector<Case>& grouped_cases() {
+  static const std::vector<Case> all = {
+      {"lstm_charlm_width_lengths", RnnMode::lstm, 2, false, 0, false, true, 0, 6, 64, 16, 512},
+      {"gru_bidirectional_odd_batch", RnnMode::gru, 1, true, 0, false, true, 0, 5, 37, 11, 45},
   };
   return all;
 }
@@ -126,18 +137,31 @@ std::vector<Tensor> base_inputs(const Case& c, uint64_t seed) {
   return v;
 }
 
-void compare(const Case& c, DType dtype, bool tf32, const char* forward_algorithm) {
+// Case c on the GPU with the named forward and backward algorithms forced.
+Run run_forced(const Case& c, const std::vector<Tensor>& base, DType dtype, bool tf32,
+               const char* forward_algorithm, const char* backward_algorithm) {
+  // Restores the TF32 setting also when the run throws.
+  struct Tf32Guard {
+    bool prev = rnn_allow_tf32();
+    explicit Tf32Guard(bool on) { set_rnn_allow_tf32(on); }
+    ~Tf32Guard() { set_rnn_allow_tf32(prev); }
+  } tf32_guard(tf32);
+  dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings()
+                                        .force("rnn.forward", forward_algorithm)
+                                        .force("rnn.backward", backward_algorithm));
+  return run(c, base, Device::cuda(), dtype, 123);
+}
+
+void compare(const Case& c, DType dtype, bool tf32, const char* forward_algorithm,
+             const char* backward_algorithm = "cublas_steps") {
   CAPTURE(c.name);
   CAPTURE(dtype_name(dtype));
   CAPTURE(tf32);
   CAPTURE(forward_algorithm);
+  CAPTURE(backward_algorithm);
   const std::vector<Tensor> base = base_inputs(c, 17);
   const Run ref = run(c, base, Device::cpu(), dtype, 123);
-  const bool prev_tf32 = rnn_allow_tf32();
-  set_rnn_allow_tf32(tf32);
-  dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force("rnn.forward", forward_algorithm));
-  const Run gpu = run(c, base, Device::cuda(), dtype, 123);
-  set_rnn_allow_tf32(prev_tf32);
+  const Run gpu = run_forced(c, base, dtype, tf32, forward_algorithm, backward_algorithm);
   const double tol = dtype == DType::bf16 ? 3e-2 : tf32 ? 5e-3 : 1e-4;
   CHECK(rel_err(gpu.out, ref.out) <= tol);
   REQUIRE(gpu.grads.size() == ref.grads.size());
@@ -152,6 +176,7 @@ void compare(const Case& c, DType dtype, bool tf32, const char* forward_algorith
 TEST_CASE("rnn cuda: cuBLAS-per-step algorithm matches the CPU reference, fp32" *
           doctest::skip(!cuda::is_available())) {
   for (const Case& c : cases()) compare(c, DType::f32, false, "cublas_steps");
+  for (const Case& c : grouped_cases()) compare(c, DType::f32, false, "cublas_steps");
 }
 
 TEST_CASE("rnn cuda: cuBLAS-per-step algorithm matches the CPU reference, bf16 and TF32" *
@@ -173,11 +198,57 @@ TEST_CASE("rnn cuda: persistent algorithm matches the CPU reference" * doctest::
   CHECK(compared >= 8);
 }
 
+TEST_CASE("rnn cuda: persistent backward matches the CPU reference" * doctest::skip(!cuda::is_available())) {
+  int compared = 0;
+  std::vector<Case> all = cases();
+  all.insert(all.end(), grouped_cases().begin(), grouped_cases().end());
+  for (const Case& c : all) {
+    if (c.proj > 0) continue;  // no projection (the algorithm does not apply)
+    compare(c, DType::f32, false, "cublas_steps", "persistent");
+    compare(c, DType::bf16, false, "cublas_steps", "persistent");
+    ++compared;
+  }
+  CHECK(compared >= 10);
+  // Both directions persistent, and with TF32 allowed (the backward's sums stay fp32).
+  compare(cases()[2], DType::f32, false, "persistent", "persistent");
+  compare(grouped_cases()[0], DType::bf16, false, "persistent", "persistent");
+  compare(grouped_cases()[0], DType::f32, true, "persistent", "persistent");
+}
+
+TEST_CASE("rnn cuda: persistent backward agrees with cuBLAS-per-step and is bitwise reproducible" *
+          doctest::skip(!cuda::is_available())) {
+  std::vector<Case> all = {cases()[2], cases()[7], cases()[8], cases()[9], grouped_cases()[0],
+                           grouped_cases()[1]};
+  for (const Case& c : all) {
+    CAPTURE(c.name);
+    const std::vector<Tensor> base = base_inputs(c, 29);
+    const Run steps = run_forced(c, base, DType::f32, false, "cublas_steps", "cublas_steps");
+    const Run first = run_forced(c, base, DType::f32, false, "cublas_steps", "persistent");
+    const Run second = run_forced(c, base, DType::f32, false, "cublas_steps", "persistent");
+    REQUIRE(first.grads.size() == steps.grads.size());
+    for (size_t i = 0; i < steps.grads.size(); ++i) {
+      CAPTURE(i);
+      // The same fp32 math; only the order of the recurrent sums differs.
+      CHECK(rel_err(first.grads[i], steps.grads[i]) <= 2e-5);
+      CHECK(rel_err(second.grads[i], first.grads[i]) == 0.0);
+    }
+  }
+}
+
+TEST_CASE("rnn cuda: persistent backward refuses a projection" * doctest::skip(!cuda::is_available())) {
+  const Case& c = cases()[3];
+  REQUIRE(c.proj > 0);
+  const std::vector<Tensor> base = base_inputs(c, 3);
+  CHECK_THROWS_AS(run_forced(c, base, DType::f32, false, "cublas_steps", "persistent"), Error);
+}
+
 TEST_CASE("rnn cuda: the cache has both algorithms and picks one that applies" *
           doctest::skip(!cuda::is_available())) {
-  const std::vector<std::string> names = rnn_slot(dispatch::Direction::forward, DeviceType::CUDA).names();
-  CHECK(std::find(names.begin(), names.end(), "cublas_steps") != names.end());
-  CHECK(std::find(names.begin(), names.end(), "persistent") != names.end());
+  for (dispatch::Direction direction : {dispatch::Direction::forward, dispatch::Direction::backward}) {
+    const std::vector<std::string> names = rnn_slot(direction, DeviceType::CUDA).names();
+    CHECK(std::find(names.begin(), names.end(), "cublas_steps") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "persistent") != names.end());
+  }
   // Benchmark mode times both on a small problem and keeps a working choice.
   dispatch::AlgoModeGuard bench(dispatch::AlgoMode::benchmark);
   Case c{"small", RnnMode::lstm, 1, false, 0, false, false, 0, 10, 4, 8, 32};
