@@ -12,13 +12,25 @@
 //   forward / backward_data  "implicit_gemm_256x128", "_128x128", "_128x64", "_64x64": the same
 //       kernel with that tile fixed (channel counts with 16-byte vectors only), for the benchmark
 //       mode to time against the wave model's pick; the heuristic ranks them behind it.
+//   forward / backward_data  "implicit_gemm_128x128_splitk", "_64x64_splitk": those tiles with the
+//       reduction (taps x channel blocks) split over blockIdx.y into fp32 partials, summed in a
+//       fixed order by a second kernel, where the tile's blocks alone leave SMs idle (ResNet's
+//       7x7 / 14x14 layers: 3136 / 12544 rows); ranked behind "implicit_gemm" likewise.
 //   backward_filter  "implicit_gemm": split-K over output pixels, every split writing an fp32
 //       partial into the workspace, then a reduce kernel summing the splits in a fixed order
 //       (deterministic); "implicit_gemm_atomic": the splits atomically add into one fp32 buffer
 //       (not deterministic). Tiles: 128x128 when K >= 128, else 64x128, over columns tap*C + c.
-//       Needs C and K multiples of 8 (16-bit) / 4 (fp32); other channel counts go to im2col_gemm.
+//       Needs K a multiple of 8 (16-bit) / 4 (fp32); x with another C is staged as NHWC with zero
+//       channels up to the next multiple (the 3-channel stem: 4 fp32 / 8 bf16 channels), columns
+//       tap*Cpad + c, and the reduction drops the padded channels.
 //       "implicit_gemm_wgrad_64x128", "implicit_gemm_wgrad_128x128": the deterministic split-K
 //       with that tile fixed, for the benchmark mode; the heuristic ranks them behind it.
+//   backward_filter  "implicit_gemm_wgrad_halo" (deterministic), "implicit_gemm_wgrad_halo_atomic":
+//       bf16/f16, stride 1, 3-wide 'same' rows (S = 3, pw = 1, output as large as the input), C a
+//       multiple of 64 (ResNet's 3x3 layers): a block takes the three taps of one filter row and
+//       reads them from ONE shared halo of x rows instead of gathering x per tap (2.5x fewer
+//       bytes per MAC than the 64x128 tile); ranked behind "implicit_gemm" for the benchmark mode
+//       to time.
 // Activations not in channels_last are staged into the workspace (and written back). Every
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
@@ -66,18 +78,80 @@ pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws
   }
 }
 
-// dw[k, c, r, s] = sum over z < splits of partial[z][k][(r*S + s)*C + c], in order of z.
+// dw[k, c, r, s] = sum over z < splits of partial[z][k][(r*S + s)*Cpart + c], in order of z, for
+// the C channels of dw (Cpart >= C: the partials of zero-padded channels are dropped).
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C, int64_t S,
-                    int64_t RS, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
+wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C, int64_t Cpart,
+                    int64_t S, int64_t RS, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
                     T* __restrict__ dw, int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t split_elems = total / C * Cpart;  // K * RS * Cpart
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     const int64_t c = idx % C, tap = (idx / C) % RS, k = idx / (C * RS);
+    const int64_t at = (k * RS + tap) * Cpart + c;
+    float sum = 0.f;
+    for (int64_t z = 0; z < splits; ++z) sum += partial[z * split_elems + at];
+    dw[k * ws0 + c * ws1 + (tap / S) * ws2 + (tap % S) * ws3] = convert<T>(sum);
+  }
+}
+
+// out[n][h][w][c] for c < Cpad = x[n, c, h, w] (any strides) for c < C, else zero: the filter
+// gradient's x as NHWC with whole 16-byte channel vectors. One thread per 16-byte vector.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+stage_padded_nhwc_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2,
+                         int64_t xs3, int C, int H, int W, int vectors_per_pixel,
+                         FastDivmod div_vectors, FastDivmod div_w, FastDivmod div_h,
+                         T* __restrict__ out, int64_t total) {
+  constexpr int VEC = 16 / int(sizeof(T));
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
+    const int pix = int(div_vectors.div(uint32_t(idx)));  // total < 2^31
+    const int c0 = (int(idx) - pix * vectors_per_pixel) * VEC;
+    const int nh = int(div_w.div(uint32_t(pix)));
+    const int w = pix - nh * W;
+    const int n = int(div_h.div(uint32_t(nh)));
+    const int h = nh - n * H;
+    const T* src = x + n * xs0 + h * xs2 + w * xs3;
+    alignas(16) T vals[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      vals[e] = c0 + e < C ? src[(c0 + e) * xs1] : convert<T>(0.0f);
+    *reinterpret_cast<uint4*>(out + int64_t(idx) * VEC) = *reinterpret_cast<const uint4*>(vals);
+  }
+}
+
+// Splits of `k_tiles` for a grid of `grid` tiles on `slots` resident blocks: the fewest whose
+// blocks fill the slots to 90% counting the last partial wave, else the best fill, trying up to
+// four waves' worth; each split walks at least 6 k-tiles (twice a pipeline). Every split gets
+// at least one k-tile.
+void split_k(int64_t grid, int64_t k_tiles, int64_t slots, int64_t& tiles_per_split,
+             int64_t& splits) {
+  const int64_t max_splits = std::min<int64_t>(std::max<int64_t>(1, k_tiles / 6), 65535);
+  const int64_t tried = std::min<int64_t>(max_splits, 4 * ((slots + grid - 1) / grid));
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= tried; ++s) {
+    const int64_t blocks = grid * s;
+    const double fill = double(blocks) / double((blocks + slots - 1) / slots * slots);
+    if (fill > best_fill) best_fill = fill, best = s;
+    if (fill >= 0.9) break;
+  }
+  tiles_per_split = (k_tiles + best - 1) / best;
+  splits = (k_tiles + tiles_per_split - 1) / tiles_per_split;
+}
+
+// The sum over splits of fp32 partials [splits][total], in order of z, as T: split-K fprop.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
+                          T* __restrict__ dst, int64_t total) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     float sum = 0.f;
     for (int64_t z = 0; z < splits; ++z) sum += partial[z * total + idx];
-    dw[k * ws0 + c * ws1 + (tap / S) * ws2 + (tap % S) * ws3] = convert<T>(sum);
+    dst[idx] = convert<T>(sum);
   }
 }
 
@@ -122,12 +196,22 @@ struct FpropPlan {
   int64_t ph, pw;  // padding of the convolution the kernel computes
   int64_t Cpad;
   FpropTileInfo tile;
+  int64_t k_tiles, tiles_per_split, splits;  // splits > 1: fp32 partials, then a reduction
   bool pack_filter;
-  size_t filter_bytes, staging_bytes, workspace;
+  size_t filter_bytes, staging_bytes, partial_bytes, workspace;
 };
 
-// `fixed`: the tile to use (a vector-path problem), else the wave model picks.
-FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed) {
+// Blocks of a tile resident per SM: shared memory of launch_fprop_tile's stages (4 for the wide
+// tile, else 3), TF32 at most 2 (fprop_min_blocks).
+int64_t fprop_resident_blocks(const FpropTileInfo& t, DType dtype) {
+  const int stages = t.tile == FpropTile::wide ? 4 : 3;
+  const int64_t fit = igemm::blocks_per_sm(stages * int(t.bm + t.bn) * igemm::kFpropRowBytes);
+  return dtype == DType::f32 ? std::min<int64_t>(fit, 2) : fit;
+}
+
+// `fixed`: the tile to use (a vector-path problem), else the wave model picks. `split`: split
+// the reduction (taps x channel blocks) so that the blocks fill the SMs (a fixed tile only).
+FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool split = false) {
   const ConvShape d = shape_of(pr);
   FpropPlan f{};
   f.backward_data = pr.direction == Direction::backward_data;
@@ -159,6 +243,17 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed) {
       if (best == 0 || work < best) best = work, f.tile = t;
     }
   }
+  f.k_tiles = d.RS() * (f.Cpad / bk);
+  f.tiles_per_split = f.k_tiles;
+  f.splits = 1;
+  if (split && fixed) {
+    const int64_t blocks =
+        ((f.M + f.tile.bm - 1) / f.tile.bm) * ((f.Nout + f.tile.bn - 1) / f.tile.bn);
+    split_k(blocks, f.k_tiles,
+            fprop_resident_blocks(f.tile, pr.input.dtype()) * sm_count(pr.device()),
+            f.tiles_per_split, f.splits);
+  }
+  f.partial_bytes = f.splits > 1 ? size_t(f.splits * f.M * f.Nout) * sizeof(float) : 0;
   f.pack_filter = f.backward_data || !dense_as(pr.weight, Form::nhwc) || f.Cpad != f.Csrc;
   f.filter_bytes = f.pack_filter ? size_t(f.Nout * d.RS() * f.Cpad) * pr.input.element_size() : 0;
   const Tensor& src = f.backward_data ? pr.output : pr.input;
@@ -168,24 +263,39 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   ws.add(staging_bytes(dst, Form::nhwc));
   f.staging_bytes = ws.bytes;
   ws.add(f.filter_bytes);
+  ws.add(f.partial_bytes);
   f.workspace = ws.bytes;
   return f;
 }
 
-template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec>
+template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK = false>
 void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, STAGES, kVec>;
+  constexpr auto kernel =
+      igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, STAGES, kVec, kSplitK>;
   constexpr int smem = igemm::fprop_smem_bytes<BM, BN, STAGES>();
   // The largest carveout, so that as many blocks as the tile was sized for fit on one SM.
   opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
   const int64_t blocks = int64_t((p.M + BM - 1) / BM) * ((p.Nout + BN - 1) / BN);
-  const dim3 grid{unsigned(blocks)};
+  const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
+  const dim3 grid{unsigned(blocks), unsigned(splits)};
   kernel<<<grid, igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
+// `split`: the split-K build of the tile (square and small only: kSplitFpropAlgorithms).
 template <typename T>
-void launch_fprop_tile(FpropTile tile, const FpropParams& p, cudaStream_t stream, int device) {
+void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStream_t stream,
+                       int device) {
+  if (split) {
+    EMBER_CHECK(tile == FpropTile::square || tile == FpropTile::small,
+                "implicit_gemm: no split-K build of fprop tile ", int(tile));
+    if (tile == FpropTile::square) {
+      launch_fprop<T, 128, 128, 64, 64, 3, true, true>(p, stream, device);
+    } else {
+      launch_fprop<T, 64, 64, 32, 32, 3, true, true>(p, stream, device);
+    }
+    return;
+  }
   switch (tile) {
     case FpropTile::wide: launch_fprop<T, 256, 128, 64, 64, 4, true>(p, stream, device); break;
     case FpropTile::square: launch_fprop<T, 128, 128, 64, 64, 3, true>(p, stream, device); break;
@@ -198,11 +308,12 @@ void launch_fprop_tile(FpropTile tile, const FpropParams& p, cudaStream_t stream
 }
 
 // Runs forward or backward_data with the `fixed` tile (else the wave model's); `bias` (forward
-// only, may be undefined) and `relu` form the fused epilogue.
+// only, may be undefined) and `relu` form the fused epilogue; `split`: split-K (no epilogue).
 void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, const Tensor& bias,
-               bool relu, std::optional<FpropTile> fixed) {
+               bool relu, std::optional<FpropTile> fixed, bool split = false) {
+  EMBER_CHECK(!split || (!bias.defined() && !relu), "implicit_gemm: split-K has no epilogue");
   const ConvShape d = shape_of(pr);
-  const FpropPlan f = fprop_plan(pr, fixed);
+  const FpropPlan f = fprop_plan(pr, fixed, split);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
   cudaStream_t stream = stream_of(dev);
@@ -212,6 +323,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   Tensor dst = stage_write(dst_t, Form::nhwc, arena);
   const void* filter = pr.weight.data_ptr();
   void* packed = f.pack_filter ? arena.take(f.filter_bytes) : nullptr;
+  auto* partial = f.splits > 1 ? static_cast<float*>(arena.take(f.partial_bytes)) : nullptr;
 
   FpropParams p{};
   p.src = src.data_ptr();
@@ -225,7 +337,9 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   p.pw = int(f.pw), p.dh = int(d.dh), p.dw = int(d.dw);
   p.M = int(f.M), p.Nout = int(f.Nout);
   p.cblocks = int(f.Cpad / block_k_elems(pr.input.dtype()));
-  p.k_tiles = int(d.RS()) * p.cblocks;
+  p.k_tiles = int(f.k_tiles);
+  p.tiles_per_split = int(f.tiles_per_split);
+  p.partial = partial;
   p.div_ohw = FastDivmod(uint32_t(f.OH * f.OW));
   p.div_ow = FastDivmod(uint32_t(f.OW));
   p.div_sh = FastDivmod(uint32_t(d.sh));
@@ -243,7 +357,13 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
       filter = packed;
     }
     p.filter = filter;
-    launch_fprop_tile<T>(f.tile.tile, p, stream, dev.index);
+    launch_fprop_tile<T>(f.tile.tile, partial != nullptr, p, stream, dev.index);
+    if (partial != nullptr) {
+      const int64_t total = f.M * f.Nout;
+      fprop_split_reduce_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
+          partial, f.splits, static_cast<T*>(dst.data_ptr()), total);
+      EMBER_CUDA_LAUNCH_CHECK();
+    }
   });
   finish_write(dst_t, dst);
 }
@@ -302,6 +422,20 @@ double fixed_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
          kFixedTileCostFactor;
 }
 
+// Split-K variants of fixed tiles, for layers with too few destination pixels to fill the SMs
+// (ResNet's 7x7 and 14x14 layers: 3136 / 12544 rows): they apply where the tile's blocks leave
+// SMs idle (more than one split), and pay the partials' traffic and a reduction launch.
+bool split_fprop_applies(const ConvProblem& pr, FpropTile tile) {
+  return fixed_fprop_applies(pr) && fprop_plan(pr, tile, true).splits > 1;
+}
+
+double split_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
+  const FpropPlan f = fprop_plan(pr, tile, true);
+  const double own =
+      fprop_cost_us(pr, tile) + memory_time_us(2.0 * double(f.partial_bytes)) + kLaunchUs;
+  return std::max(own, fprop_cost_us(pr, std::nullopt)) * kFixedTileCostFactor;
+}
+
 // ---- wgrad (backward_filter) ------------------------------------------------------------------
 
 // wgrad tiles, rows (output channels) x columns (tap*C + c): 128x128 (4 warps of 64x64) when
@@ -315,8 +449,12 @@ enum class WgradTile : uint8_t { short_rows, big };  // 64x128, 128x128
 struct WgradPlan {
   bool big;  // 128x128 tiles, else 64x128
   int bm, bn;
+  // C rounded up to whole 16-byte vectors; when above C, x is staged with zero channels up to it
+  // (the stem's C = 3) and the columns are tap * Cpad + c.
+  int64_t Cpad;
+  bool pad_channels;
   int64_t grid_m, grid_n, k_tiles, tiles_per_split, splits;
-  size_t partial_bytes, staging_bytes;
+  size_t padded_x_bytes, partial_bytes, staging_bytes;
 };
 
 // `fixed`: the tile to use, else 128x128 when K >= 128.
@@ -326,30 +464,20 @@ WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic, std::optional<WgradTile
   w.big = fixed ? *fixed == WgradTile::big : d.K >= 128;
   w.bm = w.big ? 128 : 64;
   w.bn = 128;
+  const int64_t vec = vector_elems(pr.input.dtype());
+  w.Cpad = (d.C + vec - 1) / vec * vec;
+  w.pad_channels = w.Cpad != d.C;
   w.grid_m = (d.K + w.bm - 1) / w.bm;
-  w.grid_n = (d.RS() * d.C + w.bn - 1) / w.bn;
+  w.grid_n = (d.RS() * w.Cpad + w.bn - 1) / w.bn;
   const int64_t rows = igemm::wgrad_rows(int(pr.input.element_size()));
   w.k_tiles = (d.NPQ() + rows - 1) / rows;
-  const int64_t sms = sm_count(pr.device());
-  // Splits: the fewest whose blocks fill the resident slots (2 blocks per SM) to 90% counting
-  // the last partial wave, else the best fill, trying up to four waves' worth; each split walks
-  // at least 6 k-tiles (twice its pipeline).
-  const int64_t grid = w.grid_m * w.grid_n, slots = 2 * sms;
-  const int64_t max_splits = std::min<int64_t>(std::max<int64_t>(1, w.k_tiles / 6), 65535);
-  const int64_t tried = std::min<int64_t>(max_splits, 4 * ((slots + grid - 1) / grid));
-  int64_t splits = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= tried; ++s) {
-    const int64_t blocks = grid * s;
-    const double fill = double(blocks) / double((blocks + slots - 1) / slots * slots);
-    if (fill > best_fill) best_fill = fill, splits = s;
-    if (fill >= 0.9) break;
-  }
-  w.tiles_per_split = (w.k_tiles + splits - 1) / splits;
-  w.splits = (w.k_tiles + w.tiles_per_split - 1) / w.tiles_per_split;
-  w.partial_bytes = size_t(atomic ? 1 : w.splits) * size_t(d.K * d.RS() * d.C) * sizeof(float);
+  split_k(w.grid_m * w.grid_n, w.k_tiles, 2 * sm_count(pr.device()), w.tiles_per_split,
+          w.splits);
+  w.partial_bytes =
+      size_t(atomic ? 1 : w.splits) * size_t(d.K * d.RS() * w.Cpad) * sizeof(float);
+  w.padded_x_bytes = w.pad_channels ? size_t(d.NHW() * w.Cpad) * pr.input.element_size() : 0;
   WorkspacePlan ws;
-  ws.add(staging_bytes(pr.input, Form::nhwc));
+  ws.add(w.pad_channels ? w.padded_x_bytes : staging_bytes(pr.input, Form::nhwc));
   ws.add(staging_bytes(pr.output, Form::nhwc));
   w.staging_bytes = ws.bytes;
   return w;
@@ -380,17 +508,23 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
   cudaStream_t stream = stream_of(dev);
-  Tensor x = stage_read(pr.input, Form::nhwc, arena);
+  Tensor x;  // unless the channels are padded: those are staged in the dtype dispatch below
+  void* padded_x = nullptr;
+  if (w.pad_channels) {
+    padded_x = arena.take(w.padded_x_bytes);
+  } else {
+    x = stage_read(pr.input, Form::nhwc, arena);
+  }
   Tensor dy = stage_read(pr.output, Form::nhwc, arena);
   auto* partial = static_cast<float*>(arena.take(w.partial_bytes));
   if (atomic) EMBER_CUDA_CHECK(cudaMemsetAsync(partial, 0, w.partial_bytes, stream));
 
   WgradParams p{};
   p.dy = dy.data_ptr();
-  p.x = x.data_ptr();
+  p.x = w.pad_channels ? padded_x : x.data_ptr();
   p.partial = partial;
   p.atomic = atomic;
-  p.N = int(d.N), p.H = int(d.H), p.W = int(d.W), p.C = int(d.C), p.K = int(d.K), p.P = int(d.P),
+  p.N = int(d.N), p.H = int(d.H), p.W = int(d.W), p.C = int(w.Cpad), p.K = int(d.K), p.P = int(d.P),
   p.Q = int(d.Q), p.R = int(d.R), p.S = int(d.S);
   p.sh = int(d.sh), p.sw = int(d.sw), p.ph = int(d.ph), p.pw = int(d.pw), p.dh = int(d.dh),
   p.dw = int(d.dw);
@@ -402,6 +536,16 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
 
   dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {
     using T = decltype(tag);
+    if (w.pad_channels) {
+      const int vectors_per_pixel = int(w.Cpad / vector_elems(pr.input.dtype()));
+      const int64_t total = d.NHW() * vectors_per_pixel;
+      stage_padded_nhwc_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
+          static_cast<const T*>(pr.input.data_ptr()), pr.input.stride(0), pr.input.stride(1),
+          pr.input.stride(2), pr.input.stride(3), int(d.C), int(d.H), int(d.W), vectors_per_pixel,
+          FastDivmod(uint32_t(vectors_per_pixel)), FastDivmod(uint32_t(d.W)),
+          FastDivmod(uint32_t(d.H)), static_cast<T*>(padded_x), total);
+      EMBER_CUDA_LAUNCH_CHECK();
+    }
     if (w.big) {
       launch_wgrad<T, 128, 128, 64, 64, kWgradStagesBig>(p, w, stream, dev.index);
     } else {
@@ -409,19 +553,24 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
     }
     const int64_t total = d.K * d.RS() * d.C;
     wgrad_reduce_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
-        partial, atomic ? 1 : w.splits, d.C, d.S, d.RS(), pr.weight.stride(0), pr.weight.stride(1),
-        pr.weight.stride(2), pr.weight.stride(3), static_cast<T*>(pr.weight.data_ptr()), total);
+        partial, atomic ? 1 : w.splits, d.C, w.Cpad, d.S, d.RS(), pr.weight.stride(0),
+        pr.weight.stride(1), pr.weight.stride(2), pr.weight.stride(3),
+        static_cast<T*>(pr.weight.data_ptr()), total);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }
 
+// Any C (padded channels are staged with 32-bit indices: NHW * vectors below 2^31); K in whole
+// 16-byte vectors (dy is read in them).
 bool wgrad_applies(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   const int64_t vec = vector_elems(pr.input.dtype());
+  const int64_t cpad = (d.C + vec - 1) / vec * vec;
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
-  return tensor_core_dtype(pr) && d.G == 1 && operand_alignment(pr) == 16 && d.C % vec == 0 &&
-         d.K % vec == 0 && d.NPQ() < kMaxIndex && d.NHW() * d.C < (int64_t(1) << 40) &&
-         (d.RS() * d.C + 127) / 128 <= 65535;
+  return tensor_core_dtype(pr) && d.G == 1 && operand_alignment(pr) == 16 && d.K % vec == 0 &&
+         d.NPQ() < kMaxIndex && d.NHW() * cpad < (int64_t(1) << 40) &&
+         (cpad == d.C || d.NHW() * (cpad / vec) < kMaxIndex) &&
+         (d.RS() * cpad + 127) / 128 <= 65535;
 }
 
 double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
@@ -440,6 +589,113 @@ double fixed_wgrad_cost_us(const ConvProblem& pr, WgradTile tile) {
   return std::max(wgrad_cost_us(pr, false, tile), wgrad_cost_us(pr, false, std::nullopt)) *
          kFixedTileCostFactor;
 }
+
+// ---- halo wgrad (backward_filter of stride-1 'same' 3-wide convolutions, 16-bit) -------------
+
+// The kernel's grid: 64 output channels x (filter row, 64-channel chunk) x splits, 2 blocks per
+// SM (73.5 KiB of shared memory each).
+struct HaloWgradPlan {
+  int64_t grid_m, grid_n, k_tiles, tiles_per_split, splits;
+  size_t partial_bytes, staging_bytes;
+};
+
+HaloWgradPlan halo_wgrad_plan(const ConvProblem& pr, bool atomic) {
+  const ConvShape d = shape_of(pr);
+  HaloWgradPlan h{};
+  h.grid_m = (d.K + igemm::kHaloBM - 1) / igemm::kHaloBM;
+  h.grid_n = d.R * (d.C / igemm::kHaloChannels);
+  h.k_tiles = (d.NPQ() + igemm::kHaloPixels - 1) / igemm::kHaloPixels;
+  split_k(h.grid_m * h.grid_n, h.k_tiles, igemm::kHaloBlocksPerSm * sm_count(pr.device()),
+          h.tiles_per_split, h.splits);
+  h.partial_bytes = size_t(atomic ? 1 : h.splits) * size_t(d.K * d.RS() * d.C) * sizeof(float);
+  WorkspacePlan ws;
+  ws.add(staging_bytes(pr.input, Form::nhwc));
+  ws.add(staging_bytes(pr.output, Form::nhwc));
+  h.staging_bytes = ws.bytes;
+  return h;
+}
+
+size_t halo_wgrad_workspace(const ConvProblem& pr, bool atomic) {
+  const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
+  WorkspacePlan ws;
+  ws.add(h.staging_bytes);
+  ws.add(h.partial_bytes);
+  return ws.bytes;
+}
+
+// bf16/f16; stride 1 with the output as large as the input and taps 3 wide, dilation 1, padding
+// 1 across (output pixel m reads x pixel m + const); whole 64-channel chunks of x; pixel indices
+// plus a shift of up to one image stay below 2^31.
+bool halo_wgrad_applies(const ConvProblem& pr) {
+  const ConvShape d = shape_of(pr);
+  const DType t = pr.input.dtype();
+  return (t == DType::bf16 || t == DType::f16) && wgrad_applies(pr) &&
+         d.S == igemm::kHaloTaps && d.sh == 1 && d.sw == 1 && d.dw == 1 && d.pw == 1 &&
+         d.P == d.H && d.Q == d.W && d.C % igemm::kHaloChannels == 0 &&
+         d.R * (d.C / igemm::kHaloChannels) <= 65535 && d.NPQ() < (int64_t(1) << 30);
+}
+
+void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic) {
+  const ConvShape d = shape_of(pr);
+  const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
+  WorkspaceArena arena(workspace, workspace_bytes);
+  const Device dev = pr.device();
+  cudaStream_t stream = stream_of(dev);
+  Tensor x = stage_read(pr.input, Form::nhwc, arena);
+  Tensor dy = stage_read(pr.output, Form::nhwc, arena);
+  auto* partial = static_cast<float*>(arena.take(h.partial_bytes));
+  if (atomic) EMBER_CUDA_CHECK(cudaMemsetAsync(partial, 0, h.partial_bytes, stream));
+
+  igemm::HaloWgradParams p{};
+  p.dy = dy.data_ptr();
+  p.x = x.data_ptr();
+  p.partial = partial;
+  p.atomic = atomic;
+  p.C = int(d.C), p.K = int(d.K), p.H = int(d.H), p.W = int(d.W), p.R = int(d.R);
+  p.dh = int(d.dh), p.ph = int(d.ph);
+  p.NPQ = int(d.NPQ());
+  p.c_chunks = int(d.C / igemm::kHaloChannels);
+  p.k_tiles = int(h.k_tiles);
+  p.tiles_per_split = int(h.tiles_per_split);
+  p.div_hw = FastDivmod(uint32_t(d.H * d.W));
+  p.div_w = FastDivmod(uint32_t(d.W));
+
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr auto kernel = igemm::implicit_gemm_halo_wgrad_kernel<T>;
+    opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(dev.index);
+    const dim3 grid(unsigned(h.grid_m), unsigned(h.grid_n), unsigned(h.splits));
+    kernel<<<grid, igemm::kHaloThreads, igemm::kHaloSmemBytes, stream>>>(p);
+    EMBER_CUDA_LAUNCH_CHECK();
+    const int64_t total = d.K * d.RS() * d.C;
+    wgrad_reduce_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
+        partial, atomic ? 1 : h.splits, d.C, d.C, d.S, d.RS(), pr.weight.stride(0),
+        pr.weight.stride(1), pr.weight.stride(2), pr.weight.stride(3),
+        static_cast<T*>(pr.weight.data_ptr()), total);
+    EMBER_CUDA_LAUNCH_CHECK();
+  };
+  if (pr.input.dtype() == DType::bf16) {
+    launch(__nv_bfloat16{});
+  } else {
+    launch(__half{});
+  }
+}
+
+// Ranked like a fixed-tile variant (just behind "implicit_gemm") until measurements give the
+// cost model a reason to prefer it; the benchmark mode times it.
+double halo_wgrad_cost_us(const ConvProblem& pr, bool atomic) {
+  const ConvShape d = shape_of(pr);
+  const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
+  const double waste = double(h.grid_m * igemm::kHaloBM) / double(d.K);
+  const double partial_traffic = atomic ? 3.0 * double(h.partial_bytes) * double(h.splits)
+                                        : 2.0 * double(h.partial_bytes);
+  const double own = math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, 0.45) +
+                     memory_time_us(partial_traffic + 2.0 * double(h.staging_bytes)) +
+                     2 * kLaunchUs;
+  return std::max(own, wgrad_cost_us(pr, false, std::nullopt)) * kFixedTileCostFactor;
+}
+
+const std::vector<DType> kSixteenBitTypes = {DType::f16, DType::bf16};
 
 const std::vector<DType> kTensorCoreTypes = {DType::f32, DType::f16, DType::bf16};
 
@@ -469,6 +725,17 @@ const auto implicit_gemm_backward_filter_atomic = register_conv_algorithm(
        run_wgrad(pr, ws, bytes, true, std::nullopt);
      }});
 
+const auto implicit_gemm_backward_filter_halo = register_conv_algorithm(
+    {"implicit_gemm_wgrad_halo", Direction::backward_filter, true, kSixteenBitTypes,
+     halo_wgrad_applies, [](const ConvProblem& pr) { return halo_wgrad_workspace(pr, false); },
+     [](const ConvProblem& pr) { return halo_wgrad_cost_us(pr, false); },
+     [](const ConvProblem& pr, void* ws, size_t bytes) { run_halo_wgrad(pr, ws, bytes, false); }});
+const auto implicit_gemm_backward_filter_halo_atomic = register_conv_algorithm(
+    {"implicit_gemm_wgrad_halo_atomic", Direction::backward_filter, false, kSixteenBitTypes,
+     halo_wgrad_applies, [](const ConvProblem& pr) { return halo_wgrad_workspace(pr, true); },
+     [](const ConvProblem& pr) { return halo_wgrad_cost_us(pr, true); },
+     [](const ConvProblem& pr, void* ws, size_t bytes) { run_halo_wgrad(pr, ws, bytes, true); }});
+
 // The fixed-tile variants (registered after "implicit_gemm", so they follow it in every listing).
 struct FixedFpropAlgorithm {
   const char* name;
@@ -479,6 +746,10 @@ constexpr FixedFpropAlgorithm kFixedFpropAlgorithms[] = {
     {"implicit_gemm_128x128", FpropTile::square},
     {"implicit_gemm_128x64", FpropTile::narrow},
     {"implicit_gemm_64x64", FpropTile::small}};
+// Split-K builds exist for these two tiles only (launch_fprop_tile).
+constexpr FixedFpropAlgorithm kSplitFpropAlgorithms[] = {
+    {"implicit_gemm_128x128_splitk", FpropTile::square},
+    {"implicit_gemm_64x64_splitk", FpropTile::small}};
 struct FixedWgradAlgorithm {
   const char* name;
   WgradTile tile;
@@ -495,6 +766,16 @@ bool register_fixed_tile_algorithms() {
            [tile = a.tile](const ConvProblem& pr) { return fixed_fprop_cost_us(pr, tile); },
            [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
              run_fprop(pr, ws, bytes, Tensor(), false, tile);
+           }});
+  for (const Direction direction : {Direction::forward, Direction::backward_data})
+    for (const FixedFpropAlgorithm& a : kSplitFpropAlgorithms)
+      register_conv_algorithm(
+          {a.name, direction, true, kTensorCoreTypes,
+           [tile = a.tile](const ConvProblem& pr) { return split_fprop_applies(pr, tile); },
+           [tile = a.tile](const ConvProblem& pr) { return fprop_plan(pr, tile, true).workspace; },
+           [tile = a.tile](const ConvProblem& pr) { return split_fprop_cost_us(pr, tile); },
+           [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
+             run_fprop(pr, ws, bytes, Tensor(), false, tile, true);
            }});
   for (const FixedWgradAlgorithm& a : kFixedWgradAlgorithms)
     register_conv_algorithm(

@@ -28,6 +28,9 @@
 //   or scalar loads (fp32). Each split writes its fp32 partial [K][R*S*C] to a workspace slice
 //   (reduced afterwards in a fixed order: deterministic), or atomically adds into one fp32 buffer
 //   (not deterministic).
+//
+// halo wgrad kernel (backward-filter, 16-bit, stride 1 'same' 3-wide rows): the wgrad GEMM with
+//   the three taps of one filter row per block, read from one shared halo of x rows (see below).
 // Include only from cuda_kernels/conv_implicit_gemm.cu.
 #pragma once
 #include <cuda_bf16.h>
@@ -141,6 +144,10 @@ struct FpropParams {
   int M, Nout;
   int cblocks;  // Cpad / channels per stage
   int k_tiles;  // R * S * cblocks
+  // kSplitK kernels: blockIdx.y walks k-tiles [y * tiles_per_split, (y + 1) * tiles_per_split)
+  // and writes its fp32 sums to partial[y][M][Nout] (no bias, no ReLU) for a reduction after.
+  int tiles_per_split;
+  float* partial;
   FastDivmod div_ohw, div_ow;
   FastDivmod div_sh, div_sw;  // transposed only
 };
@@ -186,7 +193,9 @@ constexpr int fprop_min_blocks() {
   return sizeof(T) == 4 && fit > 2 ? 2 : fit;
 }
 
-template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec>
+// kSplitK is a template parameter, not a runtime flag: the split bookkeeping costs registers
+// that the 3-blocks-per-SM tiles do not have (they spill), so only the split tiles carry it.
+template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK>
 __global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
                                   fprop_min_blocks<T, BM, BN, STAGES>())
 implicit_gemm_fprop_kernel(FpropParams p) {
@@ -255,6 +264,16 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   // The next k-tile to load, advanced one tile per load: channel block and tap (r, s), and the
   // tile's offset within a packed filter row ((tap * cblocks + cb) * BK = tap * Cpad + cb * BK).
   int ld_cb = 0, ld_r = 0, ld_s = 0, ld_k = 0;
+  int n_tiles = p.k_tiles;  // this block's k-tiles
+  if constexpr (kSplitK) {
+    const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
+    n_tiles = max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
+    const int first_tap = kt_begin / p.cblocks;
+    ld_cb = kt_begin - first_tap * p.cblocks;
+    ld_r = first_tap / p.S;
+    ld_s = first_tap - ld_r * p.S;
+    ld_k = kt_begin * BK;
+  }
   auto load_stage = [&](int stage) {
     const uint32_t a_off = uint32_t(stage * kStageBytes);
     const uint32_t b_off = a_off + uint32_t(BM * kFpropRowBytes);
@@ -345,14 +364,14 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   // waiting until STAGES - 2 groups are pending means the tile about to be read has landed.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < p.k_tiles) load_stage(s);
+    if (s < n_tiles) load_stage(s);
     cp_async_commit();
   }
   cp_async_wait<STAGES - 2>();
   __syncthreads();
   int read_stage = 0, write_stage = STAGES - 1;
   load_frags(0, 0, 0);
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
+  for (int kt = 0; kt < n_tiles; ++kt) {
 #pragma unroll
     for (int ks = 0; ks < kFpropKSteps; ++ks) {
       if (ks == kFpropKSteps - 1) {
@@ -365,7 +384,7 @@ implicit_gemm_fprop_kernel(FpropParams p) {
       }
       load_frags((ks + 1) & 1, read_stage, (ks + 1) % kFpropKSteps);
       if (ks == 0) {
-        if (kt + STAGES - 1 < p.k_tiles) load_stage(write_stage);
+        if (kt + STAGES - 1 < n_tiles) load_stage(write_stage);
         cp_async_commit();
         write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
       }
@@ -378,6 +397,7 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   cp_async_wait<0>();
 
   // Epilogue: fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
+  // A split writes its whole tile (zeros when it had no k-tiles).
   T* dst = static_cast<T*>(p.dst);
   const T* bias = static_cast<const T*>(p.bias);
   const bool pairs = (p.Nout & 1) == 0;
@@ -396,6 +416,12 @@ implicit_gemm_fprop_kernel(FpropParams p) {
       for (int half = 0; half < 2; ++half) {
         const int row = block_m + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
         if (row >= p.M) continue;
+        if constexpr (kSplitK) {
+          float* out = p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout + col;
+          out[0] = acc[mt][nt][2 * half];
+          if (col + 1 < p.Nout) out[1] = acc[mt][nt][2 * half + 1];
+          continue;
+        }
         float v0 = acc[mt][nt][2 * half] + b0, v1 = acc[mt][nt][2 * half + 1] + b1;
         if (p.relu) {  // NaN stays NaN, as torch.relu
           v0 = v0 < 0.f ? 0.f : v0;
@@ -641,6 +667,235 @@ implicit_gemm_wgrad_kernel(WgradParams p) {
         }
       }
     }
+}
+
+// ---- halo wgrad: backward-filter of stride-1 'same' convolutions with 3-wide rows (16-bit) ----
+//
+// For stride 1 and P == H, Q == W (S = 3, dw = 1, pw = 1), output pixel m = (n, p, q) reads x at
+// linear pixel m + (r*dh - ph)*W + (s - 1) for tap (r, s) whenever that tap is inside the image.
+// So one block, whose columns are the three taps (r, 0..2) of a 64-channel chunk (192 columns),
+// loads the x rows of a stage's 64 output pixels ONCE as a 66-row halo (64 pixels + 2 for the
+// tap offsets) and reads tap s from halo row pixel + s: ldmatrix takes one row address per lane,
+// so the shift costs nothing, and a lane whose (pixel, tap) falls outside the image points at a
+// shared row of zeros instead. A stage loads 64 pixels x (64 dy + 66 x) rows of 128 bytes for
+// 64 x 192 x 64 MACs, 48 MACs per byte, where the gathering kernel above loads every x row once
+// per tap (64x128 tiles: 21 MACs per byte). Rows 64 + 8 elements wide: the 8 consecutive rows one
+// ldmatrix phase reads fall in different bank groups at any shift. Each stage also carries a
+// byte per pixel: bit s = tap (r, s) of that pixel lies inside the image (and the pixel exists).
+// Split-K, partials and the epilogue as in implicit_gemm_wgrad_kernel; blockIdx.y = r * chunks +
+// chunk of 64 channels, blockIdx.x = 64 output channels.
+
+struct HaloWgradParams {
+  const void* dy;  // [NPQ][K], NHWC dense
+  const void* x;   // [N][H][W][C], NHWC dense, NHW == NPQ
+  float* partial;  // deterministic: [splits][K][R*3*C]; atomic: [K][R*3*C] (zeroed)
+  bool atomic;
+  int C, K, H, W, R, dh, ph;
+  int NPQ;
+  int c_chunks;         // C / 64
+  int k_tiles;          // ceil(NPQ / 64)
+  int tiles_per_split;  // consecutive k-tiles per blockIdx.z
+  FastDivmod div_hw, div_w;
+};
+
+constexpr int kHaloPixels = 64;                         // output pixels per stage (128 bytes)
+constexpr int kHaloTaps = 3;                            // the taps s of one filter row
+constexpr int kHaloChannels = 64;                       // x channels per block (128 bytes)
+constexpr int kHaloRows = kHaloPixels + kHaloTaps - 1;  // x rows per stage
+constexpr int kHaloBM = 64;                             // output channels per block
+constexpr int kHaloBN = kHaloTaps * kHaloChannels;      // columns per block
+constexpr int kHaloThreads = 128;                       // 4 warps side by side, 64 x 48 each
+constexpr int kHaloWN = kHaloBN / (kHaloThreads / 32);
+constexpr int kHaloStages = 4;
+constexpr int kHaloRowBytes = (64 + kWgradPad) * 2;  // dy and x shared rows alike
+constexpr int kHaloStageBytes =
+    (kHaloPixels + kHaloRows) * kHaloRowBytes + kHaloPixels;  // + the pixel flags
+// The stages, then one row of zeros.
+constexpr int kHaloSmemBytes = kHaloStages * kHaloStageBytes + kHaloRowBytes;
+// Shared memory would admit 3 blocks per SM, but their 168 registers per thread spill (96
+// accumulators and 56 double-buffered fragment registers), so the kernel asks for 2.
+constexpr int kHaloBlocksPerSm = 2;
+static_assert(blocks_per_sm(kHaloSmemBytes) >= kHaloBlocksPerSm, "shared memory per block");
+
+template <typename T>
+__global__ void __launch_bounds__(kHaloThreads, kHaloBlocksPerSm)
+implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
+  static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 pixels of 128-byte rows");
+  static_assert(kHaloStageBytes % 16 == 0, "stages keep 16-byte alignment");
+  static_assert(kHaloBM == 64 && kHaloChannels == 64, "rows are 128 bytes");
+  static_assert(kHaloWN % 16 == 0 && kHaloChannels % 16 == 0,
+                "a 16-column fragment group lies within one tap");
+  constexpr int VEC = 8;
+  constexpr int kChunks = 8;                            // 16-byte chunks per 128-byte row
+  constexpr int kRowsPerPass = kHaloThreads / kChunks;  // 16
+  constexpr int A_ITERS = kHaloPixels / kRowsPerPass;   // 4
+  constexpr int X_ITERS = (kHaloRows + kRowsPerPass - 1) / kRowsPerPass;  // 5, the last partial
+  constexpr int MT = kHaloBM / 16, NT = kHaloWN / 8;  // 4, 6
+  static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
+  constexpr int kDyBytes = kHaloPixels * kHaloRowBytes;
+  constexpr int kFlagsOffset = kDyBytes + kHaloRows * kHaloRowBytes;
+  using Mma = MmaOp<T>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x, lane = tid & 31, warp_n = tid >> 5;
+  const int block_k = blockIdx.x * kHaloBM;  // first output channel
+  const int r = int(blockIdx.y) / p.c_chunks;
+  const int c0 = (int(blockIdx.y) - r * p.c_chunks) * kHaloChannels;
+  const int cols = p.R * kHaloTaps * p.C;
+  const int kt_begin = blockIdx.z * p.tiles_per_split;
+  const int kt_end = min(p.k_tiles, kt_begin + p.tiles_per_split);
+  const int n_tiles = max(kt_end - kt_begin, 0);
+  const T* dy = static_cast<const T*>(p.dy);
+  const T* x = static_cast<const T*>(p.x);
+  // Tap (r, s) of pixel m reads x pixel m + row_shift + s while inside the image.
+  const int row_shift = (r * p.dh - p.ph) * p.W - 1;
+  const int row_off = r * p.dh - p.ph;  // h - p
+
+  const int chunk = tid & 7, row0 = tid >> 3;
+  const int a_k = block_k + chunk * VEC;
+  const bool a_col_ok = a_k < p.K;
+  const uint32_t zero_row = smem_u32(smem + kHaloStages * kHaloStageBytes);
+  if (tid < kHaloRowBytes / 16)
+    *reinterpret_cast<uint4*>(smem + kHaloStages * kHaloStageBytes + tid * 16) =
+        make_uint4(0, 0, 0, 0);
+
+  auto load_stage = [&](int stage, int kt) {
+    unsigned char* sA = smem + stage * kHaloStageBytes;
+    unsigned char* sX = sA + kDyBytes;
+    const int pix0 = kt * kHaloPixels;
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      const int pix = pix0 + row;
+      const bool valid = a_col_ok && pix < p.NPQ;
+      const T* g = dy + int64_t(pix) * p.K + a_k;
+      cp_async_16(smem_u32(sA + row * kHaloRowBytes + chunk * 16), valid ? g : dy, valid);
+    }
+#pragma unroll
+    for (int i = 0; i < X_ITERS; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      if (row < kHaloRows) {
+        const int xpix = pix0 + row_shift + row;
+        const bool valid = xpix >= 0 && xpix < p.NPQ;
+        const T* g = x + int64_t(xpix) * p.C + c0 + chunk * VEC;
+        cp_async_16(smem_u32(sX + row * kHaloRowBytes + chunk * 16), valid ? g : x, valid);
+      }
+    }
+    // Which taps of this stage's pixel `tid` lie inside the image (plain stores: the barrier
+    // before the stage is read publishes them with the cp.async data).
+    if (tid < kHaloPixels) {
+      const int pix = pix0 + tid;
+      uint32_t bits = 0;
+      if (pix < p.NPQ) {
+        const int n = int(p.div_hw.div(uint32_t(pix)));
+        const int rem = pix - n * p.H * p.W;
+        const int oh = int(p.div_w.div(uint32_t(rem)));
+        const int ow = rem - oh * p.W;
+        if (uint32_t(oh + row_off) < uint32_t(p.H))
+          bits = (ow > 0 ? 1u : 0u) | 2u | (ow + 1 < p.W ? 4u : 0u);
+      }
+      sA[kFlagsOffset + tid] = static_cast<unsigned char>(bits);
+    }
+  };
+
+  // This lane's B columns of fragment pair np: tap and channel (fixed for the whole kernel).
+  int b_tap[NT / 2], b_chan_bytes[NT / 2];
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    const int ncol = warp_n * kHaloWN + np * 16 + (lane >> 4) * 8;
+    b_tap[np] = ncol / kHaloChannels;
+    b_chan_bytes[np] = (ncol % kHaloChannels) * 2;
+  }
+  const int b_krow = (lane & 7) + (((lane >> 3) & 1) << 3);  // plus 16 per k-step
+  const int a_krow = (lane & 7) + ((lane >> 4) << 3);
+  const int a_mcol_bytes = ((lane >> 3) & 1) * 8 * 2;
+
+  uint32_t af[2][MT][4], bf[2][NT][2];
+  auto load_frags = [&](int buf, int stage, int ks) {
+    const unsigned char* sA = smem + stage * kHaloStageBytes;
+    const uint32_t a_base = smem_u32(sA) + uint32_t((ks * 16 + a_krow) * kHaloRowBytes +
+                                                    a_mcol_bytes);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4_trans(af[buf][mt], a_base + mt * 16 * 2);
+    const int krow = ks * 16 + b_krow;
+    const uint32_t flags = sA[kFlagsOffset + krow];
+    const uint32_t x_row = smem_u32(sA + kDyBytes) + uint32_t(krow * kHaloRowBytes);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      const uint32_t addr = ((flags >> b_tap[np]) & 1u)
+                                ? x_row + uint32_t(b_tap[np] * kHaloRowBytes + b_chan_bytes[np])
+                                : zero_row + uint32_t(b_chan_bytes[np]);
+      uint32_t q[4];
+      ldmatrix_x4_trans(q, addr);
+      bf[buf][2 * np][0] = q[0];
+      bf[buf][2 * np][1] = q[1];
+      bf[buf][2 * np + 1][0] = q[2];
+      bf[buf][2 * np + 1][1] = q[3];
+    }
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+
+  // The pipeline of the kernels above: one commit group per k-tile, one barrier per stage.
+#pragma unroll
+  for (int st = 0; st < kHaloStages - 1; ++st) {
+    if (st < n_tiles) load_stage(st, kt_begin + st);
+    cp_async_commit();
+  }
+  cp_async_wait<kHaloStages - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = kHaloStages - 1;
+  load_frags(0, 0, 0);
+  for (int t = 0; t < n_tiles; ++t) {
+#pragma unroll
+    for (int ks = 0; ks < kWgradKSteps; ++ks) {
+      if (ks == kWgradKSteps - 1) {
+        read_stage = read_stage == kHaloStages - 1 ? 0 : read_stage + 1;
+        cp_async_wait<kHaloStages - 2>();
+        __syncthreads();
+      }
+      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kWgradKSteps);
+      if (ks == 0) {
+        if (t + kHaloStages - 1 < n_tiles) load_stage(write_stage, kt_begin + t + kHaloStages - 1);
+        cp_async_commit();
+        write_stage = write_stage == kHaloStages - 1 ? 0 : write_stage + 1;
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Every split writes its whole tile; block column j is tap (r, j / 64), channel c0 + j % 64.
+  float* out = p.atomic ? p.partial : p.partial + int64_t(blockIdx.z) * p.K * cols;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int j = warp_n * kHaloWN + nt * 8 + (lane & 3) * 2;  // even: a pair stays in one tap
+    const int col = (r * kHaloTaps + j / kHaloChannels) * p.C + c0 + j % kHaloChannels;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int k = block_k + mt * 16 + (lane >> 2) + half * 8;
+        if (k >= p.K) continue;
+        float* dst = out + int64_t(k) * cols + col;
+        if (p.atomic) {
+          atomicAdd(dst, acc[mt][nt][2 * half]);
+          atomicAdd(dst + 1, acc[mt][nt][2 * half + 1]);
+        } else {
+          *reinterpret_cast<float2*>(dst) =
+              make_float2(acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+        }
+      }
+  }
 }
 
 }  // namespace ember::cuda::conv::igemm

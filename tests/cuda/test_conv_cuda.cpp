@@ -67,6 +67,15 @@ const std::vector<ConvCase>& sweep() {
       {"1x1 many pixels C8 K12", 2, 8, 40, 40, 12, 1, 1, params(1, 1, 0, 0, 1, 1, 1)},
       {"stem 7x7 stride 2, C3 batch 1, many pixels", 1, 3, 96, 95, 16, 7, 7,
        params(2, 2, 3, 3, 1, 1, 1)},
+      // The halo filter gradient (64-channel chunks of 'same' 3-wide rows): two channel chunks,
+      // K masked past 64, taps crossing rows and images, two splits with a partial last k-tile;
+      // then dilated rows (the halo shifted by whole image rows). The first also splits the
+      // forward and stride-1 backward-data reductions (implicit_gemm_*_splitk: 18+ k-tiles).
+      {"3x3 C128 K72 two images (halo wgrad)", 2, 128, 20, 19, 72, 3, 3,
+       params(1, 1, 1, 1, 1, 1, 1)},
+      {"3x3 C64 K64 dilation (2, 1)", 1, 64, 9, 10, 64, 3, 3, params(1, 1, 2, 1, 2, 1, 1)},
+      // Split-K over the transposed (strided) backward-data map: 18 k-tiles of K = 128.
+      {"3x3 stride 2, C64 K128", 1, 64, 9, 8, 128, 3, 3, params(2, 2, 1, 1, 1, 1, 1)},
   };
   return cases;
 }
