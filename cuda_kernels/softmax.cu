@@ -6,6 +6,10 @@
 //                    1 read + 1 write (forward), 2 reads + 1 write (backward);
 //   block_smem       one block per row, the row (backward: y and dL/dy) cached in shared memory
 //                    while it is read, so global memory is read once;
+//   cluster_rows     rows of 1025 to 65536 values (backward 32768), sm_90: a cluster of up to 8
+//                    blocks per row, each holding its segment in registers, the blocks' partial
+//                    statistics exchanged through distributed shared memory (1 read + 1 write;
+//                    several rows per SM at once, where block_smem fits one f32 row of 32768);
 //   block_multipass  one block per row re-reading global memory: online max and rescaled sum in
 //                    the first pass (2 reads + 1 write in all); any length, any dtype;
 //   multi_block      for few very long rows: each row split over several blocks; a first kernel
@@ -19,14 +23,18 @@
 // value), which keeps 16-bit rows at memory speed.
 //
 // Cross-entropy / nll_loss (cross_entropy_forward_kernel, cross_entropy_backward_kernel):
-//   forward, classes innermost: a warp per row (<= 1024 classes) or a block per row reads the row
-//   once: online max / sum, the target logit, and with label smoothing the weighted logit sum;
+//   forward, classes innermost: a warp per row (<= 1024 classes) or a block of up to 256 threads
+//   per row (several blocks per SM) reads the row once: online max / sum, the target logit, and
+//   with label smoothing the weighted logit sum;
 //   forward, classes strided (inner > 1) and nll_loss: a thread per row;
-//   backward: one flat pass over the logits (vectorized when rows allow), each element recomputing
-//   its softmax probability from the saved log-sum-exp.
+//   backward: one pass over the logits, each element recomputing its softmax probability from the
+//   saved log-sum-exp: tiles of a row in 16-byte vectors (several loads in flight per thread, the
+//   row's coefficients loaded once per tile) when rows allow, else a flat pass per element.
 // An out-of-range target is reported through the device error flag (kDeviceErrorClassIndexOutOfRange,
 // details: the index and the class count) and its row is treated as ignored; no host sync.
 // Every kernel writes its output (gradients are never accumulated) and is deterministic.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 
 #include "cuda_kernels/softmax.cuh"
@@ -399,6 +407,215 @@ softmax_smem_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T
   }
 }
 
+// ---- a cluster of blocks per row, the row in registers (sm_90) --------------------------------
+//
+// Rows too long for one block's registers are split over a thread-block cluster of up to 8 blocks
+// of 256 threads: each block loads its segment into registers with every load in flight at once,
+// reduces it, and the blocks exchange their partial statistics through distributed shared memory.
+// Global memory is read once and written once (like block_smem) without staging the row in shared
+// memory, and a block holds only its segment (8192 values forward, 4096 of y and dL/dy backward),
+// so 4 or more blocks of different rows share an SM and one's loads overlap another's reduction
+// and stores (block_smem's f32 rows of 32768 values take a whole SM's shared memory).
+
+constexpr int kClusterThreads = 256;
+constexpr int kClusterMaxBlocks = 8;  // the portable cluster size
+// Values per thread: forward x; backward y and dL/dy (twice the registers per value).
+template <bool Backward>
+inline constexpr int kClusterPerThread = Backward ? 16 : 32;
+template <bool Backward>
+inline constexpr int64_t kClusterSegment = int64_t(kClusterThreads) * kClusterPerThread<Backward>;
+// 4 blocks of 256 threads per SM: 64 registers, enough for 32 f32 values and the addressing.
+constexpr int kClusterBlocksPerSm = 4;
+
+// Row element of value j of vector slot k of thread t in the block's segment starting at `seg`:
+// 16-byte vectors k * 256 + t (vec), or single elements (k * V + j) * 256 + t; a warp's
+// accesses are contiguous either way.
+template <int V>
+__device__ __forceinline__ int64_t cluster_slot(bool vec, int64_t seg, int k, int j) {
+  return vec ? seg + (int64_t(k) * kClusterThreads + threadIdx.x) * V + j
+             : seg + (int64_t(k) * V + j) * kClusterThreads + threadIdx.x;
+}
+
+// Loads this thread's slots of a row (slots past the row's end stay zero; vec requires the row
+// length and the row start to be multiples of the vector).
+template <typename T, int kVecs>
+__device__ __forceinline__ void cluster_load(const T* row, int64_t dim, int64_t seg, bool vec,
+                                             AlignedVec<T, kVec<T>> (&raw)[kVecs]) {
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    raw[k] = Vec{};
+    if (vec) {
+      const int64_t i = cluster_slot<V>(true, seg, k, 0);
+      if (i < dim) raw[k] = *reinterpret_cast<const Vec*>(row + i);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const int64_t i = cluster_slot<V>(false, seg, k, j);
+        if (i < dim) raw[k].v[j] = row[i];
+      }
+    }
+  }
+}
+
+// Writes f(k, j), the output of value j of vector slot k, to each of this thread's slots inside
+// the row.
+template <typename T, int kVecs, typename F>
+__device__ __forceinline__ void cluster_store(T* row, int64_t dim, int64_t seg, bool vec, F&& f) {
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    if (vec) {
+      const int64_t i = cluster_slot<V>(true, seg, k, 0);
+      if (i < dim) {
+        Vec o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) o.v[j] = convert<T>(f(k, j));
+        *reinterpret_cast<Vec*>(row + i) = o;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const int64_t i = cluster_slot<V>(false, seg, k, j);
+        if (i < dim) row[i] = convert<T>(f(k, j));
+      }
+    }
+  }
+}
+
+// The cluster kernels use sm_90 instructions; applies() keeps older devices out, and a build for
+// an older architecture compiles them to a trap.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define EMBER_SOFTMAX_HAS_CLUSTERS 1
+#else
+#define EMBER_SOFTMAX_HAS_CLUSTERS 0
+#endif
+
+// The cluster of blocks [c * n, (c + 1) * n) (n = the cluster size) takes rows c, c + clusters, ...;
+// block rank b of a cluster holds the row's segment [b * 8192, (b + 1) * 8192).
+// Statistics: each thread takes the max m_t of its values first (no exponentials), then
+// sum_t = sum exp(x - m_t) over them: one exponential per value and no rescaling, where the
+// online update costs a rescale whenever a vector raises the max. Slots past the row's end count
+// as -inf. The exponentials replace the values in registers (64 registers, no spills), and the
+// output is exp(x - m_t) * (exp(m_t - M) / S): one exponential per element in all, where taking
+// exp(x - M) again in the output pass doubled the arithmetic of the kernel (f32 3.10, bf16 1.89
+// TB/s). log_softmax keeps the values and writes x - (M + log S).
+template <typename T>
+__global__ void __launch_bounds__(kClusterThreads, kClusterBlocksPerSm)
+softmax_cluster_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                               int64_t dim, bool log, bool vec) {
+#if EMBER_SOFTMAX_HAS_CLUSTERS
+  namespace cg = cooperative_groups;
+  constexpr int V = kVec<T>, kVecs = kClusterPerThread<false> / V;
+  using Vec = AlignedVec<T, V>;
+  __shared__ MaxSum<float> scratch[kWarpSize];
+  __shared__ MaxSum<float> block_stats;  // this block's segment, read by the whole cluster
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned blocks = cluster.num_blocks();
+  const int64_t seg = int64_t(cluster.block_rank()) * kClusterSegment<false>;
+  const int lane = threadIdx.x % kWarpSize;
+  // Whether value j of slot k lies inside the row (vec: the whole vector does or does not).
+  auto inside = [&](int k, int j) {
+    return vec ? cluster_slot<V>(true, seg, k, 0) < dim : cluster_slot<V>(false, seg, k, j) < dim;
+  };
+  for (int64_t row = blockIdx.x / blocks; row < rows; row += gridDim.x / blocks) {
+    Vec raw[kVecs];
+    cluster_load(x + row * dim, dim, seg, vec, raw);
+    auto value = [&](int k, int j) {
+      return inside(k, j) ? convert<float>(raw[k].v[j]) : neg_infinity<float>();
+    };
+    float m_t = neg_infinity<float>();
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) m_t = MaxOp()(m_t, value(k, j));
+    }
+    // While every value is -inf the exponentials are taken against 0 (they are all 0).
+    const float base = m_t == neg_infinity<float>() ? 0.0f : m_t;
+    // The exponentials (softmax) or the values (log_softmax).
+    float kept[kVecs * V];
+    float sum_t = 0;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float xv = value(k, j), e = exp_acc(xv - base);
+        sum_t += e;
+        kept[k * V + j] = log ? xv : e;
+      }
+    }
+    const MaxSum<float> st = block_maxsum(MaxSum<float>{m_t, sum_t}, scratch);
+    if (threadIdx.x == 0) block_stats = st;
+    cluster.sync();  // every block's statistics written and visible to the cluster
+    // Each warp merges the blocks' statistics itself; the butterfly merge is commutative at every
+    // step, so every thread of every block of the cluster gets the same bits.
+    MaxSum<float> rs = lane < int(blocks) ? *cluster.map_shared_rank(&block_stats, lane)
+                                          : maxsum_identity<float>();
+    rs = warp_maxsum(rs);
+    cluster.barrier_arrive();  // done reading the other blocks' shared memory
+    const float m = rs.max, inv = 1.0f / rs.sum, lse = rs.max + log_acc(rs.sum);
+    // exp(m_t - M) is 0 for a thread of only -inf values (its exponentials are 0 too) and NaN for
+    // a row of only -inf values (every output NaN, as exp(x - M) / S gives).
+    const float scale = exp_acc(m_t - m) * inv;
+    cluster_store<T, kVecs>(y + row * dim, dim, seg, vec, [&](int k, int j) {
+      return log ? kept[k * V + j] - lse : kept[k * V + j] * scale;
+    });
+    cluster.barrier_wait();  // block_stats is rewritten next row; a block exits only when unread
+  }
+#else
+  __trap();
+#endif
+}
+
+// Backward: the row sum is sum(g * y) (softmax) or sum(g) (log_softmax), each block's segment sum
+// exchanged like the forward statistics.
+template <typename T>
+__global__ void __launch_bounds__(kClusterThreads, kClusterBlocksPerSm)
+softmax_cluster_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                                T* __restrict__ dx, int64_t rows, int64_t dim, bool log, bool vec) {
+#if EMBER_SOFTMAX_HAS_CLUSTERS
+  namespace cg = cooperative_groups;
+  constexpr int V = kVec<T>, kVecs = kClusterPerThread<true> / V;
+  using Vec = AlignedVec<T, V>;
+  __shared__ float scratch[kWarpSize];
+  __shared__ float block_sum;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned blocks = cluster.num_blocks();
+  const int64_t seg = int64_t(cluster.block_rank()) * kClusterSegment<true>;
+  const int lane = threadIdx.x % kWarpSize;
+  for (int64_t row = blockIdx.x / blocks; row < rows; row += gridDim.x / blocks) {
+    Vec yraw[kVecs], graw[kVecs];
+    cluster_load(y + row * dim, dim, seg, vec, yraw);
+    cluster_load(g + row * dim, dim, seg, vec, graw);
+    // Slots past the row's end hold zeros, which add nothing.
+    float acc = 0;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float gv = convert<float>(graw[k].v[j]);
+        acc += log ? gv : gv * convert<float>(yraw[k].v[j]);
+      }
+    }
+    acc = block_reduce(acc, SumOp(), 0.0f, scratch);
+    if (threadIdx.x == 0) block_sum = acc;
+    cluster.sync();
+    float total = lane < int(blocks) ? *cluster.map_shared_rank(&block_sum, lane) : 0.0f;
+    total = warp_reduce(total, SumOp());  // commutative butterfly: the same bits everywhere
+    cluster.barrier_arrive();
+    cluster_store<T, kVecs>(dx + row * dim, dim, seg, vec, [&](int k, int j) {
+      const float yv = convert<float>(yraw[k].v[j]), gv = convert<float>(graw[k].v[j]);
+      return log ? gv - exp_acc(yv) * total : yv * (gv - total);
+    });
+    cluster.barrier_wait();
+  }
+#else
+  __trap();
+#endif
+}
+
 // ---- block per row re-reading global memory (one block per row, or several: multi_block) -----
 
 // mode full: statistics and output of whole rows (gridDim.y == 1, no workspace).
@@ -647,6 +864,45 @@ void launch_block(const SoftmaxProblem& p, int64_t splits, void* workspace, cuda
   }
 }
 
+// cluster_rows: blocks per row (each holds a segment of kClusterSegment values); more than
+// kClusterMaxBlocks means the algorithm does not apply.
+int64_t cluster_blocks(const SoftmaxProblem& p) {
+  const int64_t segment = p.direction == Direction::forward ? kClusterSegment<false>
+                                                            : kClusterSegment<true>;
+  return (p.dim_size + segment - 1) / segment;
+}
+
+template <typename T>
+void launch_cluster(const SoftmaxProblem& p, cudaStream_t stream) {
+  const bool vec = rows_vectorizable(p);
+  const int64_t blocks = cluster_blocks(p);  // 1..kClusterMaxBlocks (applies())
+  const int64_t clusters =
+      std::min<int64_t>(p.outer, std::numeric_limits<int32_t>::max() / blocks);
+  cudaLaunchAttribute cluster_dim{};
+  cluster_dim.id = cudaLaunchAttributeClusterDimension;
+  cluster_dim.val.clusterDim.x = unsigned(blocks);
+  cluster_dim.val.clusterDim.y = 1;
+  cluster_dim.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(clusters * blocks));
+  config.blockDim = dim3(kClusterThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &cluster_dim;
+  config.numAttrs = 1;
+  const T* in = static_cast<const T*>(p.input.data_ptr());
+  T* out = static_cast<T*>(p.output.data_ptr());
+  if (p.direction == Direction::forward) {
+    EMBER_CUDA_CHECK(cudaLaunchKernelEx(&config, softmax_cluster_forward_kernel<T>, in, out,
+                                        p.outer, p.dim_size, p.log, vec));
+  } else {
+    const T* g = static_cast<const T*>(p.grad_output.data_ptr());
+    EMBER_CUDA_CHECK(cudaLaunchKernelEx(&config, softmax_cluster_backward_kernel<T>, in, g, out,
+                                        p.outer, p.dim_size, p.log, vec));
+  }
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 template <typename T>
 void launch_column(const SoftmaxProblem& p, cudaStream_t stream) {
   const unsigned grid = grid_for(p.outer * p.inner, p.device().index);
@@ -664,13 +920,14 @@ void launch_column(const SoftmaxProblem& p, cudaStream_t stream) {
 
 // ---- algorithms -------------------------------------------------------------------------------
 
-enum class SoftmaxAlgo { warp, smem, block, multi_block, column };
+enum class SoftmaxAlgo { warp, smem, cluster, block, multi_block, column };
 
 // The name each algorithm is registered and reported under.
 const char* algo_name(SoftmaxAlgo algo) {
   switch (algo) {
     case SoftmaxAlgo::warp: return "warp_per_row";
     case SoftmaxAlgo::smem: return "block_smem";
+    case SoftmaxAlgo::cluster: return "cluster_rows";
     case SoftmaxAlgo::block: return "block_multipass";
     case SoftmaxAlgo::multi_block: return "multi_block";
     case SoftmaxAlgo::column: return "column";
@@ -707,6 +964,9 @@ void run_softmax(SoftmaxAlgo algo, const SoftmaxProblem& p, void* workspace) {
       break;
     case SoftmaxAlgo::smem:
       dispatch_reduced([&](auto tag) { launch_smem<decltype(tag)>(p, stream); });
+      break;
+    case SoftmaxAlgo::cluster:
+      dispatch_reduced([&](auto tag) { launch_cluster<decltype(tag)>(p, stream); });
       break;
     case SoftmaxAlgo::block:
       dispatch_all([&](auto tag) { launch_block<decltype(tag)>(p, 1, nullptr, stream); });
@@ -747,6 +1007,28 @@ dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
       a.heuristic_cost = [](const SoftmaxProblem& p) {
         if (p.direction == Direction::forward) return 2.0;
         return smem_bytes(p) <= 64 * 1024 ? 1.5 : 3.5;
+      };
+      break;
+    case SoftmaxAlgo::cluster:
+      // Thread-block clusters need sm_90; rows of up to 1024 values are the warp kernel's.
+      a.applies = [](const SoftmaxProblem& p) {
+        return p.inner == 1 && p.input.dtype() != DType::f64 && p.dim_size > 32 * kWarpSize &&
+               cluster_blocks(p) <= kClusterMaxBlocks &&
+               device_properties(p.device().index).major >= 9;
+      };
+      // Measured on the H200 (8192 rows of 32768, bench_softmax's softmax_algo rows): first for
+      // the f32 backward, whose rows (y and dL/dy) fit no block_smem block and which
+      // block_multipass reads twice (4.05 vs 2.61 TB/s). The f32 forward was level with the
+      // others (3.10 vs 3.06-3.13 TB/s) while it took two exponentials per element; with one
+      // (the others keep two) and 4 rows' segments per SM it is taken for f32 rows too. 16-bit
+      // rows hold half the bytes in flight per thread (bf16: 1.89 vs 2.99 TB/s forward, 2.31 vs
+      // 3.49 backward) and stay block_smem's. Up to 8192 values block_smem keeps 4 blocks of 512
+      // threads per SM without cluster barriers; fewer rows than SMs stay multi_block's.
+      a.heuristic_cost = [](const SoftmaxProblem& p) {
+        const bool many_rows = p.outer >= device_properties(p.device().index).sm_count;
+        const bool wide_f32 = p.input.element_size() == 4 && p.dim_size > 8192;
+        if (wide_f32 && many_rows) return 0.9;
+        return p.input.element_size() == 4 ? 2.5 : 4.0;
       };
       break;
     case SoftmaxAlgo::block:
@@ -799,16 +1081,19 @@ struct CeDevice {
   }
 };
 
-// The class of row r, or -1 when ignored or out of range (reported).
+// The class of a row whose target entry is t, or -1 when ignored or out of range (reported).
 template <typename A>
-__device__ __forceinline__ int64_t row_target(const CeDevice<A>& a, int64_t r) {
-  const int64_t t = a.target[r];
+__device__ __forceinline__ int64_t checked_target(const CeDevice<A>& a, int64_t t) {
   if (t == a.ignore_index) return -1;
   if (t < 0 || t >= a.classes) {
     report_device_error(a.error_flag, kDeviceErrorClassIndexOutOfRange, t, a.classes);
     return -1;
   }
   return t;
+}
+template <typename A>
+__device__ __forceinline__ int64_t row_target(const CeDevice<A>& a, int64_t r) {
+  return checked_target(a, a.target[r]);
 }
 
 // Writes the row's outputs from its log-sum-exp, target logit and sum_c w[c] * x[c].
@@ -828,10 +1113,18 @@ __device__ __forceinline__ void finish_row(const CeDevice<A>& a, int64_t r, int6
   a.target_weight[r] = wt;
 }
 
+// Threads per block of the cross-entropy row kernels: long rows get 256 threads (not one 1024-
+// thread block per row), so several blocks share an SM and one's reduction and per-row tail (the
+// target, the target logit, the row's outputs) overlap the others' loads; 2 blocks of 1024 threads
+// per SM ran 32768-class bf16 rows at 1.5 TB/s.
+constexpr int kCeRowThreads = 256;
+// 4 blocks per SM at most 64 registers (4 vectors in flight per thread).
+constexpr int kCeRowBlocksPerSm = 4;
+
 // Classes innermost (inner == 1), logits: a group of threads per row, the group a warp
 // (rows_per_block = blockDim / 32 rows a block) or the whole block (rows_per_block = 1).
 template <typename T>
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kCeRowThreads, kCeRowBlocksPerSm)
 cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
   using A = OpMath<T>;
   __shared__ MaxSum<A> scratch[kWarpSize];
@@ -848,6 +1141,9 @@ cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
     const int64_t r = r0 + group;
     if (warp_groups && r >= rows) break;  // warps leave independently; no block barrier below
     const T* row = x + r * C;
+    // The target entry is loaded before the row (its latency overlaps the row's loads) and checked
+    // after it.
+    const int64_t target_entry = rank == 0 ? a.target[r] : 0;
     MaxSum<A> st = maxsum_identity<A>();
     A wx = 0;  // sum_c w[c] * x[c], only with label smoothing
     visit_row<A>(row, 0, C, vec, rank, group_size, [&](const auto& v, int64_t c0) {
@@ -857,6 +1153,9 @@ cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
         for (int j = 0; j < int(sizeof(v) / sizeof(A)); ++j) wx += a.weight_of(c0 + j) * v[j];
       }
     });
+    // The target logit (just read by this group: a cache hit) is loaded before the reduction.
+    const int64_t t = rank == 0 ? checked_target(a, target_entry) : -1;
+    const A x_t = t >= 0 ? convert<A>(row[t]) : A(0);
     if (warp_groups) {
       st = warp_maxsum(st);
       if (smoothing) wx = warp_reduce(wx, SumOp());
@@ -864,10 +1163,7 @@ cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
       st = block_maxsum(st, scratch);
       if (smoothing) wx = block_reduce(wx, SumOp(), A(0), wx_scratch);
     }
-    if (rank == 0) {
-      const int64_t t = row_target(a, r);
-      finish_row(a, r, t, st.max + log_acc(st.sum), t >= 0 ? convert<A>(row[t]) : A(0), wx);
-    }
+    if (rank == 0) finish_row(a, r, t, st.max + log_acc(st.sum), x_t, wx);
   }
 }
 
@@ -923,9 +1219,10 @@ __device__ __forceinline__ CeRowCoef<A> row_coefficients(const CeDevice<A>& a, i
 }
 
 template <typename A>
-__device__ __forceinline__ A ce_grad(const CeDevice<A>& a, const CeRowCoef<A>& k, int64_t c, A x) {
+__device__ __forceinline__ A ce_grad(const CeDevice<A>& a, const CeRowCoef<A>& k, bool is_target,
+                                     int64_t c, A x) {
   if (k.t < 0) return A(0);
-  A d = c == k.t ? -k.hit : A(0);
+  A d = is_target ? -k.hit : A(0);
   if (!a.log_probs) {
     d += exp_acc(x - k.lse) * k.p_coef;
     if (a.smoothing > A(0)) d -= a.smoothing / A(a.classes) * a.weight_of(c);
@@ -933,17 +1230,59 @@ __device__ __forceinline__ A ce_grad(const CeDevice<A>& a, const CeRowCoef<A>& k
   return k.scale * d;
 }
 
-// Blocks per SM of the backward pass: one vector per thread and grid-stride iteration, so memory-
+// Backward, classes innermost in 16-byte vectors (inner == 1, classes % V == 0, aligned): the
+// grid strides over tiles of kCeTileVectors * 256 vectors of one row; a tile's row coefficients
+// are loaded once (the same addresses for the whole block), and each thread has kCeTileVectors
+// 16-byte loads in flight (one per thread left a 32-class bf16 pass at 3.2 TB/s).
+constexpr int kCeTileVectors = 4;
+template <typename T>
+inline constexpr int kCeTileBlocksPerSm = std::is_same_v<T, double> ? 2 : 4;
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kCeTileBlocksPerSm<T>)
+cross_entropy_backward_rows_kernel(CeDevice<OpMath<T>> a, int64_t tiles_per_row) {
+  using A = OpMath<T>;
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  constexpr int64_t kTile = int64_t(kBlockThreads) * kCeTileVectors;  // vectors
+  const int64_t vectors_per_row = a.classes / V;
+  const int64_t tiles = a.outer * tiles_per_row;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t r = tile / tiles_per_row;
+    const int64_t first = (tile - r * tiles_per_row) * kTile + threadIdx.x;  // vector in the row
+    const Vec* xr = static_cast<const Vec*>(a.input) + r * vectors_per_row;
+    Vec* gr = static_cast<Vec*>(a.grad) + r * vectors_per_row;
+    const CeRowCoef<A> k = row_coefficients(a, r);
+    Vec in[kCeTileVectors];
+#pragma unroll
+    for (int u = 0; u < kCeTileVectors; ++u) {
+      const int64_t i = first + int64_t(u) * kBlockThreads;
+      if (i < vectors_per_row) in[u] = xr[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kCeTileVectors; ++u) {
+      const int64_t i = first + int64_t(u) * kBlockThreads;
+      if (i >= vectors_per_row) continue;
+      const int64_t target_slot = k.t - i * V;  // in [0, V) when the target is in this vector
+      Vec out;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        out.v[j] = convert<T>(ce_grad(a, k, target_slot == j, i * V + j, convert<A>(in[u].v[j])));
+      gr[i] = out;
+    }
+  }
+}
+
+// Blocks per SM of the flat pass: one element per thread and grid-stride iteration, so memory-
 // level parallelism comes from a full SM (2048 threads, 32 registers); f64 needs more registers.
 template <typename T>
 inline constexpr int kCeBackwardBlocksPerSm = std::is_same_v<T, double> ? 4 : 8;
 
-// One flat pass: element e -> (n, c, s). Vector path (inner == 1, classes % V == 0, aligned):
-// each thread's vector lies in one row, and by_a divides by the vectors of a row; scalar path:
-// by_a divides by inner, by_b by classes.
+// Backward, any layout (and rows that are not whole aligned vectors): one flat pass, element
+// e -> (n, c, s) with by_a dividing by inner and by_b by classes.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kCeBackwardBlocksPerSm<T>)
-cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool vec, bool use32, DivideBy by_a,
+cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool use32, DivideBy by_a,
                                    DivideBy by_b) {
   using A = OpMath<T>;
   const T* x = static_cast<const T*>(a.input);
@@ -952,27 +1291,11 @@ cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool vec, bool use32, 
   const int64_t total = a.outer * C * S;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (vec) {
-    constexpr int V = kVec<T>;
-    using Vec = AlignedVec<T, V>;
-    const int64_t vectors_per_row = C / V;
-    for (int64_t i = tid; i < total / V; i += step) {
-      const int64_t r = by_a.div(i, use32);
-      const int64_t c0 = (i - r * vectors_per_row) * V;
-      const CeRowCoef<A> k = row_coefficients(a, r);
-      const Vec in = reinterpret_cast<const Vec*>(x)[i];
-      Vec out;
-#pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = convert<T>(ce_grad(a, k, c0 + j, convert<A>(in.v[j])));
-      reinterpret_cast<Vec*>(gx)[i] = out;
-    }
-    return;
-  }
   for (int64_t e = tid; e < total; e += step) {
     const int64_t q = by_a.div(e, use32), s = e - q * S;
     const int64_t n = by_b.div(q, use32), c = q - n * C;
     const CeRowCoef<A> k = row_coefficients(a, n * S + s);
-    gx[e] = convert<T>(ce_grad(a, k, c, convert<A>(x[e])));
+    gx[e] = convert<T>(ce_grad(a, k, c == k.t, c, convert<A>(x[e])));
   }
 }
 
@@ -1014,8 +1337,8 @@ void launch_ce_forward(const CrossEntropyArgs& a, cudaStream_t stream) {
       cross_entropy_rows_kernel<T><<<row_grid(blocks), rows_per_block * kWarpSize, 0, stream>>>(
           d, rows_per_block, vec);
     } else {
-      cross_entropy_rows_kernel<T><<<row_grid(rows), block_threads_for(a.classes, sizeof(T)), 0,
-                                     stream>>>(d, 1, vec);
+      const int threads = std::min(block_threads_for(a.classes, sizeof(T)), kCeRowThreads);
+      cross_entropy_rows_kernel<T><<<row_grid(rows), threads, 0, stream>>>(d, 1, vec);
     }
   } else {
     cross_entropy_columns_kernel<T><<<grid_for(rows, device), kBlockThreads, 0, stream>>>(d);
@@ -1030,12 +1353,21 @@ void launch_ce_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
   const int64_t total = a.outer * a.classes * a.inner;
   const bool vec = a.inner == 1 && a.classes % V == 0 && is_aligned(a.input.data_ptr(), 16) &&
                    is_aligned(a.grad_input.data_ptr(), 16);
-  const int64_t work = vec ? total / V : total;
-  const bool use32 = total <= std::numeric_limits<int32_t>::max();
-  const DivideBy by_a(vec ? a.classes / V : a.inner, use32), by_b(a.classes, use32);
-  cross_entropy_backward_flat_kernel<T>
-      <<<grid_for(work, a.input.device().index, kCeBackwardBlocksPerSm<T>), kBlockThreads, 0,
-         stream>>>(d, vec, use32, by_a, by_b);
+  const int device = a.input.device().index;
+  if (vec) {
+    const int64_t tile_vectors = int64_t(kBlockThreads) * kCeTileVectors;
+    const int64_t tiles_per_row = (a.classes / V + tile_vectors - 1) / tile_vectors;
+    const int64_t tiles = a.outer * tiles_per_row;
+    cross_entropy_backward_rows_kernel<T>
+        <<<grid_for(tiles * kBlockThreads, device, kCeTileBlocksPerSm<T>), kBlockThreads, 0,
+           stream>>>(d, tiles_per_row);
+  } else {
+    const bool use32 = total <= std::numeric_limits<int32_t>::max();
+    const DivideBy by_a(a.inner, use32), by_b(a.classes, use32);
+    cross_entropy_backward_flat_kernel<T>
+        <<<grid_for(total, device, kCeBackwardBlocksPerSm<T>), kBlockThreads, 0, stream>>>(
+            d, use32, by_a, by_b);
+  }
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -1062,11 +1394,13 @@ namespace ember {
 using cuda::SoftmaxAlgo;
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::warp));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::smem));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::cluster));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::block));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::multi_block));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, cuda::make_algorithm(SoftmaxAlgo::column));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::warp));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::smem));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::cluster));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::block));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::multi_block));
 EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, cuda::make_algorithm(SoftmaxAlgo::column));

@@ -17,14 +17,20 @@ namespace ember::cuda {
 inline constexpr unsigned kFullWarpMask = 0xffffffffu;
 inline constexpr int kWarpSize = 32;
 
-// exp in the accumulation type. float goes through the SFU (__expf: a multiply by log2(e) and
-// ex2.approx; relative error about 2^-21 + |x| 2^-24, -inf -> 0, NaN -> NaN), a few instructions
-// instead of expf's dozen: with two exponentials per element, bf16 rows of 32768 ran at 1.8 TB/s
-// with expf against 3.2 TB/s for f32 (the same element count per byte of work was the limit).
+// exp in the accumulation type. float: ex2.approx.ftz(x * log2(e)), one FMUL and one MUFU.EX2
+// (relative error about 2^-22 + |x| 2^-24; -inf -> 0, NaN -> NaN; results below 2^-126 flush to
+// 0). __expf is the same approximation without ftz, which costs a compare and two predicated
+// multiplies more per call (for subnormal results): 5 instructions instead of 2, most of the
+// arithmetic of a long-row softmax forward (with expf, bf16 rows of 32768 ran at 1.8 TB/s).
 template <typename A>
 __device__ __forceinline__ A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) return __expf(x);
-  else return exp(x);
+  if constexpr (std::is_same_v<A, float>) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+    return y;
+  } else {
+    return exp(x);
+  }
 }
 template <typename A>
 __device__ __forceinline__ A log_acc(A x) {
