@@ -31,6 +31,11 @@
 //
 // halo wgrad kernel (backward-filter, 16-bit, stride 1 'same' 3-wide rows): the wgrad GEMM with
 //   the three taps of one filter row per block, read from one shared halo of x rows (see below).
+//
+// halo fprop kernel (forward and stride-1 backward-data, 16-bit, 3x3 stride 1 padding 1): the
+//   fprop GEMM over strips of 256 linear destination pixels, a stage being one filter row and 64
+//   channels: the strip's source rows are loaded once with a one-pixel halo and the three taps
+//   read them at shifted rows (see below).
 // Include only from cuda_kernels/conv_implicit_gemm.cu.
 #pragma once
 #include <cuda_bf16.h>
@@ -896,6 +901,236 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
         }
       }
   }
+}
+
+// ---- halo fprop: forward / backward-data of stride-1 'same' 3x3 convolutions (16-bit) ---------
+//
+// With stride 1, dilation 1, padding 1 and the destination as large as the source, destination
+// pixel m = (n, oh, ow) reads source pixel m + (r - 1)*SW + (s - 1) at tap (r, s) whenever
+// oh + r - 1 and ow + s - 1 lie inside the image. A block takes 256 consecutive destination
+// pixels (any rows and images: linear pixel indices) x 64 destination channels; a stage is one
+// filter row r and one 64-channel block, and holds the 258 source rows m0 + (r - 1)*SW - 1 + j
+// (the block's pixels with a one-pixel halo on each side) once, plus the 3 x 64 filter rows of
+// taps (r, 0..2). Tap s of pixel i reads halo row i + s: ldmatrix takes one row address per lane,
+// so the shift is free, and a lane whose (pixel, tap) falls outside the image points at a shared
+// row of zeros instead (which also covers halo rows of the wrong image row or image). The
+// gathering kernel above loads each source row once per tap; here a stage loads (258 + 192) rows
+// of 128 bytes for 256 x 64 x 192 MACs: 55 MACs per byte against 21 (128x64) to 43 (256x128).
+// The 128-byte rows keep the XOR swizzle of the fprop tiles: any 8 consecutive rows hit 8
+// different bank groups, so ldmatrix at a shifted row start stays conflict-free.
+// Reuses FpropParams (Cpad == Csrc, a multiple of 64; SH == OH, SW == OW); no bias or ReLU.
+constexpr int kHaloFpropBM = 256;  // destination pixels per block
+constexpr int kHaloFpropBN = 64;   // destination channels per block
+constexpr int kHaloFpropWM = 64, kHaloFpropWN = 32;
+constexpr int kHaloFpropThreads =
+    (kHaloFpropBM / kHaloFpropWM) * (kHaloFpropBN / kHaloFpropWN) * 32;  // 8 warps
+constexpr int kHaloFpropTaps = 3;  // taps s of one filter row per stage
+constexpr int kHaloFpropSrcRows = kHaloFpropBM + kHaloFpropTaps - 1;
+constexpr int kHaloFpropStages = 3;
+constexpr int kHaloFpropKSteps = kHaloFpropTaps * kFpropKSteps;  // 12 MMA k-steps per stage
+constexpr int kHaloFpropStageBytes =
+    (kHaloFpropSrcRows + kHaloFpropTaps * kHaloFpropBN) * kFpropRowBytes;  // 57600
+// The stages, then one row of zeros: 169 KiB, one block of 8 warps per SM.
+constexpr int kHaloFpropSmemBytes = kHaloFpropStages * kHaloFpropStageBytes + kFpropRowBytes;
+static_assert(blocks_per_sm(kHaloFpropSmemBytes) >= 1, "shared memory per block");
+
+template <typename T>
+__global__ void __launch_bounds__(kHaloFpropThreads, 1)
+implicit_gemm_halo_fprop_kernel(FpropParams p) {
+  static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
+  static_assert(kHaloFpropStageBytes % kFpropRowBytes == 0, "stages keep the swizzle's alignment");
+  static_assert(kHaloFpropKSteps % 2 == 0, "fragment double buffers alternate within a stage");
+  static_assert(kHaloFpropStages >= 3, "the stage refilled must differ from the one read next");
+  constexpr int VEC = 8;
+  constexpr int kRowsPerPass = kHaloFpropThreads / 8;                    // 32
+  constexpr int X_ITERS = (kHaloFpropSrcRows + kRowsPerPass - 1) / kRowsPerPass;  // 9, last partial
+  constexpr int B_ITERS = kHaloFpropBN / kRowsPerPass;                   // 2 per tap
+  static_assert(B_ITERS * kRowsPerPass == kHaloFpropBN, "filter rows vs threads");
+  constexpr int MT = kHaloFpropWM / 16, NT = kHaloFpropWN / 8;  // 4, 4
+  static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
+  constexpr int kWarpsM = kHaloFpropBM / kHaloFpropWM;
+  constexpr int kFilterOffset = kHaloFpropSrcRows * kFpropRowBytes;
+  using Mma = MmaOp<T>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem_base = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+  // Column tiles vary fastest along blockIdx.x, as in the fprop kernel: resident blocks share
+  // their source rows through L2.
+  const int tiles_n = (p.Nout + kHaloFpropBN - 1) / kHaloFpropBN;
+  const int tile_m = int(blockIdx.x) / tiles_n;
+  const int block_m = tile_m * kHaloFpropBM;
+  const int block_n = (int(blockIdx.x) - tile_m * tiles_n) * kHaloFpropBN;
+  const T* src = static_cast<const T*>(p.src);
+  const T* filter = static_cast<const T*>(p.filter);
+  const int n_tiles = kHaloFpropTaps * p.cblocks;  // k-tile = r * cblocks + channel block
+  const uint32_t zero_row = smem_base + uint32_t(kHaloFpropStages * kHaloFpropStageBytes);
+  if (tid < kFpropRowBytes / 16)
+    *reinterpret_cast<uint4*>(smem + kHaloFpropStages * kHaloFpropStageBytes + tid * 16) =
+        make_uint4(0, 0, 0, 0);
+
+  const int chunk = tid & 7, row0 = tid >> 3;
+  // Halo row j of filter row r holds source pixel halo_first + r * SW + j.
+  const int halo_first = block_m - p.SW - 1;
+  const int64_t filter_row_elems = int64_t(kHaloFpropTaps) * kHaloFpropTaps * p.Cpad;
+  const T* b_first = filter + int64_t(block_n + row0) * filter_row_elems + chunk * VEC;
+  uint32_t b_valid = 0;
+#pragma unroll
+  for (int i = 0; i < B_ITERS; ++i)
+    if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
+
+  int ld_cb = 0, ld_r = 0;  // the next k-tile to load
+  auto load_stage = [&](int stage) {
+    const uint32_t a_off = uint32_t(stage * kHaloFpropStageBytes);
+    const uint32_t b_off = a_off + uint32_t(kFilterOffset);
+    const int c = ld_cb * kFpropRowBytes / 2 + chunk * VEC;
+    const int first = halo_first + ld_r * p.SW;
+#pragma unroll
+    for (int i = 0; i < X_ITERS; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      if (row < kHaloFpropSrcRows) {
+        const int pixel = first + row;
+        const bool valid = uint32_t(pixel) < uint32_t(p.M);  // M == N * SH * SW
+        const T* g = src + int64_t(pixel) * p.Csrc + c;
+        cp_async_16(smem_base + a_off + swizzled(row, chunk), valid ? g : src, valid);
+      }
+    }
+    // Filter rows of taps (r, s): packed offset (r * 3 + s) * Cpad + c, stored at rows s * BN + n.
+#pragma unroll
+    for (int s = 0; s < kHaloFpropTaps; ++s)
+#pragma unroll
+      for (int i = 0; i < B_ITERS; ++i) {
+        const bool valid = (b_valid >> i) & 1u;
+        const T* g = b_first + int64_t(i * kRowsPerPass) * filter_row_elems +
+                     (ld_r * kHaloFpropTaps + s) * p.Cpad + ld_cb * kFpropRowBytes / 2;
+        cp_async_16(smem_base + b_off +
+                        swizzled(s * kHaloFpropBN + row0 + i * kRowsPerPass, chunk),
+                    valid ? g : filter, valid);
+      }
+    if (++ld_cb == p.cblocks) {
+      ld_cb = 0;
+      ++ld_r;
+    }
+  };
+
+  // This lane's A rows (one per mt): their index within the block and which of the 9 taps
+  // (bit r * 3 + s) lie inside the image, decomposed once; a pixel past M has none.
+  const int a_frag_row = warp_m * kHaloFpropWM + (lane & 15), a_frag_chunk = lane >> 4;
+  uint32_t tap_ok[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int m = block_m + a_frag_row + mt * 16;
+    tap_ok[mt] = 0;
+    if (m < p.M) {
+      const int n = int(p.div_ohw.div(uint32_t(m)));
+      const int rem = m - n * p.OH * p.OW;
+      const int oh = int(p.div_ow.div(uint32_t(rem)));
+      const int ow = rem - oh * p.OW;
+      const uint32_t cols = (ow > 0 ? 1u : 0u) | 2u | (ow + 1 < p.OW ? 4u : 0u);
+      if (oh > 0) tap_ok[mt] |= cols;
+      tap_ok[mt] |= cols << 3;
+      if (oh + 1 < p.OH) tap_ok[mt] |= cols << 6;
+    }
+  }
+  const int b_frag_row = warp_n * kHaloFpropWN + (lane & 7) + ((lane >> 4) << 3);
+  const int b_frag_chunk = (lane >> 3) & 1;
+  // Fragments of k-step ks (tap s = ks / 4) of the stage of filter row rd_r, double-buffered.
+  uint32_t af[2][MT][4], bf[2][NT][2];
+  auto load_frags = [&](int buf, int stage, int ks, int rd_r) {
+    const int s = ks / kFpropKSteps, kc = 2 * (ks % kFpropKSteps);
+    const uint32_t sA = smem_base + uint32_t(stage * kHaloFpropStageBytes);
+    const uint32_t sB = sA + uint32_t(kFilterOffset);
+    const int tap = rd_r * kHaloFpropTaps + s;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const uint32_t addr = ((tap_ok[mt] >> tap) & 1u)
+                                ? sA + swizzled(a_frag_row + mt * 16 + s, kc + a_frag_chunk)
+                                : zero_row + uint32_t(a_frag_chunk << 4);
+      ldmatrix_x4(af[buf][mt], addr);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t q[4];
+      ldmatrix_x4(q, sB + swizzled(s * kHaloFpropBN + b_frag_row + np * 16, kc + b_frag_chunk));
+      bf[buf][2 * np][0] = q[0];
+      bf[buf][2 * np][1] = q[1];
+      bf[buf][2 * np + 1][0] = q[2];
+      bf[buf][2 * np + 1][1] = q[3];
+    }
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+
+  // The fprop kernel's pipeline with 12 k-steps per stage: one commit group per k-tile, one
+  // barrier per stage. rd_r / rd_cb: the filter row and channel block of the tile read next.
+#pragma unroll
+  for (int st = 0; st < kHaloFpropStages - 1; ++st) {
+    if (st < n_tiles) load_stage(st);
+    cp_async_commit();
+  }
+  cp_async_wait<kHaloFpropStages - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = kHaloFpropStages - 1;
+  int rd_r = 0, rd_cb = 0;
+  load_frags(0, 0, 0, rd_r);
+  for (int kt = 0; kt < n_tiles; ++kt) {
+#pragma unroll
+    for (int ks = 0; ks < kHaloFpropKSteps; ++ks) {
+      if (ks == kHaloFpropKSteps - 1) {
+        // As in the fprop kernel: after this barrier tile kt + 1 has landed and every warp holds
+        // all its fragments of tile kt.
+        read_stage = read_stage == kHaloFpropStages - 1 ? 0 : read_stage + 1;
+        if (++rd_cb == p.cblocks) {
+          rd_cb = 0;
+          ++rd_r;
+        }
+        cp_async_wait<kHaloFpropStages - 2>();
+        __syncthreads();
+      }
+      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kHaloFpropKSteps, rd_r);
+      if (ks == 0) {
+        if (kt + kHaloFpropStages - 1 < n_tiles) load_stage(write_stage);
+        cp_async_commit();
+        write_stage = write_stage == kHaloFpropStages - 1 ? 0 : write_stage + 1;
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
+  T* dst = static_cast<T*>(p.dst);
+  const bool pairs = (p.Nout & 1) == 0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int col = block_n + warp_n * kHaloFpropWN + nt * 8 + (lane & 3) * 2;
+      if (col >= p.Nout) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = block_m + warp_m * kHaloFpropWM + mt * 16 + (lane >> 2) + half * 8;
+        if (row >= p.M) continue;
+        const float v0 = acc[mt][nt][2 * half], v1 = acc[mt][nt][2 * half + 1];
+        T* out = dst + int64_t(row) * p.Nout + col;
+        if (pairs) {
+          *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
+        } else {
+          out[0] = convert<T>(v0);
+          if (col + 1 < p.Nout) out[1] = convert<T>(v1);
+        }
+      }
+    }
 }
 
 }  // namespace ember::cuda::conv::igemm

@@ -74,6 +74,16 @@ const std::vector<ConvCase>& sweep() {
       {"3x3 C128 K72 two images (halo wgrad)", 2, 128, 20, 19, 72, 3, 3,
        params(1, 1, 1, 1, 1, 1, 1)},
       {"3x3 C64 K64 dilation (2, 1)", 1, 64, 9, 10, 64, 3, 3, params(1, 1, 2, 1, 2, 1, 1)},
+      // The halo forward / backward-data kernel (strips of 256 linear pixels x 64 channels, 64
+      // channels reduced per stage; "3x3 C128 K72" above runs its forward with masked columns):
+      // odd H/W, the strip crossing rows, images and the padding borders, two channel blocks
+      // forward and one backward; then two 64-column tiles and a second strip ending past the
+      // last pixel; then one-pixel images (every tap but the centre is padding).
+      {"3x3 C128 K64 7x9 two images (halo fprop)", 2, 128, 7, 9, 64, 3, 3,
+       params(1, 1, 1, 1, 1, 1, 1)},
+      {"3x3 C64 K128 13x11 two images (halo fprop)", 2, 64, 13, 11, 128, 3, 3,
+       params(1, 1, 1, 1, 1, 1, 1)},
+      {"3x3 C64 K64 1x1 image (halo fprop)", 3, 64, 1, 1, 64, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
       // Split-K over the transposed (strided) backward-data map: 18 k-tiles of K = 128.
       {"3x3 stride 2, C64 K128", 1, 64, 9, 8, 128, 3, 3, params(2, 2, 1, 1, 1, 1, 1)},
   };
