@@ -3,7 +3,10 @@
 //    and group of V channels (V = 16 bytes of elements when C % V == 0 and the pointers are
 //    16-byte aligned, else 1), 16-byte loads and stores, 32-bit index math, float accumulation.
 //    Backward: a thread per INPUT pixel and channel group gathering from the output windows that
-//    contain it (deterministic, no atomics), max pooling comparing the saved indices. Max indices
+//    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
+//    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, 2x2 stride 2, ...), a
+//    thread per tile loading each of its windows once for its four pixels. Max pooling over 3x3
+//    windows (uint8 taps or none) has its own forward with the nine loads unrolled. Max indices
 //    are a template parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of
 //    them moved per access; a null uint8 pointer means the forward writes none.
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
@@ -244,6 +247,78 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
   *reinterpret_cast<Vec*>(out + at) = result;
 }
 
+// Max pooling forward over 3x3 windows (any stride, padding and dilation: ResNet's stem pool)
+// with uint8 taps or none (null `taps`): the window's nine 16-byte loads are unrolled and issued
+// together before the scan, where the general kernel's run-time window loops keep about one load
+// in flight per thread and so wait on latency rather than bandwidth. The scan is the general
+// kernel's (taps in row-major order, those in the padding or past the input skipped, first maximum
+// kept, every NaN wins), so values and taps are bit-identical to it.
+template <typename T, int V>
+__global__ void __launch_bounds__(kBlockThreads)
+max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
+                                   T* __restrict__ out, uint8_t* __restrict__ taps,
+                                   int64_t total) {
+  static_assert(V == 4 || V == 8, "whole 16-byte vectors and taps in 32-bit words");
+  using Vec = AlignedVec<T, V>;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const PixelOf o = pixel_of<V>(g, t);
+  const T* image = in + o.n * g.in_image + o.c0;  // [H, W, C] from channel c0
+  const int at = o.n * g.out_image + (o.y * g.out_w + o.x) * g.channels + o.c0;
+  // Row / column k of the window and whether it lies inside the input.
+  bool row_in[3], col_in[3];
+  int row_at[3], col_at[3];
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    const int h = o.y * g.stride_h - g.pad_h + k * g.dilation_h;
+    const int w = o.x * g.stride_w - g.pad_w + k * g.dilation_w;
+    row_in[k] = h >= 0 && h < g.in_h;
+    col_in[k] = w >= 0 && w < g.in_w;
+    row_at[k] = h * g.in_w;
+    col_at[k] = w;
+  }
+  Vec v[3][3];
+#pragma unroll
+  for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+    for (int kw = 0; kw < 3; ++kw) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[kh][kw].v[j] = convert<T>(0.f);
+      if (row_in[kh] && col_in[kw])
+        v[kh][kw] = *reinterpret_cast<const Vec*>(image + (row_at[kh] + col_at[kw]) * g.channels);
+    }
+  // A window starts inside the input or in its left / top padding, so its first tap inside the
+  // input is the first whose row and column are inside (the general kernel's starting index).
+  const int first_tap =
+      (row_in[0] ? 0 : row_in[1] ? 1 : 2) * 3 + (col_in[0] ? 0 : col_in[1] ? 1 : 2);
+  float best[V];
+  int best_at[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    best[j] = neg_infinity<float>();
+    best_at[j] = first_tap;
+  }
+#pragma unroll
+  for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+    for (int kw = 0; kw < 3; ++kw) {
+      if (!row_in[kh] || !col_in[kw]) continue;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float x = convert<float>(v[kh][kw].v[j]);
+        if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
+          best[j] = x;
+          best_at[j] = kh * 3 + kw;
+        }
+      }
+    }
+  Vec result;
+#pragma unroll
+  for (int j = 0; j < V; ++j) result.v[j] = convert<T>(best[j]);
+  *reinterpret_cast<Vec*>(out + at) = result;
+  if (taps != nullptr) store_indices<V>(taps + at, best_at);
+}
+
 // Idx as in the forward (average pooling: uint8_t, null indices).
 template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -300,6 +375,135 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 #pragma unroll
   for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[j]);
   *reinterpret_cast<Vec*>(grad_in + i.n * g.in_image + cell * g.channels + i.c0) = result;
+}
+
+// Backward of 2-D NHWC average pooling, or max pooling with uint8 taps, over 2x2 tiles of input
+// pixels: a thread per tile (rows 2 ty and 2 ty + 1, columns 2 tx and 2 tx + 1) and channel
+// group. The plan admits only windows of which a tile meets at most two rows and two columns
+// ((kernel - 1) * dilation + 2 <= 2 * stride per dim: ResNet's 3x3 stride-2 max pool and 2x2
+// stride-2 average pool), so the tile's (up to) four windows are loaded once, all loads in flight
+// together, for its four pixels: the per-pixel kernel loads 2.25 windows per pixel for 3x3
+// stride 2, and a 2x2 stride-2 tile is exactly one window (the output gradient is read once).
+// Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
+// descending) from 0, so results are bit-identical to it; pixels in no window get zeros.
+template <typename T, int V, bool kMax>
+__global__ void __launch_bounds__(kBlockThreads)
+pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                  const T* __restrict__ grad_out,
+                                  const uint8_t* __restrict__ taps, int64_t total) {
+  static_assert(V == 4 || V == 8, "tiles move 16-byte vectors and their taps in 32-bit words");
+  using Vec = AlignedVec<T, V>;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const PixelOf tile = pixel_of<V>(g, t);  // by_y, by_x count tiles
+  const int y0 = 2 * tile.y, x0 = 2 * tile.x;
+  const int rows = ::min(2, g.in_h - y0), cols = ::min(2, g.in_w - x0);  // 1 or 2
+  // The window rows meeting the tile's rows: oh_last and, when >= oh_first, oh_last - 1 (the
+  // per-pixel kernel's range over the union of the rows); likewise for columns.
+  const int reach_h = y0 + g.pad_h;
+  const int extent_h = (g.kernel_h - 1) * g.dilation_h;
+  const int low_h = reach_h - extent_h;
+  const int oh_first = low_h <= 0 ? 0 : int(g.by_stride_h.div(uint32_t(low_h + g.stride_h - 1)));
+  const int oh_last = ::min(int(g.by_stride_h.div(uint32_t(reach_h + rows - 1))), g.out_h - 1);
+  const int reach_w = x0 + g.pad_w;
+  const int extent_w = (g.kernel_w - 1) * g.dilation_w;
+  const int low_w = reach_w - extent_w;
+  const int ow_first = low_w <= 0 ? 0 : int(g.by_stride_w.div(uint32_t(low_w + g.stride_w - 1)));
+  const int ow_last = ::min(int(g.by_stride_w.div(uint32_t(reach_w + cols - 1))), g.out_w - 1);
+  // tap_h[a][r]: the tap of row y0 + r in window row oh_last - a, -1 when that row or window does
+  // not exist or the row is not one of the window's taps; tap_w[b][c] likewise.
+  int tap_h[2][2], tap_w[2][2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k)  // window row / column oh_last - k, ow_last - k
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {  // pixel row y0 + p, column x0 + p
+      const int oh = oh_last - k, ow = ow_last - k;
+      const int offset_h = reach_h + p - oh * g.stride_h;
+      const int offset_w = reach_w + p - ow * g.stride_w;
+      tap_h[k][p] = oh >= oh_first && p < rows && offset_h >= 0 && offset_h <= extent_h
+                        ? tap_at(g.by_dilation_h, offset_h)
+                        : -1;
+      tap_w[k][p] = ow >= ow_first && p < cols && offset_w >= 0 && offset_w <= extent_w
+                        ? tap_at(g.by_dilation_w, offset_w)
+                        : -1;
+    }
+  // The tile's windows, every load issued before any is used.
+  const int image = tile.n * g.out_image + tile.c0;
+  Vec go[2][2];
+  uint32_t words[2][2][V / 4];
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) go[a][b].v[j] = convert<T>(0.f);
+#pragma unroll
+      for (int k = 0; k < V / 4; ++k) words[a][b][k] = 0;
+      if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
+      const int at = image + ((oh_last - a) * g.out_w + ow_last - b) * g.channels;
+      go[a][b] = *reinterpret_cast<const Vec*>(grad_out + at);
+      if constexpr (kMax) {
+        if constexpr (V == 4) {
+          words[a][b][0] = *reinterpret_cast<const uint32_t*>(taps + at);
+        } else {
+          const uint2 pair = *reinterpret_cast<const uint2*>(taps + at);
+          words[a][b][0] = pair.x;
+          words[a][b][1] = pair.y;
+        }
+      }
+    }
+  float acc[2][2][V];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[r][c][j] = 0.f;
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
+      float value[V];  // what the window gives each of its pixels (max: the chosen one only)
+      if constexpr (kMax) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) value[j] = convert<float>(go[a][b].v[j]);
+      } else {
+        const CountDivisor divisor = count_divisor(
+            avg_divisor(oh_last - a, g.stride_h, g.pad_h, g.kernel_h, g.in_h,
+                        g.count_include_pad) *
+            avg_divisor(ow_last - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w,
+                        g.count_include_pad));
+#pragma unroll
+        for (int j = 0; j < V; ++j) value[j] = divisor.divide(convert<float>(go[a][b].v[j]));
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (tap_h[a][r] < 0 || tap_w[b][c] < 0) continue;
+          if constexpr (kMax) {
+            const uint32_t key = uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]);
+#pragma unroll
+            for (int j = 0; j < V; ++j)
+              if (((words[a][b][j / 4] >> (8 * (j % 4))) & 0xffu) == key) acc[r][c][j] += value[j];
+          } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc[r][c][j] += value[j];
+          }
+        }
+    }
+  T* dst = grad_in + tile.n * g.in_image + (y0 * g.in_w + x0) * g.channels + tile.c0;
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      if (r >= rows || c >= cols) continue;
+      Vec result;
+#pragma unroll
+      for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[r][c][j]);
+      *reinterpret_cast<Vec*>(dst + (r * g.in_w + c) * g.channels) = result;
+    }
 }
 
 // Global average of dense NHWC input [N, plane, C] into dense [N, C]. Block (bx, by): x runs over
@@ -478,7 +682,13 @@ PoolFastPlan plan_global(const PoolArgs& a, dispatch::Direction direction, int v
   return {};
 }
 
-PoolFastPlan plan_window(const PoolArgs& a, int vector) {
+// A 2-input-pixel tile along `dim` meets at most two windows: (kernel - 1) * dilation + 2 <=
+// 2 * stride (the spans of two adjacent pixels' windows' starts cover fewer than two strides).
+bool tile_meets_two_windows(const PoolArgs& a, int dim) {
+  return (a.kernel[dim] - 1) * a.dilation[dim] + 2 <= 2 * a.stride[dim];
+}
+
+PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int vector) {
   if (a.in_size[0] != 1 || a.out_size[0] != 1 || a.kernel[0] != 1 || a.padding[0] != 0) return {};
   if (volume(a, a.in_size) > kInt32Max || volume(a, a.out_size) > kInt32Max ||
       !window_dim_fits(a, 1) || !window_dim_fits(a, 2))
@@ -491,12 +701,31 @@ PoolFastPlan plan_window(const PoolArgs& a, int vector) {
   if (max_indices && !same_offsets(a.indices, a.output)) return {};
   const bool aligned =
       aligned16(a.input) && aligned16(a.output) && (!max_indices || aligned16(a.indices));
-  return {PoolFastKernel::window_nhwc, a.channels % vector == 0 && aligned ? vector : 1};
+  const int v = a.channels % vector == 0 && aligned ? vector : 1;
+  // Max pooling forward over 3x3 windows: whole vectors, uint8 taps or none, 4-byte elements.
+  // Measured on the H200 (256x64x112x112, stride 2): f32 3917 GB/s against the loop kernel's
+  // 2926, but bf16 1281 against 2603 (its nine 16-byte vectors of 8 values and their scan need
+  // too many registers), so 16-bit types keep the loop kernel.
+  if (direction == dispatch::Direction::forward && v > 1 && a.mode == PoolMode::max &&
+      a.input.element_size() == 4 && a.kernel[1] == 3 && a.kernel[2] == 3 &&
+      !(max_indices && a.indices.dtype() != DType::u8))
+    return {PoolFastKernel::max_3x3_nhwc, v};
+  // Backward by tiles: whole vectors, average pooling or uint8 taps (int64 positions, only for
+  // users' indices, keep the per-pixel kernel).
+  const bool tile_indices =
+      a.mode != PoolMode::max || (a.indices.defined() && a.indices.dtype() == DType::u8);
+  if (direction == dispatch::Direction::backward && v > 1 && tile_indices &&
+      tile_meets_two_windows(a, 1) && tile_meets_two_windows(a, 2))
+    return {PoolFastKernel::window_tiles_nhwc, v};
+  return {PoolFastKernel::window_nhwc, v};
 }
 
 // ---- launch -------------------------------------------------------------------------------------
 
-Pool2dGeometry make_geometry(const PoolArgs& a, int vector, dispatch::Direction direction) {
+// The flat loop runs over output pixels (forward), input pixels (per-pixel backward) or 2x2 tiles
+// of input pixels (backward by tiles).
+Pool2dGeometry make_geometry(const PoolArgs& a, int vector, PoolFastKernel kernel,
+                             dispatch::Direction direction) {
   Pool2dGeometry g{};
   g.channels = int(a.channels);
   g.in_h = int(a.in_size[1]);
@@ -515,10 +744,17 @@ Pool2dGeometry make_geometry(const PoolArgs& a, int vector, dispatch::Direction 
   g.in_image = g.in_h * g.in_w * g.channels;
   g.out_image = g.out_h * g.out_w * g.channels;
   g.count_include_pad = a.count_include_pad;
-  const bool forward = direction == dispatch::Direction::forward;
   g.by_groups = FastDivmod(uint32_t(g.groups));
-  g.by_x = FastDivmod(uint32_t(forward ? g.out_w : g.in_w));
-  g.by_y = FastDivmod(uint32_t(forward ? g.out_h : g.in_h));
+  if (direction == dispatch::Direction::forward) {
+    g.by_x = FastDivmod(uint32_t(g.out_w));
+    g.by_y = FastDivmod(uint32_t(g.out_h));
+  } else if (kernel == PoolFastKernel::window_tiles_nhwc) {
+    g.by_x = FastDivmod(uint32_t((g.in_w + 1) / 2));
+    g.by_y = FastDivmod(uint32_t((g.in_h + 1) / 2));
+  } else {
+    g.by_x = FastDivmod(uint32_t(g.in_w));
+    g.by_y = FastDivmod(uint32_t(g.in_h));
+  }
   g.by_stride_h = FastDivmod(uint32_t(g.stride_h));
   g.by_stride_w = FastDivmod(uint32_t(g.stride_w));
   g.by_dilation_h = FastDivmod(uint32_t(g.dilation_h));
@@ -547,11 +783,11 @@ dim3 global_block(int64_t items, int64_t plane, int device) {
 }
 
 template <typename T, int V>
-void launch_window(const PoolArgs& a, dispatch::Direction direction, cudaStream_t stream) {
-  const Pool2dGeometry g = make_geometry(a, V, direction);
+void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction direction,
+                   cudaStream_t stream) {
+  const Pool2dGeometry g = make_geometry(a, V, kernel, direction);
   const bool forward = direction == dispatch::Direction::forward;
-  const int64_t total =
-      a.batch * g.groups * (forward ? int64_t(g.out_h) * g.out_w : int64_t(g.in_h) * g.in_w);
+  const int64_t total = a.batch * g.groups * int64_t(g.by_y.divisor) * g.by_x.divisor;
   const unsigned grid = blocks_for(total);
   const bool max = a.mode == PoolMode::max;
   // int64 flat indices, else uint8 taps (null: max pooling without indices, or average pooling).
@@ -560,6 +796,14 @@ void launch_window(const PoolArgs& a, dispatch::Direction direction, cudaStream_
   if (forward) {
     const T* in = static_cast<const T*>(a.input.data_ptr());
     T* out = static_cast<T*>(a.output.data_ptr());
+    if constexpr (V > 1 && sizeof(T) == 4) {
+      if (kernel == PoolFastKernel::max_3x3_nhwc) {
+        max_pool2d_3x3_nhwc_forward_kernel<T, V>
+            <<<grid, kBlockThreads, 0, stream>>>(g, in, out, taps, total);
+        EMBER_CUDA_LAUNCH_CHECK();
+        return;
+      }
+    }
     if (flat_indices)
       pool2d_nhwc_forward_kernel<T, V, true, int64_t>
           <<<grid, kBlockThreads, 0, stream>>>(g, in, out, a.indices.data<int64_t>(), total);
@@ -572,6 +816,18 @@ void launch_window(const PoolArgs& a, dispatch::Direction direction, cudaStream_
   } else {
     T* grad_in = static_cast<T*>(a.input.data_ptr());
     const T* grad_out = static_cast<const T*>(a.output.data_ptr());
+    if constexpr (V > 1) {
+      if (kernel == PoolFastKernel::window_tiles_nhwc) {
+        if (max)
+          pool2d_nhwc_backward_tiles_kernel<T, V, true>
+              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, taps, total);
+        else
+          pool2d_nhwc_backward_tiles_kernel<T, V, false>
+              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, nullptr, total);
+        EMBER_CUDA_LAUNCH_CHECK();
+        return;
+      }
+    }
     if (flat_indices)
       pool2d_nhwc_backward_kernel<T, V, true, int64_t><<<grid, kBlockThreads, 0, stream>>>(
           g, grad_in, grad_out, a.indices.data<int64_t>(), total);
@@ -623,12 +879,14 @@ bool run_fast(const PoolArgs& a, dispatch::Direction direction, cudaStream_t str
   dispatch_floating<FloatingTypes::f32_bf16>(
       a.input.dtype(), "pooling", "fast path", [&](auto tag) {
         using T = decltype(tag);
-        if (plan.kernel != PoolFastKernel::window_nhwc)
+        const bool global = plan.kernel == PoolFastKernel::global_nhwc ||
+                            plan.kernel == PoolFastKernel::global_nchw;
+        if (global)
           launch_global<T>(a, plan.kernel, direction, stream);
         else if (plan.vector == kVectorOf<T>)
-          launch_window<T, kVectorOf<T>>(a, direction, stream);
+          launch_window<T, kVectorOf<T>>(a, plan.kernel, direction, stream);
         else
-          launch_window<T, 1>(a, direction, stream);
+          launch_window<T, 1>(a, plan.kernel, direction, stream);
       });
   return true;
 }
@@ -643,7 +901,7 @@ PoolFastPlan pool_fast_plan(const PoolArgs& a, dispatch::Direction direction) {
     const bool global = a.out_size[0] == 1 && a.out_size[1] == 1 && a.out_size[2] == 1;
     return global ? plan_global(a, direction, vector) : PoolFastPlan{};
   }
-  return plan_window(a, vector);
+  return plan_window(a, direction, vector);
 }
 
 bool pool_fast_forward(const PoolArgs& a, cudaStream_t stream) {

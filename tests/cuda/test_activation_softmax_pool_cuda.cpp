@@ -356,8 +356,19 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
     for (PoolMode mode : {PoolMode::max, PoolMode::avg}) {
       PoolArgs a = pool_args(mode, x, y, 3, 2, 1);
       CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_nhwc, vector));
-      // Backward: input = dL/dx (channels_last), output = dL/dy.
-      CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1), Direction::backward),
+      // Backward: input = dL/dx (channels_last), output = dL/dy. By 2x2 input tiles for
+      // average pooling and uint8 taps; int64 positions keep the per-pixel kernel.
+      PoolArgs b = pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1);
+      CHECK(is(plan(b, Direction::backward),
+               mode == PoolMode::max ? PoolFastKernel::window_nhwc
+                                     : PoolFastKernel::window_tiles_nhwc,
+               vector));
+      if (mode == PoolMode::max) {
+        b.indices = empty(y.sizes(), DType::u8, kGpu, cl);
+        CHECK(is(plan(b, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
+      }
+      // 3x3 stride 1: a tile meets three window rows, so the per-pixel kernel.
+      CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(x), 3, 1, 1), Direction::backward),
                PoolFastKernel::window_nhwc, vector));
       // An NCHW gradient of the output: the generic kernel.
       CHECK(plan(pool_args(mode, empty_like(x), y.contiguous(), 3, 2, 1), Direction::backward)

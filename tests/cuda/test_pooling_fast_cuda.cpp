@@ -1,11 +1,11 @@
 // CUDA tests of max pooling's index encodings (ops/pooling.h): int64 flat positions, uint8 window
 // taps (what autograd records) and none (no-grad forward). The CPU reference, the generic kernels
-// (cuda_kernels/pooling.cu, reached through NCHW tensors) and the channels_last fast path
-// (cuda_kernels/pooling_fast.cu) must choose the same elements in every encoding, give
-// bit-identical values and gradients to one another, and gradients within tolerance of the CPU's
-// fp64 ones; over
+// (cuda_kernels/pooling.cu, reached through NCHW tensors) and the channels_last fast paths
+// (cuda_kernels/pooling_fast.cu: the general and the unrolled 3x3 forward, the per-pixel and the
+// 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
+// and gradients to one another, and gradients within tolerance of the CPU's fp64 ones; over
 // awkward shapes (C = 1, 5, 24, 67, padding, dilation, ceil_mode), ties and NaN, bf16 and f32.
-// Also: average pooling's fast path is bit-identical to the generic kernels (power-of-two window
+// Also: average pooling's fast paths are bit-identical to the generic kernels (power-of-two window
 // counts divide by multiplication there). Skips without a GPU.
 #include <doctest/doctest.h>
 
@@ -28,6 +28,8 @@ using ember::testing::rel_err;
 
 double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::parity_tolerance(d); }
 
+int64_t at(const IntList& v, int dim) { return v.size() == 1 ? v[0] : v[size_t(dim)]; }
+
 // A 2-D pooling window: per-dim lists as the ops take them.
 struct Window2d {
   IntList kernel, stride, padding, dilation;
@@ -40,9 +42,26 @@ const std::vector<Window2d> kWindows = {
     {{3}, {2}, {0}, {1}, true},            // ceil_mode windows hanging past the input
     {{3}, {1}, {1}, {2}, false},           // dilation 2 in both dims, stride 1
     {{1}, {1}, {0}, {1}, false},           // one tap
+    {{2}, {2}, {0}, {1}, false},           // disjoint windows; the last row and column in none
+    {{2}, {3, 2}, {1}, {2}, true},         // dilated taps skipping rows / columns between them
 };
 
-int64_t at(const IntList& v, int dim) { return v.size() == 1 ? v[0] : v[size_t(dim)]; }
+// The backward runs by 2x2 input tiles (cuda_kernels/pooling_fast.cu) when a tile meets at most
+// two windows per dim, the channels fill 16-byte vectors and indices are uint8 taps (or none:
+// average pooling).
+bool backward_by_tiles(const Window2d& w, int64_t channels, DType dtype) {
+  const int64_t vector = dtype == DType::f32 ? 4 : 8;
+  for (int dim = 0; dim < 2; ++dim)
+    if ((at(w.kernel, dim) - 1) * at(w.dilation, dim) + 2 > 2 * at(w.stride, dim)) return false;
+  return channels % vector == 0;
+}
+
+// Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling_fast.cu) when the
+// channels fill 16-byte vectors and the indices are uint8 taps or none.
+bool forward_3x3(const Window2d& w, int64_t channels, DType dtype) {
+  // f32 only: 16-bit types keep the loop kernel (see pooling_fast.cu's plan_window).
+  return dtype == DType::f32 && at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % 4 == 0;
+}
 
 // The PoolArgs ops/pooling.cpp builds for max pooling x into y with window w, with indices of
 // `index_dtype` in y's layout (none when `with_indices` is false).
@@ -165,7 +184,23 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
             {
               ValuesIndices probe = max_forward(fast_x, w, DType::u8, true);
               PoolArgs a = max_args(fast_x, probe.values, w, DType::u8, true);
-              CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel ==
+              // 3x3 windows with uint8 taps or none and vectors: the unrolled forward.
+              const bool unrolled = forward_3x3(w, channels, dtype);
+              const cuda::PoolFastKernel forward_kernel =
+                  unrolled ? cuda::PoolFastKernel::max_3x3_nhwc : cuda::PoolFastKernel::window_nhwc;
+              CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel == forward_kernel);
+              CHECK(cuda::pool_fast_plan(max_args(fast_x, probe.values, w, DType::u8, false),
+                                         Direction::forward)
+                        .kernel == forward_kernel);
+              // Backward: dL/dx, dL/dy in the same layouts; int64 positions never go by tiles.
+              const bool tiles = backward_by_tiles(w, channels, dtype);
+              CHECK(cuda::pool_fast_plan(a, Direction::backward).kernel ==
+                    (tiles ? cuda::PoolFastKernel::window_tiles_nhwc
+                           : cuda::PoolFastKernel::window_nhwc));
+              PoolArgs flat = max_args(fast_x, probe.values, w, DType::i64, true);
+              CHECK(cuda::pool_fast_plan(flat, Direction::backward).kernel ==
+                    cuda::PoolFastKernel::window_nhwc);
+              CHECK(cuda::pool_fast_plan(flat, Direction::forward).kernel ==
                     cuda::PoolFastKernel::window_nhwc);
               if (channels > 1) {
                 PoolArgs g = max_args(generic_x, probe.values.contiguous(), w, DType::u8, true);
@@ -295,29 +330,40 @@ TEST_CASE("max pooling through autograd: 1-D, 3-D, unbatched and windows over 25
 TEST_CASE("average pooling: the channels_last fast path is bit-identical to the generic kernels" *
           doctest::skip(!cuda::is_available())) {
   // 2x2 windows (count 4: multiplied by the reciprocal), 3x3 without padding counts (4, 6, 9),
-  // ceil_mode windows cut by the input's end (counts 1, 2, 3, ...).
+  // ceil_mode windows cut by the input's end (counts 1, 2, 3, ...). The backward of all but the
+  // 4x2 stride-(3, 1) one runs by 2x2 input tiles when the channels fill vectors (C = 8): 2x2
+  // windows cut by the end (ceil_mode) or by uncounted padding, and 1x1 stride-2 windows leaving
+  // odd rows and columns in no window (zero gradients), on odd and even input sizes.
   const std::vector<std::function<Tensor(const Tensor&)>> pools = {
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, false, false); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, true); },
       [](const Tensor& t) { return avg_pool2d(t, {4, 2}, {3, 1}, {0, 1}, true, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {0}, true, true); },
+      [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {1}, false, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {1}, {2}); },
   };
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (int64_t channels : {8, 67}) {
-      Tensor x = (randn({2, channels, 13, 11}, TensorOptions(DType::f32)) * 3).to(kGpu, dtype);
-      for (size_t i = 0; i < pools.size(); ++i) {
-        CAPTURE(dtype_name(dtype));
-        CAPTURE(channels);
-        CAPTURE(i);
-        Tensor fast_x = x.contiguous(MemoryFormat::channels_last).detach().set_requires_grad(true);
-        Tensor generic_x = x.contiguous().detach().set_requires_grad(true);
-        Tensor fast_y = pools[i](fast_x);
-        Tensor generic_y = pools[i](generic_x);
-        CHECK(same_values(fast_y, generic_y));
-        Tensor dy = randn(fast_y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype);
-        fast_y.backward(dy.contiguous(MemoryFormat::channels_last));
-        generic_y.backward(dy.contiguous());
-        CHECK(same_values(fast_x.grad(), generic_x.grad()));
+      for (Shape hw : {Shape{13, 11}, Shape{8, 8}}) {
+        Tensor x =
+            (randn({2, channels, hw[0], hw[1]}, TensorOptions(DType::f32)) * 3).to(kGpu, dtype);
+        for (size_t i = 0; i < pools.size(); ++i) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(channels);
+          CAPTURE(shape_str(hw));
+          CAPTURE(i);
+          Tensor fast_x =
+              x.contiguous(MemoryFormat::channels_last).detach().set_requires_grad(true);
+          Tensor generic_x = x.contiguous().detach().set_requires_grad(true);
+          Tensor fast_y = pools[i](fast_x);
+          Tensor generic_y = pools[i](generic_x);
+          CHECK(same_values(fast_y, generic_y));
+          Tensor dy = randn(fast_y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype);
+          fast_y.backward(dy.contiguous(MemoryFormat::channels_last));
+          generic_y.backward(dy.contiguous());
+          CHECK(same_values(fast_x.grad(), generic_x.grad()));
+        }
       }
     }
   }
