@@ -103,6 +103,18 @@ wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C
   }
 }
 
+// Sums the splits' fp32 partials (laid out with Cpart channels) into pr.weight (any strides).
+template <typename T>
+void reduce_wgrad_splits(const ConvProblem& pr, const float* partial, int64_t splits,
+                         int64_t Cpart, cudaStream_t stream) {
+  const ConvShape d = shape_of(pr);
+  const int64_t total = d.K * d.RS() * d.C;
+  wgrad_reduce_kernel<T><<<grid_for(total, pr.device().index), kBlockThreads, 0, stream>>>(
+      partial, splits, d.C, Cpart, d.S, d.RS(), pr.weight.stride(0), pr.weight.stride(1),
+      pr.weight.stride(2), pr.weight.stride(3), static_cast<T*>(pr.weight.data_ptr()), total);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 // out[n][h][w][c] for c < Cpad = x[n, c, h, w] (any strides) for c < C, else zero: the filter
 // gradient's x as NHWC with whole 16-byte channel vectors. One thread per 16-byte vector.
 template <typename T>
@@ -610,12 +622,7 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
     } else {
       launch_wgrad<T, 64, 128, 32, 64, kWgradStagesShort>(p, w, stream, dev.index);
     }
-    const int64_t total = d.K * d.RS() * d.C;
-    wgrad_reduce_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
-        partial, atomic ? 1 : w.splits, d.C, w.Cpad, d.S, d.RS(), pr.weight.stride(0),
-        pr.weight.stride(1), pr.weight.stride(2), pr.weight.stride(3),
-        static_cast<T*>(pr.weight.data_ptr()), total);
-    EMBER_CUDA_LAUNCH_CHECK();
+    reduce_wgrad_splits<T>(pr, partial, atomic ? 1 : w.splits, w.Cpad, stream);
   });
 }
 
@@ -726,12 +733,7 @@ void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_byt
     const dim3 grid(unsigned(h.grid_m), unsigned(h.grid_n), unsigned(h.splits));
     kernel<<<grid, igemm::kHaloThreads, igemm::kHaloSmemBytes, stream>>>(p);
     EMBER_CUDA_LAUNCH_CHECK();
-    const int64_t total = d.K * d.RS() * d.C;
-    wgrad_reduce_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
-        partial, atomic ? 1 : h.splits, d.C, d.C, d.S, d.RS(), pr.weight.stride(0),
-        pr.weight.stride(1), pr.weight.stride(2), pr.weight.stride(3),
-        static_cast<T*>(pr.weight.data_ptr()), total);
-    EMBER_CUDA_LAUNCH_CHECK();
+    reduce_wgrad_splits<T>(pr, partial, atomic ? 1 : h.splits, d.C, stream);
   };
   if (pr.input.dtype() == DType::bf16) {
     launch(__nv_bfloat16{});

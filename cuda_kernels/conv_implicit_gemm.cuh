@@ -190,6 +190,73 @@ constexpr int blocks_per_sm(int smem_bytes) {
 // A row of the A tile whose destination pixel is past M: its coordinates never pass a bounds test.
 constexpr int kNoPixel = -(1 << 30);
 
+// ---- the main loop every kernel below shares ----------------------------------------------------
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+}
+
+// One k-step of a warp's tile: every (m16, n8) MMA on one buffer of fragments.
+template <typename Mma, int MT, int NT>
+__device__ __forceinline__ void mma_tile(float (&acc)[MT][NT][4], const uint32_t (&a)[MT][4],
+                                         const uint32_t (&b)[NT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], a[mt], b[nt]);
+}
+
+// The multistage pipeline over n_tiles k-tiles of KSTEPS MMA k-steps each, STAGES - 1 tiles in
+// flight: load_stage(stage, tile) issues the cp.async copies of k-tile `tile` into `stage`,
+// load_frags(buf, stage, ks) reads k-step ks of `stage` into fragment buffer `buf`, mma(buf) runs
+// a k-step on it, and on_read_advance() runs when reading moves to the next stage (kernels that
+// walk taps keep their read position there). One commit group per k-tile (empty past the end), so
+// waiting until STAGES - 2 groups are pending means the tile about to be read has landed. At
+// the last k-step's barrier tile kt + 1 has landed for every thread and every warp holds all its
+// fragments of tile kt (the last were read at k-step KSTEPS - 2), so the refill at ks == 0 of
+// iteration kt + 1 may overwrite tile kt's stage: one barrier per stage.
+template <int STAGES, int KSTEPS, typename LoadStage, typename LoadFrags, typename Mma,
+          typename OnReadAdvance>
+__device__ __forceinline__ void multistage_mainloop(int n_tiles, LoadStage&& load_stage,
+                                                    LoadFrags&& load_frags, Mma&& mma,
+                                                    OnReadAdvance&& on_read_advance) {
+  static_assert(KSTEPS % 2 == 0, "fragment double buffers alternate within a stage");
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = STAGES - 1;
+  load_frags(0, 0, 0);
+  for (int kt = 0; kt < n_tiles; ++kt) {
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+      if (ks == KSTEPS - 1) {
+        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+        on_read_advance();
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+      }
+      load_frags((ks + 1) & 1, read_stage, (ks + 1) % KSTEPS);
+      if (ks == 0) {
+        if (kt + STAGES - 1 < n_tiles) load_stage(write_stage, kt + STAGES - 1);
+        cp_async_commit();
+        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+      }
+      mma(ks & 1);
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // TF32 (fp32) fprop kernels settle for at most 2 blocks per SM: the 168 registers of 3 blocks of
 // 128 threads spill once every fragment also needs its cvt.
 template <typename T, int BM, int BN, int STAGES>
@@ -213,7 +280,6 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   static_assert(A_ITERS * kRowsPerPass == BM && B_ITERS * kRowsPerPass == BN, "tile vs threads");
   static_assert(B_ITERS <= 32, "B row validity is a 32-bit mask");
   static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
-  static_assert(kFpropKSteps % 2 == 0, "fragment double buffers alternate within a stage");
   constexpr int MT = WM / 16, NT = WN / 8;
   static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
   constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
@@ -358,48 +424,11 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  zero_accumulators(acc);
 
-  // Pipeline: STAGES - 1 tiles in flight. One commit group per k-tile (empty past the end), so
-  // waiting until STAGES - 2 groups are pending means the tile about to be read has landed.
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) load_stage(s);
-    cp_async_commit();
-  }
-  cp_async_wait<STAGES - 2>();
-  __syncthreads();
-  int read_stage = 0, write_stage = STAGES - 1;
-  load_frags(0, 0, 0);
-  for (int kt = 0; kt < n_tiles; ++kt) {
-#pragma unroll
-    for (int ks = 0; ks < kFpropKSteps; ++ks) {
-      if (ks == kFpropKSteps - 1) {
-        // After this barrier tile kt + 1 has landed for every thread, and every warp holds all
-        // its fragments of tile kt (the last were read at k-step kFpropKSteps - 2), so the
-        // refill at ks == 0 of iteration kt + 1 may overwrite tile kt's stage.
-        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-      }
-      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kFpropKSteps);
-      if (ks == 0) {
-        if (kt + STAGES - 1 < n_tiles) load_stage(write_stage);
-        cp_async_commit();
-        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
-    }
-  }
-  cp_async_wait<0>();
+  multistage_mainloop<STAGES, kFpropKSteps>(
+      n_tiles, [&](int stage, int) { load_stage(stage); }, load_frags,
+      [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); }, [] {});
 
   // Epilogue: fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
   // A split writes its whole tile (zeros when it had no k-tiles).
@@ -609,44 +638,11 @@ implicit_gemm_wgrad_kernel(WgradParams p) {
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  zero_accumulators(acc);
 
-  // The same pipeline as the fprop kernel: one commit group per k-tile, one barrier per stage.
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < n_tiles) load_stage(st, kt_begin + st);
-    cp_async_commit();
-  }
-  cp_async_wait<STAGES - 2>();
-  __syncthreads();
-  int read_stage = 0, write_stage = STAGES - 1;
-  load_frags(0, 0, 0);
-  for (int t = 0; t < n_tiles; ++t) {
-#pragma unroll
-    for (int ks = 0; ks < kWgradKSteps; ++ks) {
-      if (ks == kWgradKSteps - 1) {
-        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-      }
-      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kWgradKSteps);
-      if (ks == 0) {
-        if (t + STAGES - 1 < n_tiles) load_stage(write_stage, kt_begin + t + STAGES - 1);
-        cp_async_commit();
-        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
-    }
-  }
-  cp_async_wait<0>();
+  multistage_mainloop<STAGES, kWgradKSteps>(
+      n_tiles, [&](int stage, int tile) { load_stage(stage, kt_begin + tile); }, load_frags,
+      [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); }, [] {});
 
   // Every split writes its whole tile (zeros when it had no k-tiles), so the reduction over
   // splits never reads stale memory.
@@ -840,44 +836,11 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  zero_accumulators(acc);
 
-  // The pipeline of the kernels above: one commit group per k-tile, one barrier per stage.
-#pragma unroll
-  for (int st = 0; st < kHaloStages - 1; ++st) {
-    if (st < n_tiles) load_stage(st, kt_begin + st);
-    cp_async_commit();
-  }
-  cp_async_wait<kHaloStages - 2>();
-  __syncthreads();
-  int read_stage = 0, write_stage = kHaloStages - 1;
-  load_frags(0, 0, 0);
-  for (int t = 0; t < n_tiles; ++t) {
-#pragma unroll
-    for (int ks = 0; ks < kWgradKSteps; ++ks) {
-      if (ks == kWgradKSteps - 1) {
-        read_stage = read_stage == kHaloStages - 1 ? 0 : read_stage + 1;
-        cp_async_wait<kHaloStages - 2>();
-        __syncthreads();
-      }
-      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kWgradKSteps);
-      if (ks == 0) {
-        if (t + kHaloStages - 1 < n_tiles) load_stage(write_stage, kt_begin + t + kHaloStages - 1);
-        cp_async_commit();
-        write_stage = write_stage == kHaloStages - 1 ? 0 : write_stage + 1;
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
-    }
-  }
-  cp_async_wait<0>();
+  multistage_mainloop<kHaloStages, kWgradKSteps>(
+      n_tiles, [&](int stage, int tile) { load_stage(stage, kt_begin + tile); }, load_frags,
+      [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); }, [] {});
 
   // Every split writes its whole tile; block column j is tap (r, j / 64), channel c0 + j % 64.
   float* out = p.atomic ? p.partial : p.partial + int64_t(blockIdx.z) * p.K * cols;
@@ -939,7 +902,6 @@ __global__ void __launch_bounds__(kHaloFpropThreads, 1)
 implicit_gemm_halo_fprop_kernel(FpropParams p) {
   static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
   static_assert(kHaloFpropStageBytes % kFpropRowBytes == 0, "stages keep the swizzle's alignment");
-  static_assert(kHaloFpropKSteps % 2 == 0, "fragment double buffers alternate within a stage");
   static_assert(kHaloFpropStages >= 3, "the stage refilled must differ from the one read next");
   constexpr int VEC = 8;
   constexpr int kRowsPerPass = kHaloFpropThreads / 8;                    // 32
@@ -1061,52 +1023,21 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  zero_accumulators(acc);
 
-  // The fprop kernel's pipeline with 12 k-steps per stage: one commit group per k-tile, one
-  // barrier per stage. rd_r / rd_cb: the filter row and channel block of the tile read next.
-#pragma unroll
-  for (int st = 0; st < kHaloFpropStages - 1; ++st) {
-    if (st < n_tiles) load_stage(st);
-    cp_async_commit();
-  }
-  cp_async_wait<kHaloFpropStages - 2>();
-  __syncthreads();
-  int read_stage = 0, write_stage = kHaloFpropStages - 1;
+  // The shared pipeline with 12 k-steps per stage. rd_r / rd_cb: the filter row and channel
+  // block of the tile read next.
   int rd_r = 0, rd_cb = 0;
-  load_frags(0, 0, 0, rd_r);
-  for (int kt = 0; kt < n_tiles; ++kt) {
-#pragma unroll
-    for (int ks = 0; ks < kHaloFpropKSteps; ++ks) {
-      if (ks == kHaloFpropKSteps - 1) {
-        // As in the fprop kernel: after this barrier tile kt + 1 has landed and every warp holds
-        // all its fragments of tile kt.
-        read_stage = read_stage == kHaloFpropStages - 1 ? 0 : read_stage + 1;
+  multistage_mainloop<kHaloFpropStages, kHaloFpropKSteps>(
+      n_tiles, [&](int stage, int) { load_stage(stage); },
+      [&](int buf, int stage, int ks) { load_frags(buf, stage, ks, rd_r); },
+      [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); },
+      [&] {
         if (++rd_cb == p.cblocks) {
           rd_cb = 0;
           ++rd_r;
         }
-        cp_async_wait<kHaloFpropStages - 2>();
-        __syncthreads();
-      }
-      load_frags((ks + 1) & 1, read_stage, (ks + 1) % kHaloFpropKSteps, rd_r);
-      if (ks == 0) {
-        if (kt + kHaloFpropStages - 1 < n_tiles) load_stage(write_stage);
-        cp_async_commit();
-        write_stage = write_stage == kHaloFpropStages - 1 ? 0 : write_stage + 1;
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
-    }
-  }
-  cp_async_wait<0>();
+      });
 
   // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
   T* dst = static_cast<T*>(p.dst);
