@@ -1041,13 +1041,7 @@ void forward(const RnnProblem& p, bool persistent) {
         }
         if (persistent) {
           PersistentForwardArgs<T> a;
-          a.mode = c.mode;
-          a.T_ = int(T_);
-          a.B = int(B);
-          a.H = int(H);
-          a.G = int(G);
-          a.S = int(S);
-          a.direction = int(d);
+          static_cast<PersistentShape&>(a) = {c.mode, int(T_), int(B), int(H), int(G), int(S), int(d)};
           a.gx = f32(gx[size_t(ld)]);
           a.w_hh = w_hh;
           a.b_ih = b_ih;
@@ -1205,13 +1199,7 @@ void backward(const RnnProblem& p, bool persistent) {
         const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
         if (persistent) {
           PersistentBackwardArgs<T> a;
-          a.mode = c.mode;
-          a.T_ = int(T_);
-          a.B = int(B);
-          a.H = int(H);
-          a.G = int(G);
-          a.S = int(S);
-          a.direction = int(d);
+          static_cast<PersistentShape&>(a) = {c.mode, int(T_), int(B), int(H), int(G), int(S), int(d)};
           a.w_hh = w_hh;
           a.states = states;
           a.cells = cells;

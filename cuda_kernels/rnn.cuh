@@ -130,11 +130,16 @@ struct PersistentPlan {
 PersistentPlan persistent_plan(const RnnConfig& config, DType dtype, int device,
                                dispatch::Direction direction);
 
-template <typename T>
-struct PersistentForwardArgs {
+// The problem both persistent kernels walk: cell type, steps, batch, hidden size, gates, saved
+// gate values per unit, and which direction (1: reverse time).
+struct PersistentShape {
   RnnMode mode = RnnMode::lstm;
   int T_ = 0, B = 0, H = 0, G = 1, S = 0;
   int direction = 0;
+};
+
+template <typename T>
+struct PersistentForwardArgs : PersistentShape {
   const float* gx = nullptr;      // [T, B, G * H]
   const T* w_hh = nullptr;        // [G * H, H]
   const T* b_ih = nullptr;        // [G * H] or null
@@ -152,10 +157,7 @@ void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan&
 
 // Writes dgx / dgh for every step, and grad_h0 / grad_c0 (when not null) from the final carries.
 template <typename T>
-struct PersistentBackwardArgs {
-  RnnMode mode = RnnMode::lstm;
-  int T_ = 0, B = 0, H = 0, G = 1, S = 0;
-  int direction = 0;
+struct PersistentBackwardArgs : PersistentShape {
   const T* w_hh = nullptr;        // [G * H, H]
   const T* states = nullptr;      // [T + 1, B, H] saved by the forward
   const float* cells = nullptr;   // [T + 1, B, H] (LSTM)
