@@ -6,9 +6,10 @@
 //    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
 //    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, 2x2 stride 2, ...), a
 //    thread per tile loading each of its windows once for its four pixels. Max pooling over 3x3
-//    windows (uint8 taps or none) has its own forward with the nine loads unrolled. Max indices
-//    are a template parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of
-//    them moved per access; a null uint8 pointer means the forward writes none.
+//    windows (uint8 taps or none) has its own forward with the nine loads unrolled, four
+//    channels per thread (16-byte vectors of float32, 8-byte ones of bfloat16). Max indices are
+//    a template parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of them
+//    moved per access; a null uint8 pointer means the forward writes none.
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
 //    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
 //    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
@@ -18,6 +19,7 @@
 // float summation order (so bit-identical results). Gradients are written, not accumulated.
 #include "cuda_kernels/pooling_fast.h"
 
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -247,19 +249,45 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
   *reinterpret_cast<Vec*>(out + at) = result;
 }
 
+// Per 16-bit half of two packed bfloat16 pairs: 0xffff where x > best or x is NaN (the window
+// scan's "first maximum wins, every NaN wins" test), else 0. The comparisons are float's (bf16 to
+// float is exact): unordered when either is NaN, -0 == +0.
+__device__ __forceinline__ uint32_t bf16x2_greater_or_nan(uint32_t x, uint32_t best) {
+  __nv_bfloat162 a, b;
+  memcpy(&a, &x, sizeof a);
+  memcpy(&b, &best, sizeof b);
+  return __hgt2_mask(a, b) | __hneu2_mask(a, a);
+}
+
 // Max pooling forward over 3x3 windows (any stride, padding and dilation: ResNet's stem pool)
-// with uint8 taps or none (null `taps`): the window's nine 16-byte loads are unrolled and issued
+// with uint8 taps or none (null `taps`): the window's nine vector loads are unrolled and issued
 // together before the scan, where the general kernel's run-time window loops keep about one load
 // in flight per thread and so wait on latency rather than bandwidth. The scan is the general
 // kernel's (taps in row-major order, those in the padding or past the input skipped, first maximum
-// kept, every NaN wins), so values and taps are bit-identical to it.
-template <typename T, int V>
-__global__ void __launch_bounds__(kBlockThreads)
+// kept, every NaN wins), so values and taps are bit-identical to it. Four channels per thread
+// whatever the type (kUnrolledVector: 16-byte vectors of float32, 8-byte ones of bfloat16; a warp
+// still reads 256 contiguous bytes): nine loaded vectors and the scan's V best values and taps
+// are live at once, and bfloat16 at 8 channels (16 bytes) took 84 registers and ran at 1281 GB/s.
+// bfloat16 scans two channels per instruction (packed compares and bit selects: half the scan's
+// instructions per byte of float32's float scan); its best values go out through float like the
+// general kernel's.
+// bfloat16 fits in 40 registers (no spills) at 6 resident blocks per SM, 1536 threads and about
+// 110 KB of loads in flight (ptxas gives it 42 unbounded: 5 blocks); float32 takes 55 (4 blocks).
+constexpr int kUnrolledVector = 4;
+template <typename T>
+constexpr int kUnrolledBlocksPerSm = std::is_same_v<T, __nv_bfloat16> ? 6 : 1;
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kUnrolledBlocksPerSm<T>)
 max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
                                    T* __restrict__ out, uint8_t* __restrict__ taps,
                                    int64_t total) {
-  static_assert(V == 4 || V == 8, "whole 16-byte vectors and taps in 32-bit words");
+  constexpr int V = kUnrolledVector;
   using Vec = AlignedVec<T, V>;
+  constexpr bool kPacked = std::is_same_v<T, __nv_bfloat16>;
+  static_assert(kPacked || std::is_same_v<T, float>, "float32 or bfloat16");
+  // A loaded vector: V floats, or V / 2 words of two bfloat16 (channel 2k in the low half).
+  using Loaded = std::conditional_t<kPacked, uint2, Vec>;
+  static_assert(sizeof(Loaded) == sizeof(Vec), "a bfloat16 vector is one uint2");
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= total) return;
   const PixelOf o = pixel_of<V>(g, t);
@@ -277,44 +305,75 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
     row_at[k] = h * g.in_w;
     col_at[k] = w;
   }
-  Vec v[3][3];
+  Loaded v[3][3];
 #pragma unroll
   for (int kh = 0; kh < 3; ++kh)
 #pragma unroll
     for (int kw = 0; kw < 3; ++kw) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) v[kh][kw].v[j] = convert<T>(0.f);
+      v[kh][kw] = Loaded{};
       if (row_in[kh] && col_in[kw])
-        v[kh][kw] = *reinterpret_cast<const Vec*>(image + (row_at[kh] + col_at[kw]) * g.channels);
+        v[kh][kw] =
+            *reinterpret_cast<const Loaded*>(image + (row_at[kh] + col_at[kw]) * g.channels);
     }
   // A window starts inside the input or in its left / top padding, so its first tap inside the
   // input is the first whose row and column are inside (the general kernel's starting index).
   const int first_tap =
       (row_in[0] ? 0 : row_in[1] ? 1 : 2) * 3 + (col_in[0] ? 0 : col_in[1] ? 1 : 2);
-  float best[V];
+  Vec result;
   int best_at[V];
+  if constexpr (kPacked) {
+    // Per word: two best values (-inf to start) and their taps, each in its 16-bit half.
+    uint32_t best[V / 2], best_tap[V / 2];
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    best[j] = neg_infinity<float>();
-    best_at[j] = first_tap;
-  }
+    for (int k = 0; k < V / 2; ++k) {
+      best[k] = 0xff80ff80u;
+      best_tap[k] = uint32_t(first_tap) * 0x00010001u;
+    }
 #pragma unroll
-  for (int kh = 0; kh < 3; ++kh)
+    for (int kh = 0; kh < 3; ++kh)
 #pragma unroll
-    for (int kw = 0; kw < 3; ++kw) {
-      if (!row_in[kh] || !col_in[kw]) continue;
+      for (int kw = 0; kw < 3; ++kw) {
+        if (!row_in[kh] || !col_in[kw]) continue;
+        const uint32_t tap = uint32_t(kh * 3 + kw) * 0x00010001u;
+        const uint32_t words[V / 2] = {v[kh][kw].x, v[kh][kw].y};
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float x = convert<float>(v[kh][kw].v[j]);
-        if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
-          best[j] = x;
-          best_at[j] = kh * 3 + kw;
+        for (int k = 0; k < V / 2; ++k) {
+          const uint32_t take = bf16x2_greater_or_nan(words[k], best[k]);
+          best[k] = (words[k] & take) | (best[k] & ~take);
+          best_tap[k] = (tap & take) | (best_tap[k] & ~take);
         }
       }
-    }
-  Vec result;
 #pragma unroll
-  for (int j = 0; j < V; ++j) result.v[j] = convert<T>(best[j]);
+    for (int j = 0; j < V; ++j) {
+      const uint32_t shift = 16 * (j % 2);
+      const __nv_bfloat16 x = __ushort_as_bfloat16(static_cast<unsigned short>(best[j / 2] >> shift));
+      result.v[j] = convert<T>(convert<float>(x));
+      best_at[j] = int((best_tap[j / 2] >> shift) & 0xffffu);
+    }
+  } else {
+    float best[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      best[j] = neg_infinity<float>();
+      best_at[j] = first_tap;
+    }
+#pragma unroll
+    for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+      for (int kw = 0; kw < 3; ++kw) {
+        if (!row_in[kh] || !col_in[kw]) continue;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float x = v[kh][kw].v[j];
+          if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
+            best[j] = x;
+            best_at[j] = kh * 3 + kw;
+          }
+        }
+      }
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = best[j];
+  }
   *reinterpret_cast<Vec*>(out + at) = result;
   if (taps != nullptr) store_indices<V>(taps + at, best_at);
 }
@@ -386,8 +445,15 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 // stride 2, and a 2x2 stride-2 tile is exactly one window (the output gradient is read once).
 // Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
 // descending) from 0, so results are bit-identical to it; pixels in no window get zeros.
+// The loads in flight per SM bound its speed: on the H200, bfloat16 at 2 resident blocks (88-90
+// registers with all four pixels' sums live, ~48 KB of loads) ran at 1740 GB/s and float32 at 4
+// (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time
+// and resident blocks asked for: float32 5 (48 registers, no spills; 52-56 unbounded), bfloat16
+// 3 (70-74 registers; asking for 4 spills).
+template <typename T>
+constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? 5 : 3;
 template <typename T, int V, bool kMax>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T>)
 pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                                   const T* __restrict__ grad_out,
                                   const uint8_t* __restrict__ taps, int64_t total) {
@@ -452,56 +518,42 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
         }
       }
     }
-  float acc[2][2][V];
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-      for (int j = 0; j < V; ++j) acc[r][c][j] = 0.f;
-#pragma unroll
-  for (int a = 0; a < 2; ++a)
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
-      float value[V];  // what the window gives each of its pixels (max: the chosen one only)
-      if constexpr (kMax) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) value[j] = convert<float>(go[a][b].v[j]);
-      } else {
-        const CountDivisor divisor = count_divisor(
-            avg_divisor(oh_last - a, g.stride_h, g.pad_h, g.kernel_h, g.in_h,
-                        g.count_include_pad) *
-            avg_divisor(ow_last - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w,
-                        g.count_include_pad));
-#pragma unroll
-        for (int j = 0; j < V; ++j) value[j] = divisor.divide(convert<float>(go[a][b].v[j]));
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          if (tap_h[a][r] < 0 || tap_w[b][c] < 0) continue;
-          if constexpr (kMax) {
-            const uint32_t key = uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]);
-#pragma unroll
-            for (int j = 0; j < V; ++j)
-              if (((words[a][b][j / 4] >> (8 * (j % 4))) & 0xffu) == key) acc[r][c][j] += value[j];
-          } else {
-#pragma unroll
-            for (int j = 0; j < V; ++j) acc[r][c][j] += value[j];
-          }
-        }
-    }
+  // Pixel by pixel, so only one pixel's V sums are live next to the loaded windows. Average
+  // pooling divides a window's values once per pixel reached, as the per-pixel kernel does.
   T* dst = grad_in + tile.n * g.in_image + (y0 * g.in_w + x0) * g.channels + tile.c0;
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       if (r >= rows || c >= cols) continue;
+      float acc[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = 0.f;
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          // tap_h / tap_w are -1 for windows that do not exist, so this skips them too.
+          if (tap_h[a][r] < 0 || tap_w[b][c] < 0) continue;
+          if constexpr (kMax) {
+            const uint32_t key = uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]);
+#pragma unroll
+            for (int j = 0; j < V; ++j)
+              if (((words[a][b][j / 4] >> (8 * (j % 4))) & 0xffu) == key)
+                acc[j] += convert<float>(go[a][b].v[j]);
+          } else {
+            const CountDivisor divisor = count_divisor(
+                avg_divisor(oh_last - a, g.stride_h, g.pad_h, g.kernel_h, g.in_h,
+                            g.count_include_pad) *
+                avg_divisor(ow_last - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w,
+                            g.count_include_pad));
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc[j] += divisor.divide(convert<float>(go[a][b].v[j]));
+          }
+        }
       Vec result;
 #pragma unroll
-      for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[r][c][j]);
+      for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[j]);
       *reinterpret_cast<Vec*>(dst + (r * g.in_w + c) * g.channels) = result;
     }
 }
@@ -702,14 +754,14 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
   const bool aligned =
       aligned16(a.input) && aligned16(a.output) && (!max_indices || aligned16(a.indices));
   const int v = a.channels % vector == 0 && aligned ? vector : 1;
-  // Max pooling forward over 3x3 windows: whole vectors, uint8 taps or none, 4-byte elements.
-  // Measured on the H200 (256x64x112x112, stride 2): f32 3917 GB/s against the loop kernel's
-  // 2926, but bf16 1281 against 2603 (its nine 16-byte vectors of 8 values and their scan need
-  // too many registers), so 16-bit types keep the loop kernel.
-  if (direction == dispatch::Direction::forward && v > 1 && a.mode == PoolMode::max &&
-      a.input.element_size() == 4 && a.kernel[1] == 3 && a.kernel[2] == 3 &&
+  // Max pooling forward over 3x3 windows: kUnrolledVector channels per thread (16 bytes of f32,
+  // 8 of bf16), uint8 taps or none. Measured on the H200 (256x64x112x112, stride 2): f32 3917 GB/s
+  // against the loop kernel's 2926; bf16 with 8 channels per thread 1281 against the loop
+  // kernel's 2603 (84 registers), hence 4 channels for every type.
+  if (direction == dispatch::Direction::forward && a.mode == PoolMode::max &&
+      a.channels % kUnrolledVector == 0 && aligned && a.kernel[1] == 3 && a.kernel[2] == 3 &&
       !(max_indices && a.indices.dtype() != DType::u8))
-    return {PoolFastKernel::max_3x3_nhwc, v};
+    return {PoolFastKernel::max_3x3_nhwc, kUnrolledVector};
   // Backward by tiles: whole vectors, average pooling or uint8 taps (int64 positions, only for
   // users' indices, keep the per-pixel kernel).
   const bool tile_indices =
@@ -782,6 +834,19 @@ dim3 global_block(int64_t items, int64_t plane, int device) {
   return dim3(unsigned(kBlockThreads / by), unsigned(by));
 }
 
+// Max pooling forward over 3x3 windows, kUnrolledVector channels per thread (uint8 taps or none).
+template <typename T>
+void launch_max_3x3(const PoolArgs& a, cudaStream_t stream) {
+  const Pool2dGeometry g = make_geometry(a, kUnrolledVector, PoolFastKernel::max_3x3_nhwc,
+                                         dispatch::Direction::forward);
+  const int64_t total = a.batch * g.groups * int64_t(g.out_h) * g.out_w;
+  uint8_t* taps = a.indices.defined() ? a.indices.data<uint8_t>() : nullptr;
+  max_pool2d_3x3_nhwc_forward_kernel<T><<<blocks_for(total), kBlockThreads, 0, stream>>>(
+      g, static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()), taps,
+      total);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 template <typename T, int V>
 void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction direction,
                    cudaStream_t stream) {
@@ -796,14 +861,6 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
   if (forward) {
     const T* in = static_cast<const T*>(a.input.data_ptr());
     T* out = static_cast<T*>(a.output.data_ptr());
-    if constexpr (V > 1 && sizeof(T) == 4) {
-      if (kernel == PoolFastKernel::max_3x3_nhwc) {
-        max_pool2d_3x3_nhwc_forward_kernel<T, V>
-            <<<grid, kBlockThreads, 0, stream>>>(g, in, out, taps, total);
-        EMBER_CUDA_LAUNCH_CHECK();
-        return;
-      }
-    }
     if (flat_indices)
       pool2d_nhwc_forward_kernel<T, V, true, int64_t>
           <<<grid, kBlockThreads, 0, stream>>>(g, in, out, a.indices.data<int64_t>(), total);
@@ -883,6 +940,8 @@ bool run_fast(const PoolArgs& a, dispatch::Direction direction, cudaStream_t str
                             plan.kernel == PoolFastKernel::global_nchw;
         if (global)
           launch_global<T>(a, plan.kernel, direction, stream);
+        else if (plan.kernel == PoolFastKernel::max_3x3_nhwc)
+          launch_max_3x3<T>(a, stream);
         else if (plan.vector == kVectorOf<T>)
           launch_window<T, kVectorOf<T>>(a, plan.kernel, direction, stream);
         else

@@ -366,6 +366,11 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
       if (mode == PoolMode::max) {
         b.indices = empty(y.sizes(), DType::u8, kGpu, cl);
         CHECK(is(plan(b, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
+        // uint8 taps or none: the unrolled forward, 4 channels per thread in either dtype.
+        a.indices = empty(y.sizes(), DType::u8, kGpu, cl);
+        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, 4));
+        a.indices = Tensor();
+        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, 4));
       }
       // 3x3 stride 1: a tile meets three window rows, so the per-pixel kernel.
       CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(x), 3, 1, 1), Direction::backward),

@@ -57,10 +57,9 @@ bool backward_by_tiles(const Window2d& w, int64_t channels, DType dtype) {
 }
 
 // Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling_fast.cu) when the
-// channels fill 16-byte vectors and the indices are uint8 taps or none.
-bool forward_3x3(const Window2d& w, int64_t channels, DType dtype) {
-  // f32 only: 16-bit types keep the loop kernel (see pooling_fast.cu's plan_window).
-  return dtype == DType::f32 && at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % 4 == 0;
+// channels fill vectors of 4 (16 bytes of f32, 8 of bf16) and the indices are uint8 taps or none.
+bool forward_3x3(const Window2d& w, int64_t channels) {
+  return at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % 4 == 0;
 }
 
 // The PoolArgs ops/pooling.cpp builds for max pooling x into y with window w, with indices of
@@ -185,7 +184,7 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               ValuesIndices probe = max_forward(fast_x, w, DType::u8, true);
               PoolArgs a = max_args(fast_x, probe.values, w, DType::u8, true);
               // 3x3 windows with uint8 taps or none and vectors: the unrolled forward.
-              const bool unrolled = forward_3x3(w, channels, dtype);
+              const bool unrolled = forward_3x3(w, channels);
               const cuda::PoolFastKernel forward_kernel =
                   unrolled ? cuda::PoolFastKernel::max_3x3_nhwc : cuda::PoolFastKernel::window_nhwc;
               CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel == forward_kernel);
