@@ -448,12 +448,13 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 // The loads in flight per SM bound its speed: on the H200, bfloat16 at 2 resident blocks (88-90
 // registers with all four pixels' sums live, ~48 KB of loads) ran at 1740 GB/s and float32 at 4
 // (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time
-// and resident blocks asked for: float32 5 (48 registers, no spills; 52-56 unbounded), bfloat16
-// 3 (70-74 registers; asking for 4 spills).
-template <typename T>
-constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? 5 : 3;
+// and resident blocks asked for: float32 max 5 (48 registers, no spills; 52-56 unbounded),
+// float32 average 4 (its four window divisors stay live; 5 spilled), bfloat16 3 (70-74
+// registers; asking for 4 spills).
+template <typename T, bool kMax>
+constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : 3;
 template <typename T, int V, bool kMax>
-__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T>)
+__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T, kMax>)
 pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                                   const T* __restrict__ grad_out,
                                   const uint8_t* __restrict__ taps, int64_t total) {
@@ -518,6 +519,19 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
         }
       }
     }
+  // Average pooling: each window's divisor, computed once for the tile (the 2x2 stride-2 backward
+  // ran at 2657 GB/s computing it per pixel against 2974 once per window, bf16 on the H200).
+  CountDivisor divisors[2][2];
+  if constexpr (!kMax) {
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+        divisors[a][b] = count_divisor(
+            avg_divisor(oh_last - a, g.stride_h, g.pad_h, g.kernel_h, g.in_h,
+                        g.count_include_pad) *
+            avg_divisor(ow_last - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
+  }
   // Pixel by pixel, so only one pixel's V sums are live next to the loaded windows. Average
   // pooling divides a window's values once per pixel reached, as the per-pixel kernel does.
   T* dst = grad_in + tile.n * g.in_image + (y0 * g.in_w + x0) * g.channels + tile.c0;
@@ -542,13 +556,9 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
               if (((words[a][b][j / 4] >> (8 * (j % 4))) & 0xffu) == key)
                 acc[j] += convert<float>(go[a][b].v[j]);
           } else {
-            const CountDivisor divisor = count_divisor(
-                avg_divisor(oh_last - a, g.stride_h, g.pad_h, g.kernel_h, g.in_h,
-                            g.count_include_pad) *
-                avg_divisor(ow_last - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w,
-                            g.count_include_pad));
 #pragma unroll
-            for (int j = 0; j < V; ++j) acc[j] += divisor.divide(convert<float>(go[a][b].v[j]));
+            for (int j = 0; j < V; ++j)
+              acc[j] += divisors[a][b].divide(convert<float>(go[a][b].v[j]));
           }
         }
       Vec result;
