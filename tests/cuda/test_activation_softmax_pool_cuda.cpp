@@ -20,6 +20,7 @@
 #include "ops/pooling.h"
 #include "ops/softmax.h"
 #include "support/compare.h"
+#include "support/gpu_parity.h"
 #include "support/op_table.h"
 #include "tensor/device_errors.h"
 
@@ -38,31 +39,11 @@ double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::pari
 // The GPU tensor's exact values as a CPU fp64 leaf.
 Tensor cpu_copy(const Tensor& g) { return ember::testing::cpu_f64(g).set_requires_grad(true); }
 
-// Runs f on the GPU input and on its CPU fp64 copy; compares outputs and the gradients of
-// sum(out * w) for a random w. `gpu_settings` (forced algorithms) apply to the GPU run only.
+using ember::testing::gpu_randn;
+// Parity of f on the GPU with the CPU fp64 reference (tests/support/gpu_parity.h).
 void check_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
                   double tol, const std::optional<dispatch::AlgoSettings>& gpu_settings = {}) {
-  Tensor g = gpu_input.detach().set_requires_grad(true);
-  Tensor c = cpu_copy(g);
-  Tensor out_c = f(c);
-  Tensor w = rand(out_c.sizes(), TensorOptions(DType::f64));
-  (out_c * w).sum().backward();
-  Tensor out_g;
-  {
-    std::optional<dispatch::AlgoSettingsGuard> guard;
-    if (gpu_settings) guard.emplace(*gpu_settings);
-    out_g = f(g);
-    (out_g * w.to(kGpu, out_g.dtype())).sum().backward();
-  }
-  REQUIRE(out_g.sizes() == out_c.sizes());
-  CHECK(out_g.device() == kGpu);
-  CHECK(rel_err(out_g, out_c) <= tol);
-  REQUIRE(g.grad().defined());
-  CHECK(rel_err(g.grad(), c.grad()) <= 4 * tol);
-}
-
-Tensor gpu_randn(const Shape& s, DType d, double scale = 1) {
-  return (randn(s, TensorOptions(DType::f32)) * scale).to(kGpu, d);
+  ember::testing::check_gpu_parity(f, gpu_input, tol, gpu_settings);
 }
 
 std::string error_of(const std::function<void()>& f) {

@@ -15,6 +15,7 @@
 
 #include "ops/softmax.h"
 #include "support/compare.h"
+#include "support/gpu_parity.h"
 
 using namespace ember;
 
@@ -27,29 +28,11 @@ constexpr const char* kCluster = "cluster_rows";
 // 20000-65536 products in fp32 against fp64).
 double tolerance(DType d) { return ember::testing::parity_tolerance(d); }
 
-// Runs f on the GPU input (under `settings`) and on its CPU fp64 copy; compares the outputs and
-// the gradients of sum(out * w) for a random w.
+using ember::testing::gpu_randn;
+// Parity of f on the GPU (under `settings`) with the CPU fp64 reference.
 void check_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
                   double tol, const dispatch::AlgoSettings& settings) {
-  Tensor g = gpu_input.detach().set_requires_grad(true);
-  Tensor c = ember::testing::cpu_f64(g).set_requires_grad(true);
-  Tensor out_c = f(c);
-  Tensor w = rand(out_c.sizes(), TensorOptions(DType::f64));
-  (out_c * w).sum().backward();
-  Tensor out_g;
-  {
-    dispatch::AlgoSettingsGuard guard(settings);
-    out_g = f(g);
-    (out_g * w.to(kGpu, out_g.dtype())).sum().backward();
-  }
-  REQUIRE(out_g.sizes() == out_c.sizes());
-  CHECK(ember::testing::rel_err(out_g, out_c) <= tol);
-  REQUIRE(g.grad().defined());
-  CHECK(ember::testing::rel_err(g.grad(), c.grad()) <= 4 * tol);
-}
-
-Tensor gpu_randn(const Shape& s, DType d, double scale = 1) {
-  return (randn(s, TensorOptions(DType::f32)) * scale).to(kGpu, d);
+  ember::testing::check_gpu_parity(f, gpu_input, tol, settings);
 }
 
 // Whether `name` applies to softmax rows of `cols` values in `direction`.
