@@ -743,19 +743,6 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
     }
   }
 
-  // ---- a key whose values overflowed its fields names no single problem: never filed ----
-  if (key_in.oversize) [[unlikely]] {
-    m.misses.fetch_add(1, std::memory_order_relaxed);
-    CandidateSet set = gather_candidates(slot, p, mode == AlgoMode::deterministic, limit);
-    if (set.usable.empty()) throw_no_candidate(slot, key_in, set, limit);
-    const Candidate& pick = heuristic_pick(slot, p, set.usable);
-    m.heuristic_choices.fetch_add(1, std::memory_order_relaxed);
-    if (algo_log_enabled())
-      log_decision(slot, key_in, "heuristic (sizes beyond the key's fields, not cached)",
-                   set.usable, set.skipped, slot.algorithm_name(pick.index));
-    return {pick.index, pick.workspace_bytes};
-  }
-
   // ---- the hot path: the thread's remembered hits, else a shared-locked lookup in one shard ----
   const SettingsKey filed(key_in, mode == AlgoMode::deterministic, rs.bucket);
   const uint64_t hash = filed.hash();
@@ -766,7 +753,10 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
   CacheShard& shard = m.shard_of(hash);
   int cached = -1;
   ChoiceSource cached_source = ChoiceSource::heuristic;
-  if (const RememberedHit* r = lookups.find(m.id, epoch, hash, filed)) [[likely]] {
+  // A key whose values overflowed its fields names no single problem: it is never filed, so it is
+  // never looked up either (the miss path chooses for the call alone).
+  if (key_in.oversize) [[unlikely]] {
+  } else if (const RememberedHit* r = lookups.find(m.id, epoch, hash, filed)) [[likely]] {
     cached = r->algorithm;
     cached_source = r->source;
   } else {
@@ -823,14 +813,16 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
     return {index, kWorkspaceNotComputed};
   };
 
-  if (over_limit) {
-    // The cached choice was made under a larger limit of the same bucket: choose again for this
-    // call only, leaving the entry to the calls that share its limit.
+  if (over_limit || key.oversize) {
+    // Choose for this call only: the cached choice was made under a larger limit of the same
+    // bucket (the entry stays for the calls that share its limit), or the key cannot be filed.
     const Candidate& pick = heuristic_pick(slot, p, set.usable);
     m.heuristic_choices.fetch_add(1, std::memory_order_relaxed);
     if (logging)
-      log_decision(slot, key, "heuristic (cached choice over the workspace limit)", set.usable,
-                   set.skipped, slot.algorithm_name(pick.index));
+      log_decision(slot, key,
+                   over_limit ? "heuristic (cached choice over the workspace limit)"
+                              : "heuristic (sizes beyond the key's fields, not cached)",
+                   set.usable, set.skipped, slot.algorithm_name(pick.index));
     return {pick.index, pick.workspace_bytes};
   }
 
