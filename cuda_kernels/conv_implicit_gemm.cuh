@@ -212,6 +212,16 @@ __device__ __forceinline__ void mma_tile(float (&acc)[MT][NT][4], const uint32_t
     for (int nt = 0; nt < NT; ++nt) Mma::run(acc[mt][nt], a[mt], b[nt]);
 }
 
+// One ldmatrix.x4 of B fragments, q, is the fragments of two adjacent n8 tiles: 2 * np and
+// 2 * np + 1 (see MmaOp).
+template <int NT>
+__device__ __forceinline__ void set_b_pair(uint32_t (&b)[NT][2], int np, const uint32_t (&q)[4]) {
+  b[2 * np][0] = q[0];
+  b[2 * np][1] = q[1];
+  b[2 * np + 1][0] = q[2];
+  b[2 * np + 1][1] = q[3];
+}
+
 // The multistage pipeline over n_tiles k-tiles of KSTEPS MMA k-steps each, STAGES - 1 tiles in
 // flight: load_stage(stage, tile) issues the cp.async copies of k-tile `tile` into `stage`,
 // load_frags(buf, stage, ks) reads k-step ks of `stage` into fragment buffer `buf`, mma(buf) runs
@@ -416,10 +426,7 @@ implicit_gemm_fprop_kernel(FpropParams p) {
       ldmatrix_x4(r, sB + swizzled(b_frag_row + np * 16, 2 * ks + b_frag_chunk));
 #pragma unroll
       for (int k = 0; k < 4; ++k) Mma::prepare(r[k]);
-      bf[buf][2 * np][0] = r[0];
-      bf[buf][2 * np][1] = r[1];
-      bf[buf][2 * np + 1][0] = r[2];
-      bf[buf][2 * np + 1][1] = r[3];
+      set_b_pair(bf[buf], np, r);
     }
   };
 
@@ -598,10 +605,7 @@ implicit_gemm_wgrad_kernel(WgradParams p) {
         const int ncol = warp_n * WN + np * 16 + (lane >> 4) * 8;
         uint32_t q[4];
         ldmatrix_x4_trans(q, smem_u32(sB + krow * B_ROW + ncol * 2));
-        bf[buf][2 * np][0] = q[0];
-        bf[buf][2 * np][1] = q[1];
-        bf[buf][2 * np + 1][0] = q[2];
-        bf[buf][2 * np + 1][1] = q[3];
+        set_b_pair(bf[buf], np, q);
       }
     } else {
       // TF32 m16n8k8: a0 (m g, k t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
@@ -828,10 +832,7 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
                                 : zero_row + uint32_t(b_chan_bytes[np]);
       uint32_t q[4];
       ldmatrix_x4_trans(q, addr);
-      bf[buf][2 * np][0] = q[0];
-      bf[buf][2 * np][1] = q[1];
-      bf[buf][2 * np + 1][0] = q[2];
-      bf[buf][2 * np + 1][1] = q[3];
+      set_b_pair(bf[buf], np, q);
     }
   };
 
@@ -1015,10 +1016,7 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t q[4];
       ldmatrix_x4(q, sB + swizzled(s * kHaloFpropBN + b_frag_row + np * 16, kc + b_frag_chunk));
-      bf[buf][2 * np][0] = q[0];
-      bf[buf][2 * np][1] = q[1];
-      bf[buf][2 * np + 1][0] = q[2];
-      bf[buf][2 * np + 1][1] = q[3];
+      set_b_pair(bf[buf], np, q);
     }
   };
 
