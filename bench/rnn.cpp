@@ -170,28 +170,25 @@ void bench_case(const LstmCase& c, DType dtype) {
   emit("lstm_fwdbwd", shape, step_ms, 3 * fwd_flops, step_host,
        detail::concat(",\"check\":", check_bwd, ",\"peak_MiB\":", peak_mib, verdict));
 
-  // The forward with each CUDA algorithm forced (what the cache chose between).
-  for (const char* algo : {"cublas_steps", "persistent"}) {
-    dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force("rnn.forward", algo));
-    try {
-      const double ms = time_ms(forward, 10);
-      emit("lstm_fwd_algo", shape + " " + algo, ms, fwd_flops, host_ms(forward), "");
-    } catch (const Error& e) {
-      std::printf("{\"bench\":\"lstm_fwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",
-                  shape.c_str(), algo);
+  // Each CUDA algorithm of one direction forced in turn: the forward alone (lstm_fwd_algo, what
+  // the cache chose between) and the training step with the backward forced (lstm_fwdbwd_algo, the
+  // forward as the cache chose). A forced algorithm that does not apply throws bad_param and is
+  // reported skipped; any other error (a failing kernel) propagates and fails the benchmark.
+  auto time_forced = [&](const char* slot, const char* bench, auto& fn, double flops) {
+    for (const char* algo : {"cublas_steps", "persistent"}) {
+      dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force(slot, algo));
+      try {
+        const double ms = time_ms(fn, 10);
+        emit(bench, shape + " " + algo, ms, flops, host_ms(fn), "");
+      } catch (const Error& e) {
+        if (e.status() != Status::bad_param) throw;
+        std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",
+                    bench, shape.c_str(), algo);
+      }
     }
-  }
-  // The training step with each CUDA backward algorithm forced (the forward as the cache chose).
-  for (const char* algo : {"cublas_steps", "persistent"}) {
-    dispatch::AlgoSettingsGuard force(dispatch::current_algo_settings().force("rnn.backward", algo));
-    try {
-      const double ms = time_ms(step, 10);
-      emit("lstm_fwdbwd_algo", shape + " " + algo, ms, 3 * fwd_flops, host_ms(step), "");
-    } catch (const Error& e) {
-      std::printf("{\"bench\":\"lstm_fwdbwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",
-                  shape.c_str(), algo);
-    }
-  }
+  };
+  time_forced("rnn.forward", "lstm_fwd_algo", forward, fwd_flops);
+  time_forced("rnn.backward", "lstm_fwdbwd_algo", step, 3 * fwd_flops);
 }
 
 // ---- export / import for scripts/check_rnn_torch.py ------------------------------------------------
