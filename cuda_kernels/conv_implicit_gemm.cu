@@ -38,6 +38,10 @@
 //       them per tap (55 MACs per byte loaded against 21-43 for the tiles above); no bias/ReLU
 //       epilogue (implicit_gemm_forward_fused never picks it); ranked behind "implicit_gemm" for
 //       the benchmark mode to time.
+//   forward / backward_data  "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
+//       "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on Hopper's warpgroup MMA
+//       (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute capability 9.0 devices only),
+//       vector path only, same plan, packing and staging as the tiles above.
 // Activations not in channels_last are staged into the workspace (and written back). Every
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
@@ -46,6 +50,7 @@
 
 #include "cuda_kernels/conv_common.cuh"
 #include "cuda_kernels/conv_implicit_gemm.cuh"
+#include "cuda_kernels/conv_implicit_gemm_wgmma.cuh"
 
 namespace ember::cuda::conv {
 namespace {
@@ -176,7 +181,7 @@ fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
 
 // ---- fprop (forward, backward_data) -----------------------------------------------------------
 
-enum class FpropTile : uint8_t { wide, square, narrow, small, general };
+enum class FpropTile : uint8_t { wide, square, narrow, small, general, wgmma_wide, wgmma_square };
 
 // A tile's shape and its throughput per SM relative to the best tile: warp tiles of 64x32 and
 // 32x32 read more shared memory per MMA than 64x64 ones. Blocks per SM (shared memory 192, 96,
@@ -191,9 +196,31 @@ constexpr FpropTileInfo kFpropTiles[] = {{FpropTile::wide, 256, 128, 1.0},
                                          {FpropTile::narrow, 128, 64, 0.8},
                                          {FpropTile::small, 64, 64, 0.5}};
 constexpr int kGeneralTile = 64;  // the element-load path's square tile
+// The wgmma kernel's tiles (conv_implicit_gemm_wgmma.cuh): one block of 8 warps per SM.
+constexpr FpropTileInfo kWgmmaFpropTiles[] = {{FpropTile::wgmma_wide, 256, 128, 1.0},
+                                              {FpropTile::wgmma_square, 128, 128, 1.0}};
+constexpr int kWgmmaWideStages = 4, kWgmmaSquareStages = 6;  // 192 KiB of stages either way
+
+bool is_wgmma_tile(FpropTile tile) {
+  return tile == FpropTile::wgmma_wide || tile == FpropTile::wgmma_square;
+}
+
+// The wgmma kernel exists in this build (CUDA architectures with 90a, CMakeLists.txt) and the
+// device runs it (compute capability 9.0).
+bool wgmma_available(Device device) {
+#ifdef EMBER_CUDA_WGMMA
+  const DeviceProperties& props = device_properties(device.index);
+  return props.major == 9 && props.minor == 0;
+#else
+  (void)device;
+  return false;
+#endif
+}
 
 FpropTileInfo fprop_tile_info(FpropTile tile) {
   for (const FpropTileInfo& t : kFpropTiles)
+    if (t.tile == tile) return t;
+  for (const FpropTileInfo& t : kWgmmaFpropTiles)
     if (t.tile == tile) return t;
   EMBER_CHECK(false, "implicit_gemm: no 16-byte-load fprop tile ", int(tile));
   return kFpropTiles[0];
@@ -223,6 +250,7 @@ struct FpropPlan {
 // Blocks of a tile resident per SM: shared memory of launch_fprop_tile's stages (4 for the wide
 // tile, else 3), TF32 at most 2 (fprop_min_blocks).
 int64_t fprop_resident_blocks(const FpropTileInfo& t, DType dtype) {
+  if (is_wgmma_tile(t.tile)) return 1;
   const int stages = t.tile == FpropTile::wide ? 4 : 3;
   const int64_t fit = igemm::blocks_per_sm(stages * int(t.bm + t.bn) * igemm::kFpropRowBytes);
   return dtype == DType::f32 ? std::min<int64_t>(fit, 2) : fit;
@@ -301,14 +329,29 @@ void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-// `split`: the split-K build of the tile (square and small only: kSplitFpropAlgorithms).
+template <typename T, int BM, int STAGES, bool kSplitK>
+void launch_wgmma_fprop(const FpropParams& p, cudaStream_t stream, int device) {
+  constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_kernel<T, BM, STAGES, kSplitK>;
+  constexpr int smem = igemm::wgmma_fprop_smem_bytes<BM, STAGES>();
+  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
+  const int64_t blocks = int64_t((p.M + BM - 1) / BM) * ((p.Nout + igemm::kWgmmaBN - 1) / igemm::kWgmmaBN);
+  const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
+  kernel<<<dim3{unsigned(blocks), unsigned(splits)}, igemm::kWgmmaThreads, smem, stream>>>(p);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+// `split`: the split-K build of the tile (square, small and wgmma_square only:
+// kSplitFpropAlgorithms).
 template <typename T>
 void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStream_t stream,
                        int device) {
   if (split) {
-    EMBER_CHECK(tile == FpropTile::square || tile == FpropTile::small,
+    EMBER_CHECK(tile == FpropTile::square || tile == FpropTile::small ||
+                    tile == FpropTile::wgmma_square,
                 "implicit_gemm: no split-K build of fprop tile ", int(tile));
-    if (tile == FpropTile::square) {
+    if (tile == FpropTile::wgmma_square) {
+      launch_wgmma_fprop<T, 128, kWgmmaSquareStages, true>(p, stream, device);
+    } else if (tile == FpropTile::square) {
       launch_fprop<T, 128, 128, 64, 64, 3, true, true>(p, stream, device);
     } else {
       launch_fprop<T, 64, 64, 32, 32, 3, true, true>(p, stream, device);
@@ -322,6 +365,12 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
     case FpropTile::small: launch_fprop<T, 64, 64, 32, 32, 3, true>(p, stream, device); break;
     case FpropTile::general:
       launch_fprop<T, kGeneralTile, kGeneralTile, 32, 32, 3, false>(p, stream, device);
+      break;
+    case FpropTile::wgmma_wide:
+      launch_wgmma_fprop<T, 256, kWgmmaWideStages, false>(p, stream, device);
+      break;
+    case FpropTile::wgmma_square:
+      launch_wgmma_fprop<T, 128, kWgmmaSquareStages, false>(p, stream, device);
       break;
   }
 }
@@ -421,9 +470,11 @@ bool fprop_applies(const ConvProblem& pr) {
          d.N * f.SH * f.SW < kMaxIndex;
 }
 
-// A fixed tile runs exactly the problems of the vector path.
-bool fixed_fprop_applies(const ConvProblem& pr) {
-  return fprop_applies(pr) && fprop_vector_path(pr);
+// A fixed tile runs exactly the problems of the vector path (the wgmma tiles where the kernel
+// exists and the device runs it).
+bool fixed_fprop_applies(const ConvProblem& pr, FpropTile tile) {
+  return fprop_applies(pr) && fprop_vector_path(pr) &&
+         (!is_wgmma_tile(tile) || wgmma_available(pr.device()));
 }
 
 // The same for every tile: staging and the packed filter.
@@ -468,7 +519,7 @@ double fixed_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
 // (ResNet's 7x7 and 14x14 layers: 3136 / 12544 rows): they apply where the tile's blocks leave
 // SMs idle (more than one split), and pay the partials' traffic and a reduction launch.
 bool split_fprop_applies(const ConvProblem& pr, FpropTile tile) {
-  return fixed_fprop_applies(pr) && fprop_plan(pr, tile, true).splits > 1;
+  return fixed_fprop_applies(pr, tile) && fprop_plan(pr, tile, true).splits > 1;
 }
 
 double split_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
@@ -742,10 +793,15 @@ void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_byt
   }
 }
 
-// Ranked like a fixed-tile variant (just behind "implicit_gemm") until measurements give the
-// cost model a reason to prefer it; the benchmark mode times it.
+// Measured on the H200 (bench_conv, bf16 channels_last, batch 64): 1.5-2.2x implicit_gemm's
+// speed where the reduction is long (56x56 k64: 266 vs 121 TFLOP/s; 28x28 k128: 286 vs 179;
+// 14x14 k256: 279, im2col_gemm 269), behind im2col_gemm at 7x7 (3136 pixels, few k-tiles per
+// split). So over at least 10000 output pixels it ranks ahead of implicit_gemm by that measured
+// ratio; elsewhere like a fixed-tile variant (just behind "implicit_gemm"), left to the
+// benchmark mode.
 double halo_wgrad_cost_us(const ConvProblem& pr, bool atomic) {
   const ConvShape d = shape_of(pr);
+  if (d.NPQ() >= 10000) return 0.6 * wgrad_cost_us(pr, atomic, std::nullopt);
   const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
   const double waste = double(h.grid_m * igemm::kHaloBM) / double(d.K);
   const double partial_traffic = atomic ? 3.0 * double(h.partial_bytes) * double(h.splits)
@@ -817,11 +873,14 @@ constexpr FixedFpropAlgorithm kFixedFpropAlgorithms[] = {
     {"implicit_gemm_256x128", FpropTile::wide},
     {"implicit_gemm_128x128", FpropTile::square},
     {"implicit_gemm_128x64", FpropTile::narrow},
-    {"implicit_gemm_64x64", FpropTile::small}};
-// Split-K builds exist for these two tiles only (launch_fprop_tile).
+    {"implicit_gemm_64x64", FpropTile::small},
+    {"implicit_gemm_wgmma_256x128", FpropTile::wgmma_wide},
+    {"implicit_gemm_wgmma_128x128", FpropTile::wgmma_square}};
+// Split-K builds exist for these tiles only (launch_fprop_tile).
 constexpr FixedFpropAlgorithm kSplitFpropAlgorithms[] = {
     {"implicit_gemm_128x128_splitk", FpropTile::square},
-    {"implicit_gemm_64x64_splitk", FpropTile::small}};
+    {"implicit_gemm_64x64_splitk", FpropTile::small},
+    {"implicit_gemm_wgmma_128x128_splitk", FpropTile::wgmma_square}};
 struct FixedWgradAlgorithm {
   const char* name;
   WgradTile tile;
@@ -834,7 +893,9 @@ bool register_fixed_tile_algorithms() {
   for (const Direction direction : {Direction::forward, Direction::backward_data})
     for (const FixedFpropAlgorithm& a : kFixedFpropAlgorithms)
       register_conv_algorithm(
-          {a.name, direction, true, kTensorCoreTypes, fixed_fprop_applies, fprop_workspace,
+          {a.name, direction, true, kTensorCoreTypes,
+           [tile = a.tile](const ConvProblem& pr) { return fixed_fprop_applies(pr, tile); },
+           fprop_workspace,
            [tile = a.tile](const ConvProblem& pr) { return fixed_fprop_cost_us(pr, tile); },
            [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
              run_fprop(pr, ws, bytes, Tensor(), false, tile);

@@ -275,89 +275,79 @@ constexpr int fprop_min_blocks() {
   return sizeof(T) == 4 && fit > 2 ? 2 : fit;
 }
 
-// kSplitK is a template parameter, not a runtime flag: the split bookkeeping costs registers
-// that the 3-blocks-per-SM tiles do not have (they spill), so only the split tiles carry it.
-template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK>
-__global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
-                                  fprop_min_blocks<T, BM, BN, STAGES>())
-implicit_gemm_fprop_kernel(FpropParams p) {
-  constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
-  constexpr int VEC = 16 / int(sizeof(T));             // elements per 16-byte chunk
-  constexpr int BK = kFpropRowBytes / int(sizeof(T));  // reduction elements per stage
-  constexpr int kRowsPerPass = kThreads / 8;           // 8 chunks per row
-  constexpr int A_ITERS = BM / kRowsPerPass;
-  constexpr int B_ITERS = BN / kRowsPerPass;
+// The fprop gather: which destination pixels (A rows) and filter rows (B rows) one thread copies
+// into every stage, and the k-tile (tap r,s; channel block) the next load reads. Shared by the
+// mma.sync and the wgmma fprop kernels; stage tiles are kFpropRowBytes rows, swizzled.
+template <typename T, int BM, int BN, int kThreads, bool kVec>
+struct FpropGather {
+  static constexpr int VEC = 16 / int(sizeof(T));             // elements per 16-byte chunk
+  static constexpr int BK = kFpropRowBytes / int(sizeof(T));  // reduction elements per stage
+  static constexpr int kRowsPerPass = kThreads / 8;           // 8 chunks per row
+  static constexpr int A_ITERS = BM / kRowsPerPass;
+  static constexpr int B_ITERS = BN / kRowsPerPass;
   static_assert(A_ITERS * kRowsPerPass == BM && B_ITERS * kRowsPerPass == BN, "tile vs threads");
   static_assert(B_ITERS <= 32, "B row validity is a 32-bit mask");
-  static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
-  constexpr int MT = WM / 16, NT = WN / 8;
-  static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
-  constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
-  using Mma = MmaOp<T>;
 
-  extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t smem_base = smem_u32(smem);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp % (BM / WM), warp_n = warp / (BM / WM);
-  // Column tiles vary fastest along blockIdx.x: the blocks resident at once share their A rows
-  // (the gathered source) through L2, and the filter is small enough to stay there.
-  const int tiles_n = (p.Nout + BN - 1) / BN;
-  const int tile_m = int(blockIdx.x) / tiles_n;
-  const int block_m = tile_m * BM, block_n = (int(blockIdx.x) - tile_m * tiles_n) * BN;
-  const T* src = static_cast<const T*>(p.src);
-  const T* filter = static_cast<const T*>(p.filter);
-  const int chunk = tid & 7;  // this thread's 16-byte chunk within every row it loads
-  const int row0 = tid >> 3;  // its first row; the others follow every kRowsPerPass rows
-
+  int chunk;  // this thread's 16-byte chunk within every row it loads
+  int row0;   // its first row; the others follow every kRowsPerPass rows
   // The destination pixels of this thread's A rows, decomposed once. Forward: the source pixel
   // index and coordinates at tap (0, 0) (a tap adds r*dh, s*dw). Transposed: the image's first
   // pixel and oh + ph, ow + pw (a tap subtracts r*dh, s*dw, then divides by the stride).
   int a_pix[A_ITERS], a_h[A_ITERS], a_w[A_ITERS];
+  const T* b_first;  // this thread's first B row (destination channel), at its chunk
+  uint32_t b_valid;  // which of its B rows exist
+  // The next k-tile to load: channel block and tap (r, s), and the tile's offset within a packed
+  // filter row ((tap * cblocks + cb) * BK = tap * Cpad + cb * BK).
+  int ld_cb = 0, ld_r = 0, ld_s = 0, ld_k = 0;
+
+  __device__ __forceinline__ FpropGather(const FpropParams& p, int block_m, int block_n, int tid) {
+    chunk = tid & 7;
+    row0 = tid >> 3;
 #pragma unroll
-  for (int i = 0; i < A_ITERS; ++i) {
-    const int m = block_m + row0 + i * kRowsPerPass;
-    a_pix[i] = 0;
-    a_h[i] = a_w[i] = kNoPixel;
-    if (m < p.M) {
-      const int n = int(p.div_ohw.div(uint32_t(m)));
-      const int rem = m - n * p.OH * p.OW;
-      const int oh = int(p.div_ow.div(uint32_t(rem)));
-      const int ow = rem - oh * p.OW;
-      if (!p.transposed) {
-        a_h[i] = oh * p.sh - p.ph;
-        a_w[i] = ow * p.sw - p.pw;
-        a_pix[i] = (n * p.SH + a_h[i]) * p.SW + a_w[i];
-      } else {
-        a_h[i] = oh + p.ph;
-        a_w[i] = ow + p.pw;
-        a_pix[i] = n * p.SH * p.SW;
+    for (int i = 0; i < A_ITERS; ++i) {
+      const int m = block_m + row0 + i * kRowsPerPass;
+      a_pix[i] = 0;
+      a_h[i] = a_w[i] = kNoPixel;
+      if (m < p.M) {
+        const int n = int(p.div_ohw.div(uint32_t(m)));
+        const int rem = m - n * p.OH * p.OW;
+        const int oh = int(p.div_ow.div(uint32_t(rem)));
+        const int ow = rem - oh * p.OW;
+        if (!p.transposed) {
+          a_h[i] = oh * p.sh - p.ph;
+          a_w[i] = ow * p.sw - p.pw;
+          a_pix[i] = (n * p.SH + a_h[i]) * p.SW + a_w[i];
+        } else {
+          a_h[i] = oh + p.ph;
+          a_w[i] = ow + p.pw;
+          a_pix[i] = n * p.SH * p.SW;
+        }
       }
     }
-  }
-  // This thread's B rows (destination channels) and which of them exist.
-  const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
-  const T* b_first = filter + int64_t(block_n + row0) * b_row_elems + chunk * VEC;
-  uint32_t b_valid = 0;
+    const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
+    b_first = static_cast<const T*>(p.filter) + int64_t(block_n + row0) * b_row_elems + chunk * VEC;
+    b_valid = 0;
 #pragma unroll
-  for (int i = 0; i < B_ITERS; ++i)
-    if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
+    for (int i = 0; i < B_ITERS; ++i)
+      if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
+  }
 
-  // The next k-tile to load, advanced one tile per load: channel block and tap (r, s), and the
-  // tile's offset within a packed filter row ((tap * cblocks + cb) * BK = tap * Cpad + cb * BK).
-  int ld_cb = 0, ld_r = 0, ld_s = 0, ld_k = 0;
-  int n_tiles = p.k_tiles;  // this block's k-tiles
-  if constexpr (kSplitK) {
-    const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
-    n_tiles = max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
+  // Split-K: the first k-tile of this block's range.
+  __device__ __forceinline__ void start_at(const FpropParams& p, int kt_begin) {
     const int first_tap = kt_begin / p.cblocks;
     ld_cb = kt_begin - first_tap * p.cblocks;
     ld_r = first_tap / p.S;
     ld_s = first_tap - ld_r * p.S;
     ld_k = kt_begin * BK;
   }
-  auto load_stage = [&](int stage) {
-    const uint32_t a_off = uint32_t(stage * kStageBytes);
-    const uint32_t b_off = a_off + uint32_t(BM * kFpropRowBytes);
+
+  // Issues the copies of the next k-tile into the A tile at a_off and the B tile at b_off (byte
+  // offsets from smem / smem_base), then advances to the k-tile after it.
+  __device__ __forceinline__ void load(const FpropParams& p, unsigned char* smem,
+                                       uint32_t smem_base, uint32_t a_off, uint32_t b_off) {
+    const T* src = static_cast<const T*>(p.src);
+    const T* filter = static_cast<const T*>(p.filter);
+    const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
     const int c = ld_cb * BK + chunk * VEC;  // first channel of this thread's chunks
     const int tap_h = ld_r * p.dh, tap_w = ld_s * p.dw;
     const int tap_pix = tap_h * p.SW + tap_w;
@@ -402,6 +392,82 @@ implicit_gemm_fprop_kernel(FpropParams p) {
         ++ld_r;
       }
     }
+  }
+};
+
+// The fprop epilogue of two adjacent destination columns (col, col + 1) of one row: the bias
+// (forward only) and ReLU, or, for a split-K block, its fp32 partial sums (no bias, no ReLU).
+template <typename T>
+struct FpropEpilogue {
+  T* dst;
+  const T* bias;
+  bool pairs;  // Nout even: two columns stored at once
+  __device__ __forceinline__ explicit FpropEpilogue(const FpropParams& p)
+      : dst(static_cast<T*>(p.dst)), bias(static_cast<const T*>(p.bias)),
+        pairs((p.Nout & 1) == 0) {}
+  __device__ __forceinline__ void bias_pair(const FpropParams& p, int col, float& b0,
+                                            float& b1) const {
+    b0 = b1 = 0.f;
+    if (bias != nullptr) {
+      b0 = convert<float>(bias[col]);
+      if (col + 1 < p.Nout) b1 = convert<float>(bias[col + 1]);
+    }
+  }
+  __device__ __forceinline__ void store_partial(const FpropParams& p, int row, int col, float v0,
+                                                float v1) const {
+    float* out = p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout + col;
+    out[0] = v0;
+    if (col + 1 < p.Nout) out[1] = v1;
+  }
+  __device__ __forceinline__ void store(const FpropParams& p, int row, int col, float v0,
+                                        float v1) const {
+    if (p.relu) {  // NaN stays NaN, as torch.relu
+      v0 = v0 < 0.f ? 0.f : v0;
+      v1 = v1 < 0.f ? 0.f : v1;
+    }
+    T* out = dst + int64_t(row) * p.Nout + col;
+    if (pairs) {
+      *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
+    } else {
+      out[0] = convert<T>(v0);
+      if (col + 1 < p.Nout) out[1] = convert<T>(v1);
+    }
+  }
+};
+
+// kSplitK is a template parameter, not a runtime flag: the split bookkeeping costs registers
+// that the 3-blocks-per-SM tiles do not have (they spill), so only the split tiles carry it.
+template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK>
+__global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
+                                  fprop_min_blocks<T, BM, BN, STAGES>())
+implicit_gemm_fprop_kernel(FpropParams p) {
+  constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
+  static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
+  constexpr int MT = WM / 16, NT = WN / 8;
+  static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
+  constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
+  using Mma = MmaOp<T>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem_base = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp % (BM / WM), warp_n = warp / (BM / WM);
+  // Column tiles vary fastest along blockIdx.x: the blocks resident at once share their A rows
+  // (the gathered source) through L2, and the filter is small enough to stay there.
+  const int tiles_n = (p.Nout + BN - 1) / BN;
+  const int tile_m = int(blockIdx.x) / tiles_n;
+  const int block_m = tile_m * BM, block_n = (int(blockIdx.x) - tile_m * tiles_n) * BN;
+  FpropGather<T, BM, BN, kThreads, kVec> gather(p, block_m, block_n, tid);
+
+  int n_tiles = p.k_tiles;  // this block's k-tiles
+  if constexpr (kSplitK) {
+    const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
+    n_tiles = max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
+    gather.start_at(p, kt_begin);
+  }
+  auto load_stage = [&](int stage) {
+    const uint32_t a_off = uint32_t(stage * kStageBytes);
+    gather.load(p, smem, smem_base, a_off, a_off + uint32_t(BM * kFpropRowBytes));
   };
 
   // Fragments, double-buffered: k-step ks + 1 is read from shared memory while ks runs. Lane l
@@ -439,9 +505,7 @@ implicit_gemm_fprop_kernel(FpropParams p) {
 
   // Epilogue: fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
   // A split writes its whole tile (zeros when it had no k-tiles).
-  T* dst = static_cast<T*>(p.dst);
-  const T* bias = static_cast<const T*>(p.bias);
-  const bool pairs = (p.Nout & 1) == 0;
+  const FpropEpilogue<T> epi(p);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -449,31 +513,15 @@ implicit_gemm_fprop_kernel(FpropParams p) {
       const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
       if (col >= p.Nout) continue;
       float b0 = 0.f, b1 = 0.f;
-      if (bias != nullptr) {
-        b0 = convert<float>(bias[col]);
-        if (col + 1 < p.Nout) b1 = convert<float>(bias[col + 1]);
-      }
+      if constexpr (!kSplitK) epi.bias_pair(p, col, b0, b1);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = block_m + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
         if (row >= p.M) continue;
         if constexpr (kSplitK) {
-          float* out = p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout + col;
-          out[0] = acc[mt][nt][2 * half];
-          if (col + 1 < p.Nout) out[1] = acc[mt][nt][2 * half + 1];
-          continue;
-        }
-        float v0 = acc[mt][nt][2 * half] + b0, v1 = acc[mt][nt][2 * half + 1] + b1;
-        if (p.relu) {  // NaN stays NaN, as torch.relu
-          v0 = v0 < 0.f ? 0.f : v0;
-          v1 = v1 < 0.f ? 0.f : v1;
-        }
-        T* out = dst + int64_t(row) * p.Nout + col;
-        if (pairs) {
-          *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
+          epi.store_partial(p, row, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
         } else {
-          out[0] = convert<T>(v0);
-          if (col + 1 < p.Nout) out[1] = convert<T>(v1);
+          epi.store(p, row, col, acc[mt][nt][2 * half] + b0, acc[mt][nt][2 * half + 1] + b1);
         }
       }
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one script run on the GPU machine (README, "GPU machine"): builds Ember for sm_90 into
+# The one script run on the GPU machine (README, "GPU machine"): builds Ember for sm_90a into
 # build-gpu/, runs every ctest suite (CPU, CUDA, distributed), then every benchmark: each
 # build-gpu/bench/bench_<name> executable and each bench/<name>.py, paired by name so that Ember
 # and PyTorch are measured in the same run. Every step runs even when an earlier one failed
@@ -114,7 +114,7 @@ cat "$environment" >>"$build_log"
 sed 's/^/[gpu_run] /' "$environment"
 
 # --- build ---------------------------------------------------------------------------------------
-cmake_args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)
+cmake_args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a)
 if [[ -d .deps/include ]]; then
   # Searched before the system's folders, so the carried headers win where both exist.
   cmake_args+=(-DCMAKE_PREFIX_PATH="$repo/.deps")

@@ -1,0 +1,245 @@
+// The fprop implicit GEMM (forward and backward-data, conv_implicit_gemm.cuh) on Hopper's
+// warpgroup MMA: wgmma.mma_async reads both operands straight from shared memory, so no warp
+// spends issue slots on ldmatrix or per-fragment MMAs, and TF32 runs at the tensor core's TF32
+// rate instead of mma.sync's.
+//
+// The gather is the mma.sync kernel's (FpropGather: cp.async of 16-byte channel chunks into
+// 128-byte rows whose chunk j of row r sits at j ^ (r % 8)); that is exactly wgmma's K-major
+// layout with the 128-byte swizzle when each stage starts 1024-byte aligned, so a descriptor per
+// operand (start address, 1024 bytes between 8-row groups) describes a stage, and a k-step moves
+// the start 32 bytes along the row. Two warpgroups (256 threads) each own BM/2 destination rows
+// (one m64 wgmma per 64 of them) and all BN columns (n128). Pipeline: STAGES tiles of shared
+// memory, STAGES - 2 k-tiles in flight ahead of the one read, and one wgmma group in flight: at
+// k-tile kt a thread refills the stage of tile kt - 2, whose MMAs every warpgroup retired before
+// the barrier of iteration kt (each waits for all but its latest group at the end of an
+// iteration).
+//
+// fp32 operands run as TF32 (the MMA ignores the low 13 mantissa bits: truncation, where the
+// mma.sync kernels round to nearest). Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the
+// host launches it only where wgmma_compiled() and the device is compute capability 9.0.
+// Include only from cuda_kernels/conv_implicit_gemm.cu, after conv_implicit_gemm.cuh.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::cuda::conv::igemm {
+
+constexpr int kWgmmaThreads = 256;  // two warpgroups
+constexpr int kWgmmaBN = 128;       // n128: every warpgroup covers the block's columns
+
+// Dynamic shared memory of a wgmma fprop block: its stages plus the slack that aligns them.
+template <int BM, int STAGES>
+constexpr int wgmma_fprop_smem_bytes() {
+  return STAGES * (BM + kWgmmaBN) * kFpropRowBytes + 1024;
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define EMBER_WGMMA_DEVICE 1
+#endif
+
+#ifdef EMBER_WGMMA_DEVICE
+
+// A shared-memory matrix descriptor: K-major rows of 128 bytes with the 128-byte swizzle, 8-row
+// groups 1024 bytes apart (the leading-byte offset is unused in this mode).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) {
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+// Descriptor units are 16 bytes: one 32-byte k-step, and 64 rows of 128 bytes.
+constexpr uint64_t kWgmmaDescKStep = 32 >> 4;
+constexpr uint64_t kWgmmaDescM64 = (64 * kFpropRowBytes) >> 4;
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// This thread's generic-proxy writes to shared memory (its completed cp.async copies) become
+// visible to the async proxy that wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Keeps the compiler from moving accesses of the accumulators across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define EMBER_WGMMA_D64                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+#define EMBER_WGMMA_ACC8(d, i)                                                                 \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define EMBER_WGMMA_ACC64(d)                                                                  \
+  EMBER_WGMMA_ACC8(d, 0), EMBER_WGMMA_ACC8(d, 8), EMBER_WGMMA_ACC8(d, 16),                   \
+      EMBER_WGMMA_ACC8(d, 24), EMBER_WGMMA_ACC8(d, 32), EMBER_WGMMA_ACC8(d, 40),             \
+      EMBER_WGMMA_ACC8(d, 48), EMBER_WGMMA_ACC8(d, 56)
+
+// One m64 n128 k-step (32 bytes of the reduction: k16 for 16-bit types, k8 for TF32) added into
+// d: d[4i + {0,1}] are row lane/4 of the warp's 16, columns 8i + 2(lane%4) + {0,1}; d[4i + {2,3}]
+// the same columns of row lane/4 + 8.
+template <typename T>
+struct WgmmaOp;
+
+template <>
+struct WgmmaOp<__nv_bfloat16> {
+  __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EMBER_WGMMA_D64
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : EMBER_WGMMA_ACC64(d)
+        : "l"(a), "l"(b));
+  }
+};
+
+template <>
+struct WgmmaOp<__half> {
+  __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EMBER_WGMMA_D64
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : EMBER_WGMMA_ACC64(d)
+        : "l"(a), "l"(b));
+  }
+};
+
+template <>
+struct WgmmaOp<float> {
+  __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " EMBER_WGMMA_D64
+        ", %64, %65, p, 1, 1;\n}\n"
+        : EMBER_WGMMA_ACC64(d)
+        : "l"(a), "l"(b));
+  }
+};
+
+#undef EMBER_WGMMA_ACC64
+#undef EMBER_WGMMA_ACC8
+#undef EMBER_WGMMA_D64
+
+#endif  // EMBER_WGMMA_DEVICE
+
+// BM destination pixels x 128 destination channels per block (BM = 128 or 256), the vector path
+// only (16-byte chunks: Csrc a multiple of 8 for 16-bit types, 4 for fp32). kSplitK as in
+// implicit_gemm_fprop_kernel.
+template <typename T, int BM, int STAGES, bool kSplitK>
+__global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_kernel(FpropParams p) {
+#ifdef EMBER_WGMMA_DEVICE
+  constexpr int BN = kWgmmaBN;
+  constexpr int kWarpgroupRows = BM / 2;
+  constexpr int MH = kWarpgroupRows / 64;  // m64 wgmmas per warpgroup and k-step
+  static_assert(MH * 64 * 2 == BM, "BM is 128 or 256");
+  static_assert(STAGES >= 3, "the refilled stage is two tiles behind the one read");
+  constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
+  static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
+  using Wgmma = WgmmaOp<T>;
+
+  extern __shared__ unsigned char smem_raw[];
+  // wgmma's swizzle is a function of address bits 4-9: the stages start 1024-byte aligned.
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const uint32_t smem_base = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
+  // Column tiles vary fastest along blockIdx.x, as in implicit_gemm_fprop_kernel.
+  const int tiles_n = (p.Nout + BN - 1) / BN;
+  const int tile_m = int(blockIdx.x) / tiles_n;
+  const int block_m = tile_m * BM, block_n = (int(blockIdx.x) - tile_m * tiles_n) * BN;
+  FpropGather<T, BM, BN, kWgmmaThreads, true> gather(p, block_m, block_n, tid);
+
+  int n_tiles = p.k_tiles;
+  if constexpr (kSplitK) {
+    const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
+    n_tiles = max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
+    gather.start_at(p, kt_begin);
+  }
+  auto load_stage = [&](int stage) {
+    const uint32_t a_off = uint32_t(stage * kStageBytes);
+    gather.load(p, smem, smem_base, a_off, a_off + uint32_t(BM * kFpropRowBytes));
+  };
+
+  float acc[MH][64];
+#pragma unroll
+  for (int mh = 0; mh < MH; ++mh)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[mh][i] = 0.f;
+
+  // One commit group per k-tile (empty past the end): waiting until STAGES - 3 are pending means
+  // tile kt has landed.
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < n_tiles) load_stage(s);
+    cp_async_commit();
+  }
+  int read_stage = 0, write_stage = STAGES - 2;
+  for (int kt = 0; kt < n_tiles; ++kt) {
+    cp_async_wait<STAGES - 3>();
+    fence_proxy_async_shared();
+    __syncthreads();
+    const uint32_t a_addr = smem_base + uint32_t(read_stage * kStageBytes) +
+                            uint32_t(warpgroup * kWarpgroupRows * kFpropRowBytes);
+    const uint32_t b_addr = smem_base + uint32_t(read_stage * kStageBytes + BM * kFpropRowBytes);
+    const uint64_t a_desc = wgmma_desc_sw128(a_addr), b_desc = wgmma_desc_sw128(b_addr);
+#pragma unroll
+    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kFpropKSteps; ++ks)
+#pragma unroll
+      for (int mh = 0; mh < MH; ++mh)
+        Wgmma::run(acc[mh], a_desc + mh * kWgmmaDescM64 + ks * kWgmmaDescKStep,
+                   b_desc + ks * kWgmmaDescKStep);
+    wgmma_commit();
+    // Refill the stage of tile kt - 2 (retired by every warpgroup before this barrier).
+    if (kt + STAGES - 2 < n_tiles) load_stage(write_stage);
+    cp_async_commit();
+    write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+    wgmma_wait<1>();
+#pragma unroll
+    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+  cp_async_wait<0>();
+
+  // Epilogue (the accumulator layout of WgmmaOp). A split writes its whole tile.
+  const FpropEpilogue<T> epi(p);
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    const int col = block_n + i * 8 + (lane & 3) * 2;
+    if (col >= p.Nout) continue;
+    float b0 = 0.f, b1 = 0.f;
+    if constexpr (!kSplitK) epi.bias_pair(p, col, b0, b1);
+#pragma unroll
+    for (int mh = 0; mh < MH; ++mh)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
+                        (lane >> 2) + half * 8;
+        if (row >= p.M) continue;
+        const float v0 = acc[mh][4 * i + 2 * half], v1 = acc[mh][4 * i + 2 * half + 1];
+        if constexpr (kSplitK) {
+          epi.store_partial(p, row, col, v0, v1);
+        } else {
+          epi.store(p, row, col, v0 + b0, v1 + b1);
+        }
+      }
+  }
+#else
+  __trap();  // never launched: the host checks wgmma_compiled() first
+#endif
+}
+
+}  // namespace ember::cuda::conv::igemm
