@@ -522,6 +522,24 @@ TEST_CASE("conv2d CUDA: device and dtype errors name the tensors" * doctest::ski
   CHECK_THROWS_WITH_AS(conv2d_bias_relu(x, w.cpu()), doctest::Contains("weight is on cpu"), Error);
 }
 
+// The heuristic (no timing) sends the bf16 3x3 backward-filter of ResNet's long reductions to the
+// halo wgrad kernel (measured fastest there) and leaves the 7x7 layer to the others.
+TEST_CASE("conv2d CUDA: the heuristic ranks implicit_gemm_wgrad_halo first on long reductions" *
+          doctest::skip(!cuda::is_available())) {
+  dispatch::AlgoModeGuard heuristic(AlgoMode::heuristic);
+  auto pick = [](int64_t n, int64_t c, int64_t hw) {
+    const Device gpu = Device::cuda();
+    Tensor x = empty({n, c, hw, hw}, DType::bf16, gpu, MemoryFormat::channels_last);
+    Tensor w = empty({c, c, 3, 3}, DType::bf16, gpu, MemoryFormat::channels_last);
+    Tensor dy = empty({n, c, hw, hw}, DType::bf16, gpu, MemoryFormat::channels_last);
+    ConvProblem pr{Direction::backward_filter, x, w, dy, params(1, 1, 1, 1, 1, 1, 1), true};
+    return conv2d_choose(pr).name;
+  };
+  CHECK(pick(64, 64, 56).rfind("implicit_gemm_wgrad_halo", 0) == 0);
+  CHECK(pick(64, 128, 28).rfind("implicit_gemm_wgrad_halo", 0) == 0);
+  CHECK(pick(64, 512, 7).rfind("implicit_gemm_wgrad_halo", 0) != 0);
+}
+
 // The implicit-GEMM kernels on grids large enough for their big tiles and long pipelines. On an
 // H200 (132 SMs) the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
 // the stride-1 backward_data of "C128 K8" (a forward convolution of dy with the flipped filter)
