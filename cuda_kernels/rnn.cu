@@ -1336,12 +1336,19 @@ bool supported(const RnnProblem& p) {
   return p.device().is_cuda() && (p.dtype == DType::f32 || p.dtype == DType::bf16);
 }
 
-// Rough time model in microseconds (the heuristic's ranking; benchmark mode measures instead).
-// Per step, the cuBLAS algorithm pays two or more launches (about 4 us each on the GPU timeline
-// when the host keeps up) plus its recurrent GEMM at a fraction of peak; the persistent kernels
-// pay a grid barrier and the shared-memory reads of their recurrent product: the forward streams
-// its W_hh rows and the staged h once per multiply-add, the backward's 4 x 4 register tiles read
-// half an element per multiply-add, after staging its group's dG rows from L2 (~64 B/clock).
+// Time model in microseconds (the heuristic's ranking; benchmark mode measures instead), fitted
+// to bench_rnn's forced timings on the H200 (2026-11-29, f32 and bf16, LSTM 128->256 B32 T50,
+// 256->512 B64 T128 and 512->1024 B64 T100, two layers for the last two):
+//   cuBLAS per step: about 5 us per launch (two, four with a projection) plus the recurrent GEMM
+//     at ~120 TFLOP/s: 10.9 / 10.3 / 14.5 us measured forward; the backward ~1.5x (14-16 us).
+//   persistent forward per step: a grid barrier (~3.5 us), the block's multiply-adds at ~29k per
+//     us (they stream W_hh and h from shared memory in fp32 whatever the dtype: f32 and bf16 time
+//     alike), and staging the whole h (B x H) each step at ~1 element per ns: 13.7 / 53.4 /
+//     139 us measured, so it never beats cuBLAS on these shapes.
+//   persistent backward per step: the barrier, multiply-adds at ~71k per us (4 x 4 register
+//     tiles), and staging the group's dG rows from L2 at ~14.6 bytes per ns: 6.1 / 18.6 / 105 us
+//     (f32) and 7.3 / 9.4 / 51 us (bf16), so it wins on the small shapes only (0.31 vs 0.75 ms
+//     for 128->256).
 double recurrent_flops(const RnnProblem& p) {
   const RnnConfig& c = p.config;
   return 2.0 * double(c.batch) * double(c.gates() * c.hidden_size) * double(c.out_size());
@@ -1349,7 +1356,7 @@ double recurrent_flops(const RnnProblem& p) {
 double cublas_cost_us(const RnnProblem& p) {
   const RnnConfig& c = p.config;
   const double launches = c.proj_size > 0 ? 4 : 2;
-  const double per_step = launches * 4.0 + recurrent_flops(p) / 30e6;
+  const double per_step = launches * 5.0 + recurrent_flops(p) / 120e6;
   const double steps = double(c.seq_len) * c.num_layers * c.num_directions;
   return steps * per_step * (p.direction == Direction::forward ? 1.0 : 1.5);
 }
@@ -1357,16 +1364,16 @@ double persistent_cost_us(const RnnProblem& p) {
   const RnnConfig& c = p.config;
   const PersistentPlan plan = persistent_plan(c, p.dtype, p.device().index, p.direction);
   const double es = double(element_size(p.dtype));
-  // Multiply-adds of one block per step, and the bytes it reads per step from shared memory
-  // (~128 B/clock at ~1.6 GHz) and, the backward, from L2.
-  const double per_step_bytes = [&] {
-    if (p.direction == Direction::forward)
-      return double(c.batch) * c.gates() * plan.units_per_block * c.hidden_size * 2 * es / 128.0;
+  constexpr double kBarrierUs = 3.5;
+  double per_step;
+  if (p.direction == Direction::forward) {
+    const double macs = double(c.batch) * c.gates() * plan.units_per_block * c.hidden_size;
+    per_step = kBarrierUs + macs / 29.3e3 + double(c.batch) * c.hidden_size / 1.02e3;
+  } else {
     const double row_bytes = double(c.gates() * c.hidden_size) * es;
     const double macs = double(plan.rows_per_group) * plan.units_per_block * c.gates() * c.hidden_size;
-    return macs * 0.5 * es / 128.0 + plan.rows_per_group * row_bytes / 64.0;
-  }();
-  const double per_step = 3.0 + per_step_bytes / 1.6e3;
+    per_step = kBarrierUs + macs / 71.2e3 + plan.rows_per_group * row_bytes / 14.6e3;
+  }
   return double(c.seq_len) * c.num_layers * c.num_directions * per_step;
 }
 
