@@ -6,10 +6,10 @@
 //    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
 //    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, 2x2 stride 2, ...), a
 //    thread per tile loading each of its windows once for its four pixels. Max pooling over 3x3
-//    windows (uint8 taps or none) has its own forward with the nine loads unrolled, four
-//    channels per thread (16-byte vectors of float32, 8-byte ones of bfloat16). Max indices are
-//    a template parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of them
-//    moved per access; a null uint8 pointer means the forward writes none.
+//    windows (uint8 taps or none) has its own forward with the nine 16-byte loads unrolled
+//    (bfloat16 compared two channels per instruction). Max indices are a template parameter:
+//    int64 flat positions or uint8 window taps (ops/pooling.h), V of them moved per access; a
+//    null uint8 pointer means the forward writes none.
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
 //    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
 //    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
@@ -264,30 +264,27 @@ __device__ __forceinline__ uint32_t bf16x2_greater_or_nan(uint32_t x, uint32_t b
 // together before the scan, where the general kernel's run-time window loops keep about one load
 // in flight per thread and so wait on latency rather than bandwidth. The scan is the general
 // kernel's (taps in row-major order, those in the padding or past the input skipped, first maximum
-// kept, every NaN wins), so values and taps are bit-identical to it. Four channels per thread
-// whatever the type (kUnrolledVector: 16-byte vectors of float32, 8-byte ones of bfloat16; a warp
-// still reads 256 contiguous bytes): nine loaded vectors and the scan's V best values and taps
-// are live at once, and bfloat16 at 8 channels (16 bytes) took 84 registers and ran at 1281 GB/s.
-// bfloat16 scans two channels per instruction (packed compares and bit selects: half the scan's
-// instructions per byte of float32's float scan); its best values go out through float like the
-// general kernel's.
-// bfloat16 fits in 40 registers (no spills) at 6 resident blocks per SM, 1536 threads and about
-// 110 KB of loads in flight (ptxas gives it 42 unbounded: 5 blocks); float32 takes 55 (4 blocks).
-constexpr int kUnrolledVector = 4;
+// kept, every NaN wins), so values and taps are bit-identical to it. A thread owns one 16-byte
+// vector of channels in either type: 4 float32 scanned as floats, or 8 bfloat16 scanned two per
+// instruction (packed compares and bit selects on 32-bit words), so both types hold the same nine
+// loaded vectors, four words of best values and four of taps: the same registers and bytes in
+// flight per thread. Measured on the H200 (256x64x112x112, stride 2): float32 3917 GB/s (the loop
+// kernel: 2926); bfloat16 3495 (82% of copy) this way, against 2635 with 4 channels a thread
+// (8-byte vectors, packed, 39 registers, 6 blocks per SM: twice float32's threads per byte, each
+// living about as long) and 1281 with 8 channels and a float scan (84 registers). bfloat16's best values go out through float like the general kernel's (NaN as
+// that conversion makes it); its taps as one 8-byte store.
 template <typename T>
-constexpr int kUnrolledBlocksPerSm = std::is_same_v<T, __nv_bfloat16> ? 6 : 1;
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads, kUnrolledBlocksPerSm<T>)
+__global__ void __launch_bounds__(kBlockThreads)
 max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
                                    T* __restrict__ out, uint8_t* __restrict__ taps,
                                    int64_t total) {
-  constexpr int V = kUnrolledVector;
+  constexpr int V = kVectorOf<T>;
   using Vec = AlignedVec<T, V>;
   constexpr bool kPacked = std::is_same_v<T, __nv_bfloat16>;
   static_assert(kPacked || std::is_same_v<T, float>, "float32 or bfloat16");
   // A loaded vector: V floats, or V / 2 words of two bfloat16 (channel 2k in the low half).
-  using Loaded = std::conditional_t<kPacked, uint2, Vec>;
-  static_assert(sizeof(Loaded) == sizeof(Vec), "a bfloat16 vector is one uint2");
+  using Loaded = std::conditional_t<kPacked, uint4, Vec>;
+  static_assert(sizeof(Loaded) == sizeof(Vec), "a bfloat16 vector is one uint4");
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= total) return;
   const PixelOf o = pixel_of<V>(g, t);
@@ -320,7 +317,6 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
   const int first_tap =
       (row_in[0] ? 0 : row_in[1] ? 1 : 2) * 3 + (col_in[0] ? 0 : col_in[1] ? 1 : 2);
   Vec result;
-  int best_at[V];
   if constexpr (kPacked) {
     // Per word: two best values (-inf to start) and their taps, each in its 16-bit half.
     uint32_t best[V / 2], best_tap[V / 2];
@@ -335,7 +331,7 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
       for (int kw = 0; kw < 3; ++kw) {
         if (!row_in[kh] || !col_in[kw]) continue;
         const uint32_t tap = uint32_t(kh * 3 + kw) * 0x00010001u;
-        const uint32_t words[V / 2] = {v[kh][kw].x, v[kh][kw].y};
+        const uint32_t words[V / 2] = {v[kh][kw].x, v[kh][kw].y, v[kh][kw].z, v[kh][kw].w};
 #pragma unroll
         for (int k = 0; k < V / 2; ++k) {
           const uint32_t take = bf16x2_greater_or_nan(words[k], best[k]);
@@ -345,13 +341,18 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
       }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const uint32_t shift = 16 * (j % 2);
-      const __nv_bfloat16 x = __ushort_as_bfloat16(static_cast<unsigned short>(best[j / 2] >> shift));
-      result.v[j] = convert<T>(convert<float>(x));
-      best_at[j] = int((best_tap[j / 2] >> shift) & 0xffffu);
+      const auto half = static_cast<unsigned short>(best[j / 2] >> (16 * (j % 2)));
+      result.v[j] = convert<T>(convert<float>(__ushort_as_bfloat16(half)));
     }
+    *reinterpret_cast<Vec*>(out + at) = result;
+    // Channel j's tap (< 9) is the low byte of its 16-bit half: bytes 0 and 2 of each word.
+    if (taps != nullptr)
+      *reinterpret_cast<uint2*>(taps + at) =
+          make_uint2(__byte_perm(best_tap[0], best_tap[1], 0x6420),
+                     __byte_perm(best_tap[2], best_tap[3], 0x6420));
   } else {
     float best[V];
+    int best_at[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       best[j] = neg_infinity<float>();
@@ -373,9 +374,9 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
       }
 #pragma unroll
     for (int j = 0; j < V; ++j) result.v[j] = best[j];
+    *reinterpret_cast<Vec*>(out + at) = result;
+    if (taps != nullptr) store_indices<V>(taps + at, best_at);
   }
-  *reinterpret_cast<Vec*>(out + at) = result;
-  if (taps != nullptr) store_indices<V>(taps + at, best_at);
 }
 
 // Idx as in the forward (average pooling: uint8_t, null indices).
@@ -764,14 +765,11 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
   const bool aligned =
       aligned16(a.input) && aligned16(a.output) && (!max_indices || aligned16(a.indices));
   const int v = a.channels % vector == 0 && aligned ? vector : 1;
-  // Max pooling forward over 3x3 windows: kUnrolledVector channels per thread (16 bytes of f32,
-  // 8 of bf16), uint8 taps or none. Measured on the H200 (256x64x112x112, stride 2): f32 3917 GB/s
-  // against the loop kernel's 2926; bf16 with 8 channels per thread 1281 against the loop
-  // kernel's 2603 (84 registers), hence 4 channels for every type.
-  if (direction == dispatch::Direction::forward && a.mode == PoolMode::max &&
-      a.channels % kUnrolledVector == 0 && aligned && a.kernel[1] == 3 && a.kernel[2] == 3 &&
-      !(max_indices && a.indices.dtype() != DType::u8))
-    return {PoolFastKernel::max_3x3_nhwc, kUnrolledVector};
+  // Max pooling forward over 3x3 windows: one 16-byte vector of channels per thread, uint8 taps
+  // or none (channels not filling vectors take the general kernel, one element per access).
+  if (direction == dispatch::Direction::forward && a.mode == PoolMode::max && v == vector &&
+      a.kernel[1] == 3 && a.kernel[2] == 3 && !(max_indices && a.indices.dtype() != DType::u8))
+    return {PoolFastKernel::max_3x3_nhwc, vector};
   // Backward by tiles: whole vectors, average pooling or uint8 taps (int64 positions, only for
   // users' indices, keep the per-pixel kernel).
   const bool tile_indices =
@@ -844,10 +842,10 @@ dim3 global_block(int64_t items, int64_t plane, int device) {
   return dim3(unsigned(kBlockThreads / by), unsigned(by));
 }
 
-// Max pooling forward over 3x3 windows, kUnrolledVector channels per thread (uint8 taps or none).
+// Max pooling forward over 3x3 windows, one 16-byte vector per thread (uint8 taps or none).
 template <typename T>
 void launch_max_3x3(const PoolArgs& a, cudaStream_t stream) {
-  const Pool2dGeometry g = make_geometry(a, kUnrolledVector, PoolFastKernel::max_3x3_nhwc,
+  const Pool2dGeometry g = make_geometry(a, kVectorOf<T>, PoolFastKernel::max_3x3_nhwc,
                                          dispatch::Direction::forward);
   const int64_t total = a.batch * g.groups * int64_t(g.out_h) * g.out_w;
   uint8_t* taps = a.indices.defined() ? a.indices.data<uint8_t>() : nullptr;

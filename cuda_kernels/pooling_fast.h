@@ -22,16 +22,15 @@ enum class PoolFastKernel : uint8_t {
   window_nhwc,  // 2-D max / avg pooling, dense channels_last input, output (and gradients)
   window_tiles_nhwc,  // backward of window_nhwc by 2x2 input tiles (16-byte vectors; average
                       // pooling or uint8 taps; a tile meets at most 2x2 windows)
-  max_3x3_nhwc,       // forward of window_nhwc for max pooling over 3x3 windows (vectors of
-                      // 4 elements: 16 bytes of f32, 8 of bf16; uint8 taps or none)
+  max_3x3_nhwc,       // forward of window_nhwc for max pooling over 3x3 windows (16-byte
+                      // vectors only; uint8 taps or none)
   global_nhwc,  // global average pooling of dense channels_last input (forward and backward)
   global_nchw,  // backward of global average pooling into a dense NCHW gradient
 };
 
 // The fast kernel chosen for `a` in `direction` (forward or backward) and its vector width in
-// elements (16 bytes' worth when the channels and pointers allow, else 1; always 4 for
-// max_3x3_nhwc). pool_fast_forward / pool_fast_backward run exactly this choice; the tests read
-// it to check what applies.
+// elements (16 bytes' worth when the channels and pointers allow, else 1). pool_fast_forward /
+// pool_fast_backward run exactly this choice; the tests read it to check what applies.
 struct PoolFastPlan {
   PoolFastKernel kernel = PoolFastKernel::none;
   int vector = 1;

@@ -347,11 +347,11 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
       if (mode == PoolMode::max) {
         b.indices = empty(y.sizes(), DType::u8, kGpu, cl);
         CHECK(is(plan(b, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
-        // uint8 taps or none: the unrolled forward, 4 channels per thread in either dtype.
+        // uint8 taps or none: the unrolled forward, one 16-byte vector per thread.
         a.indices = empty(y.sizes(), DType::u8, kGpu, cl);
-        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, 4));
+        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, vector));
         a.indices = Tensor();
-        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, 4));
+        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, vector));
       }
       // 3x3 stride 1: a tile meets three window rows, so the per-pixel kernel.
       CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(x), 3, 1, 1), Direction::backward),
@@ -361,6 +361,14 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
                 .kernel == PoolFastKernel::none);
     }
     // Channels not a multiple of the vector, or a misaligned start: one element per access.
+    // 12 channels fill f32's vectors (4), not bf16's (8): bf16's 3x3 max forward is general.
+    Tensor twelve = gpu_randn({2, 12, 15, 15}, dtype).contiguous(cl);
+    PoolArgs twelve_max =
+        pool_args(PoolMode::max, twelve, empty({2, 12, 8, 8}, dtype, kGpu, cl), 3, 2, 1);
+    twelve_max.indices = empty({2, 12, 8, 8}, DType::u8, kGpu, cl);
+    CHECK(is(plan(twelve_max, Direction::forward),
+             dtype == DType::f32 ? PoolFastKernel::max_3x3_nhwc : PoolFastKernel::window_nhwc,
+             dtype == DType::f32 ? 4 : 1));
     Tensor odd = gpu_randn({2, 67, 15, 15}, dtype).contiguous(cl);
     CHECK(is(plan(pool_args(PoolMode::max, odd, empty({2, 67, 8, 8}, dtype, kGpu, cl), 3, 2, 1),
                   Direction::forward),

@@ -4,9 +4,10 @@
 // (cuda_kernels/pooling_fast.cu: the general and the unrolled 3x3 forward, the per-pixel and the
 // 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
 // and gradients to one another, and gradients within tolerance of the CPU's fp64 ones; over
-// awkward shapes (C = 1, 5, 24, 67, padding, dilation, ceil_mode), ties and NaN, bf16 and f32.
-// Also: average pooling's fast paths are bit-identical to the generic kernels (power-of-two window
-// counts divide by multiplication there). Skips without a GPU.
+// awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode), ties and NaN, bf16 and f32
+// (C = 12 fills f32's 16-byte vectors, not bf16's). Also: average pooling's fast paths are
+// bit-identical to the generic kernels (power-of-two window counts divide by multiplication
+// there). Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -57,9 +58,10 @@ bool backward_by_tiles(const Window2d& w, int64_t channels, DType dtype) {
 }
 
 // Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling_fast.cu) when the
-// channels fill vectors of 4 (16 bytes of f32, 8 of bf16) and the indices are uint8 taps or none.
-bool forward_3x3(const Window2d& w, int64_t channels) {
-  return at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % 4 == 0;
+// channels fill 16-byte vectors (4 f32, 8 bf16) and the indices are uint8 taps or none.
+bool forward_3x3(const Window2d& w, int64_t channels, DType dtype) {
+  const int64_t vector = dtype == DType::f32 ? 4 : 8;
+  return at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % vector == 0;
 }
 
 // The PoolArgs ops/pooling.cpp builds for max pooling x into y with window w, with indices of
@@ -164,7 +166,8 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
   using dispatch::Direction;
   const MemoryFormat cl = MemoryFormat::channels_last;
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (int64_t channels : {1, 5, 24, 67}) {
+    // C = 12 fills f32's 16-byte vectors but not bf16's: bf16 takes the general kernels.
+    for (int64_t channels : {1, 5, 12, 24, 67}) {
       for (Shape hw : {Shape{13, 11}, Shape{8, 8}}) {
         const Shape shape = {2, channels, hw[0], hw[1]};
         std::vector<Tensor> inputs = max_inputs(shape, dtype);
@@ -184,7 +187,7 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               ValuesIndices probe = max_forward(fast_x, w, DType::u8, true);
               PoolArgs a = max_args(fast_x, probe.values, w, DType::u8, true);
               // 3x3 windows with uint8 taps or none and vectors: the unrolled forward.
-              const bool unrolled = forward_3x3(w, channels);
+              const bool unrolled = forward_3x3(w, channels, dtype);
               const cuda::PoolFastKernel forward_kernel =
                   unrolled ? cuda::PoolFastKernel::max_3x3_nhwc : cuda::PoolFastKernel::window_nhwc;
               CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel == forward_kernel);
