@@ -1,8 +1,11 @@
 // Convolution benchmarks (GPU): the nine ResNet-50 layer shapes of shared/ANCHORS.md at batch 64,
 // forward / backward-data / backward-filter, in bf16 channels_last and in fp32 NCHW (TF32 allowed,
 // PyTorch's default). For each direction: every applicable CUDA algorithm, forced ("ember:<name>"),
-// and the algorithm cache's benchmark-mode choice ("ember", with "algo"), each timed as a replayed
-// CUDA graph so no host overhead is counted (as the PyTorch side, bench/conv.py, times cuDNN).
+// the algorithm cache's benchmark-mode choice ("ember", with "algo") and its heuristic-mode
+// choice ("ember_heuristic": what a program gets by default, without timing), each timed as a
+// replayed CUDA graph so no host overhead is counted (as the PyTorch side, bench/conv.py, times
+// cuDNN). Forced rows carry the heuristic's cost estimate ("heuristic_us") to compare its ranking
+// with the measured one.
 // Prints one JSON line per measurement: ms, TFLOPs (2*N*K*P*Q*C*R*S / time), the algorithm's
 // workspace_bytes, and a checksum (mean of the result) of inputs made from the same formula in
 // both programs, sin(0.37 * i + phase) over the logical NCHW index, so results can be compared.
@@ -99,13 +102,17 @@ std::string shape_key(const Layer& l, const Config& cfg) {
   return buf;
 }
 
+// heuristic_us < 0: no estimate to report.
 void emit(const char* bench, const std::string& impl, const std::string& shape, double ms,
-          double flops, size_t workspace, double checksum, const std::string& algo, bool graphed) {
+          double flops, size_t workspace, double checksum, const std::string& algo, bool graphed,
+          double heuristic_us = -1) {
+  char extra[64] = "";
+  if (heuristic_us >= 0) std::snprintf(extra, sizeof(extra), ",\"heuristic_us\":%.2f", heuristic_us);
   std::printf(
       "{\"bench\":\"%s\",\"impl\":\"%s\",\"shape\":\"%s\",\"ms\":%.5f,\"TFLOPs\":%.2f,"
-      "\"workspace_bytes\":%zu,\"checksum\":%.6e,\"algo\":\"%s\",\"graph\":%s}\n",
+      "\"workspace_bytes\":%zu,\"checksum\":%.6e,\"algo\":\"%s\",\"graph\":%s%s}\n",
       bench, impl.c_str(), shape.c_str(), ms, flops / (ms * 1e9), workspace, checksum, algo.c_str(),
-      graphed ? "true" : "false");
+      graphed ? "true" : "false", extra);
   std::fflush(stdout);
 }
 
@@ -164,17 +171,22 @@ int main() {
           const double ms = time_graphed_ms([&] { run_algorithm(a, pr, arena); }, graphed);
           emit(bench_name(d), "ember:" + a.name, shape, ms, flops,
                a.workspace_bytes ? a.workspace_bytes(pr) : 0, checksum_of(pr.written()), a.name,
-               graphed);
+               graphed, a.heuristic_cost ? a.heuristic_cost(pr) : -1);
         }
 
-        // The cache's choice in benchmark mode (it times the candidates once, outside capture).
-        dispatch::AlgoModeGuard mode(dispatch::AlgoMode::benchmark);
-        const auto& chosen = conv2d_choose(pr);
-        bool graphed = false;
-        const double ms = time_graphed_ms([&] { run_algorithm(chosen, pr, arena); }, graphed);
-        emit(bench_name(d), "ember", shape, ms, flops,
-             chosen.workspace_bytes ? chosen.workspace_bytes(pr) : 0, checksum_of(pr.written()),
-             chosen.name, graphed);
+        // The cache's choice in heuristic mode (the default) and in benchmark mode (it times the
+        // candidates once, outside capture).
+        for (const auto& [mode_value, impl] :
+             {std::pair{dispatch::AlgoMode::heuristic, "ember_heuristic"},
+              std::pair{dispatch::AlgoMode::benchmark, "ember"}}) {
+          dispatch::AlgoModeGuard mode(mode_value);
+          const auto& chosen = conv2d_choose(pr);
+          bool graphed = false;
+          const double ms = time_graphed_ms([&] { run_algorithm(chosen, pr, arena); }, graphed);
+          emit(bench_name(d), impl, shape, ms, flops,
+               chosen.workspace_bytes ? chosen.workspace_bytes(pr) : 0, checksum_of(pr.written()),
+               chosen.name, graphed);
+        }
       }
     }
   const MemoryStats stats = cuda::memory_stats(0);

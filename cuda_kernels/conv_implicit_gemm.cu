@@ -6,9 +6,10 @@
 //       spatially flipped for stride 1, where backward_data runs as a forward convolution),
 //       zero-padded to whole channel blocks; a forward with a KRSC weight whose C is a multiple
 //       of the block uses the weight in place. Tiles: 256x128 (8 warps of 64x64), 128x128 (4 of
-//       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), the one whose busiest SM has the least
-//       work (partial last waves count); channel counts that are not a multiple of 8 (16-bit) /
-//       4 (fp32) take the general (element-load) 64x64 path.
+//       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), and where wgmma runs the wgmma
+//       kernel's 256x128 and 128x128, the one whose busiest SM has the least work (partial last
+//       waves count); channel counts that are not a multiple of 8 (16-bit) / 4 (fp32) take the
+//       general (element-load) 64x64 path.
 //   forward / backward_data  "implicit_gemm_256x128", "_128x128", "_128x64", "_64x64": the same
 //       kernel with that tile fixed (channel counts with 16-byte vectors only), for the benchmark
 //       mode to time against the wave model's pick; the heuristic ranks them behind it.
@@ -196,9 +197,16 @@ constexpr FpropTileInfo kFpropTiles[] = {{FpropTile::wide, 256, 128, 1.0},
                                          {FpropTile::narrow, 128, 64, 0.8},
                                          {FpropTile::small, 64, 64, 0.5}};
 constexpr int kGeneralTile = 64;  // the element-load path's square tile
-// The wgmma kernel's tiles (conv_implicit_gemm_wgmma.cuh): one block of 8 warps per SM.
+// The wgmma kernel's tiles (conv_implicit_gemm_wgmma.cuh): one block of 8 warps per SM. Their
+// relative speed here is the cost model's (as the wide mma.sync tile's); the wave model below
+// scales it by wgmma_speedup.
 constexpr FpropTileInfo kWgmmaFpropTiles[] = {{FpropTile::wgmma_wide, 256, 128, 1.0},
                                               {FpropTile::wgmma_square, 128, 128, 1.0}};
+// Per-SM throughput of a wgmma tile over the mma.sync tile of the same shape, measured with
+// bench_conv on the H200 (2026-11-29, ResNet-50 layers at batch 64, grids of a whole wave or
+// more): 16-bit 1.1-1.5x (28x28 3x3 forward 334 vs 223 TFLOP/s, 1x1 s2 177 vs 158), TF32
+// 1.4-1.8x (28x28 3x3 132 vs 82, 14x14 134 vs 96).
+double wgmma_speedup(DType dtype) { return dtype == DType::f32 ? 1.8 : 1.4; }
 constexpr int kWgmmaWideStages = 4, kWgmmaSquareStages = 6;  // 192 KiB of stages either way
 
 bool is_wgmma_tile(FpropTile tile) {
@@ -282,13 +290,18 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
     f.tile = fprop_tile_info(*fixed);
   } else {
     // The busiest SM's work: its share of the blocks (a partial last wave costs a whole one).
+    // The wgmma tiles compete where they run (one block per SM, like the wide tile).
     const int64_t sms = sm_count(pr.device());
     double best = 0;
-    for (const FpropTileInfo& t : kFpropTiles) {
+    auto consider = [&](const FpropTileInfo& t, double speed) {
       const int64_t blocks = ((f.M + t.bm - 1) / t.bm) * ((f.Nout + t.bn - 1) / t.bn);
-      const double work = double((blocks + sms - 1) / sms) * t.bm * t.bn / t.relative_speed;
+      const double work = double((blocks + sms - 1) / sms) * t.bm * t.bn / speed;
       if (best == 0 || work < best) best = work, f.tile = t;
-    }
+    };
+    for (const FpropTileInfo& t : kFpropTiles) consider(t, t.relative_speed);
+    if (wgmma_available(pr.device()))
+      for (const FpropTileInfo& t : kWgmmaFpropTiles)
+        consider(t, t.relative_speed * wgmma_speedup(pr.input.dtype()));
   }
   f.k_tiles = d.RS() * (f.Cpad / bk);
   f.tiles_per_split = f.k_tiles;

@@ -540,8 +540,9 @@ TEST_CASE("conv2d CUDA: the heuristic ranks implicit_gemm_wgrad_halo first on lo
   CHECK(pick(64, 512, 7).rfind("implicit_gemm_wgrad_halo", 0) != 0);
 }
 
-// The implicit-GEMM kernels on grids large enough for their big tiles and long pipelines. On an
-// H200 (132 SMs) the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
+// The implicit-GEMM kernels on grids large enough for their big tiles and long pipelines, the
+// auto-picking algorithms and the large fixed tiles (mma.sync and wgmma). Without wgmma, on
+// 132 SMs, the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
 // the stride-1 backward_data of "C128 K8" (a forward convolution of dy with the flipped filter)
 // and the strided backward_data of "C128 K16 stride 2" (the transposed index map); 128x64 for the
 // backward_data of "C8 K128" and the forward of "C128 K8"; 128x128 for both directions of "C72
@@ -568,11 +569,17 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
       for (Direction d : kDirections) {
         const std::string direction_str = dispatch::direction_name(d);
         CAPTURE(direction_str);
-        for (const char* algorithm : {"implicit_gemm", "implicit_gemm_atomic"}) {
+        for (const char* algorithm :
+             {"implicit_gemm", "implicit_gemm_atomic", "implicit_gemm_256x128",
+              "implicit_gemm_128x128", "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128"}) {
           const std::string name = algorithm;
           if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
           CAPTURE(name);
           ConvProblem pr = problem_for(d, o, c, Layout::channels_last, m.tf32);
+          // The auto-picking algorithms apply to every case; a fixed tile to the vector-path
+          // ones, the wgmma tiles only where the build and the GPU have wgmma.
+          const bool fixed_tile = name != "implicit_gemm" && name != "implicit_gemm_atomic";
+          if (fixed_tile && !cuda_algorithm(d, name).applies(pr)) continue;
           REQUIRE(cuda_algorithm(d, name).applies(pr));
           AlgoSettingsGuard forced(AlgoSettings().force(force_key(d), name));
           conv2d_run(pr);
