@@ -275,6 +275,19 @@ constexpr int fprop_min_blocks() {
   return sizeof(T) == 4 && fit > 2 ? 2 : fit;
 }
 
+// The destination pixel and channel where an fprop block's tile starts. Column tiles vary
+// fastest along blockIdx.x: the blocks resident at once share their A rows (the gathered source)
+// through L2, and the filter is small enough to stay there.
+struct FpropBlockOrigin {
+  int m, n;
+};
+template <int BM, int BN>
+__device__ __forceinline__ FpropBlockOrigin fprop_block_origin(const FpropParams& p) {
+  const int tiles_n = (p.Nout + BN - 1) / BN;
+  const int tile_m = int(blockIdx.x) / tiles_n;
+  return {tile_m * BM, (int(blockIdx.x) - tile_m * tiles_n) * BN};
+}
+
 // The fprop gather: which destination pixels (A rows) and filter rows (B rows) one thread copies
 // into every stage, and the k-tile (tap r,s; channel block) the next load reads. Shared by the
 // mma.sync and the wgmma fprop kernels; stage tiles are kFpropRowBytes rows, swizzled.
@@ -332,13 +345,21 @@ struct FpropGather {
       if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
   }
 
-  // Split-K: the first k-tile of this block's range.
-  __device__ __forceinline__ void start_at(const FpropParams& p, int kt_begin) {
-    const int first_tap = kt_begin / p.cblocks;
-    ld_cb = kt_begin - first_tap * p.cblocks;
-    ld_r = first_tap / p.S;
-    ld_s = first_tap - ld_r * p.S;
-    ld_k = kt_begin * BK;
+  // This block's k-tiles: all of them, or (split-K) its blockIdx.y range, the gather starting
+  // at the range's first.
+  template <bool kSplitK>
+  __device__ __forceinline__ int block_tiles(const FpropParams& p) {
+    if constexpr (!kSplitK) {
+      return p.k_tiles;
+    } else {
+      const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
+      const int first_tap = kt_begin / p.cblocks;
+      ld_cb = kt_begin - first_tap * p.cblocks;
+      ld_r = first_tap / p.S;
+      ld_s = first_tap - ld_r * p.S;
+      ld_k = kt_begin * BK;
+      return max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
+    }
   }
 
   // Issues the copies of the next k-tile into the A tile at a_off and the B tile at b_off (byte
@@ -452,19 +473,10 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   const uint32_t smem_base = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % (BM / WM), warp_n = warp / (BM / WM);
-  // Column tiles vary fastest along blockIdx.x: the blocks resident at once share their A rows
-  // (the gathered source) through L2, and the filter is small enough to stay there.
-  const int tiles_n = (p.Nout + BN - 1) / BN;
-  const int tile_m = int(blockIdx.x) / tiles_n;
-  const int block_m = tile_m * BM, block_n = (int(blockIdx.x) - tile_m * tiles_n) * BN;
+  const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
+  const int block_m = origin.m, block_n = origin.n;
   FpropGather<T, BM, BN, kThreads, kVec> gather(p, block_m, block_n, tid);
-
-  int n_tiles = p.k_tiles;  // this block's k-tiles
-  if constexpr (kSplitK) {
-    const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
-    n_tiles = max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
-    gather.start_at(p, kt_begin);
-  }
+  const int n_tiles = gather.template block_tiles<kSplitK>(p);
   auto load_stage = [&](int stage) {
     const uint32_t a_off = uint32_t(stage * kStageBytes);
     gather.load(p, smem, smem_base, a_off, a_off + uint32_t(BM * kFpropRowBytes));
@@ -967,12 +979,8 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
   const uint32_t smem_base = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
-  // Column tiles vary fastest along blockIdx.x, as in the fprop kernel: resident blocks share
-  // their source rows through L2.
-  const int tiles_n = (p.Nout + kHaloFpropBN - 1) / kHaloFpropBN;
-  const int tile_m = int(blockIdx.x) / tiles_n;
-  const int block_m = tile_m * kHaloFpropBM;
-  const int block_n = (int(blockIdx.x) - tile_m * tiles_n) * kHaloFpropBN;
+  const FpropBlockOrigin origin = fprop_block_origin<kHaloFpropBM, kHaloFpropBN>(p);
+  const int block_m = origin.m, block_n = origin.n;
   const T* src = static_cast<const T*>(p.src);
   const T* filter = static_cast<const T*>(p.filter);
   const int n_tiles = kHaloFpropTaps * p.cblocks;  // k-tile = r * cblocks + channel block

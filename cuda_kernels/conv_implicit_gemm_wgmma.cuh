@@ -88,29 +88,22 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 template <typename T>
 struct WgmmaOp;
 
-template <>
-struct WgmmaOp<__nv_bfloat16> {
-  __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EMBER_WGMMA_D64
-        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : EMBER_WGMMA_ACC64(d)
-        : "l"(a), "l"(b));
-  }
-};
-
-template <>
-struct WgmmaOp<__half> {
-  __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EMBER_WGMMA_D64
-        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : EMBER_WGMMA_ACC64(d)
-        : "l"(a), "l"(b));
-  }
-};
+// The 16-bit types differ only in the PTX type name.
+#define EMBER_WGMMA_16BIT(T, PTX_TYPE)                                                    \
+  template <>                                                                             \
+  struct WgmmaOp<T> {                                                                     \
+    __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {  \
+      asm volatile(                                                                       \
+          "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX_TYPE "." PTX_TYPE " "         \
+          EMBER_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                \
+          : EMBER_WGMMA_ACC64(d)                                                          \
+          : "l"(a), "l"(b));                                                              \
+    }                                                                                     \
+  };
+EMBER_WGMMA_16BIT(__nv_bfloat16, "bf16")
+EMBER_WGMMA_16BIT(__half, "f16")
+#undef EMBER_WGMMA_16BIT
 
 template <>
 struct WgmmaOp<float> {
@@ -151,18 +144,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_ke
   const uint32_t smem_base = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31;
   const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
-  // Column tiles vary fastest along blockIdx.x, as in implicit_gemm_fprop_kernel.
-  const int tiles_n = (p.Nout + BN - 1) / BN;
-  const int tile_m = int(blockIdx.x) / tiles_n;
-  const int block_m = tile_m * BM, block_n = (int(blockIdx.x) - tile_m * tiles_n) * BN;
+  const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
+  const int block_m = origin.m, block_n = origin.n;
   FpropGather<T, BM, BN, kWgmmaThreads, true> gather(p, block_m, block_n, tid);
-
-  int n_tiles = p.k_tiles;
-  if constexpr (kSplitK) {
-    const int kt_begin = int(blockIdx.y) * p.tiles_per_split;
-    n_tiles = max(min(p.k_tiles, kt_begin + p.tiles_per_split) - kt_begin, 0);
-    gather.start_at(p, kt_begin);
-  }
+  const int n_tiles = gather.template block_tiles<kSplitK>(p);
   auto load_stage = [&](int stage) {
     const uint32_t a_off = uint32_t(stage * kStageBytes);
     gather.load(p, smem, smem_base, a_off, a_off + uint32_t(BM * kFpropRowBytes));
