@@ -328,6 +328,14 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   return f;
 }
 
+// The grid of an fprop kernel with BM x BN tiles: the tiles along x (fprop_block_origin), the
+// split-K slices along y (one unless the plan split).
+dim3 fprop_grid(const FpropParams& p, int bm, int bn) {
+  const int64_t blocks = int64_t((p.M + bm - 1) / bm) * ((p.Nout + bn - 1) / bn);
+  const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
+  return dim3{unsigned(blocks), unsigned(splits)};
+}
+
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK = false>
 void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   constexpr auto kernel =
@@ -335,10 +343,7 @@ void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   constexpr int smem = igemm::fprop_smem_bytes<BM, BN, STAGES>();
   // The largest carveout, so that as many blocks as the tile was sized for fit on one SM.
   opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  const int64_t blocks = int64_t((p.M + BM - 1) / BM) * ((p.Nout + BN - 1) / BN);
-  const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
-  const dim3 grid{unsigned(blocks), unsigned(splits)};
-  kernel<<<grid, igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
+  kernel<<<fprop_grid(p, BM, BN), igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -347,9 +352,7 @@ void launch_wgmma_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_kernel<T, BM, STAGES, kSplitK>;
   constexpr int smem = igemm::wgmma_fprop_smem_bytes<BM, STAGES>();
   opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  const int64_t blocks = int64_t((p.M + BM - 1) / BM) * ((p.Nout + igemm::kWgmmaBN - 1) / igemm::kWgmmaBN);
-  const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
-  kernel<<<dim3{unsigned(blocks), unsigned(splits)}, igemm::kWgmmaThreads, smem, stream>>>(p);
+  kernel<<<fprop_grid(p, BM, igemm::kWgmmaBN), igemm::kWgmmaThreads, smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -388,15 +391,13 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
   }
 }
 
-// The halo kernel (one 256 x 64 tile, 8 warps, one block per SM): blocks along one grid
-// dimension, column tiles fastest.
+// The halo kernel (one 256 x 64 tile, 8 warps, one block per SM; never split).
 template <typename T>
 void launch_halo_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   constexpr auto kernel = igemm::implicit_gemm_halo_fprop_kernel<T>;
   opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  const int64_t blocks = int64_t((p.M + igemm::kHaloFpropBM - 1) / igemm::kHaloFpropBM) *
-                         ((p.Nout + igemm::kHaloFpropBN - 1) / igemm::kHaloFpropBN);
-  kernel<<<unsigned(blocks), igemm::kHaloFpropThreads, igemm::kHaloFpropSmemBytes, stream>>>(p);
+  kernel<<<fprop_grid(p, igemm::kHaloFpropBM, igemm::kHaloFpropBN), igemm::kHaloFpropThreads,
+           igemm::kHaloFpropSmemBytes, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

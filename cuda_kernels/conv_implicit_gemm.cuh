@@ -362,10 +362,13 @@ struct FpropGather {
     }
   }
 
-  // Issues the copies of the next k-tile into the A tile at a_off and the B tile at b_off (byte
-  // offsets from smem / smem_base), then advances to the k-tile after it.
-  __device__ __forceinline__ void load(const FpropParams& p, unsigned char* smem,
-                                       uint32_t smem_base, uint32_t a_off, uint32_t b_off) {
+  // Issues the copies of the next k-tile into stage `stage` of a pipeline of (BM + BN)-row
+  // stages (the A tile, then the B tile; smem / smem_base its start), then advances to the
+  // k-tile after it.
+  __device__ __forceinline__ void load_stage(const FpropParams& p, unsigned char* smem,
+                                             uint32_t smem_base, int stage) {
+    const uint32_t a_off = uint32_t(stage * (BM + BN) * kFpropRowBytes);
+    const uint32_t b_off = a_off + uint32_t(BM * kFpropRowBytes);
     const T* src = static_cast<const T*>(p.src);
     const T* filter = static_cast<const T*>(p.filter);
     const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
@@ -477,10 +480,6 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   const int block_m = origin.m, block_n = origin.n;
   FpropGather<T, BM, BN, kThreads, kVec> gather(p, block_m, block_n, tid);
   const int n_tiles = gather.template block_tiles<kSplitK>(p);
-  auto load_stage = [&](int stage) {
-    const uint32_t a_off = uint32_t(stage * kStageBytes);
-    gather.load(p, smem, smem_base, a_off, a_off + uint32_t(BM * kFpropRowBytes));
-  };
 
   // Fragments, double-buffered: k-step ks + 1 is read from shared memory while ks runs. Lane l
   // addresses A row l % 16 at chunk 2*ks + l / 16 and B row (l % 8) + 8 * (l / 16) at chunk
@@ -512,7 +511,7 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   zero_accumulators(acc);
 
   multistage_mainloop<STAGES, kFpropKSteps>(
-      n_tiles, [&](int stage, int) { load_stage(stage); }, load_frags,
+      n_tiles, [&](int stage, int) { gather.load_stage(p, smem, smem_base, stage); }, load_frags,
       [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); }, [] {});
 
   // Epilogue: fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.

@@ -148,10 +148,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_ke
   const int block_m = origin.m, block_n = origin.n;
   FpropGather<T, BM, BN, kWgmmaThreads, true> gather(p, block_m, block_n, tid);
   const int n_tiles = gather.template block_tiles<kSplitK>(p);
-  auto load_stage = [&](int stage) {
-    const uint32_t a_off = uint32_t(stage * kStageBytes);
-    gather.load(p, smem, smem_base, a_off, a_off + uint32_t(BM * kFpropRowBytes));
-  };
 
   float acc[MH][64];
 #pragma unroll
@@ -163,7 +159,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_ke
   // tile kt has landed.
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
-    if (s < n_tiles) load_stage(s);
+    if (s < n_tiles) gather.load_stage(p, smem, smem_base, s);
     cp_async_commit();
   }
   int read_stage = 0, write_stage = STAGES - 2;
@@ -186,7 +182,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_ke
                    b_desc + ks * kWgmmaDescKStep);
     wgmma_commit();
     // Refill the stage of tile kt - 2 (retired by every warpgroup before this barrier).
-    if (kt + STAGES - 2 < n_tiles) load_stage(write_stage);
+    if (kt + STAGES - 2 < n_tiles) gather.load_stage(p, smem, smem_base, write_stage);
     cp_async_commit();
     write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
