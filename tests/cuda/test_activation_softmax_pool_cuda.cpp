@@ -40,11 +40,8 @@ double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::pari
 Tensor cpu_copy(const Tensor& g) { return ember::testing::cpu_f64(g).set_requires_grad(true); }
 
 using ember::testing::gpu_randn;
-// Parity of f on the GPU with the CPU fp64 reference (tests/support/gpu_parity.h).
-void check_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
-                  double tol, const std::optional<dispatch::AlgoSettings>& gpu_settings = {}) {
-  ember::testing::check_gpu_parity(f, gpu_input, tol, gpu_settings);
-}
+// Parity of f on the GPU (optionally under forced settings) with the CPU fp64 reference.
+using ember::testing::check_gpu_parity;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -64,12 +61,12 @@ TEST_CASE("activations: vector and strided paths, large and misaligned" *
       CAPTURE(n);
       Tensor x = gpu_randn({n}, dtype, 3);
       const double tol = tolerance(dtype);
-      check_parity([](const Tensor& t) { return gelu(t); }, x, tol);
-      check_parity([](const Tensor& t) { return gelu(t, GeluApproximation::tanh); }, x, tol);
-      check_parity([](const Tensor& t) { return silu(t); }, x, tol);
-      check_parity([](const Tensor& t) { return elu(t, 0.7); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return gelu(t); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return gelu(t, GeluApproximation::tanh); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return silu(t); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return elu(t, 0.7); }, x, tol);
       if (n > 2) {  // offset by one element: the strided path
-        check_parity([](const Tensor& t) { return leaky_relu(t.narrow(0, 1, t.size(0) - 1), 0.3); }, x, tol);
+        check_gpu_parity([](const Tensor& t) { return leaky_relu(t.narrow(0, 1, t.size(0) - 1), 0.3); }, x, tol);
       }
     }
   }
@@ -108,11 +105,11 @@ TEST_CASE("softmax: every algorithm on awkward row lengths, forward and backward
             CAPTURE(log);
             const dispatch::AlgoSettings forced = dispatch::current_algo_settings().force(
                 std::string("softmax.") + dispatch::direction_name(direction), name);
-            check_parity([log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); },
+            check_gpu_parity([log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); },
                          x, tolerance(dtype), forced);
             // A dense view starting one element in (misaligned rows: the scalar paths).
             if (cs.rows > 1)
-              check_parity([log](const Tensor& t) {
+              check_gpu_parity([log](const Tensor& t) {
                 const int64_t rows = t.size(0) - 1, cols = t.size(1);
                 Tensor v = t.flatten().narrow(0, 1, rows * cols).view({rows, cols});
                 return log ? log_softmax(v, 1) : softmax(v, 1);
@@ -127,13 +124,13 @@ TEST_CASE("softmax: every algorithm on awkward row lengths, forward and backward
 TEST_CASE("softmax: non-last dims (column algorithm), channels_last, f64, -inf" *
           doctest::skip(!cuda::is_available())) {
   Tensor x = gpu_randn({4, 37, 19}, DType::f32, 3);
-  check_parity([](const Tensor& t) { return softmax(t, 1); }, x, 2e-5);
-  check_parity([](const Tensor& t) { return log_softmax(t, 0); }, x, 2e-5);
+  check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, x, 2e-5);
+  check_gpu_parity([](const Tensor& t) { return log_softmax(t, 0); }, x, 2e-5);
   Tensor img = gpu_randn({2, 19, 5, 7}, DType::bf16).contiguous(MemoryFormat::channels_last);
   Tensor y = softmax(img, 1);
   CHECK(y.is_contiguous(MemoryFormat::channels_last));
-  check_parity([](const Tensor& t) { return softmax(t, 1); }, img, 5e-2);
-  check_parity([](const Tensor& t) { return log_softmax(t, -1); }, gpu_randn({3, 2000}, DType::f64), 1e-12);
+  check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, img, 5e-2);
+  check_gpu_parity([](const Tensor& t) { return log_softmax(t, -1); }, gpu_randn({3, 2000}, DType::f64), 1e-12);
   Tensor masked = from_vector({-INFINITY, 0, -INFINITY, 1}, {1, 4}).to(kGpu);
   std::vector<double> v = softmax(masked, 1).to_vector();
   CHECK(v[0] == 0);
@@ -174,7 +171,7 @@ TEST_CASE("cross_entropy: parity over shapes, options and dtypes" *
         Tensor t = randint(0, cs.c, {cs.n});
         if (cs.n > 2) t.narrow(0, 1, 1).fill_(-100);  // one ignored row
         Tensor w = rand({cs.c}) + 0.5;
-        check_parity([&](const Tensor& in) {
+        check_gpu_parity([&](const Tensor& in) {
           CrossEntropyOptions o;
           if (variant == 1) o.with_label_smoothing(0.1).with_reduction(LossReduction::sum);
           if (variant == 2) o.with_weight(w.to(in.device())).with_reduction(LossReduction::none);
@@ -189,10 +186,10 @@ TEST_CASE("cross_entropy: parity over shapes, options and dtypes" *
   Tensor x = gpu_randn({3, 7, 5, 4}, DType::f32, 2);
   Tensor t = randint(0, 7, {3, 5, 4});
   for (Tensor in : {x, x.contiguous(MemoryFormat::channels_last)}) {
-    check_parity([&](const Tensor& v) {
+    check_gpu_parity([&](const Tensor& v) {
       return cross_entropy(v, t.to(v.device()), CrossEntropyOptions().with_label_smoothing(0.1));
     }, in, 2e-5);
-    check_parity([&](const Tensor& v) {
+    check_gpu_parity([&](const Tensor& v) {
       return nll_loss(log_softmax(v, 1), t.to(v.device()),
                       NllLossOptions().with_reduction(LossReduction::none));
     }, in, 2e-5);
@@ -225,21 +222,21 @@ TEST_CASE("pooling: parity on ResNet-like and odd shapes, both layouts, bf16" *
       Tensor x = gpu_randn({4, 67, 29, 31}, dtype, 2);
       if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
       const double tol = tolerance(dtype);
-      check_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x, tol);
-      check_parity([](const Tensor& t) { return max_pool2d(t, {2, 3}, {1, 2}, {1}, {2, 1}, true); }, x, tol);
-      check_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); }, x, tol);
-      check_parity([](const Tensor& t) { return adaptive_avg_pool2d(t, {7, 5}); }, x, tol);
-      check_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return max_pool2d(t, {2, 3}, {1, 2}, {1}, {2, 1}, true); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return adaptive_avg_pool2d(t, {7, 5}); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tol);
       Tensor y = max_pool2d(x, {3}, {2}, {1});
       CHECK(y.is_contiguous(channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous));
     }
   }
   Tensor v = gpu_randn({2, 3, 9, 10, 11}, DType::f32);
-  check_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, 2e-5);
-  check_parity([](const Tensor& t) { return avg_pool3d(t, {2, 3, 3}, {2}, {0, 1, 1}); }, v, 2e-5);
+  check_gpu_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, 2e-5);
+  check_gpu_parity([](const Tensor& t) { return avg_pool3d(t, {2, 3, 3}, {2}, {0, 1, 1}); }, v, 2e-5);
   Tensor s = gpu_randn({3, 5, 101}, DType::f32);
-  check_parity([](const Tensor& t) { return max_pool1d(t, {4}, {3}, {2}); }, s, 2e-5);
-  check_parity([](const Tensor& t) { return adaptive_avg_pool1d(t, {13}); }, s, 2e-5);
+  check_gpu_parity([](const Tensor& t) { return max_pool1d(t, {4}, {3}, {2}); }, s, 2e-5);
+  check_gpu_parity([](const Tensor& t) { return adaptive_avg_pool1d(t, {13}); }, s, 2e-5);
   auto [values, indices] = max_pool2d_with_indices(gpu_randn({2, 3, 8, 8}, DType::f32), {2});
   CHECK(indices.device() == kGpu);
   CHECK(indices.dtype() == DType::i64);
@@ -536,7 +533,7 @@ TEST_CASE("dropout: CUDA and CPU draw the same mask" * doctest::skip(!cuda::is_a
       // Misaligned input (scalar path) and the backward.
       if (n > 2) {
         Generator g1(kGpu, 3), g2(Device::cpu(), 3);
-        check_parity([&](const Tensor& t) {
+        check_gpu_parity([&](const Tensor& t) {
           return dropout(t.narrow(0, 1, t.size(0) - 1), 0.2, true, t.is_cuda() ? &g1 : &g2);
         }, x, tolerance(dtype));
       }
@@ -571,11 +568,11 @@ TEST_CASE("activations: every op on the op-specialized vector path, f16, grads o
       CAPTURE(n);
       Tensor x = gpu_randn({n}, dtype, 4);
       const double tol = tolerance(dtype);
-      check_parity([](const Tensor& t) { return leaky_relu(t, 0.3); }, x, tol);
-      check_parity([](const Tensor& t) { return elu(t, 1.3); }, x, tol);
-      check_parity([](const Tensor& t) { return gelu(t); }, x, tol);
-      check_parity([](const Tensor& t) { return gelu(t, GeluApproximation::tanh); }, x, tol);
-      check_parity([](const Tensor& t) { return silu(t); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return leaky_relu(t, 0.3); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return elu(t, 1.3); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return gelu(t); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return gelu(t, GeluApproximation::tanh); }, x, tol);
+      check_gpu_parity([](const Tensor& t) { return silu(t); }, x, tol);
     }
   }
 }
@@ -613,13 +610,13 @@ TEST_CASE("softmax: -inf masks inside vectors and late maxima, every forward alg
         CAPTURE(cols);
         const dispatch::AlgoSettings forced =
             dispatch::current_algo_settings().force("softmax.forward", name);
-        check_parity([](const Tensor& t) { return softmax(t, 1); }, x, tolerance(dtype), forced);
+        check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, x, tolerance(dtype), forced);
       }
       // The fused cross-entropy forward shares the statistics; targets on finite columns.
       std::vector<double> target(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) target[size_t(r)] = double((r * 16 + 1) % cols);
       Tensor t = from_vector(target, {rows}, TensorOptions(DType::i64));
-      check_parity([&](const Tensor& in) {
+      check_gpu_parity([&](const Tensor& in) {
         return cross_entropy(in, t.to(in.device()));
       }, x, tolerance(dtype));
     }

@@ -29,11 +29,8 @@ constexpr const char* kCluster = "cluster_rows";
 double tolerance(DType d) { return ember::testing::parity_tolerance(d); }
 
 using ember::testing::gpu_randn;
-// Parity of f on the GPU (under `settings`) with the CPU fp64 reference.
-void check_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
-                  double tol, const dispatch::AlgoSettings& settings) {
-  ember::testing::check_gpu_parity(f, gpu_input, tol, settings);
-}
+// Parity of f on the GPU (under forced settings) with the CPU fp64 reference.
+using ember::testing::check_gpu_parity;
 
 // Whether `name` applies to softmax rows of `cols` values in `direction`.
 bool applies(const std::string& name, dispatch::Direction direction, const Tensor& x,
@@ -119,9 +116,9 @@ TEST_CASE("softmax cluster_rows: parity at the segment boundaries, both directio
         CAPTURE(log);
         const double tol = tolerance(dtype);
         auto f = [log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); };
-        check_parity(f, x, tol, cluster_settings(x, rows, cols));
+        check_gpu_parity(f, x, tol, cluster_settings(x, rows, cols));
         // A dense view one element in: misaligned rows, the scalar path.
-        check_parity([log, cols](const Tensor& t) {
+        check_gpu_parity([log, cols](const Tensor& t) {
           Tensor v = t.flatten().narrow(0, 1, t.numel() - cols).view({t.size(0) - 1, cols});
           return log ? log_softmax(v, 1) : softmax(v, 1);
         }, x, tol, cluster_settings(x, rows - 1, cols));
@@ -151,15 +148,15 @@ TEST_CASE("softmax cluster_rows: -inf masks, large values, maxima in the last se
       }
       Tensor x = from_vector(v, {rows, cols}).to(kGpu, dtype);
       const double tol = tolerance(dtype);
-      check_parity([](const Tensor& t) { return softmax(t, 1); }, x, tol,
+      check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, x, tol,
                    cluster_settings(x, rows, cols));
-      check_parity([](const Tensor& t) { return log_softmax(t, -1); }, x.narrow(0, 3, 1), tol,
+      check_gpu_parity([](const Tensor& t) { return log_softmax(t, -1); }, x.narrow(0, 3, 1), tol,
                    cluster_settings(x, 1, cols));
     }
   }
   // Last dim of a 3-D tensor: 6 rows of 16384.
   Tensor x3 = gpu_randn({2, 3, 16384}, DType::bf16, 3);
-  check_parity([](const Tensor& t) { return softmax(t, 2); }, x3, tolerance(DType::bf16),
+  check_gpu_parity([](const Tensor& t) { return softmax(t, 2); }, x3, tolerance(DType::bf16),
                cluster_settings(x3, 6, 16384));
 }
 
@@ -185,10 +182,10 @@ TEST_CASE("cross_entropy: backward row tiles around the tile size, options, misa
           return cross_entropy(in, t.to(in.device()), o);
         };
         const dispatch::AlgoSettings settings = dispatch::current_algo_settings();
-        check_parity([&](const Tensor& in) { return loss(in.narrow(0, 0, n)); }, x,
+        check_gpu_parity([&](const Tensor& in) { return loss(in.narrow(0, 0, n)); }, x,
                      tolerance(dtype), settings);
         // Rows starting one element in: the per-element paths.
-        check_parity([&](const Tensor& in) {
+        check_gpu_parity([&](const Tensor& in) {
           return loss(in.flatten().narrow(0, 1, n * classes).view({n, classes}));
         }, x, tolerance(dtype), settings);
       }
