@@ -607,16 +607,22 @@ void run_im2col_gemm(const ConvProblem& pr, void* workspace, size_t workspace_by
 size_t im2col_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; }
 
 // The unfold writes and the GEMM reads col (R*S times the input), plus staging copies, plus the
-// GEMMs at about 60% of the math peak, plus one launch per chunk and group.
+// GEMMs at about 60% of the math peak, plus one launch per chunk and group. The image-major
+// layout (NCHW activations) runs one GEMM per image with P*Q columns; below ~512 columns cuBLAS
+// falls well short of that (H200, bench_conv fp32 NCHW 3x3: 52 TFLOP/s at 7x7, 49 columns,
+// against the pixel-major bf16 GEMM's 469), so their efficiency scales with P*Q / 512.
 double im2col_cost_us(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   const Plan plan = plan_of(pr);
+  constexpr double kFullEfficiencyColumns = 512;
+  const double gemm_efficiency =
+      0.6 * (plan.pixels_major ? 1.0 : std::min(1.0, double(d.P * d.Q) / kFullEfficiencyColumns));
   const double col_total = double(plan.col_bytes) / double(plan.chunk) * double(d.N);
   const int64_t chunks = (d.N + plan.chunk - 1) / plan.chunk;
   const int64_t calls_per_chunk = plan.pixels_major ? 2 : 1 + d.G;
   const double operands = double(pr.input.nbytes() + pr.output.nbytes() + pr.weight.nbytes());
   return memory_time_us(2.0 * col_total + 2.0 * double(plan.staging + plan.partial_bytes)) +
-         std::max(math_time_us(d.macs(), pr.input.dtype(), pr.allow_tf32, 0.6),
+         std::max(math_time_us(d.macs(), pr.input.dtype(), pr.allow_tf32, gemm_efficiency),
                   memory_time_us(operands) / 0.8) +
          double(chunks * calls_per_chunk) * kLaunchUs;
 }

@@ -540,6 +540,22 @@ TEST_CASE("conv2d CUDA: the heuristic ranks implicit_gemm_wgrad_halo first on lo
   CHECK(pick(64, 512, 7).rfind("implicit_gemm_wgrad_halo", 0) != 0);
 }
 
+// The heuristic's im2col_gemm estimate on NCHW activations (one GEMM per image with P*Q columns):
+// at 7x7 it measured 52 TFLOP/s in fp32 against implicit_gemm's 130 (bench_conv, H200), so the
+// heuristic must not rank it first there; at 28x28 (784 columns) the estimate is unchanged.
+TEST_CASE("conv2d CUDA: the heuristic does not send small NCHW fp32 images to im2col_gemm" *
+          doctest::skip(!cuda::is_available())) {
+  dispatch::AlgoModeGuard heuristic(AlgoMode::heuristic);
+  const Device gpu = Device::cuda();
+  for (Direction d : {Direction::forward, Direction::backward_data}) {
+    Tensor x = empty({64, 512, 7, 7}, DType::f32, gpu);
+    Tensor w = empty({512, 512, 3, 3}, DType::f32, gpu);
+    Tensor dy = empty({64, 512, 7, 7}, DType::f32, gpu);
+    ConvProblem pr{d, x, w, dy, params(1, 1, 1, 1, 1, 1, 1), true};
+    CHECK(conv2d_choose(pr).name != "im2col_gemm");
+  }
+}
+
 // The implicit-GEMM kernels on grids large enough for their big tiles and long pipelines, the
 // auto-picking algorithms and the large fixed tiles (mma.sync and wgmma). Without wgmma, on
 // 132 SMs, the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
