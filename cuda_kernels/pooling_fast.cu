@@ -4,8 +4,9 @@
 //    16-byte aligned, else 1), 16-byte loads and stores, 32-bit index math, float accumulation.
 //    Backward: a thread per INPUT pixel and channel group gathering from the output windows that
 //    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
-//    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, 2x2 stride 2, ...), a
-//    thread per tile loading each of its windows once for its four pixels. Max pooling over 3x3
+//    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, ...), a thread per tile
+//    loading each of its windows once for its four pixels; or, when the windows tile the input
+//    without overlap (2x2 stride 2, ...), a thread per window. Max pooling over 3x3
 //    windows (uint8 taps or none) has its own forward with the nine 16-byte loads unrolled
 //    (bfloat16 compared two channels per instruction). Max indices are a template parameter:
 //    int64 flat positions or uint8 window taps (ops/pooling.h), V of them moved per access; a
@@ -569,6 +570,81 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
     }
 }
 
+// Backward of 2-D NHWC average pooling, or max pooling with uint8 taps, where the windows tile the
+// input without overlapping (kernel == stride, no padding, no dilation: ResNet's 2x2 stride-2
+// average pool): a thread per window-sized cell of the input (cell (y, x) holds rows y * stride_h
+// on, columns x * stride_w on) and channel group reads its window's gradient (and taps) once and
+// writes the cell's pixels; cells past the last window (input rows or columns that no window
+// reaches) get zeros. An input pixel lies in at most one window, so its gradient is 0 + that
+// window's share, as the per-pixel kernel sums it: bit-identical results. The tiles kernel reads
+// this case's one window per tile too, but holds four windows' registers (3 blocks per SM in
+// bfloat16), so its few loads per thread leave the stores waiting; this kernel's threads carry one
+// vector and its stores.
+template <typename T, int V, bool kMax>
+__global__ void __launch_bounds__(kBlockThreads)
+pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                     const T* __restrict__ grad_out,
+                                     const uint8_t* __restrict__ taps, int64_t total) {
+  static_assert(V == 4 || V == 8, "cells move 16-byte vectors and their taps in 32-bit words");
+  using Vec = AlignedVec<T, V>;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const PixelOf cell = pixel_of<V>(g, t);  // by_y, by_x count cells
+  const int y0 = cell.y * g.stride_h, x0 = cell.x * g.stride_w;
+  const int rows = ::min(g.kernel_h, g.in_h - y0), cols = ::min(g.kernel_w, g.in_w - x0);
+  const bool window = cell.y < g.out_h && cell.x < g.out_w;
+  Vec go;
+  uint32_t words[V / 4];
+#pragma unroll
+  for (int j = 0; j < V; ++j) go.v[j] = convert<T>(0.f);
+#pragma unroll
+  for (int k = 0; k < V / 4; ++k) words[k] = 0xffffffffu;  // no tap: taps are < kernel_h * kernel_w
+  if (window) {
+    const int at = cell.n * g.out_image + (cell.y * g.out_w + cell.x) * g.channels + cell.c0;
+    go = *reinterpret_cast<const Vec*>(grad_out + at);
+    if constexpr (kMax) {
+      if constexpr (V == 4) {
+        words[0] = *reinterpret_cast<const uint32_t*>(taps + at);
+      } else {
+        const uint2 pair = *reinterpret_cast<const uint2*>(taps + at);
+        words[0] = pair.x;
+        words[1] = pair.y;
+      }
+    }
+  }
+  T* dst = grad_in + cell.n * g.in_image + (y0 * g.in_w + x0) * g.channels + cell.c0;
+  if constexpr (kMax) {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const uint32_t key = uint32_t(r * g.kernel_w + c);
+        Vec result;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          float acc = 0.f;
+          if (((words[j / 4] >> (8 * (j % 4))) & 0xffu) == key) acc += convert<float>(go.v[j]);
+          result.v[j] = convert<T>(acc);
+        }
+        *reinterpret_cast<Vec*>(dst + (r * g.in_w + c) * g.channels) = result;
+      }
+  } else {
+    // Every pixel of the window gets the same share.
+    Vec result;
+    const CountDivisor divisor = count_divisor(
+        window ? avg_divisor(cell.y, g.stride_h, 0, g.kernel_h, g.in_h, g.count_include_pad) *
+                     avg_divisor(cell.x, g.stride_w, 0, g.kernel_w, g.in_w, g.count_include_pad)
+               : 1);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float acc = 0.f;
+      acc += divisor.divide(convert<float>(go.v[j]));
+      result.v[j] = convert<T>(acc);
+    }
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        *reinterpret_cast<Vec*>(dst + (r * g.in_w + c) * g.channels) = result;
+  }
+}
+
 // Global average of dense NHWC input [N, plane, C] into dense [N, C]. Block (bx, by): x runs over
 // (n, channel group) items, y splits the plane's rows; partial sums meet in shared memory.
 template <typename T, int V>
@@ -751,6 +827,11 @@ bool tile_meets_two_windows(const PoolArgs& a, int dim) {
   return (a.kernel[dim] - 1) * a.dilation[dim] + 2 <= 2 * a.stride[dim];
 }
 
+// The windows along `dim` tile the input without overlap: kernel == stride, no padding or dilation.
+bool windows_disjoint(const PoolArgs& a, int dim) {
+  return a.kernel[dim] == a.stride[dim] && a.padding[dim] == 0 && a.dilation[dim] == 1;
+}
+
 PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int vector) {
   if (a.in_size[0] != 1 || a.out_size[0] != 1 || a.kernel[0] != 1 || a.padding[0] != 0) return {};
   if (volume(a, a.in_size) > kInt32Max || volume(a, a.out_size) > kInt32Max ||
@@ -770,20 +851,23 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
   if (direction == dispatch::Direction::forward && a.mode == PoolMode::max && v == vector &&
       a.kernel[1] == 3 && a.kernel[2] == 3 && !(max_indices && a.indices.dtype() != DType::u8))
     return {PoolFastKernel::max_3x3_nhwc, vector};
-  // Backward by tiles: whole vectors, average pooling or uint8 taps (int64 positions, only for
-  // users' indices, keep the per-pixel kernel).
+  // Backward by disjoint windows or by tiles: whole vectors, average pooling or uint8 taps (int64
+  // positions, only for users' indices, keep the per-pixel kernel).
   const bool tile_indices =
       a.mode != PoolMode::max || (a.indices.defined() && a.indices.dtype() == DType::u8);
-  if (direction == dispatch::Direction::backward && v > 1 && tile_indices &&
-      tile_meets_two_windows(a, 1) && tile_meets_two_windows(a, 2))
-    return {PoolFastKernel::window_tiles_nhwc, v};
+  if (direction == dispatch::Direction::backward && v > 1 && tile_indices) {
+    if (windows_disjoint(a, 1) && windows_disjoint(a, 2))
+      return {PoolFastKernel::window_disjoint_nhwc, v};
+    if (tile_meets_two_windows(a, 1) && tile_meets_two_windows(a, 2))
+      return {PoolFastKernel::window_tiles_nhwc, v};
+  }
   return {PoolFastKernel::window_nhwc, v};
 }
 
 // ---- launch -------------------------------------------------------------------------------------
 
-// The flat loop runs over output pixels (forward), input pixels (per-pixel backward) or 2x2 tiles
-// of input pixels (backward by tiles).
+// The flat loop runs over output pixels (forward), input pixels (per-pixel backward), 2x2 tiles
+// of input pixels (backward by tiles) or window-sized cells of the input (disjoint windows).
 Pool2dGeometry make_geometry(const PoolArgs& a, int vector, PoolFastKernel kernel,
                              dispatch::Direction direction) {
   Pool2dGeometry g{};
@@ -811,6 +895,9 @@ Pool2dGeometry make_geometry(const PoolArgs& a, int vector, PoolFastKernel kerne
   } else if (kernel == PoolFastKernel::window_tiles_nhwc) {
     g.by_x = FastDivmod(uint32_t((g.in_w + 1) / 2));
     g.by_y = FastDivmod(uint32_t((g.in_h + 1) / 2));
+  } else if (kernel == PoolFastKernel::window_disjoint_nhwc) {
+    g.by_x = FastDivmod(uint32_t((g.in_w + g.stride_w - 1) / g.stride_w));
+    g.by_y = FastDivmod(uint32_t((g.in_h + g.stride_h - 1) / g.stride_h));
   } else {
     g.by_x = FastDivmod(uint32_t(g.in_w));
     g.by_y = FastDivmod(uint32_t(g.in_h));
@@ -882,6 +969,16 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
     T* grad_in = static_cast<T*>(a.input.data_ptr());
     const T* grad_out = static_cast<const T*>(a.output.data_ptr());
     if constexpr (V > 1) {
+      if (kernel == PoolFastKernel::window_disjoint_nhwc) {
+        if (max)
+          pool2d_nhwc_backward_disjoint_kernel<T, V, true>
+              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, taps, total);
+        else
+          pool2d_nhwc_backward_disjoint_kernel<T, V, false>
+              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, nullptr, total);
+        EMBER_CUDA_LAUNCH_CHECK();
+        return;
+      }
       if (kernel == PoolFastKernel::window_tiles_nhwc) {
         if (max)
           pool2d_nhwc_backward_tiles_kernel<T, V, true>

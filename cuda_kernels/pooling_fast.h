@@ -2,8 +2,8 @@
 // kernels: 2-D max / average pooling of dense channels_last tensors (any kernel, stride, padding,
 // dilation, ceil_mode) and global average pooling (adaptive to size 1) of dense channels_last
 // input, plus its backward into dense NCHW; max pooling with int64, uint8 or no indices
-// (ops/pooling.h); window backward by 2x2 input tiles where a tile meets at most two windows per
-// dim, and max pooling's forward over 3x3 windows unrolled. float32 and bfloat16 only. Each entry
+// (ops/pooling.h); window backward by whole windows where they do not overlap, by 2x2 input tiles
+// where a tile meets at most two windows per dim, and max pooling's forward over 3x3 windows unrolled. float32 and bfloat16 only. Each entry
 // point returns false, launching nothing, when its conditions (dtype, layout, 32-bit sizes) do not
 // hold; the results then come from the generic kernels, whose semantics these paths reproduce
 // exactly.
@@ -22,6 +22,9 @@ enum class PoolFastKernel : uint8_t {
   window_nhwc,  // 2-D max / avg pooling, dense channels_last input, output (and gradients)
   window_tiles_nhwc,  // backward of window_nhwc by 2x2 input tiles (16-byte vectors; average
                       // pooling or uint8 taps; a tile meets at most 2x2 windows)
+  window_disjoint_nhwc,  // backward of window_nhwc where the windows tile the input (kernel ==
+                         // stride, no padding or dilation): a thread per window; 16-byte
+                         // vectors, average pooling or uint8 taps
   max_3x3_nhwc,       // forward of window_nhwc for max pooling over 3x3 windows (16-byte
                       // vectors only; uint8 taps or none)
   global_nhwc,  // global average pooling of dense channels_last input (forward and backward)

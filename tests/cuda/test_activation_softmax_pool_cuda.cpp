@@ -350,6 +350,17 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
         a.indices = Tensor();
         CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, vector));
       }
+      // Windows tiling the input (2x2 stride 2, 3x2 stride 3x2): a thread per window; with
+      // padding they overlap the edge, so by tiles.
+      Tensor x16 = empty({2, 64, 16, 16}, dtype, kGpu, cl);
+      PoolArgs d = pool_args(mode, x16, empty_like(y), 2, 2, 0);
+      if (mode == PoolMode::max) d.indices = empty(y.sizes(), DType::u8, kGpu, cl);
+      CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_disjoint_nhwc, vector));
+      d.kernel[1] = d.stride[1] = 3;
+      CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_disjoint_nhwc, vector));
+      d.kernel[1] = d.stride[1] = 2;
+      d.padding[2] = 1;
+      CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
       // 3x3 stride 1: a tile meets three window rows, so the per-pixel kernel.
       CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(x), 3, 1, 1), Direction::backward),
                PoolFastKernel::window_nhwc, vector));
@@ -430,6 +441,11 @@ TEST_CASE("pooling fast paths: channels_last windows match the CPU, values, indi
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}); },
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
+      // Disjoint windows, partial ones at the edge (ceil_mode) and uncovered rows / columns.
+      [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {0}, true, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {3, 2}, {3, 2}, {0}, true, true); },
+      [](const Tensor& t) { return max_pool2d(t, {2}, {2}); },
+      [](const Tensor& t) { return max_pool2d(t, {3}, {3}, {0}, {1}, true); },
   };
   for (DType dtype : {DType::f32, DType::bf16}) {
     const double tol = tolerance(dtype);
@@ -450,6 +466,7 @@ TEST_CASE("pooling fast paths: channels_last windows match the CPU, values, indi
         Tensor ties = randint(0, 3, {2, channels, hw[0], hw[1]}).to(kGpu, dtype).contiguous(cl);
         check_max_indices(ties, {3}, {2}, {1});
         check_pool_parity(windows[0], ties, tol, cl);
+        check_pool_parity(windows[8], ties, tol, cl);  // disjoint windows
       }
     }
     // A misaligned channels_last view (one element per access) and the generic fallbacks: a
