@@ -7,8 +7,8 @@
 //       zero-padded to whole channel blocks; a forward with a KRSC weight whose C is a multiple
 //       of the block uses the weight in place. Tiles: 256x128 (8 warps of 64x64), 128x128 (4 of
 //       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), and where wgmma runs the wgmma
-//       kernel's 256x128 and 128x128, the one whose busiest SM has the least work (partial last
-//       waves count); channel counts that are not a multiple of 8 (16-bit) / 4 (fp32) take the
+//       kernel's 256x128, 128x128 and 128x64, the one whose busiest SM has the least work
+//       (partial last waves count); channel counts that are not a multiple of 8 (16-bit) / 4 (fp32) take the
 //       general (element-load) 64x64 path.
 //   forward / backward_data  "implicit_gemm_256x128", "_128x128", "_128x64", "_64x64": the same
 //       kernel with that tile fixed (channel counts with 16-byte vectors only), for the benchmark
@@ -40,7 +40,7 @@
 //       epilogue (implicit_gemm_forward_fused never picks it); ranked behind "implicit_gemm" for
 //       the benchmark mode to time.
 //   forward / backward_data  "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
-//       "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on Hopper's warpgroup MMA
+//       "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on Hopper's warpgroup MMA
 //       (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute capability 9.0 devices only),
 //       vector path only, same plan, packing and staging as the tiles above.
 // Activations not in channels_last are staged into the workspace (and written back). Every
@@ -182,7 +182,9 @@ fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
 
 // ---- fprop (forward, backward_data) -----------------------------------------------------------
 
-enum class FpropTile : uint8_t { wide, square, narrow, small, general, wgmma_wide, wgmma_square };
+enum class FpropTile : uint8_t {
+  wide, square, narrow, small, general, wgmma_wide, wgmma_square, wgmma_narrow
+};
 
 // A tile's shape and its throughput per SM relative to the best tile: warp tiles of 64x32 and
 // 32x32 read more shared memory per MMA than 64x64 ones. Blocks per SM (shared memory 192, 96,
@@ -197,20 +199,24 @@ constexpr FpropTileInfo kFpropTiles[] = {{FpropTile::wide, 256, 128, 1.0},
                                          {FpropTile::narrow, 128, 64, 0.8},
                                          {FpropTile::small, 64, 64, 0.5}};
 constexpr int kGeneralTile = 64;  // the element-load path's square tile
-// The wgmma kernel's tiles (conv_implicit_gemm_wgmma.cuh): one block of 8 warps per SM. Their
+// The wgmma kernel's tiles (conv_implicit_gemm_wgmma.cuh): blocks of 8 warps, one per SM (n128)
+// or two (128x64: 64-channel outputs, where an n128 tile would compute half padding). Their
 // relative speed here is the cost model's (as the wide mma.sync tile's); the wave model below
 // scales it by wgmma_speedup.
 constexpr FpropTileInfo kWgmmaFpropTiles[] = {{FpropTile::wgmma_wide, 256, 128, 1.0},
-                                              {FpropTile::wgmma_square, 128, 128, 1.0}};
+                                              {FpropTile::wgmma_square, 128, 128, 1.0},
+                                              {FpropTile::wgmma_narrow, 128, 64, 0.9}};
 // Per-SM throughput of a wgmma tile over the mma.sync tile of the same shape, measured with
 // bench_conv on the H200 (2026-11-29, ResNet-50 layers at batch 64, grids of a whole wave or
 // more): 16-bit 1.1-1.5x (28x28 3x3 forward 334 vs 223 TFLOP/s, 1x1 s2 177 vs 158), TF32
 // 1.4-1.8x (28x28 3x3 132 vs 82, 14x14 134 vs 96).
 double wgmma_speedup(DType dtype) { return dtype == DType::f32 ? 1.8 : 1.4; }
-constexpr int kWgmmaWideStages = 4, kWgmmaSquareStages = 6;  // 192 KiB of stages either way
+// 192 KiB of stages per SM each: one wide or square block, two narrow ones.
+constexpr int kWgmmaWideStages = 4, kWgmmaSquareStages = 6, kWgmmaNarrowStages = 4;
 
 bool is_wgmma_tile(FpropTile tile) {
-  return tile == FpropTile::wgmma_wide || tile == FpropTile::wgmma_square;
+  return tile == FpropTile::wgmma_wide || tile == FpropTile::wgmma_square ||
+         tile == FpropTile::wgmma_narrow;
 }
 
 // The wgmma kernel exists in this build (CUDA architectures with 90a, CMakeLists.txt) and the
@@ -256,9 +262,9 @@ struct FpropPlan {
 };
 
 // Blocks of a tile resident per SM: shared memory of launch_fprop_tile's stages (4 for the wide
-// tile, else 3), TF32 at most 2 (fprop_min_blocks).
+// tile, else 3), TF32 at most 2 (fprop_min_blocks); the wgmma tiles' launch bounds.
 int64_t fprop_resident_blocks(const FpropTileInfo& t, DType dtype) {
-  if (is_wgmma_tile(t.tile)) return 1;
+  if (is_wgmma_tile(t.tile)) return t.tile == FpropTile::wgmma_narrow ? 2 : 1;
   const int stages = t.tile == FpropTile::wide ? 4 : 3;
   const int64_t fit = igemm::blocks_per_sm(stages * int(t.bm + t.bn) * igemm::kFpropRowBytes);
   return dtype == DType::f32 ? std::min<int64_t>(fit, 2) : fit;
@@ -290,18 +296,22 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
     f.tile = fprop_tile_info(*fixed);
   } else {
     // The busiest SM's work: its share of the blocks (a partial last wave costs a whole one).
-    // The wgmma tiles compete where they run (one block per SM, like the wide tile).
+    // The mma.sync tiles count one block per SM at a time (relative_speed covers what sharing an
+    // SM does); the narrow wgmma tile runs two per SM by construction. The wgmma tiles compete
+    // where they run.
     const int64_t sms = sm_count(pr.device());
     double best = 0;
-    auto consider = [&](const FpropTileInfo& t, double speed) {
+    auto consider = [&](const FpropTileInfo& t, double speed, int64_t per_sm) {
       const int64_t blocks = ((f.M + t.bm - 1) / t.bm) * ((f.Nout + t.bn - 1) / t.bn);
-      const double work = double((blocks + sms - 1) / sms) * t.bm * t.bn / speed;
+      const double work =
+          double((blocks + sms * per_sm - 1) / (sms * per_sm)) * per_sm * t.bm * t.bn / speed;
       if (best == 0 || work < best) best = work, f.tile = t;
     };
-    for (const FpropTileInfo& t : kFpropTiles) consider(t, t.relative_speed);
+    for (const FpropTileInfo& t : kFpropTiles) consider(t, t.relative_speed, 1);
     if (wgmma_available(pr.device()))
       for (const FpropTileInfo& t : kWgmmaFpropTiles)
-        consider(t, t.relative_speed * wgmma_speedup(pr.input.dtype()));
+        consider(t, t.relative_speed * wgmma_speedup(pr.input.dtype()),
+                 fprop_resident_blocks(t, pr.input.dtype()));
   }
   f.k_tiles = d.RS() * (f.Cpad / bk);
   f.tiles_per_split = f.k_tiles;
@@ -347,12 +357,12 @@ void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T, int BM, int STAGES, bool kSplitK>
+template <typename T, int BM, int BN, int STAGES, bool kSplitK>
 void launch_wgmma_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_kernel<T, BM, STAGES, kSplitK>;
-  constexpr int smem = igemm::wgmma_fprop_smem_bytes<BM, STAGES>();
+  constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_kernel<T, BM, BN, STAGES, kSplitK>;
+  constexpr int smem = igemm::wgmma_fprop_smem_bytes<BM, BN, STAGES>();
   opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  kernel<<<fprop_grid(p, BM, igemm::kWgmmaBN), igemm::kWgmmaThreads, smem, stream>>>(p);
+  kernel<<<fprop_grid(p, BM, BN), igemm::kWgmmaThreads, smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -366,7 +376,7 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
                     tile == FpropTile::wgmma_square,
                 "implicit_gemm: no split-K build of fprop tile ", int(tile));
     if (tile == FpropTile::wgmma_square) {
-      launch_wgmma_fprop<T, 128, kWgmmaSquareStages, true>(p, stream, device);
+      launch_wgmma_fprop<T, 128, 128, kWgmmaSquareStages, true>(p, stream, device);
     } else if (tile == FpropTile::square) {
       launch_fprop<T, 128, 128, 64, 64, 3, true, true>(p, stream, device);
     } else {
@@ -383,10 +393,13 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
       launch_fprop<T, kGeneralTile, kGeneralTile, 32, 32, 3, false>(p, stream, device);
       break;
     case FpropTile::wgmma_wide:
-      launch_wgmma_fprop<T, 256, kWgmmaWideStages, false>(p, stream, device);
+      launch_wgmma_fprop<T, 256, 128, kWgmmaWideStages, false>(p, stream, device);
       break;
     case FpropTile::wgmma_square:
-      launch_wgmma_fprop<T, 128, kWgmmaSquareStages, false>(p, stream, device);
+      launch_wgmma_fprop<T, 128, 128, kWgmmaSquareStages, false>(p, stream, device);
+      break;
+    case FpropTile::wgmma_narrow:
+      launch_wgmma_fprop<T, 128, 64, kWgmmaNarrowStages, false>(p, stream, device);
       break;
   }
 }
@@ -889,7 +902,8 @@ constexpr FixedFpropAlgorithm kFixedFpropAlgorithms[] = {
     {"implicit_gemm_128x64", FpropTile::narrow},
     {"implicit_gemm_64x64", FpropTile::small},
     {"implicit_gemm_wgmma_256x128", FpropTile::wgmma_wide},
-    {"implicit_gemm_wgmma_128x128", FpropTile::wgmma_square}};
+    {"implicit_gemm_wgmma_128x128", FpropTile::wgmma_square},
+    {"implicit_gemm_wgmma_128x64", FpropTile::wgmma_narrow}};
 // Split-K builds exist for these tiles only (launch_fprop_tile).
 constexpr FixedFpropAlgorithm kSplitFpropAlgorithms[] = {
     {"implicit_gemm_128x128_splitk", FpropTile::square},

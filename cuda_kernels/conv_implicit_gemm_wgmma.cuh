@@ -8,7 +8,7 @@
 // layout with the 128-byte swizzle when each stage starts 1024-byte aligned, so a descriptor per
 // operand (start address, 1024 bytes between 8-row groups) describes a stage, and a k-step moves
 // the start 32 bytes along the row. Two warpgroups (256 threads) each own BM/2 destination rows
-// (one m64 wgmma per 64 of them) and all BN columns (n128). Pipeline: STAGES tiles of shared
+// (one m64 wgmma per 64 of them) and all BN columns (n128, or n64 for 64-channel outputs). Pipeline: STAGES tiles of shared
 // memory, STAGES - 2 k-tiles in flight ahead of the one read, and one wgmma group in flight: at
 // k-tile kt a thread refills the stage of tile kt - 2, whose MMAs every warpgroup retired before
 // the barrier of iteration kt (each waits for all but its latest group at the end of an
@@ -25,12 +25,11 @@
 namespace ember::cuda::conv::igemm {
 
 constexpr int kWgmmaThreads = 256;  // two warpgroups
-constexpr int kWgmmaBN = 128;       // n128: every warpgroup covers the block's columns
 
 // Dynamic shared memory of a wgmma fprop block: its stages plus the slack that aligns them.
-template <int BM, int STAGES>
+template <int BM, int BN, int STAGES>
 constexpr int wgmma_fprop_smem_bytes() {
-  return STAGES * (BM + kWgmmaBN) * kFpropRowBytes + 1024;
+  return STAGES * (BM + BN) * kFpropRowBytes + 1024;
 }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -77,66 +76,71 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 #define EMBER_WGMMA_ACC8(d, i)                                                                 \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
+#define EMBER_WGMMA_ACC32(d)                                                                  \
+  EMBER_WGMMA_ACC8(d, 0), EMBER_WGMMA_ACC8(d, 8), EMBER_WGMMA_ACC8(d, 16), EMBER_WGMMA_ACC8(d, 24)
 #define EMBER_WGMMA_ACC64(d)                                                                  \
-  EMBER_WGMMA_ACC8(d, 0), EMBER_WGMMA_ACC8(d, 8), EMBER_WGMMA_ACC8(d, 16),                   \
-      EMBER_WGMMA_ACC8(d, 24), EMBER_WGMMA_ACC8(d, 32), EMBER_WGMMA_ACC8(d, 40),             \
+  EMBER_WGMMA_ACC32(d), EMBER_WGMMA_ACC8(d, 32), EMBER_WGMMA_ACC8(d, 40),                    \
       EMBER_WGMMA_ACC8(d, 48), EMBER_WGMMA_ACC8(d, 56)
+#define EMBER_WGMMA_D32                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 
-// One m64 n128 k-step (32 bytes of the reduction: k16 for 16-bit types, k8 for TF32) added into
-// d: d[4i + {0,1}] are row lane/4 of the warp's 16, columns 8i + 2(lane%4) + {0,1}; d[4i + {2,3}]
-// the same columns of row lane/4 + 8.
-template <typename T>
+// One m64 nN k-step (N = 128 or 64; 32 bytes of the reduction: k16 for 16-bit types, k8 for
+// TF32) added into d: d[4i + {0,1}] are row lane/4 of the warp's 16, columns 8i + 2(lane%4) +
+// {0,1}; d[4i + {2,3}] the same columns of row lane/4 + 8.
+template <typename T, int N>
 struct WgmmaOp;
 
-// The 16-bit types differ only in the PTX type name.
-#define EMBER_WGMMA_16BIT(T, PTX_TYPE)                                                    \
-  template <>                                                                             \
-  struct WgmmaOp<T> {                                                                     \
-    __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {  \
-      asm volatile(                                                                       \
-          "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
-          "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX_TYPE "." PTX_TYPE " "         \
-          EMBER_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                \
-          : EMBER_WGMMA_ACC64(d)                                                          \
-          : "l"(a), "l"(b));                                                              \
-    }                                                                                     \
+// One specialization per (type, N): the PTX shape and type names and the accumulator operands.
+// 16-bit types pass the scale-d, scale-a/b and transpose-a/b immediates; TF32 has no transposes.
+#define EMBER_WGMMA_OP(T, N, SHAPE_TYPES, D, ACC, AB, TAIL)                                \
+  template <>                                                                              \
+  struct WgmmaOp<T, N> {                                                                   \
+    __device__ __forceinline__ static void run(float (&d)[N / 2], uint64_t a, uint64_t b) { \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                             \
+                   "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " D ", " AB ", p, " TAIL  \
+                   ";\n}\n"                                                                \
+                   : ACC(d)                                                                \
+                   : "l"(a), "l"(b));                                                      \
+    }                                                                                      \
   };
-EMBER_WGMMA_16BIT(__nv_bfloat16, "bf16")
-EMBER_WGMMA_16BIT(__half, "f16")
-#undef EMBER_WGMMA_16BIT
-
-template <>
-struct WgmmaOp<float> {
-  __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " EMBER_WGMMA_D64
-        ", %64, %65, p, 1, 1;\n}\n"
-        : EMBER_WGMMA_ACC64(d)
-        : "l"(a), "l"(b));
-  }
-};
+EMBER_WGMMA_OP(__nv_bfloat16, 128, "m64n128k16.f32.bf16.bf16", EMBER_WGMMA_D64, EMBER_WGMMA_ACC64,
+               "%64, %65", "1, 1, 0, 0")
+EMBER_WGMMA_OP(__half, 128, "m64n128k16.f32.f16.f16", EMBER_WGMMA_D64, EMBER_WGMMA_ACC64,
+               "%64, %65", "1, 1, 0, 0")
+EMBER_WGMMA_OP(float, 128, "m64n128k8.f32.tf32.tf32", EMBER_WGMMA_D64, EMBER_WGMMA_ACC64,
+               "%64, %65", "1, 1")
+EMBER_WGMMA_OP(__nv_bfloat16, 64, "m64n64k16.f32.bf16.bf16", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
+               "%32, %33", "1, 1, 0, 0")
+EMBER_WGMMA_OP(__half, 64, "m64n64k16.f32.f16.f16", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
+               "%32, %33", "1, 1, 0, 0")
+EMBER_WGMMA_OP(float, 64, "m64n64k8.f32.tf32.tf32", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
+               "%32, %33", "1, 1")
+#undef EMBER_WGMMA_OP
 
 #undef EMBER_WGMMA_ACC64
+#undef EMBER_WGMMA_ACC32
 #undef EMBER_WGMMA_ACC8
 #undef EMBER_WGMMA_D64
+#undef EMBER_WGMMA_D32
 
 #endif  // EMBER_WGMMA_DEVICE
 
-// BM destination pixels x 128 destination channels per block (BM = 128 or 256), the vector path
-// only (16-byte chunks: Csrc a multiple of 8 for 16-bit types, 4 for fp32). kSplitK as in
-// implicit_gemm_fprop_kernel.
-template <typename T, int BM, int STAGES, bool kSplitK>
-__global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_kernel(FpropParams p) {
+// BM destination pixels x BN destination channels per block (BM = 128 or 256; BN = 128, or 64
+// with two blocks per SM), the vector path only (16-byte chunks: Csrc a multiple of 8 for 16-bit
+// types, 4 for fp32). kSplitK as in implicit_gemm_fprop_kernel.
+template <typename T, int BM, int BN, int STAGES, bool kSplitK>
+__global__ void __launch_bounds__(kWgmmaThreads, BN == 64 ? 2 : 1)
+    implicit_gemm_fprop_wgmma_kernel(FpropParams p) {
 #ifdef EMBER_WGMMA_DEVICE
-  constexpr int BN = kWgmmaBN;
+  static_assert(BN == 128 || BN == 64, "n128 or n64 wgmma");
   constexpr int kWarpgroupRows = BM / 2;
   constexpr int MH = kWarpgroupRows / 64;  // m64 wgmmas per warpgroup and k-step
   static_assert(MH * 64 * 2 == BM, "BM is 128 or 256");
   static_assert(STAGES >= 3, "the refilled stage is two tiles behind the one read");
   constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
   static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
-  using Wgmma = WgmmaOp<T>;
+  using Wgmma = WgmmaOp<T, BN>;
 
   extern __shared__ unsigned char smem_raw[];
   // wgmma's swizzle is a function of address bits 4-9: the stages start 1024-byte aligned.
@@ -149,11 +153,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) implicit_gemm_fprop_wgmma_ke
   FpropGather<T, BM, BN, kWgmmaThreads, true> gather(p, block_m, block_n, tid);
   const int n_tiles = gather.template block_tiles<kSplitK>(p);
 
-  float acc[MH][64];
+  float acc[MH][BN / 2];
 #pragma unroll
   for (int mh = 0; mh < MH; ++mh)
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[mh][i] = 0.f;
+    for (int i = 0; i < BN / 2; ++i) acc[mh][i] = 0.f;
 
   // One commit group per k-tile (empty past the end): waiting until STAGES - 3 are pending means
   // tile kt has landed.

@@ -587,7 +587,8 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
         CAPTURE(direction_str);
         for (const char* algorithm :
              {"implicit_gemm", "implicit_gemm_atomic", "implicit_gemm_256x128",
-              "implicit_gemm_128x128", "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128"}) {
+              "implicit_gemm_128x128", "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
+              "implicit_gemm_wgmma_128x64"}) {
           const std::string name = algorithm;
           if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
           CAPTURE(name);
