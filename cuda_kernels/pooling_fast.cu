@@ -454,7 +454,7 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 // float32 average 4 (its four window divisors stay live; 5 spilled), bfloat16 3 (70-74
 // registers; asking for 4 spills).
 template <typename T, bool kMax>
-constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : 3;
+constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : (kMax ? 4 : 3);
 template <typename T, int V, bool kMax>
 __global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T, kMax>)
 pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,

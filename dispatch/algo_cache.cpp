@@ -23,6 +23,7 @@
 #ifdef EMBER_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda_kernels/stream_hold.h"
 #include "tensor/cuda_check.h"
 #endif
 
@@ -615,7 +616,11 @@ void log_decision(const AlgoSlot& slot, const AlgoKey& key, const char* how,
 }
 
 // Times one candidate on the scratch problem: one warm-up run, then up to `reps` timed runs.
-// CPU: steady_clock per run, minimum. CUDA: events on the current stream around `reps` runs, mean.
+// CPU: steady_clock per run, minimum. CUDA: events on the current stream around `reps` runs, mean,
+// enqueued behind a hold kernel (cuda_kernels/stream_hold.h) long enough for the host to enqueue
+// them all, so the runs go back to back and the events time the GPU alone: the steady state of a
+// captured step, where host launch overhead is gone. (Timed at the host's pace, a 10-us problem
+// ranked the single-kernel algorithms above faster ones of two kernels.)
 // Pruning: when the warm-up run alone took longer than `prune_above_ms` (a multiple of the fastest
 // candidate so far), the candidate cannot win: its warm-up time is returned and `c.pruned` set.
 // That keeps a slow algorithm (a direct or FFT convolution on a large layer) from costing four
@@ -644,6 +649,10 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
     Stream stream = current_stream(p.device);
     Event warm_start(true), start(true), end(true);
     for (int w = 0; w < (may_prune ? kPruneWarmups : 1); ++w) {
+#ifdef EMBER_WITH_CUDA
+      // A warm-up that may prune is timed on the GPU alone too (see the timed runs below).
+      if (may_prune) cuda::hold_stream(static_cast<cudaStream_t>(stream.handle), 70.0);
+#endif
       warm_start.record(stream);
       p.run(algo, scratch, workspace.ptr);  // warm-up (and the first failure, if any)
       start.record(stream);
@@ -656,7 +665,13 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
         return warm_ms;
       }
     }
-    if (may_prune) start.record(stream);
+#ifdef EMBER_WITH_CUDA
+    // Enqueueing a run takes the host a few microseconds per launch; 50 us per run covers it for
+    // algorithms of a few launches (one whose enqueueing takes longer is partly timed at the
+    // host's pace, as without the hold).
+    cuda::hold_stream(static_cast<cudaStream_t>(stream.handle), 20.0 + 50.0 * reps);
+#endif
+    start.record(stream);
     for (int r = 0; r < reps; ++r) p.run(algo, scratch, workspace.ptr);
     end.record(stream);
     end.synchronize();
