@@ -739,13 +739,11 @@ bool rows_vectorizable(const SoftmaxProblem& p) {
          is_aligned16(p.grad_output);
 }
 
-// Threads per block for rows of `length` elements: enough for about `vectors_per_thread` vectors
-// per thread.
-int block_threads_for(int64_t length, size_t element_size, int vectors_per_thread = 4) {
+// Threads per block for rows of `length` elements: enough for about 4 vectors per thread.
+int block_threads_for(int64_t length, size_t element_size) {
   const int64_t vectors = (length * int64_t(element_size) + 15) / 16;
   int threads = 128;
-  while (threads < kMaxBlockThreads && int64_t(threads) * vectors_per_thread < vectors)
-    threads *= 2;
+  while (threads < kMaxBlockThreads && int64_t(threads) * 4 < vectors) threads *= 2;
   return threads;
 }
 
@@ -830,10 +828,7 @@ void launch_block(const SoftmaxProblem& p, int64_t splits, void* workspace, cuda
   const bool vec = rows_vectorizable(p);
   const int64_t segment = splits == 1 ? p.dim_size : multi_block_segment(p, splits);
   splits = (p.dim_size + segment - 1) / segment;  // no empty segments
-  // Two rounds of visit_row's 4 loads in flight per thread: half the threads of one round, so
-  // twice the blocks share an SM and one block's phases (read, block reduction, re-read and
-  // write) overlap the others'.
-  const int threads = block_threads_for(segment, sizeof(T), 8);
+  const int threads = block_threads_for(segment, sizeof(T));
   const dim3 grid(row_grid(p.outer), unsigned(splits));
   const T* in = static_cast<const T*>(p.input.data_ptr());
   T* out = static_cast<T*>(p.output.data_ptr());

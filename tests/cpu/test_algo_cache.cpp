@@ -435,8 +435,9 @@ TEST_CASE("benchmark mode: times every candidate on scratch outputs, keeps the f
 }
 
 TEST_CASE("benchmark mode: a candidate far slower than the fastest so far runs twice (pruned)") {
-  // Timed in heuristic order: "fast" first; "close" (1.25x) is timed fully; "slow" (10x) is cut
-  // after its two warm-up runs and never reaches the refinement round.
+  // Timed in heuristic order: "fast" first; "close" (1.25x) is timed fully; "slow" (10x, over the
+  // bar of 3x "fast" but not hopelessly) is cut after its two warm-up runs and never reaches the
+  // refinement round.
   FakeOp op({{"fast", 1.0, true, 0, INT64_MAX, fixed_us(2000)},
              {"slow", 2.0, true, 0, INT64_MAX, fixed_us(20000)},
              {"close", 3.0, true, 0, INT64_MAX, fixed_us(2500)}});
@@ -453,6 +454,19 @@ TEST_CASE("benchmark mode: a candidate far slower than the fastest so far runs t
   CHECK(op.choose(cache, 3) == "fast");
   cache.reset_stats();
   CHECK(cache.stats().candidates_pruned == 0);
+}
+
+TEST_CASE("benchmark mode: a candidate hopelessly slower than the fastest runs once (pruned)") {
+  // "hopeless" (40x "fast") is over 10x the bar of 3x "fast" after its first warm-up: no second.
+  FakeOp op({{"fast", 1.0, true, 0, INT64_MAX, fixed_us(2000)},
+             {"hopeless", 2.0, true, 0, INT64_MAX, fixed_us(80000)}});
+  AlgoCache cache;
+  AlgoModeGuard mode(AlgoMode::benchmark);
+  FakeProblem user;
+  cache.run(op.slot(), op.key(4), user);
+  CHECK(op.log().count("hopeless") == 1);
+  CHECK(cache.stats().candidates_pruned == 1);
+  CHECK(op.choose(cache, 4) == "fast");
 }
 
 TEST_CASE("benchmark mode: a slow first call (one-time setup) does not prune the fastest") {

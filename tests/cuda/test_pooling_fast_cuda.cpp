@@ -47,14 +47,22 @@ const std::vector<Window2d> kWindows = {
     {{2}, {3, 2}, {1}, {2}, true},         // dilated taps skipping rows / columns between them
 };
 
-// The backward runs by 2x2 input tiles (cuda_kernels/pooling_fast.cu) when a tile meets at most
-// two windows per dim, the channels fill 16-byte vectors and indices are uint8 taps (or none:
-// average pooling).
-bool backward_by_tiles(const Window2d& w, int64_t channels, DType dtype) {
+// With uint8 taps (or none: average pooling) and channels filling 16-byte vectors, the backward
+// runs by whole windows where they tile the input (kernel == stride, no padding or dilation), else
+// by 2x2 input tiles where a tile meets at most two windows per dim (cuda_kernels/pooling_fast.cu);
+// otherwise, and with int64 positions, per input pixel.
+cuda::PoolFastKernel backward_kernel(const Window2d& w, int64_t channels, DType dtype) {
   const int64_t vector = dtype == DType::f32 ? 4 : 8;
-  for (int dim = 0; dim < 2; ++dim)
-    if ((at(w.kernel, dim) - 1) * at(w.dilation, dim) + 2 > 2 * at(w.stride, dim)) return false;
-  return channels % vector == 0;
+  if (channels % vector != 0) return cuda::PoolFastKernel::window_nhwc;
+  bool disjoint = true, tiles = true;
+  for (int dim = 0; dim < 2; ++dim) {
+    disjoint = disjoint && at(w.kernel, dim) == at(w.stride, dim) && at(w.padding, dim) == 0 &&
+               at(w.dilation, dim) == 1;
+    tiles = tiles && (at(w.kernel, dim) - 1) * at(w.dilation, dim) + 2 <= 2 * at(w.stride, dim);
+  }
+  return disjoint ? cuda::PoolFastKernel::window_disjoint_nhwc
+         : tiles  ? cuda::PoolFastKernel::window_tiles_nhwc
+                  : cuda::PoolFastKernel::window_nhwc;
 }
 
 // Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling_fast.cu) when the
@@ -194,11 +202,10 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               CHECK(cuda::pool_fast_plan(max_args(fast_x, probe.values, w, DType::u8, false),
                                          Direction::forward)
                         .kernel == forward_kernel);
-              // Backward: dL/dx, dL/dy in the same layouts; int64 positions never go by tiles.
-              const bool tiles = backward_by_tiles(w, channels, dtype);
+              // Backward: dL/dx, dL/dy in the same layouts; int64 positions never go by windows
+              // or tiles.
               CHECK(cuda::pool_fast_plan(a, Direction::backward).kernel ==
-                    (tiles ? cuda::PoolFastKernel::window_tiles_nhwc
-                           : cuda::PoolFastKernel::window_nhwc));
+                    backward_kernel(w, channels, dtype));
               PoolArgs flat = max_args(fast_x, probe.values, w, DType::i64, true);
               CHECK(cuda::pool_fast_plan(flat, Direction::backward).kernel ==
                     cuda::PoolFastKernel::window_nhwc);
