@@ -970,23 +970,15 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
     T* grad_in = static_cast<T*>(a.input.data_ptr());
     const T* grad_out = static_cast<const T*>(a.output.data_ptr());
     if constexpr (V > 1) {
-      if (kernel == PoolFastKernel::window_disjoint_nhwc) {
-        if (max)
-          pool2d_nhwc_backward_disjoint_kernel<T, V, true>
-              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, taps, total);
-        else
-          pool2d_nhwc_backward_disjoint_kernel<T, V, false>
-              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, nullptr, total);
-        EMBER_CUDA_LAUNCH_CHECK();
-        return;
-      }
-      if (kernel == PoolFastKernel::window_tiles_nhwc) {
-        if (max)
-          pool2d_nhwc_backward_tiles_kernel<T, V, true>
-              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, taps, total);
-        else
-          pool2d_nhwc_backward_tiles_kernel<T, V, false>
-              <<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, nullptr, total);
+      // By whole windows or by 2x2 tiles: the same arguments (taps null for average pooling).
+      const bool disjoint = kernel == PoolFastKernel::window_disjoint_nhwc;
+      if (disjoint || kernel == PoolFastKernel::window_tiles_nhwc) {
+        const auto by_windows_or_tiles =
+            disjoint ? (max ? pool2d_nhwc_backward_disjoint_kernel<T, V, true>
+                            : pool2d_nhwc_backward_disjoint_kernel<T, V, false>)
+                     : (max ? pool2d_nhwc_backward_tiles_kernel<T, V, true>
+                            : pool2d_nhwc_backward_tiles_kernel<T, V, false>);
+        by_windows_or_tiles<<<grid, kBlockThreads, 0, stream>>>(g, grad_in, grad_out, taps, total);
         EMBER_CUDA_LAUNCH_CHECK();
         return;
       }
