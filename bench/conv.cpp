@@ -1,16 +1,16 @@
-// Convolution benchmarks (GPU): the nine ResNet-50 layer shapes of shared/ANCHORS.md at batch 64
-// in bf16 channels_last and in fp32 NCHW (TF32 allowed, PyTorch's default), then the ten
+// Convolution benchmarks (GPU): the nine ResNet-50 layer shapes of shared/ANCHORS.md at batch 64 in
+// bf16 channels_last and in fp32 NCHW (TF32 allowed, PyTorch's default), then the eleven
 // convolution shapes of the CIFAR-stem ResNet-18 at batch 128 (issue 8's graphed training step) in
 // bf16 channels_last; forward / backward-data / backward-filter. EMBER_BENCH_CONV_LAYERS=resnet50
-// or cifar18 runs one set only. For each direction: every applicable CUDA algorithm, forced ("ember:<name>"),
-// the algorithm cache's benchmark-mode choice ("ember", with "algo") and its heuristic-mode
-// choice ("ember_heuristic": what a program gets by default, without timing), each timed as a
-// replayed CUDA graph so no host overhead is counted (as the PyTorch side, bench/conv.py, times
-// cuDNN). Forced rows carry the heuristic's cost estimate ("heuristic_us") to compare its ranking
-// with the measured one.
-// Prints one JSON line per measurement: ms, TFLOPs (2*N*K*P*Q*C*R*S / time), the algorithm's
-// workspace_bytes, and a checksum (mean of the result) of inputs made from the same formula in
-// both programs, sin(0.37 * i + phase) over the logical NCHW index, so results can be compared.
+// or cifar18 runs one set only. For each direction: every applicable CUDA algorithm, forced
+// ("ember:<name>"), the algorithm cache's benchmark-mode choice ("ember", with "algo") and its
+// heuristic-mode choice ("ember_heuristic": what a program gets by default, without timing), each
+// timed as a replayed CUDA graph so no host overhead is counted (as the PyTorch side,
+// bench/conv.py, times cuDNN). Forced rows carry the heuristic's cost estimate ("heuristic_us") to
+// compare its ranking with the measured one. Prints one JSON line per measurement: ms, TFLOPs
+// (2*N*K*P*Q*C*R*S / time), the algorithm's workspace_bytes, and a checksum (mean of the result) of
+// inputs made from the same formula in both programs, sin(0.37 * i + phase) over the logical NCHW
+// index, so results can be compared.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -202,7 +202,8 @@ int main() {
   const char* only = std::getenv("EMBER_BENCH_CONV_LAYERS");
   const std::string set = only ? only : "";
   if (!set.empty() && set != "resnet50" && set != "cifar18") {
-    std::fprintf(stderr, "EMBER_BENCH_CONV_LAYERS must be resnet50 or cifar18 (or unset: both), got '%s'\n",
+    std::fprintf(stderr,
+                 "EMBER_BENCH_CONV_LAYERS must be resnet50 or cifar18 (or unset: both), got '%s'\n",
                  set.c_str());
     return 2;
   }

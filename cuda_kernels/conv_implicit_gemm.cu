@@ -8,8 +8,8 @@
 //       of the block uses the weight in place. Tiles: 256x128 (8 warps of 64x64), 128x128 (4 of
 //       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), and where wgmma runs the wgmma
 //       kernel's 256x128, 128x128 and 128x64, the one whose busiest SM has the least work
-//       (partial last waves count); channel counts that are not a multiple of 8 (16-bit) / 4 (fp32) take the
-//       general (element-load) 64x64 path.
+//       (partial last waves count); channel counts that are not a multiple of 8 (16-bit) /
+//       4 (fp32) take the general (element-load) 64x64 path.
 //   forward / backward_data  "implicit_gemm_256x128", "_128x128", "_128x64", "_64x64": the same
 //       kernel with that tile fixed (channel counts with 16-byte vectors only), for the benchmark
 //       mode to time against the wave model's pick; the heuristic ranks them behind it.
@@ -40,9 +40,10 @@
 //       epilogue (implicit_gemm_forward_fused never picks it); ranked behind "implicit_gemm" for
 //       the benchmark mode to time.
 //   forward / backward_data  "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
-//       "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on Hopper's warpgroup MMA
-//       (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute capability 9.0 devices only),
-//       vector path only, same plan, packing and staging as the tiles above.
+//       "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on
+//       Hopper's warpgroup MMA (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute
+//       capability 9.0 devices only), vector path only, same plan, packing and staging as the
+//       tiles above.
 // Activations not in channels_last are staged into the workspace (and written back). Every
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.

@@ -1,23 +1,23 @@
-// The fprop implicit GEMM (forward and backward-data, conv_implicit_gemm.cuh) on Hopper's
-// warpgroup MMA: wgmma.mma_async reads both operands straight from shared memory, so no warp
-// spends issue slots on ldmatrix or per-fragment MMAs, and TF32 runs at the tensor core's TF32
-// rate instead of mma.sync's.
+// The fprop implicit GEMM (forward and backward-data, conv_implicit_gemm.cuh) on Hopper's warpgroup
+// MMA: wgmma.mma_async reads both operands straight from shared memory, so no warp spends issue
+// slots on ldmatrix or per-fragment MMAs, and TF32 runs at the tensor core's TF32 rate instead of
+// mma.sync's.
 //
 // The gather is the mma.sync kernel's (FpropGather: cp.async of 16-byte channel chunks into
-// 128-byte rows whose chunk j of row r sits at j ^ (r % 8)); that is exactly wgmma's K-major
-// layout with the 128-byte swizzle when each stage starts 1024-byte aligned, so a descriptor per
-// operand (start address, 1024 bytes between 8-row groups) describes a stage, and a k-step moves
-// the start 32 bytes along the row. Two warpgroups (256 threads) each own BM/2 destination rows
-// (one m64 wgmma per 64 of them) and all BN columns (n128, or n64 for 64-channel outputs). Pipeline: STAGES tiles of shared
-// memory, STAGES - 2 k-tiles in flight ahead of the one read, and one wgmma group in flight: at
-// k-tile kt a thread refills the stage of tile kt - 2, whose MMAs every warpgroup retired before
-// the barrier of iteration kt (each waits for all but its latest group at the end of an
-// iteration).
+// 128-byte rows whose chunk j of row r sits at j ^ (r % 8)); that is exactly wgmma's K-major layout
+// with the 128-byte swizzle when each stage starts 1024-byte aligned, so a descriptor per operand
+// (start address, 1024 bytes between 8-row groups) describes a stage, and a k-step moves the start
+// 32 bytes along the row. Two warpgroups (256 threads) each own BM/2 destination rows (one m64
+// wgmma per 64 of them) and all BN columns (n128, or n64 for 64-channel outputs). Pipeline: STAGES
+// tiles of shared memory, STAGES - 2 k-tiles in flight ahead of the one read, and one wgmma group
+// in flight: at k-tile kt a thread refills the stage of tile kt - 2, whose MMAs every warpgroup
+// retired before the barrier of iteration kt (each waits for all but its latest group at the end of
+// an iteration).
 //
 // fp32 operands run as TF32 (the MMA ignores the low 13 mantissa bits: truncation, where the
 // mma.sync kernels round to nearest). Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the
-// host launches it only where wgmma_compiled() and the device is compute capability 9.0.
-// Include only from cuda_kernels/conv_implicit_gemm.cu, after conv_implicit_gemm.cuh.
+// host launches it only where wgmma_compiled() and the device is compute capability 9.0. Include
+// only from cuda_kernels/conv_implicit_gemm.cu, after conv_implicit_gemm.cuh.
 #pragma once
 
 #include <cstdint>

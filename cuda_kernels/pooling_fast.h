@@ -3,10 +3,10 @@
 // dilation, ceil_mode) and global average pooling (adaptive to size 1) of dense channels_last
 // input, plus its backward into dense NCHW; max pooling with int64, uint8 or no indices
 // (ops/pooling.h); window backward by whole windows where they do not overlap, by 2x2 input tiles
-// where a tile meets at most two windows per dim, and max pooling's forward over 3x3 windows unrolled. float32 and bfloat16 only. Each entry
-// point returns false, launching nothing, when its conditions (dtype, layout, 32-bit sizes) do not
-// hold; the results then come from the generic kernels, whose semantics these paths reproduce
-// exactly.
+// where a tile meets at most two windows per dim, and max pooling's forward over 3x3 windows
+// unrolled. float32 and bfloat16 only. Each entry point returns false, launching nothing, when its
+// conditions (dtype, layout, 32-bit sizes) do not hold; the results then come from the generic
+// kernels, whose semantics these paths reproduce exactly.
 #pragma once
 #include <cuda_runtime.h>
 
