@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
+#include "common/algo_mode.h"
 #include "common/distributed_setup.h"
 #include "distributed/ddp.h"
 #include "ember.h"
@@ -99,7 +101,7 @@ void reduce_over_ranks(const examples::DistributedSetup& dist, Tensor& value, di
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string task = "charlm", corpus_path, device_name = "auto", amp = "none", data_dir;
+  std::string task = "charlm", corpus_path, device_name = "auto", amp = "none", data_dir, algo;
   int64_t steps = 2000, batch = 64, seq_len = 128, hidden = 512, layers = 2, embed_dim = 256;
   int64_t sample_every = 250, eval_every = 250, epochs = 5;
   double lr = 2e-3, dropout = 0.0, clip = 1.0;
@@ -124,6 +126,8 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", eval_every);
   app.add_option("--amp", amp, "none or bf16");
   app.add_flag("--graphs", graphs, "capture the training step as a CUDA graph");
+  app.add_option("--algo-mode", algo, examples::kAlgoModeHelp)
+      ->check(CLI::IsMember({"benchmark", "heuristic", "deterministic"}));
   app.add_flag("--ddp", ddp_flag, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
   app.add_option("--seed", seed);
   CLI11_PARSE(app, argc, argv);
@@ -133,6 +137,8 @@ int main(int argc, char** argv) {
     const bool main_rank = dist.main_rank();
     const Device device = examples::pick_device(device_name);
     manual_seed(seed);
+    std::optional<dispatch::AlgoModeGuard> algo_mode;  // this thread runs every step
+    if (const auto mode = examples::algo_mode_for(algo, device)) algo_mode.emplace(*mode);
     const bool use_amp = amp == "bf16";
     EMBER_CHECK(amp == "none" || amp == "bf16", "--amp must be none or bf16");
     if (device.is_cpu() && app.count("--steps") == 0 && app.count("--epochs") == 0) {
@@ -228,10 +234,11 @@ int main(int argc, char** argv) {
     data::DataLoader val_loader(examples::shard_for_rank(val_set, dist, seed),
                                 data::DataLoaderOptions(batch).drop_last(true).device(device));
     if (main_rank)
-      std::printf("char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s%s\n",
+      std::printf("char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s%s, %s algorithms\n",
                   corpus_path.empty() ? "fortunes" : corpus_path.c_str(), (long long)n, (long long)vocab,
                   (long long)layers, (long long)hidden, device.str().c_str(),
-                  dist.world > 1 ? (", " + std::to_string(dist.world) + " ranks").c_str() : "");
+                  dist.world > 1 ? (", " + std::to_string(dist.world) + " ranks").c_str() : "",
+                  dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
 
     auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
       Tensor loss;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/algo_mode.h"
 #include "common/distributed_setup.h"
 #include "distributed/ddp.h"
 #include "distributed/sync_batch_norm.h"
@@ -27,7 +28,7 @@ namespace {
 
 struct Config {
   std::string dataset = "fashion-mnist", data, arch = "resnet18", device = "auto";
-  std::string schedule = "cosine", amp = "none", out = "runs/resnet", checkpoint;
+  std::string schedule = "cosine", amp = "none", out = "runs/resnet", checkpoint, algo_mode;
   int64_t batch_size = 128, epochs = 15, train_limit = 0, test_limit = 0, max_steps = 0;
   int64_t workers = 2, log_interval = 50, synthetic_size = 224, synthetic_batches = 50;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, warmup_epochs = 1, label_smoothing = 0;
@@ -120,6 +121,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", c.amp, "none, bf16 or fp16 (fp16 uses a GradScaler)");
   app.add_flag("--channels-last", c.channels_last, "NHWC activations and weights");
   app.add_flag("--graphs", c.graphs, "capture training steps as CUDA graphs (one per input shape)");
+  app.add_option("--algo-mode", c.algo_mode, examples::kAlgoModeHelp)
+      ->check(CLI::IsMember({"benchmark", "heuristic", "deterministic"}));
   app.add_flag("--ddp", c.ddp, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
   app.add_flag("--sync-bn", c.sync_bn, "with data parallel: batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--train-limit", c.train_limit, "use only the first N training images");
@@ -142,6 +145,8 @@ int main(int argc, char** argv) {
     const Device device = examples::pick_device(c.device);
     manual_seed(c.seed);
     const bool main_rank = dist.main_rank();
+    std::optional<dispatch::AlgoModeGuard> algo_mode;  // this thread runs every step
+    if (const auto mode = examples::algo_mode_for(c.algo_mode, device)) algo_mode.emplace(*mode);
     // Without a GPU, a full run takes hours: unless told otherwise, make it a short demo run.
     if (device.is_cpu() && c.dataset != "synthetic" && app.count("--epochs") == 0 &&
         app.count("--train-limit") == 0) {
@@ -248,11 +253,12 @@ int main(int argc, char** argv) {
 
     if (main_rank) {
       fs::create_directories(c.out);
-      std::printf("%s on %s (%s stem, %lld parameters), %s, batch %lld x %d rank(s), %lld steps/epoch%s%s%s\n",
+      std::printf("%s on %s (%s stem, %lld parameters), %s, batch %lld x %d rank(s), %lld steps/epoch%s%s%s, "
+                  "%s algorithms\n",
                   c.arch.c_str(), device.str().c_str(), d.stem.c_str(), (long long)model->num_parameters(),
                   c.dataset.c_str(), (long long)c.batch_size, world, (long long)steps_per_epoch,
                   amp ? (" amp " + c.amp).c_str() : "", c.channels_last ? " channels_last" : "",
-                  go.enabled ? " cuda-graphs" : "");
+                  go.enabled ? " cuda-graphs" : "", dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
     }
     std::ofstream csv;
     if (main_rank) {
