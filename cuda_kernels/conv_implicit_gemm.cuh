@@ -1117,9 +1117,9 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
         }
       });
 
-  // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
-  T* dst = static_cast<T*>(p.dst);
-  const bool pairs = (p.Nout & 1) == 0;
+  // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}; stored as
+  // the fprop tiles store theirs (the plan gives this kernel no bias and no ReLU).
+  const FpropEpilogue<T> epi(p);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1130,14 +1130,7 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
       for (int half = 0; half < 2; ++half) {
         const int row = block_m + warp_m * kHaloFpropWM + mt * 16 + (lane >> 2) + half * 8;
         if (row >= p.M) continue;
-        const float v0 = acc[mt][nt][2 * half], v1 = acc[mt][nt][2 * half + 1];
-        T* out = dst + int64_t(row) * p.Nout + col;
-        if (pairs) {
-          *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
-        } else {
-          out[0] = convert<T>(v0);
-          if (col + 1 < p.Nout) out[1] = convert<T>(v1);
-        }
+        epi.store(p, row, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
       }
     }
 }

@@ -74,24 +74,34 @@ __device__ __forceinline__ void store_indices(int64_t* p, const int (&v)[V]) {
   }
 }
 
-// V uint8 window taps at p (V-byte aligned when V > 1: 4 for float32, 8 for bfloat16), moved as
-// 32-bit words of four.
+// V = 4 or 8 uint8 window taps at p (V-byte aligned: 4 for float32, 8 for bfloat16) as 32-bit
+// words of four; tap j is byte j % 4 of word j / 4 (tap_in).
+template <int V>
+__device__ __forceinline__ void load_tap_words(const uint8_t* p, uint32_t (&words)[V / 4]) {
+  static_assert(V == 4 || V == 8, "uint8 taps move in one or two 32-bit words");
+  if constexpr (V == 4) {
+    words[0] = *reinterpret_cast<const uint32_t*>(p);
+  } else {
+    const uint2 pair = *reinterpret_cast<const uint2*>(p);
+    words[0] = pair.x;
+    words[1] = pair.y;
+  }
+}
+template <int V>
+__device__ __forceinline__ uint32_t tap_in(const uint32_t (&words)[V / 4], int j) {
+  return (words[j / 4] >> (8 * (j % 4))) & 0xffu;
+}
+
+// V uint8 window taps at p (V-byte aligned when V > 1), moved as 32-bit words of four.
 template <int V>
 __device__ __forceinline__ void load_indices(const uint8_t* p, int (&v)[V]) {
   if constexpr (V == 1) {
     v[0] = *p;
   } else {
-    static_assert(V == 4 || V == 8, "uint8 taps move in one or two 32-bit words");
     uint32_t words[V / 4];
-    if constexpr (V == 4) {
-      words[0] = *reinterpret_cast<const uint32_t*>(p);
-    } else {
-      const uint2 pair = *reinterpret_cast<const uint2*>(p);
-      words[0] = pair.x;
-      words[1] = pair.y;
-    }
+    load_tap_words<V>(p, words);
 #pragma unroll
-    for (int j = 0; j < V; ++j) v[j] = int((words[j / 4] >> (8 * (j % 4))) & 0xffu);
+    for (int j = 0; j < V; ++j) v[j] = int(tap_in<V>(words, j));
   }
 }
 template <int V>
@@ -512,15 +522,7 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
       if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
       const int at = image + ((oh_last - a) * g.out_w + ow_last - b) * g.channels;
       go[a][b] = *reinterpret_cast<const Vec*>(grad_out + at);
-      if constexpr (kMax) {
-        if constexpr (V == 4) {
-          words[a][b][0] = *reinterpret_cast<const uint32_t*>(taps + at);
-        } else {
-          const uint2 pair = *reinterpret_cast<const uint2*>(taps + at);
-          words[a][b][0] = pair.x;
-          words[a][b][1] = pair.y;
-        }
-      }
+      if constexpr (kMax) load_tap_words<V>(taps + at, words[a][b]);
     }
   // Average pooling: each window's divisor, computed once for the tile (the 2x2 stride-2 backward
   // ran at 2657 GB/s computing it per pixel against 2974 once per window, bf16 on the H200).
@@ -556,7 +558,7 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
             const uint32_t key = uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]);
 #pragma unroll
             for (int j = 0; j < V; ++j)
-              if (((words[a][b][j / 4] >> (8 * (j % 4))) & 0xffu) == key)
+              if (tap_in<V>(words[a][b], j) == key)
                 acc[j] += convert<float>(go[a][b].v[j]);
           } else {
 #pragma unroll
@@ -598,20 +600,13 @@ pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   uint32_t words[V / 4];
 #pragma unroll
   for (int j = 0; j < V; ++j) go.v[j] = convert<T>(0.f);
+  // Outside a window the gradient is zero, so whichever tap matches adds 0.
 #pragma unroll
-  for (int k = 0; k < V / 4; ++k) words[k] = 0xffffffffu;  // no tap: taps are < kernel_h * kernel_w
+  for (int k = 0; k < V / 4; ++k) words[k] = 0xffffffffu;
   if (window) {
     const int at = cell.n * g.out_image + (cell.y * g.out_w + cell.x) * g.channels + cell.c0;
     go = *reinterpret_cast<const Vec*>(grad_out + at);
-    if constexpr (kMax) {
-      if constexpr (V == 4) {
-        words[0] = *reinterpret_cast<const uint32_t*>(taps + at);
-      } else {
-        const uint2 pair = *reinterpret_cast<const uint2*>(taps + at);
-        words[0] = pair.x;
-        words[1] = pair.y;
-      }
-    }
+    if constexpr (kMax) load_tap_words<V>(taps + at, words);
   }
   T* dst = grad_in + cell.n * g.in_image + (y0 * g.in_w + x0) * g.channels + cell.c0;
   if constexpr (kMax) {
@@ -622,7 +617,7 @@ pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           float acc = 0.f;
-          if (((words[j / 4] >> (8 * (j % 4))) & 0xffu) == key) acc += convert<float>(go.v[j]);
+          if (tap_in<V>(words, j) == key) acc += convert<float>(go.v[j]);
           result.v[j] = convert<T>(acc);
         }
         *reinterpret_cast<Vec*>(dst + (r * g.in_w + c) * g.channels) = result;

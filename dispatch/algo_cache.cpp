@@ -652,11 +652,18 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
   if (p.device.is_cuda()) {
     Stream stream = current_stream(p.device);
     Event warm_start(true), start(true), end(true);
-    for (int w = 0; w < (may_prune ? kPruneWarmups : 1); ++w) {
+    // Holds the stream while the host enqueues `runs` runs behind it: a few microseconds per
+    // launch, so 50 us per run covers algorithms of a few launches (one whose enqueueing takes
+    // longer is partly timed at the host's pace, as without the hold).
+    auto hold_for = [&](int runs) {
 #ifdef EMBER_WITH_CUDA
-      // A warm-up that may prune is timed on the GPU alone too (see the timed runs below).
-      if (may_prune) cuda::hold_stream(static_cast<cudaStream_t>(stream.handle), 70.0);
+      cuda::hold_stream(static_cast<cudaStream_t>(stream.handle), 20.0 + 50.0 * runs);
+#else
+      (void)runs;
 #endif
+    };
+    for (int w = 0; w < (may_prune ? kPruneWarmups : 1); ++w) {
+      if (may_prune) hold_for(1);  // a warm-up that may prune is timed on the GPU alone too
       warm_start.record(stream);
       p.run(algo, scratch, workspace.ptr);  // warm-up (and the first failure, if any)
       start.record(stream);
@@ -669,12 +676,7 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
         return warm_ms;
       }
     }
-#ifdef EMBER_WITH_CUDA
-    // Enqueueing a run takes the host a few microseconds per launch; 50 us per run covers it for
-    // algorithms of a few launches (one whose enqueueing takes longer is partly timed at the
-    // host's pace, as without the hold).
-    cuda::hold_stream(static_cast<cudaStream_t>(stream.handle), 20.0 + 50.0 * reps);
-#endif
+    hold_for(reps);
     start.record(stream);
     for (int r = 0; r < reps; ++r) p.run(algo, scratch, workspace.ptr);
     end.record(stream);
@@ -784,9 +786,9 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
   CacheShard& shard = m.shard_of(hash);
   int cached = -1;
   ChoiceSource cached_source = ChoiceSource::heuristic;
-  // A key whose values overflowed its fields names no single problem: it is never filed, so it is
-  // never looked up either (the miss path chooses for the call alone).
   if (key_in.oversize) [[unlikely]] {
+    // Its values overflowed the key's fields, so it names no single problem: never filed, never
+    // looked up (the miss path below chooses for this call alone).
   } else if (const RememberedHit* r = lookups.find(m.id, epoch, hash, filed)) [[likely]] {
     cached = r->algorithm;
     cached_source = r->source;
