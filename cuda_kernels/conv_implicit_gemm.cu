@@ -267,7 +267,7 @@ struct FpropPlan {
 // Blocks of a tile resident per SM: shared memory of launch_fprop_tile's stages (4 for the wide
 // tile, else 3), TF32 at most 2 (fprop_min_blocks); the wgmma tiles' launch bounds.
 int64_t fprop_resident_blocks(const FpropTileInfo& t, DType dtype) {
-  if (is_wgmma_tile(t.tile)) return t.tile == FpropTile::wgmma_narrow ? 2 : 1;
+  if (is_wgmma_tile(t.tile)) return igemm::wgmma_blocks_per_sm(t.bn);
   const int stages = t.tile == FpropTile::wide ? 4 : 3;
   const int64_t fit = igemm::blocks_per_sm(stages * int(t.bm + t.bn) * igemm::kFpropRowBytes);
   return dtype == DType::f32 ? std::min<int64_t>(fit, 2) : fit;

@@ -28,6 +28,9 @@
 namespace ember::cuda::conv::igemm {
 
 constexpr int kWgmmaThreads = 256;  // two warpgroups
+// Blocks per SM a wgmma fprop kernel is built for (its launch bounds; the host's wave model): two
+// of the n64 tile, whose stages fit twice in shared memory, else one.
+constexpr int wgmma_blocks_per_sm(int bn) { return bn == 64 ? 2 : 1; }
 
 // Dynamic shared memory of a wgmma fprop block: its stages plus the slack that aligns them.
 template <int BM, int BN, int STAGES>
@@ -160,7 +163,7 @@ __device__ __forceinline__ void wgmma_fence_fragment(uint32_t (&a)[4]) {
 // with two blocks per SM), the vector path only (16-byte chunks: Csrc a multiple of 8 for 16-bit
 // types, 4 for fp32). kSplitK as in implicit_gemm_fprop_kernel.
 template <typename T, int BM, int BN, int STAGES, bool kSplitK>
-__global__ void __launch_bounds__(kWgmmaThreads, BN == 64 ? 2 : 1)
+__global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
     implicit_gemm_fprop_wgmma_kernel(FpropParams p) {
 #ifdef EMBER_WGMMA_DEVICE
   static_assert(BN == 128 || BN == 64, "n128 or n64 wgmma");

@@ -17,7 +17,8 @@ constexpr const char* kAlgoModeHelp =
     "benchmark (time each candidate once per shape; the default on a GPU), heuristic (cost "
     "model, no timing; the default on the CPU) or deterministic; EMBER_ALGO_MODE also sets it";
 
-// The mode for a run on `device`: `flag` (--algo-mode) when given, else none (the process-wide
+// The mode for a run on `device`: `flag` (--algo-mode; an unknown name is algo_mode_from_name's
+// error) when given, else none (the process-wide
 // settings, which EMBER_ALGO_MODE initialises) when EMBER_ALGO_MODE is set or on the CPU, else
 // benchmark.
 inline std::optional<dispatch::AlgoMode> algo_mode_for(const std::string& flag, Device device) {

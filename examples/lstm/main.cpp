@@ -126,8 +126,7 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", eval_every);
   app.add_option("--amp", amp, "none or bf16");
   app.add_flag("--graphs", graphs, "capture the training step as a CUDA graph");
-  app.add_option("--algo-mode", algo, examples::kAlgoModeHelp)
-      ->check(CLI::IsMember({"benchmark", "heuristic", "deterministic"}));
+  app.add_option("--algo-mode", algo, examples::kAlgoModeHelp);
   app.add_flag("--ddp", ddp_flag, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
   app.add_option("--seed", seed);
   CLI11_PARSE(app, argc, argv);

@@ -121,8 +121,7 @@ int main(int argc, char** argv) {
   app.add_option("--amp", c.amp, "none, bf16 or fp16 (fp16 uses a GradScaler)");
   app.add_flag("--channels-last", c.channels_last, "NHWC activations and weights");
   app.add_flag("--graphs", c.graphs, "capture training steps as CUDA graphs (one per input shape)");
-  app.add_option("--algo-mode", c.algo_mode, examples::kAlgoModeHelp)
-      ->check(CLI::IsMember({"benchmark", "heuristic", "deterministic"}));
+  app.add_option("--algo-mode", c.algo_mode, examples::kAlgoModeHelp);
   app.add_flag("--ddp", c.ddp, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
   app.add_flag("--sync-bn", c.sync_bn, "with data parallel: batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--train-limit", c.train_limit, "use only the first N training images");
