@@ -610,7 +610,11 @@ size_t im2col_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; }
 // GEMMs at about 60% of the math peak, plus one launch per chunk and group. The image-major
 // layout (NCHW activations) runs one GEMM per image with P*Q columns; below ~512 columns cuBLAS
 // falls well short of that (H200, bench_conv fp32 NCHW 3x3: 52 TFLOP/s at 7x7, 49 columns,
-// against the pixel-major bf16 GEMM's 469), so their efficiency scales with P*Q / 512.
+// against the pixel-major bf16 GEMM's 469), so their efficiency scales with P*Q / 512. Then a
+// calibration to bench_conv on the H200 (three runs, 2026-11-29 19:46-20:09, 87 layer x direction
+// rows; replayed offline, the heuristic's picks went from 1.06x to 1.02x the best algorithm's
+// time): 16-bit pixel-major GEMMs over several taps measured ~0.85x the estimate (CIFAR's 4x4 and
+// ResNet's 7x7 3x3 forward: 0.51-0.62x), fp32 backward_filter from NCHW activations 1.3-2.5x.
 double im2col_cost_us(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   const Plan plan = plan_of(pr);
@@ -621,10 +625,16 @@ double im2col_cost_us(const ConvProblem& pr) {
   const int64_t chunks = (d.N + plan.chunk - 1) / plan.chunk;
   const int64_t calls_per_chunk = plan.pixels_major ? 2 : 1 + d.G;
   const double operands = double(pr.input.nbytes() + pr.output.nbytes() + pr.weight.nbytes());
-  return memory_time_us(2.0 * col_total + 2.0 * double(plan.staging + plan.partial_bytes)) +
-         std::max(math_time_us(d.macs(), pr.input.dtype(), pr.allow_tf32, gemm_efficiency),
-                  memory_time_us(operands) / 0.8) +
-         double(chunks * calls_per_chunk) * kLaunchUs;
+  double calibration = 1.0;
+  if (pr.input.element_size() == 2 && plan.pixels_major && d.R * d.S > 1) calibration = 0.85;
+  if (pr.input.dtype() == DType::f32 && pr.direction == Direction::backward_filter &&
+      !dense_as(pr.input, Form::nhwc))
+    calibration = 1.5;
+  return calibration *
+         (memory_time_us(2.0 * col_total + 2.0 * double(plan.staging + plan.partial_bytes)) +
+          std::max(math_time_us(d.macs(), pr.input.dtype(), pr.allow_tf32, gemm_efficiency),
+                   memory_time_us(operands) / 0.8) +
+          double(chunks * calls_per_chunk) * kLaunchUs);
 }
 
 bool im2col_applies(const ConvProblem& pr) {

@@ -39,6 +39,8 @@
 //       them per tap (55 MACs per byte loaded against 21-43 for the tiles above); no bias/ReLU
 //       epilogue (implicit_gemm_forward_fused never picks it); ranked behind "implicit_gemm" for
 //       the benchmark mode to time.
+//   forward / backward_data  "implicit_gemm_halo_wgmma": the same stages and lane addressing with
+//       the MMAs on wgmma (A from registers, B by descriptor; conv_implicit_gemm_wgmma.cuh).
 //   forward / backward_data  "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
 //       "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on
 //       Hopper's warpgroup MMA (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute
@@ -405,23 +407,32 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
   }
 }
 
-// The halo kernel (one 256 x 64 tile, 8 warps, one block per SM; never split).
+// The halo kernels (one 256 x 64 tile, 8 warps, one block per SM; never split): on mma.sync, or
+// on wgmma (sm_90a builds, compute 9.0 devices).
+enum class HaloKernel : uint8_t { none, mma_sync, wgmma };
 template <typename T>
-void launch_halo_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_halo_fprop_kernel<T>;
-  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  kernel<<<fprop_grid(p, igemm::kHaloFpropBM, igemm::kHaloFpropBN), igemm::kHaloFpropThreads,
-           igemm::kHaloFpropSmemBytes, stream>>>(p);
+void launch_halo_fprop(HaloKernel halo, const FpropParams& p, cudaStream_t stream, int device) {
+  const dim3 grid = fprop_grid(p, igemm::kHaloFpropBM, igemm::kHaloFpropBN);
+  if (halo == HaloKernel::wgmma) {
+    constexpr auto kernel = igemm::implicit_gemm_halo_fprop_wgmma_kernel<T>;
+    opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
+    kernel<<<grid, igemm::kWgmmaThreads, igemm::kHaloWgmmaSmemBytes, stream>>>(p);
+  } else {
+    constexpr auto kernel = igemm::implicit_gemm_halo_fprop_kernel<T>;
+    opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
+    kernel<<<grid, igemm::kHaloFpropThreads, igemm::kHaloFpropSmemBytes, stream>>>(p);
+  }
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
 // Runs forward or backward_data with the `fixed` tile (else the wave model's); `bias` (forward
 // only, may be undefined) and `relu` form the fused epilogue; `split`: split-K (no epilogue);
-// `halo`: the halo kernel (halo_fprop_applies; no epilogue).
+// `halo`: a halo kernel (halo_fprop_applies; no epilogue).
 void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, const Tensor& bias,
-               bool relu, std::optional<FpropTile> fixed, bool split = false, bool halo = false) {
+               bool relu, std::optional<FpropTile> fixed, bool split = false,
+               HaloKernel halo = HaloKernel::none) {
   EMBER_CHECK(!split || (!bias.defined() && !relu), "implicit_gemm: split-K has no epilogue");
-  EMBER_CHECK(!halo || (!bias.defined() && !relu && !split),
+  EMBER_CHECK(halo == HaloKernel::none || (!bias.defined() && !relu && !split),
               "implicit_gemm_halo: no epilogue and no split-K");
   const ConvShape d = shape_of(pr);
   const FpropPlan f = fprop_plan(pr, fixed, split);
@@ -468,9 +479,9 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
       filter = packed;
     }
     p.filter = filter;
-    if (halo) {
+    if (halo != HaloKernel::none) {
       if constexpr (sizeof(T) == 2) {
-        launch_halo_fprop<T>(p, stream, dev.index);
+        launch_halo_fprop<T>(halo, p, stream, dev.index);
       } else {
         EMBER_CHECK(false, "implicit_gemm_halo: bf16/f16 only");
       }
@@ -718,6 +729,12 @@ bool wgrad_applies(const ConvProblem& pr) {
          (d.RS() * cpad + 127) / 128 <= 65535;
 }
 
+// The wgrad kernels (these tiles and the halo kernel) measured 1.4-2.3x their estimates on every
+// bench_conv row (H200, 2026-11-29 19:46-20:09, both dtypes), where gemm_1x1's and im2col_gemm's
+// were within ~0.65-1.3x; scaling theirs by this puts the 1x1 stride-2 and small-image (8x8, 4x4)
+// backward_filter picks on gemm_1x1 / im2col_gemm, which ran them 1.2-2.3x faster.
+constexpr double kWgradMeasuredOverModel = 1.4;
+
 double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
   const ConvShape d = shape_of(pr);
   const WgradPlan w = wgrad_plan(pr, atomic, fixed);
@@ -726,8 +743,9 @@ double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile
   // Partials: written once per split and read back by the reduction (atomics: read-modify-write).
   const double partial_traffic = atomic ? 3.0 * double(w.partial_bytes) * double(w.splits)
                                         : 2.0 * double(w.partial_bytes);
-  return math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, w.big ? 0.45 : 0.35) +
-         memory_time_us(partial_traffic + 2.0 * double(w.staging_bytes)) + 2 * kLaunchUs;
+  return kWgradMeasuredOverModel *
+         (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, w.big ? 0.45 : 0.35) +
+          memory_time_us(partial_traffic + 2.0 * double(w.staging_bytes)) + 2 * kLaunchUs);
 }
 
 double fixed_wgrad_cost_us(const ConvProblem& pr, WgradTile tile) {
@@ -834,9 +852,10 @@ double halo_wgrad_cost_us(const ConvProblem& pr, bool atomic) {
   const double waste = double(h.grid_m * igemm::kHaloBM) / double(d.K);
   const double partial_traffic = atomic ? 3.0 * double(h.partial_bytes) * double(h.splits)
                                         : 2.0 * double(h.partial_bytes);
-  const double own = math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, 0.45) +
-                     memory_time_us(partial_traffic + 2.0 * double(h.staging_bytes)) +
-                     2 * kLaunchUs;
+  const double own = kWgradMeasuredOverModel *
+                     (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, 0.45) +
+                      memory_time_us(partial_traffic + 2.0 * double(h.staging_bytes)) +
+                      2 * kLaunchUs);
   return std::max(own, wgrad_cost_us(pr, false, std::nullopt)) * kFixedTileCostFactor;
 }
 
@@ -881,16 +900,25 @@ const auto implicit_gemm_backward_filter_halo_atomic = register_conv_algorithm(
      [](const ConvProblem& pr) { return halo_wgrad_cost_us(pr, true); },
      [](const ConvProblem& pr, void* ws, size_t bytes) { run_halo_wgrad(pr, ws, bytes, true); }});
 
-const auto implicit_gemm_forward_halo = register_conv_algorithm(
-    {"implicit_gemm_halo", Direction::forward, true, kSixteenBitTypes, halo_fprop_applies,
-     fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
-       run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, true);
-     }});
-const auto implicit_gemm_backward_data_halo = register_conv_algorithm(
-    {"implicit_gemm_halo", Direction::backward_data, true, kSixteenBitTypes, halo_fprop_applies,
-     fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
-       run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, true);
-     }});
+bool register_halo_fprop_algorithms() {
+  for (const Direction direction : {Direction::forward, Direction::backward_data}) {
+    register_conv_algorithm(
+        {"implicit_gemm_halo", direction, true, kSixteenBitTypes, halo_fprop_applies,
+         fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
+           run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, HaloKernel::mma_sync);
+         }});
+    register_conv_algorithm(
+        {"implicit_gemm_halo_wgmma", direction, true, kSixteenBitTypes,
+         [](const ConvProblem& pr) {
+           return halo_fprop_applies(pr) && wgmma_available(pr.device());
+         },
+         fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
+           run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, HaloKernel::wgmma);
+         }});
+  }
+  return true;
+}
+const bool halo_fprop_algorithms_registered = register_halo_fprop_algorithms();
 
 // The fixed-tile variants (registered after "implicit_gemm", so they follow it in every listing).
 struct FixedFpropAlgorithm {

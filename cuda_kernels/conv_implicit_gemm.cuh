@@ -940,7 +940,9 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
 // gathering kernel above loads each source row once per tap; here a stage loads (258 + 192) rows
 // of 128 bytes for 256 x 64 x 192 MACs: 55 MACs per byte against 21 (128x64) to 43 (256x128).
 // The 128-byte rows keep the XOR swizzle of the fprop tiles: any 8 consecutive rows hit 8
-// different bank groups, so ldmatrix at a shifted row start stays conflict-free.
+// different bank groups, so ldmatrix at a shifted row start stays conflict-free. The source rows
+// take 264 rows of a stage (258 used), so the filter rows start 1024-byte aligned, where the
+// wgmma variant (conv_implicit_gemm_wgmma.cuh) reads them by descriptor.
 // Reuses FpropParams (Cpad == Csrc, a multiple of 64; SH == OH, SW == OW); no bias or ReLU.
 constexpr int kHaloFpropBM = 256;  // destination pixels per block
 constexpr int kHaloFpropBN = 64;   // destination channels per block
@@ -949,59 +951,69 @@ constexpr int kHaloFpropThreads =
     (kHaloFpropBM / kHaloFpropWM) * (kHaloFpropBN / kHaloFpropWN) * 32;  // 8 warps
 constexpr int kHaloFpropTaps = 3;  // taps s of one filter row per stage
 constexpr int kHaloFpropSrcRows = kHaloFpropBM + kHaloFpropTaps - 1;
+constexpr int kHaloFpropSrcRowsPadded = (kHaloFpropSrcRows + 7) / 8 * 8;  // 264
 constexpr int kHaloFpropStages = 3;
 constexpr int kHaloFpropKSteps = kHaloFpropTaps * kFpropKSteps;  // 12 MMA k-steps per stage
+constexpr int kHaloFpropFilterOffset = kHaloFpropSrcRowsPadded * kFpropRowBytes;  // 33792
 constexpr int kHaloFpropStageBytes =
-    (kHaloFpropSrcRows + kHaloFpropTaps * kHaloFpropBN) * kFpropRowBytes;  // 57600
-// The stages, then one row of zeros: 169 KiB, one block of 8 warps per SM.
+    kHaloFpropFilterOffset + kHaloFpropTaps * kHaloFpropBN * kFpropRowBytes;  // 58368
+static_assert(kHaloFpropFilterOffset % 1024 == 0 && kHaloFpropStageBytes % 1024 == 0,
+              "filter rows and stages 1024-byte aligned");
+// The stages, then one row of zeros: 171 KiB, one block of 8 warps per SM.
 constexpr int kHaloFpropSmemBytes = kHaloFpropStages * kHaloFpropStageBytes + kFpropRowBytes;
 static_assert(blocks_per_sm(kHaloFpropSmemBytes) >= 1, "shared memory per block");
 
+// Which of the 9 taps (bit r * 3 + s) of destination pixel m lie inside the image; none for a
+// pixel past M.
+__device__ __forceinline__ uint32_t halo_tap_mask(const FpropParams& p, int m) {
+  if (m >= p.M) return 0;
+  const int n = int(p.div_ohw.div(uint32_t(m)));
+  const int rem = m - n * p.OH * p.OW;
+  const int oh = int(p.div_ow.div(uint32_t(rem)));
+  const int ow = rem - oh * p.OW;
+  const uint32_t cols = (ow > 0 ? 1u : 0u) | 2u | (ow + 1 < p.OW ? 4u : 0u);
+  uint32_t mask = cols << 3;
+  if (oh > 0) mask |= cols;
+  if (oh + 1 < p.OH) mask |= cols << 6;
+  return mask;
+}
+
+// The copies of the halo fprop stages (both halo kernels, 256 threads): stage k-tile = filter row
+// r * cblocks + channel block; source pixels past either end of the tensor are zero-filled.
 template <typename T>
-__global__ void __launch_bounds__(kHaloFpropThreads, 1)
-implicit_gemm_halo_fprop_kernel(FpropParams p) {
-  static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
-  static_assert(kHaloFpropStageBytes % kFpropRowBytes == 0, "stages keep the swizzle's alignment");
-  static_assert(kHaloFpropStages >= 3, "the stage refilled must differ from the one read next");
-  constexpr int VEC = 8;
-  constexpr int kRowsPerPass = kHaloFpropThreads / 8;                    // 32
-  constexpr int X_ITERS = (kHaloFpropSrcRows + kRowsPerPass - 1) / kRowsPerPass;  // 9, last partial
-  constexpr int B_ITERS = kHaloFpropBN / kRowsPerPass;                   // 2 per tap
+struct HaloFpropGather {
+  static constexpr int VEC = 8;
+  static constexpr int kRowsPerPass = kHaloFpropThreads / 8;  // 32
+  static constexpr int X_ITERS = (kHaloFpropSrcRows + kRowsPerPass - 1) / kRowsPerPass;  // 9
+  static constexpr int B_ITERS = kHaloFpropBN / kRowsPerPass;  // 2 per tap
   static_assert(B_ITERS * kRowsPerPass == kHaloFpropBN, "filter rows vs threads");
-  constexpr int MT = kHaloFpropWM / 16, NT = kHaloFpropWN / 8;  // 4, 4
-  static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
-  constexpr int kWarpsM = kHaloFpropBM / kHaloFpropWM;
-  constexpr int kFilterOffset = kHaloFpropSrcRows * kFpropRowBytes;
-  using Mma = MmaOp<T>;
 
-  extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t smem_base = smem_u32(smem);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
-  const FpropBlockOrigin origin = fprop_block_origin<kHaloFpropBM, kHaloFpropBN>(p);
-  const int block_m = origin.m, block_n = origin.n;
-  const T* src = static_cast<const T*>(p.src);
-  const T* filter = static_cast<const T*>(p.filter);
-  const int n_tiles = kHaloFpropTaps * p.cblocks;  // k-tile = r * cblocks + channel block
-  const uint32_t zero_row = smem_base + uint32_t(kHaloFpropStages * kHaloFpropStageBytes);
-  if (tid < kFpropRowBytes / 16)
-    *reinterpret_cast<uint4*>(smem + kHaloFpropStages * kHaloFpropStageBytes + tid * 16) =
-        make_uint4(0, 0, 0, 0);
-
-  const int chunk = tid & 7, row0 = tid >> 3;
-  // Halo row j of filter row r holds source pixel halo_first + r * SW + j.
-  const int halo_first = block_m - p.SW - 1;
-  const int64_t filter_row_elems = int64_t(kHaloFpropTaps) * kHaloFpropTaps * p.Cpad;
-  const T* b_first = filter + int64_t(block_n + row0) * filter_row_elems + chunk * VEC;
-  uint32_t b_valid = 0;
-#pragma unroll
-  for (int i = 0; i < B_ITERS; ++i)
-    if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
-
+  int chunk, row0;
+  int halo_first;  // halo row j of filter row r holds source pixel halo_first + r * SW + j
+  int64_t filter_row_elems;
+  const T* b_first;
+  uint32_t b_valid;
   int ld_cb = 0, ld_r = 0;  // the next k-tile to load
-  auto load_stage = [&](int stage) {
+
+  __device__ __forceinline__ HaloFpropGather(const FpropParams& p, int block_m, int block_n,
+                                             int tid) {
+    chunk = tid & 7;
+    row0 = tid >> 3;
+    halo_first = block_m - p.SW - 1;
+    filter_row_elems = int64_t(kHaloFpropTaps) * kHaloFpropTaps * p.Cpad;
+    b_first = static_cast<const T*>(p.filter) + int64_t(block_n + row0) * filter_row_elems +
+              chunk * VEC;
+    b_valid = 0;
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i)
+      if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
+  }
+
+  __device__ __forceinline__ void load_stage(const FpropParams& p, uint32_t smem_base,
+                                             int stage) {
+    const T* src = static_cast<const T*>(p.src);
     const uint32_t a_off = uint32_t(stage * kHaloFpropStageBytes);
-    const uint32_t b_off = a_off + uint32_t(kFilterOffset);
+    const uint32_t b_off = a_off + uint32_t(kHaloFpropFilterOffset);
     const int c = ld_cb * kFpropRowBytes / 2 + chunk * VEC;
     const int first = halo_first + ld_r * p.SW;
 #pragma unroll
@@ -1024,33 +1036,46 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
                      (ld_r * kHaloFpropTaps + s) * p.Cpad + ld_cb * kFpropRowBytes / 2;
         cp_async_16(smem_base + b_off +
                         swizzled(s * kHaloFpropBN + row0 + i * kRowsPerPass, chunk),
-                    valid ? g : filter, valid);
+                    valid ? g : p.filter, valid);
       }
     if (++ld_cb == p.cblocks) {
       ld_cb = 0;
       ++ld_r;
     }
-  };
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kHaloFpropThreads, 1)
+implicit_gemm_halo_fprop_kernel(FpropParams p) {
+  static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
+  static_assert(kHaloFpropStageBytes % kFpropRowBytes == 0, "stages keep the swizzle's alignment");
+  static_assert(kHaloFpropStages >= 3, "the stage refilled must differ from the one read next");
+  constexpr int MT = kHaloFpropWM / 16, NT = kHaloFpropWN / 8;  // 4, 4
+  static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
+  constexpr int kWarpsM = kHaloFpropBM / kHaloFpropWM;
+  using Mma = MmaOp<T>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem_base = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+  const FpropBlockOrigin origin = fprop_block_origin<kHaloFpropBM, kHaloFpropBN>(p);
+  const int block_m = origin.m, block_n = origin.n;
+  const int n_tiles = kHaloFpropTaps * p.cblocks;  // k-tile = r * cblocks + channel block
+  const uint32_t zero_row = smem_base + uint32_t(kHaloFpropStages * kHaloFpropStageBytes);
+  if (tid < kFpropRowBytes / 16)
+    *reinterpret_cast<uint4*>(smem + kHaloFpropStages * kHaloFpropStageBytes + tid * 16) =
+        make_uint4(0, 0, 0, 0);
+
+  HaloFpropGather<T> gather(p, block_m, block_n, tid);
 
   // This lane's A rows (one per mt): their index within the block and which of the 9 taps
-  // (bit r * 3 + s) lie inside the image, decomposed once; a pixel past M has none.
+  // lie inside the image, decomposed once.
   const int a_frag_row = warp_m * kHaloFpropWM + (lane & 15), a_frag_chunk = lane >> 4;
   uint32_t tap_ok[MT];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    const int m = block_m + a_frag_row + mt * 16;
-    tap_ok[mt] = 0;
-    if (m < p.M) {
-      const int n = int(p.div_ohw.div(uint32_t(m)));
-      const int rem = m - n * p.OH * p.OW;
-      const int oh = int(p.div_ow.div(uint32_t(rem)));
-      const int ow = rem - oh * p.OW;
-      const uint32_t cols = (ow > 0 ? 1u : 0u) | 2u | (ow + 1 < p.OW ? 4u : 0u);
-      if (oh > 0) tap_ok[mt] |= cols;
-      tap_ok[mt] |= cols << 3;
-      if (oh + 1 < p.OH) tap_ok[mt] |= cols << 6;
-    }
-  }
+  for (int mt = 0; mt < MT; ++mt) tap_ok[mt] = halo_tap_mask(p, block_m + a_frag_row + mt * 16);
   const int b_frag_row = warp_n * kHaloFpropWN + (lane & 7) + ((lane >> 4) << 3);
   const int b_frag_chunk = (lane >> 3) & 1;
   // Fragments of k-step ks (tap s = ks / 4) of the stage of filter row rd_r, double-buffered.
@@ -1058,7 +1083,7 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
   auto load_frags = [&](int buf, int stage, int ks, int rd_r) {
     const int s = ks / kFpropKSteps, kc = 2 * (ks % kFpropKSteps);
     const uint32_t sA = smem_base + uint32_t(stage * kHaloFpropStageBytes);
-    const uint32_t sB = sA + uint32_t(kFilterOffset);
+    const uint32_t sB = sA + uint32_t(kHaloFpropFilterOffset);
     const int tap = rd_r * kHaloFpropTaps + s;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -1082,7 +1107,7 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
   // block of the tile read next.
   int rd_r = 0, rd_cb = 0;
   multistage_mainloop<kHaloFpropStages, kHaloFpropKSteps>(
-      n_tiles, [&](int stage, int) { load_stage(stage); },
+      n_tiles, [&](int stage, int) { gather.load_stage(p, smem_base, stage); },
       [&](int buf, int stage, int ks) { load_frags(buf, stage, ks, rd_r); },
       [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); },
       [&] {
@@ -1092,9 +1117,9 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
         }
       });
 
-  // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
-  T* dst = static_cast<T*>(p.dst);
-  const bool pairs = (p.Nout & 1) == 0;
+  // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}; stored as
+  // the fprop tiles store theirs (the plan gives this kernel no bias and no ReLU).
+  const FpropEpilogue<T> epi(p);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1105,14 +1130,7 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
       for (int half = 0; half < 2; ++half) {
         const int row = block_m + warp_m * kHaloFpropWM + mt * 16 + (lane >> 2) + half * 8;
         if (row >= p.M) continue;
-        const float v0 = acc[mt][nt][2 * half], v1 = acc[mt][nt][2 * half + 1];
-        T* out = dst + int64_t(row) * p.Nout + col;
-        if (pairs) {
-          *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
-        } else {
-          out[0] = convert<T>(v0);
-          if (col + 1 < p.Nout) out[1] = convert<T>(v1);
-        }
+        epi.store(p, row, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
       }
     }
 }

@@ -556,6 +556,31 @@ TEST_CASE("conv2d CUDA: the heuristic does not send small NCHW fp32 images to im
   }
 }
 
+// The heuristic's picks on the CIFAR ResNet-18 layers (batch 128, bf16 channels_last) where
+// bench_conv measured the GEMM algorithms 1.5-2.3x faster than the implicit-GEMM kernels that the
+// model ranked first before its calibration (cuda_kernels/conv_im2col.cu, conv_implicit_gemm.cu).
+TEST_CASE("conv2d CUDA: the heuristic sends small bf16 images and 1x1 stride-2 wgrad to GEMMs" *
+          doctest::skip(!cuda::is_available())) {
+  dispatch::AlgoModeGuard heuristic(AlgoMode::heuristic);
+  const Device gpu = Device::cuda();
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  auto pick = [&](Direction d, int64_t c, int64_t hw, int64_t k, int64_t r, int64_t stride) {
+    const int64_t out = (hw + 2 * (r / 2) - r) / stride + 1;
+    Tensor x = empty({128, c, hw, hw}, DType::bf16, gpu, cl);
+    Tensor w = empty({k, c, r, r}, DType::bf16, gpu, cl);
+    Tensor dy = empty({128, k, out, out}, DType::bf16, gpu, cl);
+    const int64_t pad = r / 2;
+    ConvProblem pr{d, x, w, dy, params(stride, stride, pad, pad, 1, 1, 1), true};
+    return conv2d_choose(pr).name;
+  };
+  CHECK(pick(Direction::forward, 512, 4, 512, 3, 1) == "im2col_gemm");          // 2.30x faster
+  CHECK(pick(Direction::backward_filter, 256, 8, 256, 3, 1) == "im2col_gemm");  // 1.53x
+  CHECK(pick(Direction::backward_filter, 64, 32, 128, 1, 2) == "gemm_1x1");     // 2.27x
+  // Long reductions keep the halo wgrad kernel (the calibration scales it with the others).
+  CHECK(pick(Direction::backward_filter, 64, 32, 64, 3, 1).rfind("implicit_gemm_wgrad_halo", 0) ==
+        0);
+}
+
 // The implicit-GEMM kernels on grids large enough for their big tiles and long pipelines, the
 // auto-picking algorithms and the large fixed tiles (mma.sync and wgmma). Without wgmma, on
 // 132 SMs, the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
@@ -588,13 +613,14 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
         for (const char* algorithm :
              {"implicit_gemm", "implicit_gemm_atomic", "implicit_gemm_256x128",
               "implicit_gemm_128x128", "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
-              "implicit_gemm_wgmma_128x64"}) {
+              "implicit_gemm_wgmma_128x64", "implicit_gemm_halo", "implicit_gemm_halo_wgmma"}) {
           const std::string name = algorithm;
           if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
           CAPTURE(name);
           ConvProblem pr = problem_for(d, o, c, Layout::channels_last, m.tf32);
           // The auto-picking algorithms apply to every case; a fixed tile to the vector-path
-          // ones, the wgmma tiles only where the build and the GPU have wgmma.
+          // ones, the wgmma tiles only where the build and the GPU have wgmma, the halo kernels
+          // to 3x3 stride-1 'same' layers reducing over multiples of 64 channels.
           const bool fixed_tile = name != "implicit_gemm" && name != "implicit_gemm_atomic";
           if (fixed_tile && !cuda_algorithm(d, name).applies(pr)) continue;
           REQUIRE(cuda_algorithm(d, name).applies(pr));
