@@ -2,7 +2,8 @@
 // bf16 channels_last and in fp32 NCHW (TF32 allowed, PyTorch's default), then the eleven
 // convolution shapes of the CIFAR-stem ResNet-18 at batch 128 (issue 8's graphed training step) in
 // bf16 channels_last; forward / backward-data / backward-filter. EMBER_BENCH_CONV_LAYERS=resnet50
-// or cifar18 runs one set only. For each direction: every applicable CUDA algorithm, forced
+// or cifar18 runs one set only; EMBER_BENCH_CONV_SHAPE=<text> only the layers whose shape key
+// (the "shape" field, e.g. "128x128x16x16 k128 3x3 s1 bf16-nhwc") contains it (for a profiler). For each direction: every applicable CUDA algorithm, forced
 // ("ember:<name>"), the algorithm cache's benchmark-mode choice ("ember", with "algo") and its
 // heuristic-mode choice ("ember_heuristic": what a program gets by default, without timing), each
 // timed as a replayed CUDA graph so no host overhead is counted (as the PyTorch side,
@@ -140,6 +141,9 @@ double checksum_of(const Tensor& t) { return t.to(DType::f64).mean().item(); }
 
 // Every row of one layer in one config (see the file comment).
 void bench_layer(const Layer& l, const Config& cfg, Tensor& arena) {
+  const std::string shape = shape_key(l, cfg);
+  const char* only_shape = std::getenv("EMBER_BENCH_CONV_SHAPE");
+  if (only_shape != nullptr && shape.find(only_shape) == std::string::npos) return;
   Conv2dParams p;
   p.stride = {l.stride, l.stride};
   p.padding = {l.R / 2, l.R / 2};
@@ -149,7 +153,6 @@ void bench_layer(const Layer& l, const Config& cfg, Tensor& arena) {
   const Tensor x = pattern({l.N, l.C, l.H, l.W}, 0.0, 1.0, cfg);
   const Tensor w = pattern({l.K, l.C, l.R, l.R}, 1.0, 0.1, cfg);
   const Tensor dy = pattern({l.N, l.K, P, Q}, 2.0, 1.0, cfg);
-  const std::string shape = shape_key(l, cfg);
   for (Direction d : {Direction::forward, Direction::backward_data, Direction::backward_filter}) {
     ConvProblem pr{d, x, w, dy, p, true};
     if (d == Direction::forward) pr.output = empty_like(dy);

@@ -1,6 +1,7 @@
 # PyTorch side of bench/conv.cpp: the nine ResNet-50 layer shapes at batch 64 in bf16 channels_last
 # and fp32 NCHW (TF32 allowed, the default), then the CIFAR-stem ResNet-18's convolutions at batch
-# 128 in bf16 channels_last (EMBER_BENCH_CONV_LAYERS=resnet50 or cifar18: one set only); forward /
+# 128 in bf16 channels_last (EMBER_BENCH_CONV_LAYERS=resnet50 or cifar18: one set only;
+# EMBER_BENCH_CONV_SHAPE=<text>: the layers whose shape key contains it); forward /
 # backward-data / backward-filter,
 # cudnn.benchmark on, each cuDNN call timed as a replayed CUDA graph so Python overhead is
 # excluded. Same JSON keys and the same input formula (sin(0.37 * i + phase)) as the Ember side;
@@ -84,10 +85,13 @@ def main():
         runs += [(config, layer) for config in CONFIGS for layer in RESNET50_LAYERS]
     if only != "resnet50":
         runs += [(CONFIGS[0], layer) for layer in CIFAR18_LAYERS]
+    only_shape = os.environ.get("EMBER_BENCH_CONV_SHAPE", "")
     for (name, dtype, channels_last), (n, c, h, w, k, r, stride) in runs:
         pad = r // 2
         p = (h + 2 * pad - r) // stride + 1
         q = (w + 2 * pad - r) // stride + 1
+        if only_shape not in f"{n}x{c}x{h}x{w} k{k} {r}x{r} s{stride} {name}":
+            continue
         flops = 2.0 * n * k * p * q * c * r * r
         x = pattern((n, c, h, w), 0.0, 1.0, dtype, channels_last)
         wt = pattern((k, c, r, r), 1.0, 0.1, dtype, channels_last)

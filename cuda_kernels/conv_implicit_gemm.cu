@@ -2,11 +2,13 @@
 // conv_implicit_gemm.cuh), registered in the algorithm cache for bf16, f16 and f32 (as TF32, so
 // only when the problem allows TF32), groups == 1:
 //   forward / backward_data  "implicit_gemm": the fprop kernel. The filter is packed once per call
-//       into the workspace as [Nout][R][S][Cpad] (forward: W as KRSC; backward_data: W^T as CRSK,
-//       spatially flipped for stride 1, where backward_data runs as a forward convolution),
-//       zero-padded to whole channel blocks; a forward with a KRSC weight whose C is a multiple
-//       of the block uses the weight in place. Tiles: 256x128 (8 warps of 64x64), 128x128 (4 of
-//       64x64), 128x64 (4 of 64x32) or 64x64 (4 of 32x32), and where wgmma runs the wgmma
+//       into the workspace as [Nout][R][S][Cpad] (forward: W as KRSC), zero-padded to whole
+//       channel blocks; a forward with a KRSC weight whose C is a multiple of the block uses the
+//       weight in place. Backward_data runs one stride-1 forward convolution of dy per phase of
+//       the stride (see backward-data phases below; stride 1: one), W^T packed as CRSK, spatially
+//       flipped, phase by phase; strided backward_data needs dilation 1 along the strided axes.
+//       Tiles: 256x128 (8 warps of 64x64), 128x128 (4 of 64x64), 128x64 (4 of 64x32) or 64x64
+//       (4 of 32x32), and where wgmma runs the wgmma
 //       kernel's 256x128, 128x128 and 128x64, the one whose busiest SM has the least work
 //       (partial last waves count); channel counts that are not a multiple of 8 (16-bit) /
 //       4 (fp32) take the general (element-load) 64x64 path.
@@ -51,6 +53,7 @@
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "cuda_kernels/conv_common.cuh"
 #include "cuda_kernels/conv_implicit_gemm.cuh"
@@ -74,23 +77,104 @@ bool tensor_core_dtype(const ConvProblem& pr) {
 
 // ---- filter packing and split reduction -------------------------------------------------------
 
-// out[o][r][s][i] for i < Cpad: forward W[o, i, r, s]; transposed (backward-data) W[i, o, r, s],
-// or W[i, o, R-1-r, S-1-s] when also flipped; zero for i >= Cin.
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads)
-pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
-                   int64_t R, int64_t S, int64_t Cin, int64_t Cpad, bool transposed, bool flipped,
-                   T* __restrict__ out, int64_t total) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
-    const int64_t i = idx % Cpad, rs = (idx / Cpad) % (R * S), o = idx / (Cpad * R * S);
-    T v = convert<T>(0.0f);
-    if (i < Cin) {
-      const int64_t k = transposed ? i : o, c = transposed ? o : i;
-      const int64_t r = flipped ? R - 1 - rs / S : rs / S, s = flipped ? S - 1 - rs % S : rs % S;
-      v = w[k * ws0 + c * ws1 + r * ws2 + s * ws3];
+// ---- backward-data phases ---------------------------------------------------------------------
+// Along one axis, dx[h] = sum over taps r of dy[(h + pad - r*dil) / stride] W[r], over the taps
+// where that division is exact. The destination rows h = a, a + stride, ... (phase a < stride)
+// all take the taps r = first_tap + stride*j (first_tap = (a + pad) mod stride, dilation 1),
+// reading dy row i + e - j for h = a + stride*i (e = (a + pad - first_tap) / stride): a stride-1 forward
+// convolution of dy with those taps in reverse order (packed tap t is W's tap
+// first_tap + stride*(taps - 1 - t)) and padding taps - 1 - e. Stride 1: one phase, all R taps
+// flipped, padding dil*(R - 1) - pad (the dilation stays). The phases' taps partition W's.
+struct PhaseTaps {
+  int64_t first_tap, taps;
+};
+__host__ __device__ inline PhaseTaps phase_taps(int64_t a, int64_t R, int64_t stride, int64_t pad) {
+  const int64_t first = (a + pad) % stride;
+  return {first, first < R ? (R - first + stride - 1) / stride : 0};
+}
+struct PhaseAxis {
+  int64_t first_row, rows;  // destination rows first_row, first_row + stride, ... below extent
+  PhaseTaps taps;
+  int64_t pad;  // of the stride-1 convolution computing them
+};
+PhaseAxis phase_axis(int64_t a, int64_t extent, int64_t R, int64_t stride, int64_t pad,
+                     int64_t dil) {
+  PhaseAxis x{};
+  x.first_row = a;
+  x.rows = a < extent ? (extent - a + stride - 1) / stride : 0;
+  x.taps = phase_taps(a, R, stride, pad);
+  x.pad = dil * (x.taps.taps - 1) - (a + pad - x.taps.first_tap) / stride;
+  return x;
+}
+
+// How a packed filter's taps map to W's: forward, the identity; backward_data, phase by phase
+// (row phases outer), each phase's [Nout][taps_h][taps_w][Cpad] slice after the previous ones.
+struct FilterPack {
+  bool backward_data;
+  int R, S, sh, sw, ph, pw;
+};
+struct PackedTap {
+  int64_t slice;   // first element of its phase's slice, over Nout * Cpad
+  int slice_taps;  // taps of that phase
+  int t;           // the tap within the phase
+  int r, s;        // W's tap
+};
+__device__ inline PackedTap packed_tap(const FilterPack& fp, int tau) {
+  if (!fp.backward_data) return {0, fp.R * fp.S, tau, tau / fp.S, tau % fp.S};
+  int base = 0;
+  for (int a = 0; a < fp.sh; ++a) {
+    const PhaseTaps th = phase_taps(a, fp.R, fp.sh, fp.ph);
+    for (int b = 0; b < fp.sw; ++b) {
+      const PhaseTaps tw = phase_taps(b, fp.S, fp.sw, fp.pw);
+      const int count = int(th.taps * tw.taps);
+      if (tau < base + count) {
+        const int t = tau - base, tr = t / int(tw.taps), ts = t - tr * int(tw.taps);
+        return {base, count, t, int(th.first_tap + fp.sh * (th.taps - 1 - tr)),
+                int(tw.first_tap + fp.sw * (tw.taps - 1 - ts))};
+      }
+      base += count;
     }
-    out[idx] = v;
+  }
+  return {0, 0, 0, 0, 0};  // tau >= R * S: not launched
+}
+
+// Packs W into out: packed tap tau (packed_tap) of destination channel o, reduced channel i < Cpad
+// is W[o, i, r, s] (forward) or W[i, o, r, s] (backward_data), zero for i >= Cin. A block moves
+// 32 x 32 tiles of (o, i) at one tap through shared memory, reading with its lanes along W's
+// channel dimension c and writing along i: both sides are coalesced for a channels-last W whether
+// c is i (forward) or o (backward_data: each tap's [K][C] matrix is transposed).
+constexpr int kPackTile = 32;
+constexpr int kPackThreads = kPackTile * 8;
+template <typename T>
+__global__ void __launch_bounds__(kPackThreads)
+pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
+                   FilterPack fp, int Nout, int Cin, int Cpad, T* __restrict__ out) {
+  __shared__ T tile[kPackTile][kPackTile + 1];  // [o - o0][i - i0]; the +1 spreads the banks
+  const int lane = int(threadIdx.x) % kPackTile, row = int(threadIdx.x) / kPackTile;
+  const bool transposed = fp.backward_data;
+  const int i0 = int(blockIdx.x) * kPackTile;
+  for (int o0 = int(blockIdx.y) * kPackTile; o0 < Nout; o0 += int(gridDim.y) * kPackTile) {
+    for (int tau = int(blockIdx.z); tau < fp.R * fp.S; tau += int(gridDim.z)) {
+      const PackedTap pt = packed_tap(fp, tau);
+      const T* w_tap = w + int64_t(pt.r) * ws2 + int64_t(pt.s) * ws3;
+      for (int j = row; j < kPackTile; j += kPackThreads / kPackTile) {
+        const int o = o0 + (transposed ? lane : j), i = i0 + (transposed ? j : lane);
+        T v = convert<T>(0.0f);
+        if (o < Nout && i < Cin) {
+          const int64_t k = transposed ? i : o, c = transposed ? o : i;
+          v = w_tap[k * ws0 + c * ws1];
+        }
+        tile[o - o0][i - i0] = v;
+      }
+      __syncthreads();
+      T* slice = out + pt.slice * Nout * Cpad;
+      for (int j = row; j < kPackTile; j += kPackThreads / kPackTile) {
+        const int o = o0 + j, i = i0 + lane;
+        if (o < Nout && i < Cpad)
+          slice[(int64_t(o) * pt.slice_taps + pt.t) * Cpad + i] = tile[j][lane];
+      }
+      __syncthreads();  // the tile is rewritten next
+    }
   }
 }
 
@@ -253,10 +337,9 @@ bool fprop_vector_path(const ConvProblem& pr) {
 
 struct FpropPlan {
   bool backward_data;
-  bool transposed;  // strided backward_data: the transposed index map
-  bool flipped;     // stride-1 backward_data: a forward convolution with the flipped W^T
+  int64_t phases_h, phases_w;  // backward-data phases along each axis (the stride), else 1
   int64_t Csrc, Nout, SH, SW, OH, OW, M;
-  int64_t ph, pw;  // padding of the convolution the kernel computes
+  int64_t M_phase;  // the GEMM rows of the largest phase (M when there is one)
   int64_t Cpad;
   FpropTileInfo tile;
   int64_t k_tiles, tiles_per_split, splits;  // splits > 1: fp32 partials, then a reduction
@@ -279,8 +362,8 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   const ConvShape d = shape_of(pr);
   FpropPlan f{};
   f.backward_data = pr.direction == Direction::backward_data;
-  f.transposed = f.backward_data && (d.sh != 1 || d.sw != 1);
-  f.flipped = f.backward_data && !f.transposed;
+  f.phases_h = f.backward_data ? d.sh : 1;
+  f.phases_w = f.backward_data ? d.sw : 1;
   f.Csrc = f.backward_data ? d.K : d.C;
   f.Nout = f.backward_data ? d.C : d.K;
   f.SH = f.backward_data ? d.P : d.H;
@@ -288,9 +371,7 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   f.OH = f.backward_data ? d.H : d.P;
   f.OW = f.backward_data ? d.W : d.Q;
   f.M = d.N * f.OH * f.OW;
-  // dx[h] = sum over r of dy[h + ph - r*dh] W[r] = sum over r' of dy[h - ph' + r'*dh] W[R-1-r'].
-  f.ph = f.flipped ? d.dh * (d.R - 1) - d.ph : d.ph;
-  f.pw = f.flipped ? d.dw * (d.S - 1) - d.pw : d.pw;
+  f.M_phase = d.N * ((f.OH + f.phases_h - 1) / f.phases_h) * ((f.OW + f.phases_w - 1) / f.phases_w);
   const int64_t bk = block_k_elems(pr.input.dtype());
   f.Cpad = (f.Csrc + bk - 1) / bk * bk;
   if (!fprop_vector_path(pr)) {
@@ -305,7 +386,8 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
     const int64_t sms = sm_count(pr.device());
     double best = 0;
     auto consider = [&](const FpropTileInfo& t, double speed, int64_t per_sm) {
-      const int64_t blocks = ((f.M + t.bm - 1) / t.bm) * ((f.Nout + t.bn - 1) / t.bn);
+      const int64_t blocks = f.phases_h * f.phases_w * ((f.M_phase + t.bm - 1) / t.bm) *
+                             ((f.Nout + t.bn - 1) / t.bn);
       const double work =
           double((blocks + sms * per_sm - 1) / (sms * per_sm)) * per_sm * t.bm * t.bn / speed;
       if (best == 0 || work < best) best = work, f.tile = t;
@@ -319,7 +401,7 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   f.k_tiles = d.RS() * (f.Cpad / bk);
   f.tiles_per_split = f.k_tiles;
   f.splits = 1;
-  if (split && fixed) {
+  if (split && fixed && f.phases_h * f.phases_w == 1) {  // the partials are dense [M][Nout]
     const int64_t blocks =
         ((f.M + f.tile.bm - 1) / f.tile.bm) * ((f.Nout + f.tile.bn - 1) / f.tile.bn);
     split_k(blocks, f.k_tiles,
@@ -341,12 +423,18 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   return f;
 }
 
+// The fprop kernel launches of a plan: backward-data phases go kMaxFpropPhases at a time.
+int64_t launches(const FpropPlan& f) {
+  return (f.phases_h * f.phases_w + igemm::kMaxFpropPhases - 1) / igemm::kMaxFpropPhases;
+}
+
 // The grid of an fprop kernel with BM x BN tiles: the tiles along x (fprop_block_origin), the
-// split-K slices along y (one unless the plan split).
+// split-K slices along y (one unless the plan split), the backward-data phases along z.
 dim3 fprop_grid(const FpropParams& p, int bm, int bn) {
   const int64_t blocks = int64_t((p.M + bm - 1) / bm) * ((p.Nout + bn - 1) / bn);
   const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
-  return dim3{unsigned(blocks), unsigned(splits)};
+  return dim3{unsigned(blocks), unsigned(std::max<int64_t>(splits, 1)),  // a phase without taps: 1
+              unsigned(p.phases)};
 }
 
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK = false>
@@ -452,41 +540,95 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   p.dst = dst.data_ptr();
   p.bias = bias.defined() ? bias.data_ptr() : nullptr;
   p.relu = relu;
-  p.transposed = f.transposed;
   p.N = int(d.N), p.SH = int(f.SH), p.SW = int(f.SW), p.Csrc = int(f.Csrc), p.Cpad = int(f.Cpad);
-  p.OH = int(f.OH), p.OW = int(f.OW);
-  p.R = int(d.R), p.S = int(d.S), p.sh = int(d.sh), p.sw = int(d.sw), p.ph = int(f.ph),
-  p.pw = int(f.pw), p.dh = int(d.dh), p.dw = int(d.dw);
-  p.M = int(f.M), p.Nout = int(f.Nout);
+  p.dh = int(d.dh), p.dw = int(d.dw);
+  p.Nout = int(f.Nout);
   p.cblocks = int(f.Cpad / block_k_elems(pr.input.dtype()));
-  p.k_tiles = int(f.k_tiles);
-  p.tiles_per_split = int(f.tiles_per_split);
   p.partial = partial;
-  p.div_ohw = FastDivmod(uint32_t(f.OH * f.OW));
-  p.div_ow = FastDivmod(uint32_t(f.OW));
-  p.div_sh = FastDivmod(uint32_t(d.sh));
-  p.div_sw = FastDivmod(uint32_t(d.sw));
+  p.dst_H = int(f.OH), p.dst_W = int(f.OW);
+  p.dst_sh = int(f.phases_h), p.dst_sw = int(f.phases_w);
+  p.phases = 1;
+  // The GEMM of one phase (forward: the one, the whole convolution): its destination grid, taps,
+  // padding and slice of the packed filter.
+  auto phase_of = [&](const PhaseAxis& ah, const PhaseAxis& aw, const void* slice) {
+    igemm::FpropPhase q{};
+    q.OH = int(ah.rows), q.OW = int(aw.rows);
+    q.M = int(d.N * ah.rows * aw.rows);
+    q.R = int(ah.taps.taps), q.S = int(aw.taps.taps), q.ph = int(ah.pad), q.pw = int(aw.pad);
+    q.k_tiles = q.R * q.S * p.cblocks;
+    q.dst_h0 = int(ah.first_row), q.dst_w0 = int(aw.first_row);
+    q.div_ohw = FastDivmod(uint32_t(std::max(q.OH * q.OW, 1)));
+    q.div_ow = FastDivmod(uint32_t(std::max(q.OW, 1)));
+    q.filter = slice;
+    return q;
+  };
+  // The launch's own fields: `q`'s (one phase), or the largest phase's rows (several).
+  auto set_gemm = [&](const igemm::FpropPhase& q) {
+    p.OH = q.OH, p.OW = q.OW, p.M = q.M, p.R = q.R, p.S = q.S, p.ph = q.ph, p.pw = q.pw;
+    p.k_tiles = q.k_tiles;
+    p.tiles_per_split = f.splits > 1 ? int(f.tiles_per_split) : std::max(q.k_tiles, 1);
+    p.dst_h0 = q.dst_h0, p.dst_w0 = q.dst_w0;
+    p.div_ohw = q.div_ohw, p.div_ow = q.div_ow;
+    p.filter = q.filter;
+  };
 
   dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {
     using T = decltype(tag);
     if (f.pack_filter) {
-      const int64_t total = f.Nout * d.RS() * f.Cpad;
-      pack_filter_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
+      const FilterPack fp{f.backward_data, int(d.R), int(d.S), int(d.sh),
+                          int(d.sw),       int(d.ph), int(d.pw)};
+      const dim3 grid(unsigned((f.Cpad + kPackTile - 1) / kPackTile),
+                      unsigned(std::min<int64_t>((f.Nout + kPackTile - 1) / kPackTile, 65535)),
+                      unsigned(std::min<int64_t>(d.RS(), 65535)));
+      pack_filter_kernel<T><<<grid, kPackThreads, 0, stream>>>(
           static_cast<const T*>(pr.weight.data_ptr()), pr.weight.stride(0), pr.weight.stride(1),
-          pr.weight.stride(2), pr.weight.stride(3), d.R, d.S, f.Csrc, f.Cpad, f.backward_data,
-          f.flipped, static_cast<T*>(packed), total);
+          pr.weight.stride(2), pr.weight.stride(3), fp, int(f.Nout), int(f.Csrc), int(f.Cpad),
+          static_cast<T*>(packed));
       EMBER_CUDA_LAUNCH_CHECK();
       filter = packed;
     }
-    p.filter = filter;
-    if (halo != HaloKernel::none) {
-      if constexpr (sizeof(T) == 2) {
-        launch_halo_fprop<T>(halo, p, stream, dev.index);
+    auto launch = [&] {
+      if (p.M == 0) return;  // no destination pixels
+      if (halo != HaloKernel::none) {
+        if constexpr (sizeof(T) == 2) {
+          launch_halo_fprop<T>(halo, p, stream, dev.index);
+        } else {
+          EMBER_CHECK(false, "implicit_gemm_halo: bf16/f16 only");
+        }
       } else {
-        EMBER_CHECK(false, "implicit_gemm_halo: bf16/f16 only");
+        launch_fprop_tile<T>(f.tile.tile, partial != nullptr, p, stream, dev.index);
       }
+    };
+    if (!f.backward_data) {
+      set_gemm(phase_of({0, f.OH, {0, d.R}, d.ph}, {0, f.OW, {0, d.S}, d.pw}, filter));
+      p.sh = int(d.sh), p.sw = int(d.sw);
+      launch();
     } else {
-      launch_fprop_tile<T>(f.tile.tile, partial != nullptr, p, stream, dev.index);
+      // The phases (one for stride 1) in packed_tap's order, each with its slice of the packed
+      // filter, up to kMaxFpropPhases per launch; a phase that no tap reaches still runs,
+      // writing its zeros.
+      std::vector<igemm::FpropPhase> phases;
+      int64_t slice = 0;
+      for (int64_t a = 0; a < f.phases_h; ++a)
+        for (int64_t b = 0; b < f.phases_w; ++b) {
+          const PhaseAxis ah = phase_axis(a, f.OH, d.R, d.sh, d.ph, d.dh);
+          const PhaseAxis aw = phase_axis(b, f.OW, d.S, d.sw, d.pw, d.dw);
+          phases.push_back(
+              phase_of(ah, aw, static_cast<const T*>(filter) + slice * f.Nout * f.Cpad));
+          slice += ah.taps.taps * aw.taps.taps;
+        }
+      p.sh = p.sw = 1;
+      for (size_t first = 0; first < phases.size(); first += igemm::kMaxFpropPhases) {
+        const size_t count = std::min<size_t>(igemm::kMaxFpropPhases, phases.size() - first);
+        size_t largest = first;
+        for (size_t i = first; i < first + count; ++i) {
+          p.phase[i - first] = phases[i];
+          if (phases[i].M > phases[largest].M) largest = i;
+        }
+        set_gemm(phases[largest]);
+        p.phases = int(count);
+        launch();
+      }
     }
     if (partial != nullptr) {
       const int64_t total = f.M * f.Nout;
@@ -501,6 +643,10 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
 bool fprop_applies(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   if (!tensor_core_dtype(pr) || d.G != 1 || operand_alignment(pr) != 16) return false;
+  // Backward-data phases along a strided axis assume dilation 1 there (phase_axis).
+  if (pr.direction == Direction::backward_data &&
+      ((d.sh != 1 && d.dh != 1) || (d.sw != 1 && d.dw != 1)))
+    return false;
   const FpropPlan f = fprop_plan(pr, std::nullopt);  // the limits below hold for every tile
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
   // Blocks are numbered along one grid dimension (at most 2^31 - 1, tiles at least 64x64).
@@ -520,16 +666,15 @@ bool fixed_fprop_applies(const ConvProblem& pr, FpropTile tile) {
 size_t fprop_workspace(const ConvProblem& pr) { return fprop_plan(pr, std::nullopt).workspace; }
 
 // mma.sync reaches about 55% of the tensor peak with 64x64 warp tiles, less with smaller ones;
-// zero padding of channels and of partial tiles is wasted work; a strided backward_data wastes
-// the taps the stride skips; the general path loads element by element.
+// zero padding of channels and of partial tiles is wasted work; a strided backward_data runs one
+// GEMM per phase (kMaxFpropPhases per launch); the general path loads element by element.
 double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   const ConvShape d = shape_of(pr);
   const FpropPlan f = fprop_plan(pr, fixed);
   const int64_t bm = f.tile.bm, bn = f.tile.bn;
-  const double tiles_m = double((f.M + bm - 1) / bm * bm) / double(f.M);
+  const double tiles_m = double((f.M_phase + bm - 1) / bm * bm) / double(f.M_phase);
   const double tiles_n = double((f.Nout + bn - 1) / bn * bn) / double(f.Nout);
-  double waste = double(f.Cpad) / double(f.Csrc) * tiles_m * tiles_n;
-  if (f.transposed) waste *= double(d.sh * d.sw);
+  const double waste = double(f.Cpad) / double(f.Csrc) * tiles_m * tiles_n;
   const double efficiency = f.tile.tile == FpropTile::general ? 0.08 : 0.55 * f.tile.relative_speed;
   // Small-channel layers are bound by memory: the source is read once per column tile, the
   // filter once per row tile, the destination written once.
@@ -541,7 +686,7 @@ double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   return std::max(math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, efficiency),
                   memory_time_us(traffic) / 0.7) +
          memory_time_us(2.0 * double(f.staging_bytes) + 2.0 * double(f.filter_bytes)) +
-         (f.pack_filter ? 2 : 1) * kLaunchUs;
+         double(launches(f) + (f.pack_filter ? 1 : 0)) * kLaunchUs;
 }
 
 // A fixed-tile variant's estimate is above the auto-picking algorithm's (whose choice among the
@@ -595,6 +740,15 @@ double halo_fprop_cost_us(const ConvProblem& pr) {
                      memory_time_us(2.0 * double(f.staging_bytes) + 2.0 * double(f.filter_bytes)) +
                      (f.pack_filter ? 2 : 1) * kLaunchUs;
   return std::max(own, fprop_cost_us(pr, std::nullopt)) * kFixedTileCostFactor;
+}
+
+// The halo kernel on wgmma: its n64 MMAs match the wgmma tiles' where the destination has at most
+// 64 channels (those tiles are n64 too) and it reads the source a third as often, measured 2-3%
+// faster there (CIFAR / ResNet 64-channel 3x3, forward and backward-data); with 128 channels
+// or more the tiles' n128 MMAs win by 5-9%.
+double halo_wgmma_fprop_cost_us(const ConvProblem& pr) {
+  const FpropPlan f = fprop_plan(pr, std::nullopt);
+  return fprop_cost_us(pr, std::nullopt) * (f.Nout <= igemm::kHaloFpropBN ? 0.97 : 1.06);
 }
 
 // ---- wgrad (backward_filter) ------------------------------------------------------------------
@@ -912,7 +1066,8 @@ bool register_halo_fprop_algorithms() {
          [](const ConvProblem& pr) {
            return halo_fprop_applies(pr) && wgmma_available(pr.device());
          },
-         fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
+         fprop_workspace, halo_wgmma_fprop_cost_us,
+         [](const ConvProblem& pr, void* ws, size_t bytes) {
            run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, HaloKernel::wgmma);
          }});
   }

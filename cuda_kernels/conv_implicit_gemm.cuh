@@ -10,15 +10,17 @@
 //   chunk is a contiguous channel vector of one source pixel:
 //     forward        src = x [N,H,W,C],  filter = W packed as [K][R][S][Cpad], dst = y [N,P,Q,K]
 //     backward_data  src = dy [N,P,Q,K], filter = W^T packed as [C][R][S][Kpad], dst = dx [N,H,W,C]
-//   Stride-1 backward_data is itself a forward convolution (of dy with the spatially flipped W^T,
-//   padding dil*(R-1) - pad), so only strided backward_data takes the transposed index map:
-//   source pixel (oh + ph - r*dh) / sh when that division is exact (else the tap adds nothing).
-//   Per-thread pixel state is decomposed once; a stage advances (tap, channel block) counters, so
-//   the forward gather does no division. Shared rows are 128 bytes with an XOR swizzle (no
-//   padding); the packed filter is zero-padded to Cpad (a multiple of the stage's channels), and
-//   source channels beyond Csrc load as zeros, so any channel count works: kVec loads 16-byte
-//   chunks (Csrc a multiple of 8 for 16-bit types, 4 for fp32), the general path loads element by
-//   element. The epilogue optionally adds a bias and applies ReLU (fused conv2d_bias_relu).
+//   Backward_data is a set of stride-1 forward convolutions of dy, one per phase (the destination
+//   pixels whose coordinates agree modulo the stride, which all take the same taps of the
+//   spatially flipped W^T; stride 1: one phase, the whole of dx): a phase's GEMM row m is its
+//   pixel (n, h0 + sh*i, w0 + sw*j) of dx, so a strided backward_data does no MMA for the taps
+//   that do not reach a pixel (3x3 stride 2: 9 of 36 tap-pixel pairs do). Per-thread pixel state
+//   is decomposed once; a stage advances (tap, channel block) counters, so the gather does no
+//   division. Shared rows are 128 bytes with an XOR swizzle (no padding); the packed filter is
+//   zero-padded to Cpad (a multiple of the stage's channels), and source channels beyond Csrc
+//   load as zeros, so any channel count works: kVec loads 16-byte chunks (Csrc a multiple of 8 for
+//   16-bit types, 4 for fp32), the general path loads element by element. The epilogue optionally
+//   adds a bias and applies ReLU (fused conv2d_bias_relu).
 //
 // wgrad kernel (backward-filter): GEMM rows = output channels k, columns = the (tap, channel c)
 //   index tap*C + c (a column tile may span taps, so 64-channel layers fill 128-wide tiles),
@@ -136,15 +138,26 @@ struct alignas(2 * sizeof(T)) Pair {
 
 // ---- fprop: forward and backward-data ----------------------------------------------------------
 
+// One backward-data phase's GEMM (see FpropParams::phases): the fields of FpropParams it replaces.
+struct FpropPhase {
+  int OH, OW, M, R, S, ph, pw, k_tiles, dst_h0, dst_w0;
+  FastDivmod div_ohw, div_ow;
+  const void* filter;
+};
+constexpr int kMaxFpropPhases = 4;
+
 struct FpropParams {
   const void* src;     // [N][SH][SW][Csrc], NHWC dense
   const void* filter;  // [Nout][R][S][Cpad], Cpad a multiple of the stage's channels, zero-padded
   void* dst;           // [M][Nout]: NHWC dense destination
   const void* bias;    // [Nout] or null (forward only)
   bool relu;           // forward only
-  bool transposed;     // the strided backward-data index map
   int N, SH, SW, Csrc, Cpad;
-  int OH, OW;  // destination spatial size; M = N * OH * OW
+  int OH, OW;  // the GEMM's destination grid; M = N * OH * OW
+  // Where row m = (n, i, j) of that grid lies in dst, a dst_H x dst_W image: pixel
+  // (n, dst_h0 + dst_sh*i, dst_w0 + dst_sw*j) (a backward-data phase), or pixel m itself when
+  // dst_sh == dst_sw == 1 (then dst_H, dst_W = OH, OW and dst_h0 = dst_w0 = 0).
+  int dst_H, dst_W, dst_h0, dst_w0, dst_sh, dst_sw;
   int R, S, sh, sw, ph, pw, dh, dw;
   int M, Nout;
   int cblocks;  // Cpad / channels per stage
@@ -154,8 +167,37 @@ struct FpropParams {
   int tiles_per_split;
   float* partial;
   FastDivmod div_ohw, div_ow;
-  FastDivmod div_sh, div_sw;  // transposed only
+  // Backward-data phases of one launch: blockIdx.z runs phase[blockIdx.z] (fprop_phase_params);
+  // the grid's x covers the largest phase, whose M is the one above. phases == 1: the fields
+  // above are the GEMM.
+  int phases;
+  FpropPhase phase[kMaxFpropPhases];
 };
+
+// This block's GEMM: params, with its phase's fields when the launch runs several. (The kernels
+// take their parameters as __grid_constant__, so indexing the phase table copies nothing.)
+__device__ __forceinline__ FpropParams fprop_phase_params(const FpropParams& params) {
+  FpropParams p = params;
+  if (params.phases > 1) {
+    const FpropPhase& q = params.phase[blockIdx.z];
+    p.OH = q.OH, p.OW = q.OW, p.M = q.M, p.R = q.R, p.S = q.S, p.ph = q.ph, p.pw = q.pw;
+    p.k_tiles = p.tiles_per_split = q.k_tiles;
+    p.dst_h0 = q.dst_h0, p.dst_w0 = q.dst_w0;
+    p.div_ohw = q.div_ohw, p.div_ow = q.div_ow;
+    p.filter = q.filter;
+  }
+  return p;
+}
+
+// The element offset of row `row`'s pixel in dst (see FpropParams::dst_sh).
+__device__ __forceinline__ int64_t fprop_dst_pixel(const FpropParams& p, int row) {
+  if (p.dst_sh == 1 && p.dst_sw == 1) return row;
+  const int n = int(p.div_ohw.div(uint32_t(row)));
+  const int rem = row - n * p.OH * p.OW;
+  const int i = int(p.div_ow.div(uint32_t(rem)));
+  const int j = rem - i * p.OW;
+  return (int64_t(n) * p.dst_H + p.dst_h0 + p.dst_sh * i) * p.dst_W + p.dst_w0 + p.dst_sw * j;
+}
 
 template <int BM, int BN, int WM, int WN>
 struct TileShape {
@@ -303,9 +345,8 @@ struct FpropGather {
 
   int chunk;  // this thread's 16-byte chunk within every row it loads
   int row0;   // its first row; the others follow every kRowsPerPass rows
-  // The destination pixels of this thread's A rows, decomposed once. Forward: the source pixel
-  // index and coordinates at tap (0, 0) (a tap adds r*dh, s*dw). Transposed: the image's first
-  // pixel and oh + ph, ow + pw (a tap subtracts r*dh, s*dw, then divides by the stride).
+  // The destination pixels of this thread's A rows, decomposed once: the source pixel index
+  // and coordinates at tap (0, 0) (a tap adds r*dh, s*dw).
   int a_pix[A_ITERS], a_h[A_ITERS], a_w[A_ITERS];
   const T* b_first;  // this thread's first B row (destination channel), at its chunk
   uint32_t b_valid;  // which of its B rows exist
@@ -326,15 +367,9 @@ struct FpropGather {
         const int rem = m - n * p.OH * p.OW;
         const int oh = int(p.div_ow.div(uint32_t(rem)));
         const int ow = rem - oh * p.OW;
-        if (!p.transposed) {
-          a_h[i] = oh * p.sh - p.ph;
-          a_w[i] = ow * p.sw - p.pw;
-          a_pix[i] = (n * p.SH + a_h[i]) * p.SW + a_w[i];
-        } else {
-          a_h[i] = oh + p.ph;
-          a_w[i] = ow + p.pw;
-          a_pix[i] = n * p.SH * p.SW;
-        }
+        a_h[i] = oh * p.sh - p.ph;
+        a_w[i] = ow * p.sw - p.pw;
+        a_pix[i] = (n * p.SH + a_h[i]) * p.SW + a_w[i];
       }
     }
     const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
@@ -377,18 +412,9 @@ struct FpropGather {
     const int tap_pix = tap_h * p.SW + tap_w;
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
-      bool ok;
-      int pixel;
-      if (!p.transposed) {
-        ok = uint32_t(a_h[i] + tap_h) < uint32_t(p.SH) && uint32_t(a_w[i] + tap_w) < uint32_t(p.SW);
-        pixel = a_pix[i] + tap_pix;
-      } else {
-        const int nh = a_h[i] - tap_h, nw = a_w[i] - tap_w;
-        const int h = int(p.div_sh.div(uint32_t(max(nh, 0))));
-        const int w = int(p.div_sw.div(uint32_t(max(nw, 0))));
-        ok = nh >= 0 && nw >= 0 && h * p.sh == nh && w * p.sw == nw && h < p.SH && w < p.SW;
-        pixel = a_pix[i] + h * p.SW + w;
-      }
+      const bool ok =
+          uint32_t(a_h[i] + tap_h) < uint32_t(p.SH) && uint32_t(a_w[i] + tap_w) < uint32_t(p.SW);
+      const int pixel = a_pix[i] + tap_pix;
       const T* g = src + int64_t(pixel) * p.Csrc + c;
       const uint32_t d = a_off + swizzled(row0 + i * kRowsPerPass, chunk);
       if constexpr (kVec) {
@@ -437,19 +463,26 @@ struct FpropEpilogue {
       if (col + 1 < p.Nout) b1 = convert<float>(bias[col + 1]);
     }
   }
-  __device__ __forceinline__ void store_partial(const FpropParams& p, int row, int col, float v0,
-                                                float v1) const {
-    float* out = p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout + col;
+  // Where GEMM row `row` goes: its destination pixel's channels, or its split's partial row.
+  __device__ __forceinline__ T* dst_row(const FpropParams& p, int row) const {
+    return dst + fprop_dst_pixel(p, row) * p.Nout;
+  }
+  __device__ __forceinline__ float* partial_row(const FpropParams& p, int row) const {
+    return p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout;
+  }
+  __device__ __forceinline__ void store_partial(const FpropParams& p, float* row_out, int col,
+                                                float v0, float v1) const {
+    float* out = row_out + col;
     out[0] = v0;
     if (col + 1 < p.Nout) out[1] = v1;
   }
-  __device__ __forceinline__ void store(const FpropParams& p, int row, int col, float v0,
+  __device__ __forceinline__ void store(const FpropParams& p, T* row_out, int col, float v0,
                                         float v1) const {
     if (p.relu) {  // NaN stays NaN, as torch.relu
       v0 = v0 < 0.f ? 0.f : v0;
       v1 = v1 < 0.f ? 0.f : v1;
     }
-    T* out = dst + int64_t(row) * p.Nout + col;
+    T* out = row_out + col;
     if (pairs) {
       *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
     } else {
@@ -464,7 +497,7 @@ struct FpropEpilogue {
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK>
 __global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
                                   fprop_min_blocks<T, BM, BN, STAGES>())
-implicit_gemm_fprop_kernel(FpropParams p) {
+implicit_gemm_fprop_kernel(const __grid_constant__ FpropParams params) {
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
   static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
   constexpr int MT = WM / 16, NT = WN / 8;
@@ -476,8 +509,10 @@ implicit_gemm_fprop_kernel(FpropParams p) {
   const uint32_t smem_base = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % (BM / WM), warp_n = warp / (BM / WM);
+  const FpropParams p = fprop_phase_params(params);
   const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
   const int block_m = origin.m, block_n = origin.n;
+  if (block_m >= p.M) return;  // past a smaller phase's rows (the grid fits the largest)
   FpropGather<T, BM, BN, kThreads, kVec> gather(p, block_m, block_n, tid);
   const int n_tiles = gather.template block_tiles<kSplitK>(p);
 
@@ -520,19 +555,26 @@ implicit_gemm_fprop_kernel(FpropParams p) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
-      if (col >= p.Nout) continue;
-      float b0 = 0.f, b1 = 0.f;
-      if constexpr (!kSplitK) epi.bias_pair(p, col, b0, b1);
+    for (int half = 0; half < 2; ++half) {
+      const int row = block_m + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
+      if (row >= p.M) continue;
+      if constexpr (kSplitK) {
+        float* out = epi.partial_row(p, row);
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = block_m + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
-        if (row >= p.M) continue;
-        if constexpr (kSplitK) {
-          epi.store_partial(p, row, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
-        } else {
-          epi.store(p, row, col, acc[mt][nt][2 * half] + b0, acc[mt][nt][2 * half + 1] + b1);
+        for (int nt = 0; nt < NT; ++nt) {
+          const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
+          if (col < p.Nout)
+            epi.store_partial(p, out, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+        }
+      } else {
+        T* out = epi.dst_row(p, row);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
+          if (col >= p.Nout) continue;
+          float b0, b1;
+          epi.bias_pair(p, col, b0, b1);
+          epi.store(p, out, col, acc[mt][nt][2 * half] + b0, acc[mt][nt][2 * half + 1] + b1);
         }
       }
     }
@@ -1123,14 +1165,14 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int col = block_n + warp_n * kHaloFpropWN + nt * 8 + (lane & 3) * 2;
-      if (col >= p.Nout) continue;
+    for (int half = 0; half < 2; ++half) {
+      const int row = block_m + warp_m * kHaloFpropWM + mt * 16 + (lane >> 2) + half * 8;
+      if (row >= p.M) continue;
+      T* out = epi.dst_row(p, row);
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = block_m + warp_m * kHaloFpropWM + mt * 16 + (lane >> 2) + half * 8;
-        if (row >= p.M) continue;
-        epi.store(p, row, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = block_n + warp_n * kHaloFpropWN + nt * 8 + (lane & 3) * 2;
+        if (col < p.Nout) epi.store(p, out, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
       }
     }
 }

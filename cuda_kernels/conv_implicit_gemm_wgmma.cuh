@@ -164,7 +164,7 @@ __device__ __forceinline__ void wgmma_fence_fragment(uint32_t (&a)[4]) {
 // types, 4 for fp32). kSplitK as in implicit_gemm_fprop_kernel.
 template <typename T, int BM, int BN, int STAGES, bool kSplitK>
 __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
-    implicit_gemm_fprop_wgmma_kernel(FpropParams p) {
+    implicit_gemm_fprop_wgmma_kernel(const __grid_constant__ FpropParams params) {
 #ifdef EMBER_WGMMA_DEVICE
   static_assert(BN == 128 || BN == 64, "n128 or n64 wgmma");
   constexpr int kWarpgroupRows = BM / 2;
@@ -181,8 +181,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   const uint32_t smem_base = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31;
   const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
+  const FpropParams p = fprop_phase_params(params);
   const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
   const int block_m = origin.m, block_n = origin.n;
+  if (block_m >= p.M) return;  // past a smaller phase's rows (the grid fits the largest)
   FpropGather<T, BM, BN, kWgmmaThreads, true> gather(p, block_m, block_n, tid);
   const int n_tiles = gather.template block_tiles<kSplitK>(p);
 
@@ -235,26 +237,34 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   // Epilogue (the accumulator layout of WgmmaOp). A split writes its whole tile.
   const FpropEpilogue<T> epi(p);
 #pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-    const int col = block_n + i * 8 + (lane & 3) * 2;
-    if (col >= p.Nout) continue;
-    float b0 = 0.f, b1 = 0.f;
-    if constexpr (!kSplitK) epi.bias_pair(p, col, b0, b1);
+  for (int mh = 0; mh < MH; ++mh)
 #pragma unroll
-    for (int mh = 0; mh < MH; ++mh)
+    for (int half = 0; half < 2; ++half) {
+      const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
+                      (lane >> 2) + half * 8;
+      if (row >= p.M) continue;
+      if constexpr (kSplitK) {
+        float* out = epi.partial_row(p, row);
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
-                        (lane >> 2) + half * 8;
-        if (row >= p.M) continue;
-        const float v0 = acc[mh][4 * i + 2 * half], v1 = acc[mh][4 * i + 2 * half + 1];
-        if constexpr (kSplitK) {
-          epi.store_partial(p, row, col, v0, v1);
-        } else {
-          epi.store(p, row, col, v0 + b0, v1 + b1);
+        for (int i = 0; i < BN / 8; ++i) {
+          const int col = block_n + i * 8 + (lane & 3) * 2;
+          if (col < p.Nout)
+            epi.store_partial(p, out, col, acc[mh][4 * i + 2 * half],
+                              acc[mh][4 * i + 2 * half + 1]);
+        }
+      } else {
+        T* out = epi.dst_row(p, row);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+          const int col = block_n + i * 8 + (lane & 3) * 2;
+          if (col >= p.Nout) continue;
+          float b0, b1;
+          epi.bias_pair(p, col, b0, b1);
+          epi.store(p, out, col, acc[mh][4 * i + 2 * half] + b0,
+                    acc[mh][4 * i + 2 * half + 1] + b1);
         }
       }
-  }
+    }
 #else
   __trap();  // never launched: the host checks wgmma_compiled() first
 #endif
@@ -379,19 +389,20 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // Epilogue (the accumulator layout of WgmmaOp, n64).
   const FpropEpilogue<T> epi(p);
 #pragma unroll
-  for (int i = 0; i < kHaloFpropBN / 8; ++i) {
-    const int col = block_n + i * 8 + (lane & 3) * 2;
-    if (col >= p.Nout) continue;
+  for (int mh = 0; mh < MH; ++mh)
 #pragma unroll
-    for (int mh = 0; mh < MH; ++mh)
+    for (int half = 0; half < 2; ++half) {
+      const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
+                      (lane >> 2) + half * 8;
+      if (row >= p.M) continue;
+      T* out = epi.dst_row(p, row);
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
-                        (lane >> 2) + half * 8;
-        if (row >= p.M) continue;
-        epi.store(p, row, col, acc[mh][4 * i + 2 * half], acc[mh][4 * i + 2 * half + 1]);
+      for (int i = 0; i < kHaloFpropBN / 8; ++i) {
+        const int col = block_n + i * 8 + (lane & 3) * 2;
+        if (col < p.Nout)
+          epi.store(p, out, col, acc[mh][4 * i + 2 * half], acc[mh][4 * i + 2 * half + 1]);
       }
-  }
+    }
 #else
   __trap();  // never launched: the host checks wgmma_available() first
 #endif

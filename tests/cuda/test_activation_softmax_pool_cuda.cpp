@@ -36,11 +36,9 @@ using ember::testing::rel_err;
 // fp32 tighter than the shared bound: these ops are one pass of exact-ish arithmetic.
 double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::parity_tolerance(d); }
 
-// The GPU tensor's exact values as a CPU fp64 leaf.
-Tensor cpu_copy(const Tensor& g) { return ember::testing::cpu_f64(g).set_requires_grad(true); }
-
 using ember::testing::gpu_randn;
-// Parity of f on the GPU (optionally under forced settings) with the CPU fp64 reference.
+// Parity of f on the GPU (optionally under forced settings, or with the output gradient handed to
+// backward in a given memory format) with the CPU fp64 reference.
 using ember::testing::check_gpu_parity;
 
 std::string error_of(const std::function<void()>& f) {
@@ -244,24 +242,6 @@ TEST_CASE("pooling: parity on ResNet-like and odd shapes, both layouts, bf16" *
 
 namespace {
 
-// check_parity with the output gradient handed to backward directly, laid out in `grad_format` on
-// the GPU: the fast average-pooling backward takes a dense channels_last gradient, while
-// check_parity's sum(out * w) hands pooling an NCHW one.
-void check_pool_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
-                       double tol, MemoryFormat grad_format) {
-  Tensor g = gpu_input.detach().set_requires_grad(true);
-  Tensor c = cpu_copy(g);
-  Tensor out_g = f(g);
-  Tensor out_c = f(c);
-  REQUIRE(out_g.sizes() == out_c.sizes());
-  Tensor w = gpu_randn(out_g.sizes(), out_g.dtype()).contiguous(grad_format);
-  out_g.backward(w);
-  out_c.backward(ember::testing::cpu_f64(w));
-  CHECK(rel_err(out_g, out_c) <= tol);
-  REQUIRE(g.grad().defined());
-  CHECK(rel_err(g.grad(), c.grad()) <= 4 * tol);
-}
-
 // Max pooling on the GPU keeps exactly the CPU's values and indices (first maximum, last NaN).
 void check_max_indices(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
                        const IntList& d = {1}, bool ceil_mode = false) {
@@ -458,34 +438,35 @@ TEST_CASE("pooling fast paths: channels_last windows match the CPU, values, indi
         Tensor x = gpu_randn({2, channels, hw[0], hw[1]}, dtype, 2).contiguous(cl);
         for (size_t i = 0; i < windows.size(); ++i) {
           CAPTURE(i);
-          check_pool_parity(windows[i], x, tol, cl);
+          check_gpu_parity(windows[i], x, tol, std::nullopt, cl);
         }
         check_max_indices(x, {3}, {2}, {1});
         check_max_indices(x, {2, 3}, {1, 2}, {1}, {2, 1}, true);
         // Integers in [0, 3): ties in every window, so the first maximum must win on both sides.
         Tensor ties = randint(0, 3, {2, channels, hw[0], hw[1]}).to(kGpu, dtype).contiguous(cl);
         check_max_indices(ties, {3}, {2}, {1});
-        check_pool_parity(windows[0], ties, tol, cl);
-        check_pool_parity(windows[8], ties, tol, cl);  // disjoint windows
+        check_gpu_parity(windows[0], ties, tol, std::nullopt, cl);
+        check_gpu_parity(windows[8], ties, tol, std::nullopt, cl);  // disjoint windows
       }
     }
     // A misaligned channels_last view (one element per access) and the generic fallbacks: a
     // narrowed (non-dense) input, an NCHW output gradient for average pooling, 3-D pooling.
     CAPTURE(dtype_name(dtype));
     Tensor shifted = misaligned_channels_last({2, 24, 13, 11}, dtype);
-    check_pool_parity(windows[0], shifted, tol, cl);
-    check_pool_parity(windows[3], shifted, tol, cl);
+    check_gpu_parity(windows[0], shifted, tol, std::nullopt, cl);
+    check_gpu_parity(windows[3], shifted, tol, std::nullopt, cl);
     Tensor x = gpu_randn({2, 24, 13, 11}, dtype, 2).contiguous(cl);
-    check_pool_parity([](const Tensor& t) { return max_pool2d(t.narrow(3, 1, 9), {3}, {2}, {1}); },
-                      x, tol, cl);
-    check_pool_parity(windows[4], x, tol, MemoryFormat::contiguous);
+    check_gpu_parity([](const Tensor& t) { return max_pool2d(t.narrow(3, 1, 9), {3}, {2}, {1}); },
+                     x, tol, std::nullopt, cl);
+    check_gpu_parity(windows[4], x, tol, std::nullopt, MemoryFormat::contiguous);
     Tensor v = gpu_randn({2, 16, 5, 6, 7}, dtype).contiguous(cl);
-    check_pool_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, tol, cl);
-    check_pool_parity(
+    check_gpu_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, tol,
+                     std::nullopt, cl);
+    check_gpu_parity(
         [](const Tensor& t) {
           return avg_pool3d(t, {1, 3, 3}, {1, 2, 2}, {0, 1, 1});
         },
-        v, tol, cl);
+        v, tol, std::nullopt, cl);
   }
 }
 
@@ -503,12 +484,13 @@ TEST_CASE("pooling fast paths: NaN inside max and average windows" *
     Tensor x = from_vector(values, shape).to(kGpu, dtype).contiguous(MemoryFormat::channels_last);
     check_max_indices(x, {3}, {2}, {1});
     check_max_indices(x, {3}, {2}, {1}, {2});
-    check_pool_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x,
-                      tolerance(dtype), MemoryFormat::channels_last);
-    check_pool_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}); }, x,
-                      tolerance(dtype), MemoryFormat::channels_last);
-    check_pool_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tolerance(dtype),
-                      MemoryFormat::channels_last);
+    const MemoryFormat cl = MemoryFormat::channels_last;
+    check_gpu_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x,
+                     tolerance(dtype), std::nullopt, cl);
+    check_gpu_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}); }, x,
+                     tolerance(dtype), std::nullopt, cl);
+    check_gpu_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tolerance(dtype),
+                     std::nullopt, cl);
   }
 }
 
@@ -525,12 +507,13 @@ TEST_CASE("pooling fast paths: global average pooling, channels_last and NCHW gr
       Tensor x = gpu_randn(s, dtype, 2);
       for (MemoryFormat format : {MemoryFormat::channels_last, MemoryFormat::contiguous}) {
         Tensor in = x.contiguous(format);
-        check_pool_parity([](const Tensor& t) { return global_avg_pool2d(t); }, in, tol, format);
-        check_pool_parity(
+        check_gpu_parity([](const Tensor& t) { return global_avg_pool2d(t); }, in, tol,
+                         std::nullopt, format);
+        check_gpu_parity(
             [](const Tensor& t) {
               return adaptive_avg_pool2d(t, {1, 1});
             },
-            in, tol, MemoryFormat::contiguous);
+            in, tol, std::nullopt, MemoryFormat::contiguous);
       }
     }
   }

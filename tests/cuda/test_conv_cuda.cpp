@@ -84,8 +84,12 @@ const std::vector<ConvCase>& sweep() {
       {"3x3 C64 K128 13x11 two images (halo fprop)", 2, 64, 13, 11, 128, 3, 3,
        params(1, 1, 1, 1, 1, 1, 1)},
       {"3x3 C64 K64 1x1 image (halo fprop)", 3, 64, 1, 1, 64, 3, 3, params(1, 1, 1, 1, 1, 1, 1)},
-      // Split-K over the transposed (strided) backward-data map: 18 k-tiles of K = 128.
+      // Strided backward-data phases with two channel blocks of K = 128: 1, 2, 2 and 4 taps,
+      // rows 5 / 4 by 4 / 4 (split-K applies to the forward only: 18 k-tiles).
       {"3x3 stride 2, C64 K128", 1, 64, 9, 8, 128, 3, 3, params(2, 2, 1, 1, 1, 1, 1)},
+      // A 2x2 filter with stride 3: along each axis two phases have one tap each and the third
+      // none (its pixels of dx are zero), and phases have 3 or 2 rows.
+      {"2x2 stride 3, C16 K24", 2, 16, 8, 7, 24, 2, 2, params(3, 3, 0, 0, 1, 1, 1)},
   };
   return cases;
 }
@@ -585,7 +589,7 @@ TEST_CASE("conv2d CUDA: the heuristic sends small bf16 images and 1x1 stride-2 w
 // auto-picking algorithms and the large fixed tiles (mma.sync and wgmma). Without wgmma, on
 // 132 SMs, the fprop tile heuristic picks: 256x128 for the forward of "C8 K128" (M = 29696),
 // the stride-1 backward_data of "C128 K8" (a forward convolution of dy with the flipped filter)
-// and the strided backward_data of "C128 K16 stride 2" (the transposed index map); 128x64 for the
+// and the strided backward_data of "C128 K16 stride 2" (four phases); 128x64 for the
 // backward_data of "C8 K128" and the forward of "C128 K8"; 128x128 for both directions of "C72
 // K128" (bf16: two channel blocks per tap, the second part zero). backward_filter runs 128x128
 // tiles over many split-K slices ("C8 K128": one partial column tile) and over columns spanning

@@ -292,8 +292,10 @@ TEST_CASE("rnn cuda: the heuristic's cost models rank the measured winner first"
     MESSAGE("not checked: the cost models were fitted on a 132-SM GPU");
     return;
   }
-  auto cheapest = [](dispatch::Direction direction, DType dtype, int64_t in, int64_t hidden,
-                     int64_t layers, int64_t T, int64_t B) {
+  // The cache's own pick in heuristic mode (no timing), not a re-derivation of it.
+  dispatch::AlgoModeGuard heuristic(dispatch::AlgoMode::heuristic);
+  auto pick = [](dispatch::Direction direction, DType dtype, int64_t in, int64_t hidden,
+                 int64_t layers, int64_t T, int64_t B) {
     RnnProblem p;
     p.direction = direction;
     p.dtype = dtype;
@@ -304,23 +306,14 @@ TEST_CASE("rnn cuda: the heuristic's cost models rank the measured winner first"
     p.config.seq_len = T;
     p.config.batch = B;
     p.input = empty({T, B, in}, dtype, Device::cuda());
-    dispatch::AlgoSlot& slot = rnn_slot(direction, DeviceType::CUDA);
-    std::string best;
-    double best_cost = 0;
-    for (int i = 0; i < slot.size(); ++i) {
-      const dispatch::Algorithm<RnnProblem>& a = slot.get<RnnProblem>(i);
-      if (!a.applies(p)) continue;
-      const double cost = a.heuristic_cost(p);
-      if (best.empty() || cost < best_cost) best = a.name, best_cost = cost;
-    }
-    return best;
+    return dispatch::algo_cache().choose(rnn_slot(direction, DeviceType::CUDA), rnn_key(p), p).name;
   };
   using dispatch::Direction;
-  CHECK(cheapest(Direction::forward, DType::f32, 512, 1024, 2, 100, 64) == "cublas_steps");
-  CHECK(cheapest(Direction::forward, DType::bf16, 256, 512, 2, 128, 64) == "cublas_steps");
-  CHECK(cheapest(Direction::forward, DType::f32, 128, 256, 1, 50, 32) == "cublas_steps");
-  CHECK(cheapest(Direction::backward, DType::f32, 512, 1024, 2, 100, 64) == "cublas_steps");
-  CHECK(cheapest(Direction::backward, DType::f32, 256, 512, 2, 128, 64) == "cublas_steps");
-  CHECK(cheapest(Direction::backward, DType::bf16, 256, 512, 2, 128, 64) == "persistent");
-  CHECK(cheapest(Direction::backward, DType::f32, 128, 256, 1, 50, 32) == "persistent");
+  CHECK(pick(Direction::forward, DType::f32, 512, 1024, 2, 100, 64) == "cublas_steps");
+  CHECK(pick(Direction::forward, DType::bf16, 256, 512, 2, 128, 64) == "cublas_steps");
+  CHECK(pick(Direction::forward, DType::f32, 128, 256, 1, 50, 32) == "cublas_steps");
+  CHECK(pick(Direction::backward, DType::f32, 512, 1024, 2, 100, 64) == "cublas_steps");
+  CHECK(pick(Direction::backward, DType::f32, 256, 512, 2, 128, 64) == "cublas_steps");
+  CHECK(pick(Direction::backward, DType::bf16, 256, 512, 2, 128, 64) == "persistent");
+  CHECK(pick(Direction::backward, DType::f32, 128, 256, 1, 50, 32) == "persistent");
 }
