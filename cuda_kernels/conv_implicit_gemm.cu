@@ -48,6 +48,9 @@
 //       Hopper's warpgroup MMA (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute
 //       capability 9.0 devices only), vector path only, same plan, packing and staging as the
 //       tiles above.
+//   forward / backward_data  "implicit_gemm_wgmma_ws_256x128", "implicit_gemm_wgmma_ws_128x128":
+//       the same GEMM warp-specialized (a producer warpgroup gathers, two consumer warpgroups
+//       multiply; mbarriers between them), for the benchmark mode to time.
 // Activations not in channels_last are staged into the workspace (and written back). Every
 // direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
 // forward with a bias + ReLU epilogue for conv2d_bias_relu.
@@ -270,7 +273,8 @@ fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
 // ---- fprop (forward, backward_data) -----------------------------------------------------------
 
 enum class FpropTile : uint8_t {
-  wide, square, narrow, small, general, wgmma_wide, wgmma_square, wgmma_narrow
+  wide, square, narrow, small, general, wgmma_wide, wgmma_square, wgmma_narrow, wgmma_ws_wide,
+  wgmma_ws_square
 };
 
 // A tile's shape and its throughput per SM relative to the best tile: warp tiles of 64x32 and
@@ -290,9 +294,13 @@ constexpr int kGeneralTile = 64;  // the element-load path's square tile
 // or two (128x64: 64-channel outputs, where an n128 tile would compute half padding). Their
 // relative speed here is the cost model's (as the wide mma.sync tile's); the wave model below
 // scales it by wgmma_speedup.
+// The warp-specialized kernel's tiles (one block per SM) come after them, so a tie keeps the
+// tile above.
 constexpr FpropTileInfo kWgmmaFpropTiles[] = {{FpropTile::wgmma_wide, 256, 128, 1.0},
                                               {FpropTile::wgmma_square, 128, 128, 1.0},
-                                              {FpropTile::wgmma_narrow, 128, 64, 0.9}};
+                                              {FpropTile::wgmma_narrow, 128, 64, 0.9},
+                                              {FpropTile::wgmma_ws_wide, 256, 128, 1.0},
+                                              {FpropTile::wgmma_ws_square, 128, 128, 1.0}};
 // Per-SM throughput of a wgmma tile over the mma.sync tile of the same shape, measured with
 // bench_conv on the H200 (2026-11-29, ResNet-50 layers at batch 64, grids of a whole wave or
 // more): 16-bit 1.1-1.5x (28x28 3x3 forward 334 vs 223 TFLOP/s, 1x1 s2 177 vs 158), TF32
@@ -303,7 +311,8 @@ constexpr int kWgmmaWideStages = 4, kWgmmaSquareStages = 6, kWgmmaNarrowStages =
 
 bool is_wgmma_tile(FpropTile tile) {
   return tile == FpropTile::wgmma_wide || tile == FpropTile::wgmma_square ||
-         tile == FpropTile::wgmma_narrow;
+         tile == FpropTile::wgmma_narrow || tile == FpropTile::wgmma_ws_wide ||
+         tile == FpropTile::wgmma_ws_square;
 }
 
 // The wgmma kernel exists in this build (CUDA architectures with 90a, CMakeLists.txt) and the
@@ -457,6 +466,15 @@ void launch_wgmma_fprop(const FpropParams& p, cudaStream_t stream, int device) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
+template <typename T, int BM, int BN, int STAGES>
+void launch_wgmma_ws_fprop(const FpropParams& p, cudaStream_t stream, int device) {
+  constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_ws_kernel<T, BM, BN, STAGES>;
+  constexpr int smem = igemm::wgmma_ws_smem_bytes<BM, BN, STAGES>();
+  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
+  kernel<<<fprop_grid(p, BM, BN), igemm::kWgmmaWsThreads, smem, stream>>>(p);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 // `split`: the split-K build of the tile (square, small and wgmma_square only:
 // kSplitFpropAlgorithms).
 template <typename T>
@@ -491,6 +509,12 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
       break;
     case FpropTile::wgmma_narrow:
       launch_wgmma_fprop<T, 128, 64, kWgmmaNarrowStages, false>(p, stream, device);
+      break;
+    case FpropTile::wgmma_ws_wide:
+      launch_wgmma_ws_fprop<T, 256, 128, kWgmmaWideStages>(p, stream, device);
+      break;
+    case FpropTile::wgmma_ws_square:
+      launch_wgmma_ws_fprop<T, 128, 128, kWgmmaSquareStages>(p, stream, device);
       break;
   }
 }
@@ -1087,7 +1111,9 @@ constexpr FixedFpropAlgorithm kFixedFpropAlgorithms[] = {
     {"implicit_gemm_64x64", FpropTile::small},
     {"implicit_gemm_wgmma_256x128", FpropTile::wgmma_wide},
     {"implicit_gemm_wgmma_128x128", FpropTile::wgmma_square},
-    {"implicit_gemm_wgmma_128x64", FpropTile::wgmma_narrow}};
+    {"implicit_gemm_wgmma_128x64", FpropTile::wgmma_narrow},
+    {"implicit_gemm_wgmma_ws_256x128", FpropTile::wgmma_ws_wide},
+    {"implicit_gemm_wgmma_ws_128x128", FpropTile::wgmma_ws_square}};
 // Split-K builds exist for these tiles only (launch_fprop_tile).
 constexpr FixedFpropAlgorithm kSplitFpropAlgorithms[] = {
     {"implicit_gemm_128x128_splitk", FpropTile::square},

@@ -151,6 +151,28 @@ __device__ __forceinline__ void wgmma_fence_fragment(uint32_t (&a)[4]) {
   asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3])::"memory");
 }
 
+// Shared-memory barriers (mbarrier) of the warp-specialized kernel; `bar` is a shared address.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival on `bar` once every cp.async this thread issued so far has landed (counted among
+// the barrier's expected arrivals: noinc).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// Blocks until the phase of `bar` with this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
 #undef EMBER_WGMMA_ACC64
 #undef EMBER_WGMMA_ACC32
 #undef EMBER_WGMMA_ACC8
@@ -158,6 +180,44 @@ __device__ __forceinline__ void wgmma_fence_fragment(uint32_t (&a)[4]) {
 #undef EMBER_WGMMA_D32
 
 #endif  // EMBER_WGMMA_DEVICE
+
+// The epilogue of a warpgroup's MH x m64 rows by BN columns (the accumulator layout of
+// WgmmaOp): `row0` is this thread's first row (its warp's 16 rows start there, lane / 4 down),
+// `col0` its first column (lane % 4 pairs along).
+template <typename T, int MH, int BN, bool kSplitK>
+__device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
+                                                     const float (&acc)[MH][BN / 2], int row0,
+                                                     int col0) {
+  const FpropEpilogue<T> epi(p);
+#pragma unroll
+  for (int mh = 0; mh < MH; ++mh)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + mh * 64 + half * 8;
+      if (row >= p.M) continue;
+      if constexpr (kSplitK) {
+        float* out = epi.partial_row(p, row);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+          const int col = col0 + i * 8;
+          if (col < p.Nout)
+            epi.store_partial(p, out, col, acc[mh][4 * i + 2 * half],
+                              acc[mh][4 * i + 2 * half + 1]);
+        }
+      } else {
+        T* out = epi.dst_row(p, row);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+          const int col = col0 + i * 8;
+          if (col >= p.Nout) continue;
+          float b0, b1;
+          epi.bias_pair(p, col, b0, b1);
+          epi.store(p, out, col, acc[mh][4 * i + 2 * half] + b0,
+                    acc[mh][4 * i + 2 * half + 1] + b1);
+        }
+      }
+    }
+}
 
 // BM destination pixels x BN destination channels per block (BM = 128 or 256; BN = 128, or 64
 // with two blocks per SM), the vector path only (16-byte chunks: Csrc a multiple of 8 for 16-bit
@@ -234,39 +294,115 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
   cp_async_wait<0>();
 
-  // Epilogue (the accumulator layout of WgmmaOp). A split writes its whole tile.
-  const FpropEpilogue<T> epi(p);
+  // A split writes its whole tile.
+  wgmma_fprop_epilogue<T, MH, BN, kSplitK>(
+      p, acc, block_m + warpgroup * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
+      block_n + (lane & 3) * 2);
+#else
+  __trap();  // never launched: the host checks wgmma_compiled() first
+#endif
+}
+
+// The same GEMM, warp-specialized (as cuDNN's Hopper fprop kernels): a producer warpgroup gathers
+// the stages with cp.async and two consumer warpgroups (BM/2 rows each) only issue wgmmas, so the
+// MMAs never wait behind the gather's address arithmetic and no block-wide barrier orders the
+// two. Stage s has two mbarriers: full[s] completes when the producer's 128 threads' copies into
+// it have landed (cp.async.mbarrier.arrive), empty[s] when the 256 consumer threads have retired
+// the wgmmas reading it (each arrives after the wgmma wait that follows its next stage), and the
+// producer refills it then: all STAGES tiles can be in flight. No split-K, no epilogue fusion
+// beyond FpropEpilogue's (bias, ReLU).
+constexpr int kWgmmaWsThreads = 384;  // producer warpgroup + two consumer warpgroups
+template <int BM, int BN, int STAGES>
+constexpr int wgmma_ws_smem_bytes() {
+  return wgmma_fprop_smem_bytes<BM, BN, STAGES>() + 2 * STAGES * 8;  // + the mbarriers
+}
+
+template <typename T, int BM, int BN, int STAGES>
+__global__ void __launch_bounds__(kWgmmaWsThreads, 1)
+    implicit_gemm_fprop_wgmma_ws_kernel(const __grid_constant__ FpropParams params) {
+#ifdef EMBER_WGMMA_DEVICE
+  static_assert(BN == 128 || BN == 64, "n128 or n64 wgmma");
+  constexpr int kWarpgroupRows = BM / 2;
+  constexpr int MH = kWarpgroupRows / 64;  // m64 wgmmas per consumer warpgroup and k-step
+  static_assert(MH * 64 * 2 == BM, "BM is 128 or 256");
+  constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
+  static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
+  using Wgmma = WgmmaOp<T, BN>;
+
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full_bar = smem_base + uint32_t(STAGES * kStageBytes);  // 8 bytes per stage
+  const uint32_t empty_bar = full_bar + uint32_t(STAGES * 8);
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
+  const FpropParams p = fprop_phase_params(params);
+  const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
+  const int block_m = origin.m, block_n = origin.n;
+  if (block_m >= p.M) return;  // past a smaller phase's rows (the grid fits the largest)
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(full_bar + 8 * s, 128);
+      mbarrier_init(empty_bar + 8 * s, 256);
+    }
+  }
+  __syncthreads();  // the only block-wide barrier: the roles part here
+  const int n_tiles = p.k_tiles;
+
+  if (warpgroup == 0) {
+    // Producer: fill stage kt % STAGES with k-tile kt once the consumers released its previous
+    // fill (k-tile kt - STAGES).
+    FpropGather<T, BM, BN, 128, true> gather(p, block_m, block_n, tid);
+    for (int kt = 0; kt < n_tiles; ++kt) {
+      const int s = kt % STAGES;
+      if (kt >= STAGES) mbarrier_wait(empty_bar + 8 * s, uint32_t((kt / STAGES - 1) & 1));
+      gather.load_stage(p, smem, smem_base, s);
+      cp_async_mbarrier_arrive(full_bar + 8 * s);
+    }
+    cp_async_wait<0>();  // no copy outlives its thread
+    return;
+  }
+
+  const int consumer = warpgroup - 1;
+  float acc[MH][BN / 2];
 #pragma unroll
   for (int mh = 0; mh < MH; ++mh)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
-                      (lane >> 2) + half * 8;
-      if (row >= p.M) continue;
-      if constexpr (kSplitK) {
-        float* out = epi.partial_row(p, row);
+    for (int i = 0; i < BN / 2; ++i) acc[mh][i] = 0.f;
+  for (int kt = 0; kt < n_tiles; ++kt) {
+    const int s = kt % STAGES;
+    mbarrier_wait(full_bar + 8 * s, uint32_t((kt / STAGES) & 1));
+    // The producer's copies are generic-proxy writes, visible here through the barrier; wgmma
+    // reads through the async proxy.
+    fence_proxy_async_shared();
+    const uint32_t a_addr = smem_base + uint32_t(s * kStageBytes) +
+                            uint32_t(consumer * kWarpgroupRows * kFpropRowBytes);
+    const uint32_t b_addr = smem_base + uint32_t(s * kStageBytes + BM * kFpropRowBytes);
+    const uint64_t a_desc = wgmma_desc_sw128(a_addr), b_desc = wgmma_desc_sw128(b_addr);
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-          const int col = block_n + i * 8 + (lane & 3) * 2;
-          if (col < p.Nout)
-            epi.store_partial(p, out, col, acc[mh][4 * i + 2 * half],
-                              acc[mh][4 * i + 2 * half + 1]);
-        }
-      } else {
-        T* out = epi.dst_row(p, row);
+    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+    wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-          const int col = block_n + i * 8 + (lane & 3) * 2;
-          if (col >= p.Nout) continue;
-          float b0, b1;
-          epi.bias_pair(p, col, b0, b1);
-          epi.store(p, out, col, acc[mh][4 * i + 2 * half] + b0,
-                    acc[mh][4 * i + 2 * half + 1] + b1);
-        }
-      }
-    }
+    for (int ks = 0; ks < kFpropKSteps; ++ks)
+#pragma unroll
+      for (int mh = 0; mh < MH; ++mh)
+        Wgmma::run(acc[mh], a_desc + mh * kWgmmaDescM64 + ks * kWgmmaDescKStep,
+                   b_desc + ks * kWgmmaDescKStep);
+    wgmma_commit();
+    wgmma_wait<1>();  // k-tile kt - 1's wgmmas retired: its stage goes back to the producer
+#pragma unroll
+    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+    if (kt > 0) mbarrier_arrive(empty_bar + 8 * ((kt - 1) % STAGES));
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+
+  wgmma_fprop_epilogue<T, MH, BN, false>(
+      p, acc, block_m + consumer * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
+      block_n + (lane & 3) * 2);
 #else
-  __trap();  // never launched: the host checks wgmma_compiled() first
+  __trap();  // never launched: the host checks wgmma_available() first
 #endif
 }
 

@@ -617,7 +617,8 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
         for (const char* algorithm :
              {"implicit_gemm", "implicit_gemm_atomic", "implicit_gemm_256x128",
               "implicit_gemm_128x128", "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
-              "implicit_gemm_wgmma_128x64", "implicit_gemm_halo", "implicit_gemm_halo_wgmma"}) {
+              "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_ws_256x128",
+              "implicit_gemm_wgmma_ws_128x128", "implicit_gemm_halo", "implicit_gemm_halo_wgmma"}) {
           const std::string name = algorithm;
           if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
           CAPTURE(name);
