@@ -701,11 +701,12 @@ double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   const double waste = double(f.Cpad) / double(f.Csrc) * tiles_m * tiles_n;
   const double efficiency = f.tile.tile == FpropTile::general ? 0.08 : 0.55 * f.tile.relative_speed;
   // Small-channel layers are bound by memory: the source is read once per column tile, the
-  // filter once per row tile, the destination written once.
+  // filter once per row tile (a phase's tiles only its taps: one filter per phase's row tiles),
+  // the destination written once.
   const Tensor& src = f.backward_data ? pr.output : pr.input;
   const Tensor& dst = f.backward_data ? pr.input : pr.output;
   const double traffic = double(src.nbytes()) * double((f.Nout + bn - 1) / bn) +
-                         double(pr.weight.nbytes()) * double((f.M + bm - 1) / bm) +
+                         double(pr.weight.nbytes()) * double((f.M_phase + bm - 1) / bm) +
                          double(dst.nbytes());
   return std::max(math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, efficiency),
                   memory_time_us(traffic) / 0.7) +
@@ -764,15 +765,6 @@ double halo_fprop_cost_us(const ConvProblem& pr) {
                      memory_time_us(2.0 * double(f.staging_bytes) + 2.0 * double(f.filter_bytes)) +
                      (f.pack_filter ? 2 : 1) * kLaunchUs;
   return std::max(own, fprop_cost_us(pr, std::nullopt)) * kFixedTileCostFactor;
-}
-
-// The halo kernel on wgmma: its n64 MMAs match the wgmma tiles' where the destination has at most
-// 64 channels (those tiles are n64 too) and it reads the source a third as often, measured 2-3%
-// faster there (CIFAR / ResNet 64-channel 3x3, forward and backward-data); with 128 channels
-// or more the tiles' n128 MMAs win by 5-9%.
-double halo_wgmma_fprop_cost_us(const ConvProblem& pr) {
-  const FpropPlan f = fprop_plan(pr, std::nullopt);
-  return fprop_cost_us(pr, std::nullopt) * (f.Nout <= igemm::kHaloFpropBN ? 0.97 : 1.06);
 }
 
 // ---- wgrad (backward_filter) ------------------------------------------------------------------
@@ -1090,8 +1082,7 @@ bool register_halo_fprop_algorithms() {
          [](const ConvProblem& pr) {
            return halo_fprop_applies(pr) && wgmma_available(pr.device());
          },
-         fprop_workspace, halo_wgmma_fprop_cost_us,
-         [](const ConvProblem& pr, void* ws, size_t bytes) {
+         fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
            run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, HaloKernel::wgmma);
          }});
   }
