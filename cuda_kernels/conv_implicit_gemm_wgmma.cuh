@@ -14,8 +14,10 @@
 // retired before the barrier of iteration kt (each waits for all but its latest group at the end of
 // an iteration).
 //
-// The halo fprop kernel (conv_implicit_gemm.cuh) has a wgmma variant here too,
-// implicit_gemm_halo_fprop_wgmma_kernel (A from registers, see its comment).
+// implicit_gemm_fprop_wgmma_ws_kernel runs the same GEMM warp-specialized (a producer warpgroup,
+// two consumer warpgroups, mbarriers between them; see its comment). The halo fprop kernel
+// (conv_implicit_gemm.cuh) has a wgmma variant here too, implicit_gemm_halo_fprop_wgmma_kernel
+// (A from registers, see its comment).
 //
 // fp32 operands run as TF32 (the MMA ignores the low 13 mantissa bits: truncation, where the
 // mma.sync kernels round to nearest). Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the
