@@ -181,6 +181,35 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #undef EMBER_WGMMA_D64
 #undef EMBER_WGMMA_D32
 
+// One k-tile of the fprop GEMM for one warpgroup: the wgmmas of its four k-steps over the MH m64
+// row blocks starting `first_row` rows into the stage at `stage` (A tile, then the B tile at row
+// BM), committed as one group. The stage's copies must be visible to the async proxy.
+template <typename T, int BM, int BN, int MH>
+__device__ __forceinline__ void wgmma_fprop_tile(float (&acc)[MH][BN / 2], uint32_t stage,
+                                                 int first_row) {
+  const uint64_t a_desc = wgmma_desc_sw128(stage + uint32_t(first_row * kFpropRowBytes));
+  const uint64_t b_desc = wgmma_desc_sw128(stage + uint32_t(BM * kFpropRowBytes));
+#pragma unroll
+  for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kFpropKSteps; ++ks)
+#pragma unroll
+    for (int mh = 0; mh < MH; ++mh)
+      WgmmaOp<T, BN>::run(acc[mh], a_desc + mh * kWgmmaDescM64 + ks * kWgmmaDescKStep,
+                          b_desc + ks * kWgmmaDescKStep);
+  wgmma_commit();
+}
+
+// Waits until at most N of this warpgroup's wgmma groups are pending; the accumulators are then
+// up to date with the others.
+template <int N, int MH, int kAccumulators>
+__device__ __forceinline__ void wgmma_retire(float (&acc)[MH][kAccumulators]) {
+  wgmma_wait<N>();
+#pragma unroll
+  for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+}
+
 #endif  // EMBER_WGMMA_DEVICE
 
 // The epilogue of a warpgroup's MH x m64 rows by BN columns (the accumulator layout of
@@ -235,7 +264,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   static_assert(STAGES >= 3, "the refilled stage is two tiles behind the one read");
   constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
   static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
-  using Wgmma = WgmmaOp<T, BN>;
 
   extern __shared__ unsigned char smem_raw[];
   // wgmma's swizzle is a function of address bits 4-9: the stages start 1024-byte aligned.
@@ -268,32 +296,16 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
     cp_async_wait<STAGES - 3>();
     fence_proxy_async_shared();
     __syncthreads();
-    const uint32_t a_addr = smem_base + uint32_t(read_stage * kStageBytes) +
-                            uint32_t(warpgroup * kWarpgroupRows * kFpropRowBytes);
-    const uint32_t b_addr = smem_base + uint32_t(read_stage * kStageBytes + BM * kFpropRowBytes);
-    const uint64_t a_desc = wgmma_desc_sw128(a_addr), b_desc = wgmma_desc_sw128(b_addr);
-#pragma unroll
-    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kFpropKSteps; ++ks)
-#pragma unroll
-      for (int mh = 0; mh < MH; ++mh)
-        Wgmma::run(acc[mh], a_desc + mh * kWgmmaDescM64 + ks * kWgmmaDescKStep,
-                   b_desc + ks * kWgmmaDescKStep);
-    wgmma_commit();
+    wgmma_fprop_tile<T, BM, BN, MH>(acc, smem_base + uint32_t(read_stage * kStageBytes),
+                                    warpgroup * kWarpgroupRows);
     // Refill the stage of tile kt - 2 (retired by every warpgroup before this barrier).
     if (kt + STAGES - 2 < n_tiles) gather.load_stage(p, smem, smem_base, write_stage);
     cp_async_commit();
     write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-    wgmma_wait<1>();
-#pragma unroll
-    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+    wgmma_retire<1>(acc);
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+  wgmma_retire<0>(acc);
   cp_async_wait<0>();
 
   // A split writes its whole tile.
@@ -329,7 +341,6 @@ __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
   static_assert(MH * 64 * 2 == BM, "BM is 128 or 256");
   constexpr int kStageBytes = (BM + BN) * kFpropRowBytes;
   static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
-  using Wgmma = WgmmaOp<T, BN>;
 
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -377,28 +388,12 @@ __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
     // The producer's copies are generic-proxy writes, visible here through the barrier; wgmma
     // reads through the async proxy.
     fence_proxy_async_shared();
-    const uint32_t a_addr = smem_base + uint32_t(s * kStageBytes) +
-                            uint32_t(consumer * kWarpgroupRows * kFpropRowBytes);
-    const uint32_t b_addr = smem_base + uint32_t(s * kStageBytes + BM * kFpropRowBytes);
-    const uint64_t a_desc = wgmma_desc_sw128(a_addr), b_desc = wgmma_desc_sw128(b_addr);
-#pragma unroll
-    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kFpropKSteps; ++ks)
-#pragma unroll
-      for (int mh = 0; mh < MH; ++mh)
-        Wgmma::run(acc[mh], a_desc + mh * kWgmmaDescM64 + ks * kWgmmaDescKStep,
-                   b_desc + ks * kWgmmaDescKStep);
-    wgmma_commit();
-    wgmma_wait<1>();  // k-tile kt - 1's wgmmas retired: its stage goes back to the producer
-#pragma unroll
-    for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+    wgmma_fprop_tile<T, BM, BN, MH>(acc, smem_base + uint32_t(s * kStageBytes),
+                                    consumer * kWarpgroupRows);
+    wgmma_retire<1>(acc);  // k-tile kt - 1's wgmmas retired: its stage goes back to the producer
     if (kt > 0) mbarrier_arrive(empty_bar + 8 * ((kt - 1) % STAGES));
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
+  wgmma_retire<0>(acc);
 
   wgmma_fprop_epilogue<T, MH, BN, false>(
       p, acc, block_m + consumer * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
