@@ -392,15 +392,16 @@ bool gemm1x1_applies(const ConvProblem& pr) {
 size_t gemm1x1_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; }
 
 // Memory-bound at small channel counts, math-bound at large ones; staging and the strided
-// gather/scatter cost a read and a write each. A strided forward or filter gradient in the NHWC
-// form reads only the sampled pixels of x, whole runs of channels: 1/(sh*sw) of its bytes (the
-// NCHW form is charged all of x; its gather measured 1.4x im2col_gemm on ResNet-50's fp32 1x1
-// stride 2, which this keeps ranked first there).
+// gather/scatter cost a read and a write each. A strided forward or filter gradient of a
+// channels_last x reads only its sampled pixels, whole runs of channels: 1/(sh*sw) of its bytes
+// (an NCHW x is charged whole: gathering its samples measured 1.4x im2col_gemm on ResNet-50's
+// fp32 1x1 stride 2, 207 against 145 us, which keeps im2col_gemm ranked first there).
 double gemm1x1_cost_us(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   const Plan plan = plan_of(pr);
   double x_bytes = double(pr.input.nbytes());
-  if (pr.direction != Direction::backward_data && plan.form == Form::nhwc)
+  if (pr.direction != Direction::backward_data && dense_as(pr.input, Form::nhwc) &&
+      !dense_as(pr.input, Form::nchw))
     x_bytes /= double(d.sh * d.sw);
   const double operands = x_bytes + double(pr.output.nbytes() + pr.weight.nbytes());
   const double math = math_time_us(d.macs(), pr.input.dtype(), pr.allow_tf32, 0.7);
