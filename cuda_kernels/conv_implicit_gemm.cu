@@ -84,8 +84,8 @@ bool tensor_core_dtype(const ConvProblem& pr) {
 // Along one axis, dx[h] = sum over taps r of dy[(h + pad - r*dil) / stride] W[r], over the taps
 // where that division is exact. The destination rows h = a, a + stride, ... (phase a < stride)
 // all take the taps r = first_tap + stride*j (first_tap = (a + pad) mod stride, dilation 1),
-// reading dy row i + e - j for h = a + stride*i (e = (a + pad - first_tap) / stride): a stride-1 forward
-// convolution of dy with those taps in reverse order (packed tap t is W's tap
+// reading dy row i + e - j for h = a + stride*i (e = (a + pad - first_tap) / stride): a stride-1
+// forward convolution of dy with those taps in reverse order (packed tap t is W's tap
 // first_tap + stride*(taps - 1 - t)) and padding taps - 1 - e. Stride 1: one phase, all R taps
 // flipped, padding dil*(R - 1) - pad (the dilation stays). The phases' taps partition W's.
 struct PhaseTaps {
@@ -380,7 +380,8 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   f.OH = f.backward_data ? d.H : d.P;
   f.OW = f.backward_data ? d.W : d.Q;
   f.M = d.N * f.OH * f.OW;
-  f.M_phase = d.N * ((f.OH + f.phases_h - 1) / f.phases_h) * ((f.OW + f.phases_w - 1) / f.phases_w);
+  f.M_phase =
+      d.N * ((f.OH + f.phases_h - 1) / f.phases_h) * ((f.OW + f.phases_w - 1) / f.phases_w);
   const int64_t bk = block_k_elems(pr.input.dtype());
   f.Cpad = (f.Csrc + bk - 1) / bk * bk;
   if (!fprop_vector_path(pr)) {
@@ -433,7 +434,7 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
 }
 
 // The fprop kernel launches of a plan: backward-data phases go kMaxFpropPhases at a time.
-int64_t launches(const FpropPlan& f) {
+int64_t fprop_launches(const FpropPlan& f) {
   return (f.phases_h * f.phases_w + igemm::kMaxFpropPhases - 1) / igemm::kMaxFpropPhases;
 }
 
@@ -711,7 +712,7 @@ double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
   return std::max(math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, efficiency),
                   memory_time_us(traffic) / 0.7) +
          memory_time_us(2.0 * double(f.staging_bytes) + 2.0 * double(f.filter_bytes)) +
-         double(launches(f) + (f.pack_filter ? 1 : 0)) * kLaunchUs;
+         double(fprop_launches(f) + (f.pack_filter ? 1 : 0)) * kLaunchUs;
 }
 
 // A fixed-tile variant's estimate is above the auto-picking algorithm's (whose choice among the
