@@ -149,7 +149,7 @@ constexpr int kMaxFpropPhases = 4;
 struct FpropParams {
   const void* src;     // [N][SH][SW][Csrc], NHWC dense
   const void* filter;  // [Nout][R][S][Cpad], Cpad a multiple of the stage's channels, zero-padded
-  void* dst;           // [M][Nout]: NHWC dense destination
+  void* dst;           // [N][dst_H][dst_W][Nout]: NHWC dense destination
   const void* bias;    // [Nout] or null (forward only)
   bool relu;           // forward only
   int N, SH, SW, Csrc, Cpad;
@@ -189,7 +189,7 @@ __device__ __forceinline__ FpropParams fprop_phase_params(const FpropParams& par
   return p;
 }
 
-// The element offset of row `row`'s pixel in dst (see FpropParams::dst_sh).
+// The pixel of dst that GEMM row `row` writes (see FpropParams::dst_sh).
 __device__ __forceinline__ int64_t fprop_dst_pixel(const FpropParams& p, int row) {
   if (p.dst_sh == 1 && p.dst_sw == 1) return row;
   const int n = int(p.div_ohw.div(uint32_t(row)));
