@@ -587,14 +587,11 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
     q.filter = slice;
     return q;
   };
-  // The launch's own fields: `q`'s (one phase), or the largest phase's rows (several).
+  // The launch's own fields: `q`'s (one phase), or the largest phase's rows (several); the
+  // plan's split-K slices (fprop_grid needs at least one k-tile per slice).
   auto set_gemm = [&](const igemm::FpropPhase& q) {
-    p.OH = q.OH, p.OW = q.OW, p.M = q.M, p.R = q.R, p.S = q.S, p.ph = q.ph, p.pw = q.pw;
-    p.k_tiles = q.k_tiles;
+    igemm::use_phase(p, q);
     p.tiles_per_split = f.splits > 1 ? int(f.tiles_per_split) : std::max(q.k_tiles, 1);
-    p.dst_h0 = q.dst_h0, p.dst_w0 = q.dst_w0;
-    p.div_ohw = q.div_ohw, p.div_ow = q.div_ow;
-    p.filter = q.filter;
   };
 
   dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {

@@ -174,18 +174,20 @@ struct FpropParams {
   FpropPhase phase[kMaxFpropPhases];
 };
 
+// Makes `q` the GEMM that p's own fields describe (no split: tiles_per_split = k_tiles).
+__host__ __device__ __forceinline__ void use_phase(FpropParams& p, const FpropPhase& q) {
+  p.OH = q.OH, p.OW = q.OW, p.M = q.M, p.R = q.R, p.S = q.S, p.ph = q.ph, p.pw = q.pw;
+  p.k_tiles = p.tiles_per_split = q.k_tiles;
+  p.dst_h0 = q.dst_h0, p.dst_w0 = q.dst_w0;
+  p.div_ohw = q.div_ohw, p.div_ow = q.div_ow;
+  p.filter = q.filter;
+}
+
 // This block's GEMM: params, with its phase's fields when the launch runs several. (The kernels
 // take their parameters as __grid_constant__, so indexing the phase table copies nothing.)
 __device__ __forceinline__ FpropParams fprop_phase_params(const FpropParams& params) {
   FpropParams p = params;
-  if (params.phases > 1) {
-    const FpropPhase& q = params.phase[blockIdx.z];
-    p.OH = q.OH, p.OW = q.OW, p.M = q.M, p.R = q.R, p.S = q.S, p.ph = q.ph, p.pw = q.pw;
-    p.k_tiles = p.tiles_per_split = q.k_tiles;
-    p.dst_h0 = q.dst_h0, p.dst_w0 = q.dst_w0;
-    p.div_ohw = q.div_ohw, p.div_ow = q.div_ow;
-    p.filter = q.filter;
-  }
+  if (params.phases > 1) use_phase(p, params.phase[blockIdx.z]);
   return p;
 }
 

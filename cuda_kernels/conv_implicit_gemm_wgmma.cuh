@@ -214,8 +214,9 @@ __device__ __forceinline__ void wgmma_retire(float (&acc)[MH][kAccumulators]) {
 
 // The epilogue of a warpgroup's MH x m64 rows by BN columns (the accumulator layout of
 // WgmmaOp): `row0` is this thread's first row (its warp's 16 rows start there, lane / 4 down),
-// `col0` its first column (lane % 4 pairs along).
-template <typename T, int MH, int BN, bool kSplitK>
+// `col0` its first column (lane % 4 pairs along). kSplitK: the fp32 partials; else the
+// destination, with the bias unless !kBias (kernels whose plan has none).
+template <typename T, int MH, int BN, bool kSplitK, bool kBias = !kSplitK>
 __device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
                                                      const float (&acc)[MH][BN / 2], int row0,
                                                      int col0) {
@@ -241,10 +242,14 @@ __device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
         for (int i = 0; i < BN / 8; ++i) {
           const int col = col0 + i * 8;
           if (col >= p.Nout) continue;
-          float b0, b1;
-          epi.bias_pair(p, col, b0, b1);
-          epi.store(p, out, col, acc[mh][4 * i + 2 * half] + b0,
-                    acc[mh][4 * i + 2 * half + 1] + b1);
+          if constexpr (kBias) {
+            float b0, b1;
+            epi.bias_pair(p, col, b0, b1);
+            epi.store(p, out, col, acc[mh][4 * i + 2 * half] + b0,
+                      acc[mh][4 * i + 2 * half + 1] + b1);
+          } else {
+            epi.store(p, out, col, acc[mh][4 * i + 2 * half], acc[mh][4 * i + 2 * half + 1]);
+          }
         }
       }
     }
@@ -519,23 +524,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   }
   cp_async_wait<0>();
 
-  // Epilogue (the accumulator layout of WgmmaOp, n64).
-  const FpropEpilogue<T> epi(p);
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = block_m + warpgroup * kWarpgroupRows + mh * 64 + warp_in_group * 16 +
-                      (lane >> 2) + half * 8;
-      if (row >= p.M) continue;
-      T* out = epi.dst_row(p, row);
-#pragma unroll
-      for (int i = 0; i < kHaloFpropBN / 8; ++i) {
-        const int col = block_n + i * 8 + (lane & 3) * 2;
-        if (col < p.Nout)
-          epi.store(p, out, col, acc[mh][4 * i + 2 * half], acc[mh][4 * i + 2 * half + 1]);
-      }
-    }
+  // Epilogue (the accumulator layout of WgmmaOp, n64; the plan gives this kernel no bias).
+  wgmma_fprop_epilogue<T, MH, kHaloFpropBN, false, false>(
+      p, acc, block_m + warpgroup * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
+      block_n + (lane & 3) * 2);
 #else
   __trap();  // never launched: the host checks wgmma_available() first
 #endif
