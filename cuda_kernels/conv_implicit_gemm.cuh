@@ -1022,6 +1022,14 @@ __device__ __forceinline__ uint32_t halo_tap_mask(const FpropParams& p, int m) {
   return mask;
 }
 
+// Where a lane reads its A fragment row for one k-step (both halo kernels): in the stage at sA,
+// source row `row` (the pixel's row plus the tap's shift) at chunk `chunk`, when `tap` lies inside
+// the image for that pixel (tap_ok, halo_tap_mask); else the block's row of zeros.
+__device__ __forceinline__ uint32_t halo_a_fragment(uint32_t tap_ok, int tap, uint32_t sA, int row,
+                                                    int chunk, uint32_t zero_row, int lane_chunk) {
+  return ((tap_ok >> tap) & 1u) ? sA + swizzled(row, chunk) : zero_row + uint32_t(lane_chunk << 4);
+}
+
 // The copies of the halo fprop stages (both halo kernels, 256 threads): stage k-tile = filter row
 // r * cblocks + channel block; source pixels past either end of the tensor are zero-filled.
 template <typename T>
@@ -1131,10 +1139,8 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
     const int tap = rd_r * kHaloFpropTaps + s;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      const uint32_t addr = ((tap_ok[mt] >> tap) & 1u)
-                                ? sA + swizzled(a_frag_row + mt * 16 + s, kc + a_frag_chunk)
-                                : zero_row + uint32_t(a_frag_chunk << 4);
-      ldmatrix_x4(af[buf][mt], addr);
+      ldmatrix_x4(af[buf][mt], halo_a_fragment(tap_ok[mt], tap, sA, a_frag_row + mt * 16 + s,
+                                               kc + a_frag_chunk, zero_row, a_frag_chunk));
     }
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {

@@ -486,12 +486,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       const int tap = rd_r * kHaloFpropTaps + s;
       const int buf = ks & 1;
 #pragma unroll
-      for (int mh = 0; mh < MH; ++mh) {
-        const uint32_t addr = ((tap_ok[mh] >> tap) & 1u)
-                                  ? sA + swizzled(a_row + mh * 64 + s, kc + a_chunk)
-                                  : zero_row + uint32_t(a_chunk << 4);
-        ldmatrix_x4(af[buf][mh], addr);
-      }
+      for (int mh = 0; mh < MH; ++mh)
+        ldmatrix_x4(af[buf][mh], halo_a_fragment(tap_ok[mh], tap, sA, a_row + mh * 64 + s,
+                                                 kc + a_chunk, zero_row, a_chunk));
 #pragma unroll
       for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
       wgmma_fence();
