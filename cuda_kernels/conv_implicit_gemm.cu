@@ -41,8 +41,6 @@
 //       them per tap (55 MACs per byte loaded against 21-43 for the tiles above); no bias/ReLU
 //       epilogue (implicit_gemm_forward_fused never picks it); ranked behind "implicit_gemm" for
 //       the benchmark mode to time.
-//   forward / backward_data  "implicit_gemm_halo_wgmma": the same stages and lane addressing with
-//       the MMAs on wgmma (A from registers, B by descriptor; conv_implicit_gemm_wgmma.cuh).
 //   forward / backward_data  "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
 //       "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on
 //       Hopper's warpgroup MMA (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute
@@ -520,32 +518,23 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
   }
 }
 
-// The halo kernels (one 256 x 64 tile, 8 warps, one block per SM; never split): on mma.sync, or
-// on wgmma (sm_90a builds, compute 9.0 devices).
-enum class HaloKernel : uint8_t { none, mma_sync, wgmma };
+// The halo kernel (one 256 x 64 tile, 8 warps, one block per SM; never split).
 template <typename T>
-void launch_halo_fprop(HaloKernel halo, const FpropParams& p, cudaStream_t stream, int device) {
-  const dim3 grid = fprop_grid(p, igemm::kHaloFpropBM, igemm::kHaloFpropBN);
-  if (halo == HaloKernel::wgmma) {
-    constexpr auto kernel = igemm::implicit_gemm_halo_fprop_wgmma_kernel<T>;
-    opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-    kernel<<<grid, igemm::kWgmmaThreads, igemm::kHaloWgmmaSmemBytes, stream>>>(p);
-  } else {
-    constexpr auto kernel = igemm::implicit_gemm_halo_fprop_kernel<T>;
-    opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-    kernel<<<grid, igemm::kHaloFpropThreads, igemm::kHaloFpropSmemBytes, stream>>>(p);
-  }
+void launch_halo_fprop(const FpropParams& p, cudaStream_t stream, int device) {
+  constexpr auto kernel = igemm::implicit_gemm_halo_fprop_kernel<T>;
+  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
+  kernel<<<fprop_grid(p, igemm::kHaloFpropBM, igemm::kHaloFpropBN), igemm::kHaloFpropThreads,
+           igemm::kHaloFpropSmemBytes, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
 // Runs forward or backward_data with the `fixed` tile (else the wave model's); `bias` (forward
 // only, may be undefined) and `relu` form the fused epilogue; `split`: split-K (no epilogue);
-// `halo`: a halo kernel (halo_fprop_applies; no epilogue).
+// `halo`: the halo kernel (halo_fprop_applies; no epilogue).
 void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, const Tensor& bias,
-               bool relu, std::optional<FpropTile> fixed, bool split = false,
-               HaloKernel halo = HaloKernel::none) {
+               bool relu, std::optional<FpropTile> fixed, bool split = false, bool halo = false) {
   EMBER_CHECK(!split || (!bias.defined() && !relu), "implicit_gemm: split-K has no epilogue");
-  EMBER_CHECK(halo == HaloKernel::none || (!bias.defined() && !relu && !split),
+  EMBER_CHECK(!halo || (!bias.defined() && !relu && !split),
               "implicit_gemm_halo: no epilogue and no split-K");
   const ConvShape d = shape_of(pr);
   const FpropPlan f = fprop_plan(pr, fixed, split);
@@ -611,9 +600,9 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
     }
     auto launch = [&] {
       if (p.M == 0) return;  // no destination pixels
-      if (halo != HaloKernel::none) {
+      if (halo) {
         if constexpr (sizeof(T) == 2) {
-          launch_halo_fprop<T>(halo, p, stream, dev.index);
+          launch_halo_fprop<T>(p, stream, dev.index);
         } else {
           EMBER_CHECK(false, "implicit_gemm_halo: bf16/f16 only");
         }
@@ -1069,21 +1058,12 @@ const auto implicit_gemm_backward_filter_halo_atomic = register_conv_algorithm(
      [](const ConvProblem& pr, void* ws, size_t bytes) { run_halo_wgrad(pr, ws, bytes, true); }});
 
 bool register_halo_fprop_algorithms() {
-  for (const Direction direction : {Direction::forward, Direction::backward_data}) {
+  for (const Direction direction : {Direction::forward, Direction::backward_data})
     register_conv_algorithm(
         {"implicit_gemm_halo", direction, true, kSixteenBitTypes, halo_fprop_applies,
          fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
-           run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, HaloKernel::mma_sync);
+           run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, true);
          }});
-    register_conv_algorithm(
-        {"implicit_gemm_halo_wgmma", direction, true, kSixteenBitTypes,
-         [](const ConvProblem& pr) {
-           return halo_fprop_applies(pr) && wgmma_available(pr.device());
-         },
-         fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
-           run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, HaloKernel::wgmma);
-         }});
-  }
   return true;
 }
 const bool halo_fprop_algorithms_registered = register_halo_fprop_algorithms();

@@ -985,8 +985,7 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
 // of 128 bytes for 256 x 64 x 192 MACs: 55 MACs per byte against 21 (128x64) to 43 (256x128).
 // The 128-byte rows keep the XOR swizzle of the fprop tiles: any 8 consecutive rows hit 8
 // different bank groups, so ldmatrix at a shifted row start stays conflict-free. The source rows
-// take 264 rows of a stage (258 used), so the filter rows start 1024-byte aligned, where the
-// wgmma variant (conv_implicit_gemm_wgmma.cuh) reads them by descriptor.
+// take 264 rows of a stage (258 used): filter rows and stages start 1024-byte aligned.
 // Reuses FpropParams (Cpad == Csrc, a multiple of 64; SH == OH, SW == OW); no bias or ReLU.
 constexpr int kHaloFpropBM = 256;  // destination pixels per block
 constexpr int kHaloFpropBN = 64;   // destination channels per block
@@ -1022,7 +1021,7 @@ __device__ __forceinline__ uint32_t halo_tap_mask(const FpropParams& p, int m) {
   return mask;
 }
 
-// Where a lane reads its A fragment row for one k-step (both halo kernels): in the stage at sA,
+// Where a lane reads its A fragment row for one k-step of the halo kernel: in the stage at sA,
 // source row `row` (the pixel's row plus the tap's shift) at chunk `chunk`, when `tap` lies inside
 // the image for that pixel (tap_ok, halo_tap_mask); else the block's row of zeros.
 __device__ __forceinline__ uint32_t halo_a_fragment(uint32_t tap_ok, int tap, uint32_t sA, int row,
@@ -1030,7 +1029,7 @@ __device__ __forceinline__ uint32_t halo_a_fragment(uint32_t tap_ok, int tap, ui
   return ((tap_ok >> tap) & 1u) ? sA + swizzled(row, chunk) : zero_row + uint32_t(lane_chunk << 4);
 }
 
-// The copies of the halo fprop stages (both halo kernels, 256 threads): stage k-tile = filter row
+// The copies of the halo fprop stages (the halo kernel's 256 threads): stage k-tile = filter row
 // r * cblocks + channel block; source pixels past either end of the tensor are zero-filled.
 template <typename T>
 struct HaloFpropGather {

@@ -15,9 +15,7 @@
 // an iteration).
 //
 // implicit_gemm_fprop_wgmma_ws_kernel runs the same GEMM warp-specialized (a producer warpgroup,
-// two consumer warpgroups, mbarriers between them; see its comment). The halo fprop kernel
-// (conv_implicit_gemm.cuh) has a wgmma variant here too, implicit_gemm_halo_fprop_wgmma_kernel
-// (A from registers, see its comment).
+// two consumer warpgroups, mbarriers between them; see its comment).
 //
 // fp32 operands run as TF32 (the MMA ignores the low 13 mantissa bits: truncation, where the
 // mma.sync kernels round to nearest). Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the
@@ -125,33 +123,6 @@ EMBER_WGMMA_OP(__half, 64, "m64n64k16.f32.f16.f16", EMBER_WGMMA_D32, EMBER_WGMMA
 EMBER_WGMMA_OP(float, 64, "m64n64k8.f32.tf32.tf32", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
                "%32, %33", "1, 1")
 #undef EMBER_WGMMA_OP
-
-// One m64 n64 k16 step with A from registers (16-bit types; the halo kernel): a[0..3] are the
-// mma.sync m16k16 A fragment of this warp's 16 rows of the 64 (warp w of the warpgroup: rows
-// 16w..16w+15), as ldmatrix_x4 loads it; B by descriptor as in WgmmaOp.
-template <typename T>
-struct WgmmaRegAOp;
-#define EMBER_WGMMA_REG_A_OP(T, PTX_TYPE)                                                    \
-  template <>                                                                                \
-  struct WgmmaRegAOp<T> {                                                                    \
-    __device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4],       \
-                                               uint64_t b) {                                 \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                \
-                   "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX_TYPE "." PTX_TYPE " "    \
-                   EMBER_WGMMA_D32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"          \
-                   : EMBER_WGMMA_ACC32(d)                                                    \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                    \
-    }                                                                                        \
-  };
-EMBER_WGMMA_REG_A_OP(__nv_bfloat16, "bf16")
-EMBER_WGMMA_REG_A_OP(__half, "f16")
-#undef EMBER_WGMMA_REG_A_OP
-
-// Keeps A fragment registers alive (and unmoved) up to this point: a wgmma reads them
-// asynchronously, so they must not be reused before the wait that retires it.
-__device__ __forceinline__ void wgmma_fence_fragment(uint32_t (&a)[4]) {
-  asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3])::"memory");
-}
 
 // Shared-memory barriers (mbarrier) of the warp-specialized kernel; `bar` is a shared address.
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
@@ -402,128 +373,6 @@ __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
 
   wgmma_fprop_epilogue<T, MH, BN, false>(
       p, acc, block_m + consumer * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
-      block_n + (lane & 3) * 2);
-#else
-  __trap();  // never launched: the host checks wgmma_available() first
-#endif
-}
-
-// ---- halo fprop on wgmma (16-bit, sm_90a) -------------------------------------------------------
-//
-// The halo kernel of conv_implicit_gemm.cuh (256 destination pixels x 64 channels per block; a
-// stage is one filter row r and 64-channel block: the block's source rows with a one-pixel halo,
-// loaded once, and the 3 x 64 filter rows of taps (r, 0..2); HaloFpropGather) with its MMAs on
-// wgmma: A (pixels x channels) from registers, each lane's ldmatrix row address at halo row i + s
-// or at the row of zeros when tap (r, s) of its pixel falls outside the image, exactly as the
-// mma.sync halo kernel; B (the 64 filter rows of tap s) by descriptor, 1024-byte aligned in the
-// stage. Two warpgroups of 128 rows (two m64 slabs each) x n64. Per k-step: ldmatrix into one of
-// two fragment buffers, one wgmma group, then a wait for the previous group, which frees the other
-// buffer. A stage is refilled (two tiles ahead) only after every warpgroup waited for all its
-// groups at the end of the tile it read, and the barrier that follows.
-constexpr int kHaloWgmmaSmemBytes = kHaloFpropSmemBytes + 1024;  // + alignment slack
-
-template <typename T>
-__global__ void __launch_bounds__(kWgmmaThreads, 1)
-    implicit_gemm_halo_fprop_wgmma_kernel(FpropParams p) {
-#ifdef EMBER_WGMMA_DEVICE
-  static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
-  static_assert(kHaloFpropThreads == kWgmmaThreads, "the halo gather's thread count");
-  static_assert(kHaloFpropBN == 64, "n64 wgmma");
-  constexpr int STAGES = kHaloFpropStages;
-  static_assert(STAGES >= 3, "a stage is refilled two tiles ahead of its read");
-  constexpr int kWarpgroupRows = kHaloFpropBM / 2;  // 128
-  constexpr int MH = kWarpgroupRows / 64;            // 2 m64 slabs per warpgroup
-  constexpr uint64_t kTapDesc = uint64_t(kHaloFpropBN * kFpropRowBytes) >> 4;  // 64 filter rows
-  using Wgmma = WgmmaRegAOp<T>;
-
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  const uint32_t smem_base = smem_u32(smem);
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
-  const FpropBlockOrigin origin = fprop_block_origin<kHaloFpropBM, kHaloFpropBN>(p);
-  const int block_m = origin.m, block_n = origin.n;
-  const int n_tiles = kHaloFpropTaps * p.cblocks;
-  const uint32_t zero_row = smem_base + uint32_t(STAGES * kHaloFpropStageBytes);
-  if (tid < kFpropRowBytes / 16)
-    *reinterpret_cast<uint4*>(smem + STAGES * kHaloFpropStageBytes + tid * 16) =
-        make_uint4(0, 0, 0, 0);
-
-  HaloFpropGather<T> gather(p, block_m, block_n, tid);
-
-  // This lane's A rows (one per slab): ldmatrix rows lane % 16 of the warp's 16, chunk lane / 16.
-  const int a_row = warpgroup * kWarpgroupRows + warp_in_group * 16 + (lane & 15);
-  const int a_chunk = lane >> 4;
-  uint32_t tap_ok[MH];
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh) tap_ok[mh] = halo_tap_mask(p, block_m + a_row + mh * 64);
-
-  float acc[MH][32];
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh)
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc[mh][i] = 0.f;
-
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) gather.load_stage(p, smem_base, s);
-    cp_async_commit();
-  }
-  int read_stage = 0, write_stage = STAGES - 1, rd_r = 0, rd_cb = 0;
-  uint32_t af[2][MH][4];
-  for (int kt = 0; kt < n_tiles; ++kt) {
-    cp_async_wait<STAGES - 2>();
-    fence_proxy_async_shared();
-    // Tile kt has landed for every thread, and every warpgroup retired its wgmmas of tile kt - 1.
-    __syncthreads();
-    if (kt + STAGES - 1 < n_tiles) gather.load_stage(p, smem_base, write_stage);
-    cp_async_commit();
-    const uint32_t sA = smem_base + uint32_t(read_stage * kHaloFpropStageBytes);
-    const uint64_t b_desc = wgmma_desc_sw128(sA + uint32_t(kHaloFpropFilterOffset));
-#pragma unroll
-    for (int ks = 0; ks < kHaloFpropKSteps; ++ks) {
-      const int s = ks / kFpropKSteps, kc = 2 * (ks % kFpropKSteps);
-      const int tap = rd_r * kHaloFpropTaps + s;
-      const int buf = ks & 1;
-#pragma unroll
-      for (int mh = 0; mh < MH; ++mh)
-        ldmatrix_x4(af[buf][mh], halo_a_fragment(tap_ok[mh], tap, sA, a_row + mh * 64 + s,
-                                                 kc + a_chunk, zero_row, a_chunk));
-#pragma unroll
-      for (int mh = 0; mh < MH; ++mh) wgmma_fence_operands(acc[mh]);
-      wgmma_fence();
-#pragma unroll
-      for (int mh = 0; mh < MH; ++mh)
-        Wgmma::run(acc[mh], af[buf][mh],
-                   b_desc + uint64_t(s) * kTapDesc + uint64_t(ks % kFpropKSteps) * kWgmmaDescKStep);
-      wgmma_commit();
-      // The previous k-step's group is done: its fragment buffer may be overwritten next.
-      wgmma_wait<1>();
-#pragma unroll
-      for (int mh = 0; mh < MH; ++mh) {
-        wgmma_fence_operands(acc[mh]);
-        wgmma_fence_fragment(af[buf ^ 1][mh]);
-      }
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int mh = 0; mh < MH; ++mh) {
-      wgmma_fence_operands(acc[mh]);
-      wgmma_fence_fragment(af[0][mh]);
-      wgmma_fence_fragment(af[1][mh]);
-    }
-    if (++rd_cb == p.cblocks) {
-      rd_cb = 0;
-      ++rd_r;
-    }
-    read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-    write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-  }
-  cp_async_wait<0>();
-
-  // Epilogue (the accumulator layout of WgmmaOp, n64; the plan gives this kernel no bias).
-  wgmma_fprop_epilogue<T, MH, kHaloFpropBN, false, false>(
-      p, acc, block_m + warpgroup * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
       block_n + (lane & 3) * 2);
 #else
   __trap();  // never launched: the host checks wgmma_available() first

@@ -618,13 +618,13 @@ TEST_CASE("conv2d CUDA: implicit_gemm large tiles and long pipelines match the C
              {"implicit_gemm", "implicit_gemm_atomic", "implicit_gemm_256x128",
               "implicit_gemm_128x128", "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
               "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_ws_256x128",
-              "implicit_gemm_wgmma_ws_128x128", "implicit_gemm_halo", "implicit_gemm_halo_wgmma"}) {
+              "implicit_gemm_wgmma_ws_128x128", "implicit_gemm_halo"}) {
           const std::string name = algorithm;
           if (conv2d_slot(d, DeviceType::CUDA).find(name) < 0) continue;
           CAPTURE(name);
           ConvProblem pr = problem_for(d, o, c, Layout::channels_last, m.tf32);
           // The auto-picking algorithms apply to every case; a fixed tile to the vector-path
-          // ones, the wgmma tiles only where the build and the GPU have wgmma, the halo kernels
+          // ones, the wgmma tiles only where the build and the GPU have wgmma, the halo kernel
           // to 3x3 stride-1 'same' layers reducing over multiples of 64 channels.
           const bool fixed_tile = name != "implicit_gemm" && name != "implicit_gemm_atomic";
           if (fixed_tile && !cuda_algorithm(d, name).applies(pr)) continue;
