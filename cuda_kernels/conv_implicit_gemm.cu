@@ -617,29 +617,26 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
     } else {
       // The phases (one for stride 1) in packed_tap's order, each with its slice of the packed
       // filter, up to kMaxFpropPhases per launch; a phase that no tap reaches still runs,
-      // writing its zeros.
-      std::vector<igemm::FpropPhase> phases;
+      // writing its zeros. They stream into the launch's table: a full table, or the last
+      // phase, launches.
+      p.sh = p.sw = 1;
       int64_t slice = 0;
+      int count = 0, largest = 0;
       for (int64_t a = 0; a < f.phases_h; ++a)
         for (int64_t b = 0; b < f.phases_w; ++b) {
           const PhaseAxis ah = phase_axis(a, f.OH, d.R, d.sh, d.ph, d.dh);
           const PhaseAxis aw = phase_axis(b, f.OW, d.S, d.sw, d.pw, d.dw);
-          phases.push_back(
-              phase_of(ah, aw, static_cast<const T*>(filter) + slice * f.Nout * f.Cpad));
+          p.phase[count] =
+              phase_of(ah, aw, static_cast<const T*>(filter) + slice * f.Nout * f.Cpad);
+          if (p.phase[count].M > p.phase[largest].M) largest = count;
           slice += ah.taps.taps * aw.taps.taps;
+          if (++count == igemm::kMaxFpropPhases || (a == f.phases_h - 1 && b == f.phases_w - 1)) {
+            set_gemm(p.phase[largest]);
+            p.phases = count;
+            launch();
+            count = largest = 0;
+          }
         }
-      p.sh = p.sw = 1;
-      for (size_t first = 0; first < phases.size(); first += igemm::kMaxFpropPhases) {
-        const size_t count = std::min<size_t>(igemm::kMaxFpropPhases, phases.size() - first);
-        size_t largest = first;
-        for (size_t i = first; i < first + count; ++i) {
-          p.phase[i - first] = phases[i];
-          if (phases[i].M > phases[largest].M) largest = i;
-        }
-        set_gemm(phases[largest]);
-        p.phases = int(count);
-        launch();
-      }
     }
     if (partial != nullptr) {
       const int64_t total = f.M * f.Nout;
@@ -654,6 +651,8 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
 bool fprop_applies(const ConvProblem& pr) {
   const ConvShape d = shape_of(pr);
   if (!tensor_core_dtype(pr) || d.G != 1 || operand_alignment(pr) != 16) return false;
+  // The gather keeps a row's out-of-image taps in one 32-bit mask (FpropGather).
+  if (d.R > igemm::kMaxGatherTaps || d.S > igemm::kMaxGatherTaps) return false;
   // Backward-data phases along a strided axis assume dilation 1 there (phase_axis).
   if (pr.direction == Direction::backward_data &&
       ((d.sh != 1 && d.dh != 1) || (d.sw != 1 && d.dw != 1)))
@@ -663,7 +662,7 @@ bool fprop_applies(const ConvProblem& pr) {
   // Blocks are numbered along one grid dimension (at most 2^31 - 1, tiles at least 64x64).
   const int64_t max_blocks = ((f.M + 63) / 64) * ((f.Nout + 63) / 64);
   return f.M < kMaxIndex && max_blocks < kMaxIndex && f.Cpad * d.RS() < kMaxIndex &&
-         d.N * f.SH * f.SW < kMaxIndex;
+         d.N * f.SH * f.SW * f.Csrc < kMaxIndex;  // FpropGather's 32-bit source offsets
 }
 
 // A fixed tile runs exactly the problems of the vector path (the wgmma tiles where the kernel

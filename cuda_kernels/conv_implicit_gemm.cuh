@@ -335,6 +335,15 @@ __device__ __forceinline__ FpropBlockOrigin fprop_block_origin(const FpropParams
 // The fprop gather: which destination pixels (A rows) and filter rows (B rows) one thread copies
 // into every stage, and the k-tile (tap r,s; channel block) the next load reads. Shared by the
 // mma.sync and the wgmma fprop kernels; stage tiles are kFpropRowBytes rows, swizzled.
+//
+// Everything that varies per A row is decided once, when the gather is built: the row's source
+// element at tap (0, 0) and its chunk (a 32-bit offset: fprop_applies keeps the source under 2^31
+// elements), and a mask of the taps that fall outside the source image
+// (bit r: row tap r, bit kMaxGatherTaps + s: column tap s). A stage then adds one offset shared by
+// every row (tap and channel block) and tests one AND per row: a handful of instructions per
+// 16-byte copy, so the gather issues no faster than the tensor cores need it.
+constexpr int kMaxGatherTaps = 15;  // R and S of an fprop GEMM (fprop_applies checks)
+
 template <typename T, int BM, int BN, int kThreads, bool kVec>
 struct FpropGather {
   static constexpr int VEC = 16 / int(sizeof(T));             // elements per 16-byte chunk
@@ -343,39 +352,53 @@ struct FpropGather {
   static constexpr int A_ITERS = BM / kRowsPerPass;
   static constexpr int B_ITERS = BN / kRowsPerPass;
   static_assert(A_ITERS * kRowsPerPass == BM && B_ITERS * kRowsPerPass == BN, "tile vs threads");
+  static_assert(kRowsPerPass % 8 == 0, "a thread's rows share their swizzle (row % 8)");
   static_assert(B_ITERS <= 32, "B row validity is a 32-bit mask");
+  // The out-of-image mask's bit for "this thread's channel chunk is past Csrc", set in every row's
+  // mask so that a stage's one AND also tests the channels.
+  static constexpr uint32_t kChannelBit = 1u << (2 * kMaxGatherTaps);
 
-  int chunk;  // this thread's 16-byte chunk within every row it loads
-  int row0;   // its first row; the others follow every kRowsPerPass rows
-  // The destination pixels of this thread's A rows, decomposed once: the source pixel index
-  // and coordinates at tap (0, 0) (a tap adds r*dh, s*dw).
-  int a_pix[A_ITERS], a_h[A_ITERS], a_w[A_ITERS];
+  uint32_t swz;  // this thread's chunk's swizzled offset within its first row
+  int chunk;     // this thread's 16-byte chunk within every row it loads
+  // The source element of this thread's A rows at tap (0, 0), at its chunk of channel block 0
+  // (modulo 2^32 where the tap is outside the image; rows past M: 0, never read), and the row's
+  // taps outside the image.
+  uint32_t a_src[A_ITERS];
+  uint32_t a_out[A_ITERS];
   const T* b_first;  // this thread's first B row (destination channel), at its chunk
   uint32_t b_valid;  // which of its B rows exist
+  int64_t b_pass;    // elements between its B rows (kRowsPerPass packed filter rows)
   // The next k-tile to load: channel block and tap (r, s), and the tile's offset within a packed
   // filter row ((tap * cblocks + cb) * BK = tap * Cpad + cb * BK).
   int ld_cb = 0, ld_r = 0, ld_s = 0, ld_k = 0;
 
   __device__ __forceinline__ FpropGather(const FpropParams& p, int block_m, int block_n, int tid) {
     chunk = tid & 7;
-    row0 = tid >> 3;
+    const int row0 = tid >> 3;
+    swz = swizzled(row0, chunk);
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
       const int m = block_m + row0 + i * kRowsPerPass;
-      a_pix[i] = 0;
-      a_h[i] = a_w[i] = kNoPixel;
+      a_src[i] = 0;
+      a_out[i] = ~0u;
       if (m < p.M) {
         const int n = int(p.div_ohw.div(uint32_t(m)));
         const int rem = m - n * p.OH * p.OW;
         const int oh = int(p.div_ow.div(uint32_t(rem)));
         const int ow = rem - oh * p.OW;
-        a_h[i] = oh * p.sh - p.ph;
-        a_w[i] = ow * p.sw - p.pw;
-        a_pix[i] = (n * p.SH + a_h[i]) * p.SW + a_w[i];
+        const int h = oh * p.sh - p.ph, w = ow * p.sw - p.pw;
+        a_src[i] = uint32_t(((n * p.SH + h) * p.SW + w) * p.Csrc + chunk * VEC);
+        uint32_t out = kChannelBit;
+        for (int r = 0; r < p.R; ++r)
+          if (uint32_t(h + r * p.dh) >= uint32_t(p.SH)) out |= 1u << r;
+        for (int s = 0; s < p.S; ++s)
+          if (uint32_t(w + s * p.dw) >= uint32_t(p.SW)) out |= 1u << (kMaxGatherTaps + s);
+        a_out[i] = out;
       }
     }
-    const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
-    b_first = static_cast<const T*>(p.filter) + int64_t(block_n + row0) * b_row_elems + chunk * VEC;
+    b_pass = int64_t(kRowsPerPass) * p.R * p.S * p.Cpad;
+    b_first = static_cast<const T*>(p.filter) + (block_n + row0) * (b_pass / kRowsPerPass) +
+              chunk * VEC;
     b_valid = 0;
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i)
@@ -404,37 +427,40 @@ struct FpropGather {
   // k-tile after it.
   __device__ __forceinline__ void load_stage(const FpropParams& p, unsigned char* smem,
                                              uint32_t smem_base, int stage) {
-    const uint32_t a_off = uint32_t(stage * (BM + BN) * kFpropRowBytes);
-    const uint32_t b_off = a_off + uint32_t(BM * kFpropRowBytes);
+    const uint32_t a_dst = uint32_t(stage * (BM + BN) * kFpropRowBytes) + swz;
+    const uint32_t b_dst = a_dst + uint32_t(BM * kFpropRowBytes);
+    // What this k-tile adds to every row's source pointer, and the mask bits that void a row:
+    // its tap's, and the channel bit when this thread's chunk is past the source's channels.
     const T* src = static_cast<const T*>(p.src);
-    const T* filter = static_cast<const T*>(p.filter);
-    const int64_t b_row_elems = int64_t(p.R) * p.S * p.Cpad;
-    const int c = ld_cb * BK + chunk * VEC;  // first channel of this thread's chunks
-    const int tap_h = ld_r * p.dh, tap_w = ld_s * p.dw;
-    const int tap_pix = tap_h * p.SW + tap_w;
+    const int c0 = ld_cb * BK;
+    const uint32_t offset = uint32_t((ld_r * p.dh * p.SW + ld_s * p.dw) * p.Csrc + c0);
+    const uint32_t taps =
+        (1u << ld_r) | (1u << (kMaxGatherTaps + ld_s)) |
+        (c0 + chunk * VEC < p.Csrc ? 0u : kChannelBit);
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
-      const bool ok =
-          uint32_t(a_h[i] + tap_h) < uint32_t(p.SH) && uint32_t(a_w[i] + tap_w) < uint32_t(p.SW);
-      const int pixel = a_pix[i] + tap_pix;
-      const T* g = src + int64_t(pixel) * p.Csrc + c;
-      const uint32_t d = a_off + swizzled(row0 + i * kRowsPerPass, chunk);
+      const bool valid = (a_out[i] & taps) == 0;
+      const T* g = src + (a_src[i] + offset);
+      const uint32_t d = a_dst + uint32_t(i * kRowsPerPass * kFpropRowBytes);
       if constexpr (kVec) {
-        const bool valid = ok && c < p.Csrc;
-        cp_async_16(smem_base + d, valid ? g : src, valid);
+        cp_async_16(smem_base + d, g, valid);  // nothing is read when !valid
       } else {
+        const int c = c0 + chunk * VEC;
         alignas(16) T vals[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) vals[e] = (ok && c + e < p.Csrc) ? g[e] : convert<T>(0.0f);
+        for (int e = 0; e < VEC; ++e) {
+          const bool ok = (a_out[i] & taps & ~kChannelBit) == 0 && c + e < p.Csrc;
+          vals[e] = ok ? g[e] : convert<T>(0.0f);
+        }
         *reinterpret_cast<uint4*>(smem + d) = *reinterpret_cast<const uint4*>(vals);
       }
     }
+    const T* b = b_first + ld_k;
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i) {
-      const bool valid = (b_valid >> i) & 1u;
-      const T* g = b_first + int64_t(i * kRowsPerPass) * b_row_elems + ld_k;
-      cp_async_16(smem_base + b_off + swizzled(row0 + i * kRowsPerPass, chunk), valid ? g : filter,
-                  valid);
+      cp_async_16(smem_base + b_dst + uint32_t(i * kRowsPerPass * kFpropRowBytes), b,
+                  (b_valid >> i) & 1u);
+      b += b_pass;
     }
     ld_k += BK;
     if (++ld_cb == p.cblocks) {
@@ -447,8 +473,12 @@ struct FpropGather {
   }
 };
 
-// The fprop epilogue of two adjacent destination columns (col, col + 1) of one row: the bias
-// (forward only) and ReLU, or, for a split-K block, its fp32 partial sums (no bias, no ReLU).
+// The fprop epilogue of one thread's accumulators: kPairs column pairs (col0 + 8 i, + 1) of each
+// of its rows. finish() adds the bias (forward only; one load per column pair, for all the
+// thread's rows) and applies ReLU, in registers; store_row() writes one row, with no per-column
+// test where all the thread's columns exist and pair up (Nout even). A split-K block writes its
+// fp32 partial sums instead (no bias, no ReLU). `acc(i, r, e)` is the accumulator of column
+// col0 + 8 i + e (e = 0 or 1) in the thread's row slot r.
 template <typename T>
 struct FpropEpilogue {
   T* dst;
@@ -457,42 +487,101 @@ struct FpropEpilogue {
   __device__ __forceinline__ explicit FpropEpilogue(const FpropParams& p)
       : dst(static_cast<T*>(p.dst)), bias(static_cast<const T*>(p.bias)),
         pairs((p.Nout & 1) == 0) {}
-  __device__ __forceinline__ void bias_pair(const FpropParams& p, int col, float& b0,
-                                            float& b1) const {
-    b0 = b1 = 0.f;
+
+  template <int kPairs, int kRowSlots, typename Acc>
+  __device__ __forceinline__ void finish(const FpropParams& p, int col0, Acc&& acc) const {
     if (bias != nullptr) {
-      b0 = convert<float>(bias[col]);
-      if (col + 1 < p.Nout) b1 = convert<float>(bias[col + 1]);
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) {
+        const int col = col0 + 8 * i;
+        if (col >= p.Nout) continue;  // never stored
+        const float b0 = convert<float>(bias[col]);
+        const float b1 = col + 1 < p.Nout ? convert<float>(bias[col + 1]) : 0.f;
+#pragma unroll
+        for (int r = 0; r < kRowSlots; ++r) {
+          acc(i, r, 0) += b0;
+          acc(i, r, 1) += b1;
+        }
+      }
     }
-  }
-  // Where GEMM row `row` goes: its destination pixel's channels, or its split's partial row.
-  __device__ __forceinline__ T* dst_row(const FpropParams& p, int row) const {
-    return dst + fprop_dst_pixel(p, row) * p.Nout;
-  }
-  __device__ __forceinline__ float* partial_row(const FpropParams& p, int row) const {
-    return p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout;
-  }
-  __device__ __forceinline__ void store_partial(const FpropParams& p, float* row_out, int col,
-                                                float v0, float v1) const {
-    float* out = row_out + col;
-    out[0] = v0;
-    if (col + 1 < p.Nout) out[1] = v1;
-  }
-  __device__ __forceinline__ void store(const FpropParams& p, T* row_out, int col, float v0,
-                                        float v1) const {
     if (p.relu) {  // NaN stays NaN, as torch.relu
-      v0 = v0 < 0.f ? 0.f : v0;
-      v1 = v1 < 0.f ? 0.f : v1;
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i)
+#pragma unroll
+        for (int r = 0; r < kRowSlots; ++r)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& v = acc(i, r, e);
+            v = v < 0.f ? 0.f : v;
+          }
     }
-    T* out = row_out + col;
-    if (pairs) {
-      *reinterpret_cast<Pair<T>*>(out) = Pair<T>{convert<T>(v0), convert<T>(v1)};
-    } else {
-      out[0] = convert<T>(v0);
-      if (col + 1 < p.Nout) out[1] = convert<T>(v1);
+  }
+
+  // Row `row` of the GEMM (below M), its values `acc_row(i, e)`.
+  template <int kPairs, typename AccRow>
+  __device__ __forceinline__ void store_row(const FpropParams& p, int row, int col0,
+                                            AccRow&& acc_row) const {
+    T* out = dst + fprop_dst_pixel(p, row) * p.Nout;
+    if (pairs && col0 + 8 * (kPairs - 1) < p.Nout) {
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i)
+        *reinterpret_cast<Pair<T>*>(out + col0 + 8 * i) =
+            Pair<T>{convert<T>(acc_row(i, 0)), convert<T>(acc_row(i, 1))};
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) {
+      const int col = col0 + 8 * i;
+      if (col >= p.Nout) continue;
+      if (pairs) {
+        *reinterpret_cast<Pair<T>*>(out + col) =
+            Pair<T>{convert<T>(acc_row(i, 0)), convert<T>(acc_row(i, 1))};
+      } else {
+        out[col] = convert<T>(acc_row(i, 0));
+        if (col + 1 < p.Nout) out[col + 1] = convert<T>(acc_row(i, 1));
+      }
+    }
+  }
+
+  // The same row of a split-K block's fp32 partial sums (its split's slice).
+  template <int kPairs, typename AccRow>
+  __device__ __forceinline__ void store_partial_row(const FpropParams& p, int row, int col0,
+                                                    AccRow&& acc_row) const {
+    float* out = p.partial + (int64_t(blockIdx.y) * p.M + row) * p.Nout;
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) {
+      const int col = col0 + 8 * i;
+      if (col >= p.Nout) continue;
+      out[col] = acc_row(i, 0);
+      if (col + 1 < p.Nout) out[col + 1] = acc_row(i, 1);
     }
   }
 };
+
+// The epilogue of an mma.sync warp tile acc[MT][NT][4] (fragment (mt, nt): rows row0 + 16 mt
+// and + 8, columns col0 + 8 nt + {0, 1}), shared by the fprop and the halo fprop kernels.
+template <typename T, int MT, int NT, bool kSplitK>
+__device__ __forceinline__ void fprop_mma_epilogue(const FpropParams& p, float (&acc)[MT][NT][4],
+                                                   int row0, int col0) {
+  const FpropEpilogue<T> epi(p);
+  if constexpr (!kSplitK)
+    epi.template finish<NT, 2 * MT>(p, col0, [&](int nt, int slot, int e) -> float& {
+      return acc[slot >> 1][nt][2 * (slot & 1) + e];
+    });
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + mt * 16 + half * 8;
+      if (row >= p.M) continue;
+      auto acc_row = [&](int nt, int e) { return acc[mt][nt][2 * half + e]; };
+      if constexpr (kSplitK) {
+        epi.template store_partial_row<NT>(p, row, col0, acc_row);
+      } else {
+        epi.template store_row<NT>(p, row, col0, acc_row);
+      }
+    }
+}
 
 // kSplitK is a template parameter, not a runtime flag: the split bookkeeping costs registers
 // that the 3-blocks-per-SM tiles do not have (they spill), so only the split tiles carry it.
@@ -551,35 +640,11 @@ implicit_gemm_fprop_kernel(const __grid_constant__ FpropParams params) {
       n_tiles, [&](int stage, int) { gather.load_stage(p, smem, smem_base, stage); }, load_frags,
       [&](int buf) { mma_tile<Mma>(acc, af[buf], bf[buf]); }, [] {});
 
-  // Epilogue: fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}.
-  // A split writes its whole tile (zeros when it had no k-tiles).
-  const FpropEpilogue<T> epi(p);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = block_m + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
-      if (row >= p.M) continue;
-      if constexpr (kSplitK) {
-        float* out = epi.partial_row(p, row);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
-          if (col < p.Nout)
-            epi.store_partial(p, out, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
-        }
-      } else {
-        T* out = epi.dst_row(p, row);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int col = block_n + warp_n * WN + nt * 8 + (lane & 3) * 2;
-          if (col >= p.Nout) continue;
-          float b0, b1;
-          epi.bias_pair(p, col, b0, b1);
-          epi.store(p, out, col, acc[mt][nt][2 * half] + b0, acc[mt][nt][2 * half + 1] + b1);
-        }
-      }
-    }
+  // Epilogue: fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}:
+  // column pair nt, row slots (mt, half). A split writes its whole tile (zeros when it had no
+  // k-tiles).
+  fprop_mma_epilogue<T, MT, NT, kSplitK>(p, acc, block_m + warp_m * WM + (lane >> 2),
+                                         block_n + warp_n * WN + (lane & 3) * 2);
 }
 
 // ---- wgrad: backward-filter with split-K ------------------------------------------------------
@@ -1168,20 +1233,8 @@ implicit_gemm_halo_fprop_kernel(FpropParams p) {
 
   // Fragment (mt, nt) holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}; stored as
   // the fprop tiles store theirs (the plan gives this kernel no bias and no ReLU).
-  const FpropEpilogue<T> epi(p);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = block_m + warp_m * kHaloFpropWM + mt * 16 + (lane >> 2) + half * 8;
-      if (row >= p.M) continue;
-      T* out = epi.dst_row(p, row);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int col = block_n + warp_n * kHaloFpropWN + nt * 8 + (lane & 3) * 2;
-        if (col < p.Nout) epi.store(p, out, col, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
-      }
-    }
+  fprop_mma_epilogue<T, MT, NT, false>(p, acc, block_m + warp_m * kHaloFpropWM + (lane >> 2),
+                                       block_n + warp_n * kHaloFpropWN + (lane & 3) * 2);
 }
 
 }  // namespace ember::cuda::conv::igemm

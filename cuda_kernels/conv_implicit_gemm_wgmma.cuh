@@ -184,44 +184,31 @@ __device__ __forceinline__ void wgmma_retire(float (&acc)[MH][kAccumulators]) {
 #endif  // EMBER_WGMMA_DEVICE
 
 // The epilogue of a warpgroup's MH x m64 rows by BN columns (the accumulator layout of
-// WgmmaOp): `row0` is this thread's first row (its warp's 16 rows start there, lane / 4 down),
-// `col0` its first column (lane % 4 pairs along). kSplitK: the fp32 partials; else the
-// destination, with the bias unless !kBias (kernels whose plan has none).
-template <typename T, int MH, int BN, bool kSplitK, bool kBias = !kSplitK>
+// WgmmaOp: acc[mh][4 i + 2 half + e] is row row0 + 64 mh + 8 half, column col0 + 8 i + e):
+// `row0` is this thread's first row (its warp's 16 rows start there, lane / 4 down), `col0` its
+// first column (lane % 4 pairs along). kSplitK: the fp32 partials; else the destination, with the
+// bias and ReLU (FpropEpilogue::finish).
+template <typename T, int MH, int BN, bool kSplitK>
 __device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
-                                                     const float (&acc)[MH][BN / 2], int row0,
+                                                     float (&acc)[MH][BN / 2], int row0,
                                                      int col0) {
+  constexpr int kPairs = BN / 8;
   const FpropEpilogue<T> epi(p);
+  if constexpr (!kSplitK)
+    epi.template finish<kPairs, 2 * MH>(p, col0, [&](int i, int slot, int e) -> float& {
+      return acc[slot >> 1][4 * i + 2 * (slot & 1) + e];
+    });
 #pragma unroll
   for (int mh = 0; mh < MH; ++mh)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + mh * 64 + half * 8;
       if (row >= p.M) continue;
+      auto acc_row = [&](int i, int e) { return acc[mh][4 * i + 2 * half + e]; };
       if constexpr (kSplitK) {
-        float* out = epi.partial_row(p, row);
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-          const int col = col0 + i * 8;
-          if (col < p.Nout)
-            epi.store_partial(p, out, col, acc[mh][4 * i + 2 * half],
-                              acc[mh][4 * i + 2 * half + 1]);
-        }
+        epi.template store_partial_row<kPairs>(p, row, col0, acc_row);
       } else {
-        T* out = epi.dst_row(p, row);
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-          const int col = col0 + i * 8;
-          if (col >= p.Nout) continue;
-          if constexpr (kBias) {
-            float b0, b1;
-            epi.bias_pair(p, col, b0, b1);
-            epi.store(p, out, col, acc[mh][4 * i + 2 * half] + b0,
-                      acc[mh][4 * i + 2 * half + 1] + b1);
-          } else {
-            epi.store(p, out, col, acc[mh][4 * i + 2 * half], acc[mh][4 * i + 2 * half + 1]);
-          }
-        }
+        epi.template store_row<kPairs>(p, row, col0, acc_row);
       }
     }
 }
