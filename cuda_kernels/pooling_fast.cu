@@ -6,15 +6,18 @@
 //    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
 //    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, ...), a thread per tile
 //    loading each of its windows once for its four pixels; or, when the windows tile the input
-//    without overlap (2x2 stride 2, ...), a thread per window. Max pooling over 3x3
-//    windows (uint8 taps or none) has its own forward with the nine 16-byte loads unrolled
-//    (bfloat16 compared two channels per instruction). Max indices are a template parameter:
-//    int64 flat positions or uint8 window taps (ops/pooling.h), V of them moved per access; a
-//    null uint8 pointer means the forward writes none.
+//    without overlap (2x2 stride 2, ...), a thread per window. The tiles hold their windows as
+//    loaded 32-bit words (bfloat16 two a word), test four uint8 taps at once, and sum bfloat16
+//    pixels in at most two windows as packed pairs rounded once (what the float sum rounds to).
+//    Max pooling over 3x3 windows (uint8 taps or none) has its own forward with the nine 16-byte
+//    loads unrolled (bfloat16 compared two channels per instruction). Max indices are a template
+//    parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of them moved per
+//    access; a null uint8 pointer means the forward writes none.
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
 //    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
 //    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
-//    NHWC or NCHW gradient with 16-byte stores.
+//    NHWC or NCHW gradient with 16-byte stores; NHWC reads grad_out as one 16-byte vector per
+//    (n, channel group) where it is dense and aligned, element by element otherwise.
 // These reproduce cuda_kernels/pooling.cu's generic kernels: the same windows, divisors, index
 // encodings, first maximum kept, NaN wins (the last NaN), and, for the window kernels, the same
 // float summation order (so bit-identical results). Gradients are written, not accumulated.
@@ -448,31 +451,85 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   *reinterpret_cast<Vec*>(grad_in + i.n * g.in_image + cell * g.channels + i.c0) = result;
 }
 
+// A 16-byte vector of T held as four 32-bit words, as loaded: float32 channel j is word j,
+// bfloat16 channel j the low (j even) or high (j odd) half of word j / 2. Keeping bfloat16 packed
+// halves the registers the tile's windows hold (the compiler splits an AlignedVec of bfloat16 into
+// a register per element); channels are widened to float (exactly) where they are used.
+__device__ __forceinline__ void load_words(const void* p, uint32_t (&w)[4]) {
+  const uint4 q = *reinterpret_cast<const uint4*>(p);
+  w[0] = q.x;
+  w[1] = q.y;
+  w[2] = q.z;
+  w[3] = q.w;
+}
+template <typename T>
+__device__ __forceinline__ float channel_of(const uint32_t (&w)[4], int j) {
+  if constexpr (std::is_same_v<T, float>)
+    return __uint_as_float(w[j]);
+  else
+    return __uint_as_float(j % 2 == 0 ? w[j / 2] << 16 : w[j / 2] & 0xffff0000u);
+}
+
+// Four uint8 window taps against one key: bit 7 of byte j is set where tap j differs from `key`
+// (< 256); the other bits are garbage. (b | 0x80) - 1 keeps bit 7 where b's low seven bits are not
+// all zero (no borrow crosses bytes); or-ing b adds its own bit 7. Three instructions for four
+// channels, against three per channel (shift, mask, compare) testing the taps one by one.
+__device__ __forceinline__ uint32_t tap_mismatch_flags(uint32_t taps, uint32_t key) {
+  const uint32_t differ = taps ^ (key * 0x01010101u);
+  return ((differ | 0x80808080u) - 0x01010101u) | differ;
+}
+// 0xffff over the low / high half of the result where bit 7 of byte 2 * pair / 2 * pair + 1 of
+// `flags` is set (prmt's sign-replicating selectors): a mask for two bfloat16 channels of a word.
+__device__ __forceinline__ uint32_t pair_mask(uint32_t flags, int pair) {
+  uint32_t mask;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(mask) : "r"(flags), "r"(pair == 0 ? 0x9988u : 0xbbaau));
+  return mask;
+}
+// Two bfloat16 sums of a word each, rounded once (add.bf16x2).
+__device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x, y;
+  memcpy(&x, &a, sizeof x);
+  memcpy(&y, &b, sizeof y);
+  const __nv_bfloat162 s = __hadd2(x, y);
+  uint32_t r;
+  memcpy(&r, &s, sizeof r);
+  return r;
+}
+
 // Backward of 2-D NHWC average pooling, or max pooling with uint8 taps, over 2x2 tiles of input
-// pixels: a thread per tile (rows 2 ty and 2 ty + 1, columns 2 tx and 2 tx + 1) and channel
-// group. The plan admits only windows of which a tile meets at most two rows and two columns
-// ((kernel - 1) * dilation + 2 <= 2 * stride per dim: ResNet's 3x3 stride-2 max pool and 2x2
-// stride-2 average pool), so the tile's (up to) four windows are loaded once, all loads in flight
-// together, for its four pixels: the per-pixel kernel loads 2.25 windows per pixel for 3x3
+// pixels: a thread per tile (rows 2 ty and 2 ty + 1, columns 2 tx and 2 tx + 1) and 16-byte
+// vector of channels. The plan admits only windows of which a tile meets at most two rows and two
+// columns ((kernel - 1) * dilation + 2 <= 2 * stride per dim: ResNet's 3x3 stride-2 max pool and
+// 2x2 stride-2 average pool), so the tile's (up to) four windows are loaded once, all loads in
+// flight together, for its four pixels: the per-pixel kernel loads 2.25 windows per pixel for 3x3
 // stride 2, and a 2x2 stride-2 tile is exactly one window (the output gradient is read once).
 // Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
-// descending) from 0, so results are bit-identical to it; pixels in no window get zeros.
+// descending) from 0, in float, so results are bit-identical to it; pixels in no window get zeros.
+// Max pooling adds a window's channel where its tap is the pixel's (tap_mismatch_flags tests four
+// channels at once); bfloat16 pixels in at most two windows (three of a 3x3 stride-2 tile's four)
+// sum packed pairs instead: +0 + a + b rounded once to bfloat16 (add.bf16x2) is what the float sum
+// rounds to, as a + b of two bfloat16 is exact in float or within 2^-15 of the larger (so both
+// round it alike), and the leading +0 turns -0 into +0 as the float sum does; unmatched channels
+// add +0 (and so do the float sums: from +0 they never hold -0, so adding +0 changes nothing).
 // The loads in flight per SM bound its speed: on the H200, bfloat16 at 2 resident blocks (88-90
 // registers with all four pixels' sums live, ~48 KB of loads) ran at 1740 GB/s and float32 at 4
-// (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time
-// and resident blocks asked for: float32 max 5 (48 registers, no spills; 52-56 unbounded),
-// float32 average 4 (its four window divisors stay live; 5 spilled), bfloat16 average 3 (70-74
-// registers; 4 spills), bfloat16 max 4 (64 registers, 12 bytes spilled: 3x3 stride-2 max pooling
-// fwd+bwd 2766 -> 2838 GB/s against 3, 256x64x112x112 on the H200).
+// (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time,
+// windows held as loaded words, and resident blocks asked for: float32 max 5 (48 registers),
+// float32 average 4 (its four window divisors stay live), bfloat16 max 5 and average 4. Before
+// the packed words and flags, bfloat16 max pooling held each element in a register of its own (64
+// registers at 4 blocks, 12 bytes spilled) and spent five instructions per channel and window
+// (shift, mask, compare, widen, add): 3x3 stride-2 fwd+bwd at 2838 GB/s against float32's 3620.
 template <typename T, bool kMax>
-constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : (kMax ? 4 : 3);
+constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : (kMax ? 5 : 4);
 template <typename T, int V, bool kMax>
 __global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T, kMax>)
 pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                                   const T* __restrict__ grad_out,
                                   const uint8_t* __restrict__ taps, int64_t total) {
-  static_assert(V == 4 || V == 8, "tiles move 16-byte vectors and their taps in 32-bit words");
-  using Vec = AlignedVec<T, V>;
+  static_assert(V == kVectorOf<T> && (V == 4 || V == 8),
+                "tiles move 16-byte vectors and their taps in 32-bit words");
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  static_assert(kBf16 || std::is_same_v<T, float>, "float32 or bfloat16");
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= total) return;
   const PixelOf tile = pixel_of<V>(g, t);  // by_y, by_x count tiles
@@ -509,19 +566,19 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
     }
   // The tile's windows, every load issued before any is used.
   const int image = tile.n * g.out_image + tile.c0;
-  Vec go[2][2];
+  uint32_t go[2][2][4];
   uint32_t words[2][2][V / 4];
 #pragma unroll
   for (int a = 0; a < 2; ++a)
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
 #pragma unroll
-      for (int j = 0; j < V; ++j) go[a][b].v[j] = convert<T>(0.f);
+      for (int k = 0; k < 4; ++k) go[a][b][k] = 0;
 #pragma unroll
       for (int k = 0; k < V / 4; ++k) words[a][b][k] = 0;
       if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
       const int at = image + ((oh_last - a) * g.out_w + ow_last - b) * g.channels;
-      go[a][b] = *reinterpret_cast<const Vec*>(grad_out + at);
+      load_words(grad_out + at, go[a][b]);
       if constexpr (kMax) load_tap_words<V>(taps + at, words[a][b]);
     }
   // Average pooling: each window's divisor, computed once for the tile (the 2x2 stride-2 backward
@@ -539,37 +596,74 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   }
   // Pixel by pixel, so only one pixel's V sums are live next to the loaded windows. Average
   // pooling divides a window's values once per pixel reached, as the per-pixel kernel does.
-  T* dst = grad_in + tile.n * g.in_image + (y0 * g.in_w + x0) * g.channels + tile.c0;
+  // The tile's first pixel as a 32-bit offset: one register live across the pixels, not two.
+  const int dst = tile.n * g.in_image + (y0 * g.in_w + x0) * g.channels + tile.c0;
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       if (r >= rows || c >= cols) continue;
-      float acc[V];
+      // tap_h / tap_w are -1 for windows that do not exist, so `meets` skips them too.
+      auto meets = [&](int a, int b) { return tap_h[a][r] >= 0 && tap_w[b][c] >= 0; };
+      // Per tap word: bit 7 of byte j set where channel j's tap is not this pixel's.
+      auto mismatch = [&](int a, int b, int k) {
+        return tap_mismatch_flags(words[a][b][k], uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]));
+      };
+      uint32_t result[4];
+      bool packed = false;
+      if constexpr (kMax && kBf16)
+        packed = !(meets(0, 0) && meets(0, 1) && meets(1, 0) && meets(1, 1));
+      if (packed) {
+        // At most two windows (a pixel meets one or two rows times one or two columns of them,
+        // so not all four means at most two): bfloat16 pairs summed from +0 (see above).
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] = 0.f;
+        for (int k = 0; k < 4; ++k) result[k] = 0;
 #pragma unroll
-      for (int a = 0; a < 2; ++a)
+        for (int a = 0; a < 2; ++a)
 #pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          // tap_h / tap_w are -1 for windows that do not exist, so this skips them too.
-          if (tap_h[a][r] < 0 || tap_w[b][c] < 0) continue;
-          if constexpr (kMax) {
-            const uint32_t key = uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]);
+          for (int b = 0; b < 2; ++b) {
+            if (!meets(a, b)) continue;
+            const uint32_t flags[2] = {mismatch(a, b, 0), mismatch(a, b, 1)};
 #pragma unroll
-            for (int j = 0; j < V; ++j)
-              if (tap_in<V>(words[a][b], j) == key)
-                acc[j] += convert<float>(go[a][b].v[j]);
+            for (int k = 0; k < 4; ++k)
+              result[k] = bf16x2_add(result[k], go[a][b][k] & ~pair_mask(flags[k / 2], k % 2));
+          }
+      } else {
+        // Four channels (a tap word's) at a time: fewer sums live next to the windows.
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+          float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int b = 0; b < 2; ++b) {
+              if (!meets(a, b)) continue;
+              if constexpr (kMax) {
+                const uint32_t flags = mismatch(a, b, q);
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                  if ((flags & (0x80u << (8 * j))) == 0)
+                    acc[j] += channel_of<T>(go[a][b], 4 * q + j);
+              } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                  acc[j] += divisors[a][b].divide(channel_of<T>(go[a][b], 4 * q + j));
+              }
+            }
+          if constexpr (kBf16) {
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+              const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[2 * k], acc[2 * k + 1]);
+              memcpy(&result[2 * q + k], &pair, sizeof pair);
+            }
           } else {
 #pragma unroll
-            for (int j = 0; j < V; ++j)
-              acc[j] += divisors[a][b].divide(convert<float>(go[a][b].v[j]));
+            for (int j = 0; j < 4; ++j) result[j] = __float_as_uint(acc[j]);
           }
         }
-      Vec result;
-#pragma unroll
-      for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[j]);
-      *reinterpret_cast<Vec*>(dst + (r * g.in_w + c) * g.channels) = result;
+      }
+      *reinterpret_cast<uint4*>(grad_in + dst + (r * g.in_w + c) * g.channels) =
+          make_uint4(result[0], result[1], result[2], result[3]);
     }
 }
 
@@ -687,23 +781,32 @@ global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ ou
 }
 
 // grad_in[n, p, c] = grad_out[n, c] / plane for a dense NHWC grad_in [N, plane, C]; grad_out is
-// read through its strides. The block shape is the forward's.
+// read through its strides: one 16-byte load per thread where its channels are contiguous and
+// aligned (`vector_grad_out`, uniform: the [N, C] gradient of a dense output), else V scalar loads
+// (broadcast gradients, stride 0). The block shape is the forward's; the rows' stores are unrolled
+// so that a thread's stores issue back to back once its value is known.
 template <typename T, int V>
 __global__ void __launch_bounds__(kBlockThreads)
 global_avg_pool_nhwc_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
                                      int items, int groups, int channels, int plane,
-                                     int64_t grad_out_stride_n, int64_t grad_out_stride_c) {
+                                     int64_t grad_out_stride_n, int64_t grad_out_stride_c,
+                                     bool vector_grad_out) {
   using Vec = AlignedVec<T, V>;
   const int item = blockIdx.x * blockDim.x + threadIdx.x;
   if (item >= items) return;
   const int n = item / groups, c0 = (item - n * groups) * V;
+  const T* src = grad_out + n * grad_out_stride_n;
   Vec value;
+  if (vector_grad_out) {
+    value = *reinterpret_cast<const Vec*>(src + c0);
+  } else {
 #pragma unroll
-  for (int j = 0; j < V; ++j)
-    value.v[j] =
-        convert<T>(convert<float>(grad_out[n * grad_out_stride_n + (c0 + j) * grad_out_stride_c]) /
-                   float(plane));
+    for (int j = 0; j < V; ++j) value.v[j] = src[(c0 + j) * grad_out_stride_c];
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) value.v[j] = convert<T>(convert<float>(value.v[j]) / float(plane));
   T* dst = grad_in + n * plane * channels + c0;
+#pragma unroll 4
   for (int p = threadIdx.y; p < plane; p += blockDim.y)
     *reinterpret_cast<Vec*>(dst + p * channels) = value;
 }
@@ -1019,7 +1122,9 @@ void launch_global(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
   else
     global_avg_pool_nhwc_backward_kernel<T, V><<<grid, block, 0, stream>>>(
         static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), items,
-        groups, channels, plane, a.out_strides[0], a.out_strides[1]);
+        groups, channels, plane, a.out_strides[0], a.out_strides[1],
+        a.out_strides[1] == 1 && (a.batch == 1 || a.out_strides[0] % V == 0) &&
+            aligned16(a.output));
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

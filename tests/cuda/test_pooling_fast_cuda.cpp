@@ -7,7 +7,8 @@
 // awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode), ties and NaN, bf16 and f32
 // (C = 12 fills f32's 16-byte vectors, not bf16's). Also: average pooling's fast paths are
 // bit-identical to the generic kernels (power-of-two window counts divide by multiplication
-// there). Skips without a GPU.
+// there), and global average pooling's NHWC backward takes dense, strided, misaligned and
+// broadcast output gradients (vector or element loads). Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -373,6 +374,56 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
           generic_y.backward(dy.contiguous());
           CHECK(same_values(fast_x.grad(), generic_x.grad()));
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("global average pooling backward: dense, strided, broadcast and misaligned gradients" *
+          doctest::skip(!cuda::is_available())) {
+  // The NHWC backward loads dy[n, :] as 16-byte vectors when its channels are contiguous and
+  // aligned, else element by element (cuda_kernels/pooling_fast.cu); both must give dy / plane.
+  using dispatch::Direction;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (Shape s : {Shape{3, 16, 5, 7}, Shape{2, 24, 1, 1}, Shape{1, 8, 7, 7}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(shape_str(s));
+      const int64_t n = s[0], c = s[1], plane = s[2] * s[3];
+      const Tensor wide = randn({n, 2 * c + 8, 1, 1}, TensorOptions(DType::f32)).to(kGpu, dtype);
+      // Dense (vectors), every other channel (stride 2), one element past alignment, broadcast.
+      const std::vector<Tensor> grads = {
+          wide.narrow(1, 0, c).contiguous(),
+          wide.narrow(1, 0, 2 * c).reshape({n, c, 2, 1}).narrow(2, 0, 1),
+          wide.narrow(1, 1, c),
+          wide.narrow(1, 0, 1).expand({n, c, 1, 1}),
+      };
+      for (size_t gi = 0; gi < grads.size(); ++gi) {
+        CAPTURE(gi);
+        const Tensor& dy = grads[gi];
+        Tensor dx = empty(s, dtype, kGpu, MemoryFormat::channels_last);
+        PoolArgs a;
+        a.mode = PoolMode::adaptive_avg;
+        a.batch = n;
+        a.channels = c;
+        a.in_size[1] = s[2];
+        a.in_size[2] = s[3];
+        a.channels_last = true;
+        a.input = dx;
+        a.output = dy;
+        a.in_strides[0] = dx.stride(0);
+        a.in_strides[1] = dx.stride(1);
+        a.in_strides[3] = dx.stride(2);
+        a.in_strides[4] = dx.stride(3);
+        a.out_strides[0] = dy.stride(0);
+        a.out_strides[1] = dy.stride(1);
+        a.out_strides[3] = dy.stride(2);
+        a.out_strides[4] = dy.stride(3);
+        CHECK(cuda::pool_fast_plan(a, Direction::backward).kernel ==
+              cuda::PoolFastKernel::global_nhwc);
+        pool_backward_kernel().get(kGpu.type, dtype)(a);
+        // dy / plane rounded once to dtype, broadcast over the plane.
+        const Tensor expect = (cpu_f64(dy) / double(plane)).to(dtype).expand(s);
+        CHECK(same_values(dx, expect));
       }
     }
   }
