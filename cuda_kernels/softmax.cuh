@@ -1,12 +1,13 @@
 // Device building blocks of the softmax-family kernels (cuda_kernels/softmax.cu), usable by any
 // kernel that reduces rows: warp and block reductions whose result reaches every thread, the
 // online-softmax statistics (running max and a sum rescaled whenever the max grows, so a row's
-// max and sum of exponentials come out of one read), and a launch-constant divider for flat
-// index decompositions (also used by cuda_kernels/pooling.cu). Include only from .cu files.
+// max and sum of exponentials come out of one read), and sm_90 bulk copies (TMA) of global memory
+// into shared memory with the mbarriers that count their arrival. Include only from .cu files.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 
@@ -138,6 +139,65 @@ __device__ __forceinline__ MaxSum<A> block_maxsum(MaxSum<A> s, MaxSum<A>* scratc
   __syncthreads();
   s = lane < warps ? scratch[lane] : maxsum_identity<A>();
   return warp_maxsum(s);
+}
+
+// ---- bulk copies into shared memory (sm_90) -----------------------------------------------------
+// A shared-memory barrier (mbarrier) counts a copy's arrival: the issuing thread arrives once and
+// declares the bytes to expect, the TMA engine completes the phase when they have landed, and a
+// waiter spins on the phase's parity (0, 1, 0, ... for successive uses). `bar` and `dst` are
+// shared-memory addresses (__cvta_generic_to_shared). Use only in sm_90 device code.
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// Initializes `bar` for one arrival per phase. Then bulk_barrier_init_fence() makes the barriers
+// visible to the TMA engine (the async proxy), and the block synchronizes before another thread
+// uses them.
+__device__ __forceinline__ void bulk_barrier_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bulk_barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// An L2 policy for data read once: its lines are evicted first.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// Orders this thread's view of shared memory (and what a block barrier made visible to it: other
+// threads' reads of a buffer) before the bulk copies it starts next, which write through the
+// async proxy: a buffer is refilled only after everyone's reads of it.
+__device__ __forceinline__ void bulk_refill_fence() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global `src` to shared
+// `dst`; the phase of `bar` in progress completes when they have landed.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar, uint64_t policy) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// Blocks until the phase of `bar` with this parity has completed; the copied bytes are then
+// visible to the waiting thread.
+__device__ __forceinline__ void bulk_barrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 
 }  // namespace ember::cuda

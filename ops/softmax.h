@@ -1,7 +1,9 @@
 // softmax and log_softmax over any dim, the fused softmax cross-entropy and nll_loss, and below them
 // the kernel interfaces: SoftmaxProblem (chosen among by the algorithm cache: warp per row, block
 // per row with the row in shared memory, block per row re-reading global memory, several blocks
-// per row for very long rows, and a thread per column when the reduced dim is not innermost) and
+// per row for very long rows, a cluster of blocks per row sharing statistics through distributed
+// shared memory, a persistent block per SM streaming rows through a TMA-fed ring (forward), and a
+// thread per column when the reduced dim is not innermost) and
 // the cross-entropy kernel tables. CPU kernels live in cpu_kernels/softmax.cpp, CUDA kernels in
 // cuda_kernels/softmax.cu.
 #pragma once
