@@ -25,6 +25,8 @@
 
 #include <cstdint>
 
+#include "cuda_kernels/mbarrier.cuh"
+
 namespace ember::cuda::conv::igemm {
 
 constexpr int kWgmmaThreads = 256;  // two warpgroups
@@ -124,26 +126,11 @@ EMBER_WGMMA_OP(float, 64, "m64n64k8.f32.tf32.tf32", EMBER_WGMMA_D32, EMBER_WGMMA
                "%32, %33", "1, 1")
 #undef EMBER_WGMMA_OP
 
-// Shared-memory barriers (mbarrier) of the warp-specialized kernel; `bar` is a shared address.
-__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// One arrival on `bar` once every cp.async this thread issued so far has landed (counted among
-// the barrier's expected arrivals: noinc).
+// The warp-specialized kernel's stage barriers are cuda_kernels/mbarrier.cuh's; a producer thread
+// arrives on one once every cp.async it issued so far has landed (counted among the barrier's
+// expected arrivals: noinc).
 __device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-// Blocks until the phase of `bar` with this parity has completed.
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
 }
 
 #undef EMBER_WGMMA_ACC64

@@ -778,7 +778,7 @@ softmax_ring_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
   };
   const int total = my_rows * chunks;  // chunks of the block's stream
   if (threadIdx.x == 0) {
-    for (int s = 0; s < slots; ++s) bulk_barrier_init(slot_bar(s));
+    for (int s = 0; s < slots; ++s) mbarrier_init(slot_bar(s), 1);
     bulk_barrier_init_fence();
     // The first `slots` chunks of the stream, one per slot.
     for (int q = 0, row_k = 0, chunk = 0; q < ::min(slots, total); ++q) {
@@ -813,7 +813,7 @@ softmax_ring_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
           s -= slots;
           parity ^= 1u;
         }
-        bulk_barrier_wait(slot_bar(s), parity);
+        mbarrier_wait(slot_bar(s), parity);
         const Vec c = reinterpret_cast<const Vec*>(ring + size_t(s) * kRingChunkBytes)[threadIdx.x];
         run.fold(c);
         ring_unpack(c, &kept[i * V]);

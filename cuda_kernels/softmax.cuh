@@ -11,6 +11,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "cuda_kernels/mbarrier.cuh"
+
 #include "cuda_kernels/elementwise.cuh"
 
 namespace ember::cuda {
@@ -151,12 +153,9 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return uint32_t(__cvta_generic_to_shared(p));
 }
 
-// Initializes `bar` for one arrival per phase. Then bulk_barrier_init_fence() makes the barriers
-// visible to the TMA engine (the async proxy), and the block synchronizes before another thread
-// uses them.
-__device__ __forceinline__ void bulk_barrier_init(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
+// After mbarrier_init (cuda_kernels/mbarrier.cuh) of the slots' barriers, bulk_barrier_init_fence()
+// makes them visible to the TMA engine (the async proxy), and the block synchronizes before another
+// thread uses them.
 __device__ __forceinline__ void bulk_barrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -186,17 +185,6 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
       "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-      : "memory");
-}
-
-// Blocks until the phase of `bar` with this parity has completed; the copied bytes are then
-// visible to the waiting thread.
-__device__ __forceinline__ void bulk_barrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}" ::"r"(bar),
-      "r"(parity)
       : "memory");
 }
 
