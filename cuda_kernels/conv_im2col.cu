@@ -10,9 +10,9 @@
 //     backward_data    dcol_n,g = W_g^T @ dY_n,g        then col2im
 // backward_filter always uses the NHWC form (dY staged to channels_last when it is not), so the
 // whole reduction over pixels runs inside GEMMs with fp32 accumulation; with one group and a
-// 16-bit or f32 dtype the pixels are split into slices multiplied as one batched GEMM into fp32
-// partials (split-K: a narrow filter gradient such as the 7x7 RGB stem's [64, 147] then fills the
-// GPU), summed in a fixed order afterwards.
+// 16-bit or f32 dtype and a reduction of over 256K pixels per output tile the pixels are split
+// into slices multiplied as one batched GEMM into fp32 partials (split-K: a narrow filter gradient
+// such as the 7x7 RGB stem's [64, 147] then fills the GPU), summed in a fixed order afterwards.
 // Rows of col and of the weight are padded to Jc = J rounded up to 8 elements so every row
 // starts 16-byte aligned for cuBLAS (the stem's J = 147 becomes 152); the GEMMs use k = J, so the
 // padding is never read. The unfold order J is (r, s, c) when the input is channels_last (then
@@ -38,6 +38,13 @@ constexpr int64_t kMaxChunkElements = (int64_t(1) << 31) - 1;
 constexpr int64_t kRowAlignElements = 8;
 // Split-K slices of the filter gradient hold at least this many pixels each.
 constexpr int64_t kMinSplitRows = 1024;
+// The filter gradient splits only when each of its 128x128 output tiles reduces over at least this
+// many pixels (the 7x7 RGB stem's [64, 147] at batch 64: 401K): below it one cuBLAS GEMM was
+// faster on every CIFAR ResNet-18 layer (H200, bf16, session 9 run 5, unsplit vs the previous
+// 2-128 slices: 4x4x512 3x3 25.6 vs 41.9 us, 8x8x256 3x3 36.1 vs 40.3, 8x8 512 s2 14.4 vs 25.1,
+// the 3->64 stem at 131K pixels per tile 37.4 vs 292 in 8 slices). Run 6 found the 7x7 stem
+// itself unsplit faster too (bf16 0.476 vs 0.507 ms in 132 slices; it runs implicit_gemm, 0.36).
+constexpr int64_t kMinSplitPixelsPerTile = int64_t(1) << 18;
 // The unfold kernels stream memory: more resident blocks than the grid-stride default.
 constexpr int kStreamBlocksPerSm = 8;
 
@@ -369,10 +376,11 @@ Plan plan_of(const ConvProblem& pr) {
 
   p.splits = 1;
   const DType t = pr.input.dtype();
-  if (pr.direction == Direction::backward_filter && d.G == 1 && t != DType::f64) {
+  const int64_t tiles = ((d.K + 127) / 128) * ((p.J + 127) / 128);
+  if (pr.direction == Direction::backward_filter && d.G == 1 && t != DType::f64 &&
+      d.N * PQ >= kMinSplitPixelsPerTile * tiles) {
     // Enough slices for about two waves of 128x128 output tiles, each slice long enough to
     // amortise its partial; the last (smallest) chunk bounds the slice count.
-    const int64_t tiles = ((d.K + 127) / 128) * ((p.J + 127) / 128);
     const int64_t want = (2 * sm_count(pr.device()) + tiles - 1) / tiles;
     const int64_t last_chunk = d.N - (d.N - 1) / p.chunk * p.chunk;
     p.splits = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, last_chunk * PQ / kMinSplitRows));

@@ -62,9 +62,12 @@ const std::vector<ConvCase>& sweep() {
       // Fewer channels than one 16-byte vector holds even in fp32 (the gather is per element).
       {"1x1 stride 2, C3 K4", 1, 3, 5, 6, 4, 1, 1, params(2, 2, 0, 0, 1, 1, 1)},
       {"1x1 padding 1", 2, 8, 5, 6, 8, 1, 1, params(1, 1, 1, 1, 1, 1, 1)},
-      // Enough pixels for split-K filter gradients (image slices in gemm_1x1's NCHW form, pixel
-      // slices with a remainder in im2col_gemm) and, for the stem, rows padded from 147 to 152.
+      // Enough pixels for split-K filter gradients (image slices in gemm_1x1's NCHW form; pixel
+      // slices with a remainder in im2col_gemm, which splits from 256K pixels per output tile)
+      // and, for the stem, rows padded from 147 to 152.
       {"1x1 many pixels C8 K12", 2, 8, 40, 40, 12, 1, 1, params(1, 1, 0, 0, 1, 1, 1)},
+      {"1x1 C8 K12 one 513x512 image (im2col split-K)", 1, 8, 513, 512, 12, 1, 1,
+       params(1, 1, 0, 0, 1, 1, 1)},
       {"stem 7x7 stride 2, C3 batch 1, many pixels", 1, 3, 96, 95, 16, 7, 7,
        params(2, 2, 3, 3, 1, 1, 1)},
       // The halo filter gradient (64-channel chunks of 'same' 3-wide rows): two channel chunks,
