@@ -377,8 +377,12 @@ Plan plan_of(const ConvProblem& pr) {
   p.splits = 1;
   const DType t = pr.input.dtype();
   const int64_t tiles = ((d.K + 127) / 128) * ((p.J + 127) / 128);
+  // Problems in several chunks split as they did before the threshold: their chunks' sums then
+  // meet in the fp32 partials (unless one slice fills the GPU), where unsplit they would be added
+  // in the weight's dtype (beta = 1), rounding once per chunk in 16 bits.
+  const bool chunked = p.chunk < d.N;
   if (pr.direction == Direction::backward_filter && d.G == 1 && t != DType::f64 &&
-      d.N * PQ >= kMinSplitPixelsPerTile * tiles) {
+      (d.N * PQ >= kMinSplitPixelsPerTile * tiles || chunked)) {
     // Enough slices for about two waves of 128x128 output tiles, each slice long enough to
     // amortise its partial; the last (smallest) chunk bounds the slice count.
     const int64_t want = (2 * sm_count(pr.device()) + tiles - 1) / tiles;
