@@ -649,14 +649,6 @@ constexpr int kRingChunkBytes = kRingThreads * 16;  // one 16-byte vector per th
 constexpr int kRingMaxSlots = 16;                   // barriers reserved (227 KiB: 14 used)
 constexpr int64_t kRingMaxDim = int64_t(kRingThreads) * kRingValues;
 
-constexpr float kRingLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ float ring_ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // NaN-propagating max of floats (max.NaN: NaN if either is NaN, as MaxOp), sm_80+.
 __device__ __forceinline__ float ring_max_nan(float a, float b) {
   float y;
@@ -834,11 +826,11 @@ softmax_ring_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
     // 16-bit outputs: exp2(x log2(e) - base log2(e)), one FFMA and one MUFU.EX2 (the rounding of
     // base log2(e) adds a relative error of about |base| 2^-24, far below the output's 2^-9 or
     // 2^-12); f32 keeps exp_acc(x - base) (x - base exact near the max).
-    const float nbase2 = -base * kRingLog2e;
+    const float nbase2 = -base * kLog2e;
     float sum_t = 0;
 #pragma unroll
     for (int v = 0; v < kVecs * V; ++v) {
-      const float e = sizeof(T) == 2 ? ring_ex2(fmaf(kept[v], kRingLog2e, nbase2))
+      const float e = sizeof(T) == 2 ? exp2_approx(fmaf(kept[v], kLog2e, nbase2))
                                      : exp_acc(kept[v] - base);
       sum_t += e;
       if (!log) kept[v] = e;
@@ -1344,18 +1336,15 @@ dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
       // Rows over 8192 values, at least one per SM: the rows where block_smem (one f32 row or
       // two bf16 rows per SM) and cluster_rows (blocks that load, reduce and store in step)
       // leave HBM idle between rows (8192 x 32768: f32 79%, bf16 75% of copy). Measured on an
-      // H200 at 8192 x 32768 (copy 4260 GB/s): f32 3774 GB/s = 88.6% of copy (cluster_rows
-      // 3357, block_smem 3139, block_multipass 2609); bf16 3482 = 81.7%, ahead of
-      // block_multipass 3444 and block_smem 3216 (cluster_rows 1823), short of the 85% bar: the
-      // block's per-row arithmetic, not the loads, bounds 16-bit rows. Since then (not yet
-      // measured): packed bf16x2/f16x2 NaN-propagating max (3 instructions per value -> 1 per
-      // 2), the 16-bit exponent argument one FFMA, bf16 unpacked by shift/mask, one barrier per
-      // row (alternating scratch), a branch-free one-exponential merge in the shuffles, log S
-      // only for log_softmax, and the next chunks issued by one lane of each of `chunks` warps
-      // instead of thread 0 alone with integer divisions (its warp was every row's last):
-      // about 600 instructions per thread and row on the bf16 softmax path, from about 860
-      // plus thread 0's issues. Shorter rows keep block_smem (4 blocks per SM, no idle
-      // threads), fewer rows than SMs multi_block.
+      // H200 at 8192 x 32768 (session 9 run 5, copy 4252 GB/s): f32 3727 GB/s = 87.7% of copy
+      // (cluster_rows 3355, block_smem 3142, block_multipass 2609); bf16 3635 = 85.5%
+      // (block_multipass 3434, block_smem 3214, cluster_rows 1823). The first version reached
+      // bf16 3482 (run 3): the block's per-row arithmetic, not the loads, bounds 16-bit rows, so
+      // the kernel has a packed bf16x2/f16x2 NaN-propagating max, a one-FFMA exponent argument,
+      // one barrier per row, a branch-free one-exponential merge, log S only for log_softmax, and
+      // the next chunks issued by one lane of each of `chunks` warps (about 600 instructions per
+      // thread and row on the bf16 path, from about 860). Shorter rows keep block_smem (4 blocks
+      // per SM, no idle threads), fewer rows than SMs multi_block.
       a.heuristic_cost = [](const SoftmaxProblem& p) {
         const bool many_rows = p.outer >= device_properties(p.device().index).sm_count;
         return many_rows && p.dim_size > 8192 ? 0.8 : 2.2;
