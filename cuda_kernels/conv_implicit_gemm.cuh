@@ -236,6 +236,13 @@ constexpr int kNoPixel = -(1 << 30);
 
 // ---- the main loop every kernel below shares ----------------------------------------------------
 
+template <int MH, int N>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[MH][N]) {
+#pragma unroll
+  for (int i = 0; i < MH; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc[i][j] = 0.f;
+}
 template <int MT, int NT>
 __device__ __forceinline__ void zero_accumulators(float (&acc)[MT][NT][4]) {
 #pragma unroll

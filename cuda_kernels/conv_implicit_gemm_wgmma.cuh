@@ -170,16 +170,25 @@ __device__ __forceinline__ void wgmma_retire(float (&acc)[MH][kAccumulators]) {
 
 #endif  // EMBER_WGMMA_DEVICE
 
-// The epilogue of a warpgroup's MH x m64 rows by BN columns (the accumulator layout of
-// WgmmaOp: acc[mh][4 i + 2 half + e] is row row0 + 64 mh + 8 half, column col0 + 8 i + e):
-// `row0` is this thread's first row (its warp's 16 rows start there, lane / 4 down), `col0` its
-// first column (lane % 4 pairs along). kSplitK: the fp32 partials; else the destination, with the
-// bias and ReLU (FpropEpilogue::finish).
+// Where the stages start in dynamic shared memory: wgmma's swizzle is a function of address bits
+// 4-9, so the stages start 1024-byte aligned (the launches ask for 1 KiB more).
+__device__ __forceinline__ unsigned char* wgmma_aligned_stages(unsigned char* smem_raw) {
+  return smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+}
+
+// The epilogue of a warpgroup's MH x m64 rows by BN columns, the first at GEMM row `first_row`
+// and column `first_col`. In the accumulator layout of WgmmaOp, acc[mh][4 i + 2 half + e] is row
+// row0 + 64 mh + 8 half and column col0 + 8 i + e, where a thread's row0 is 16 rows per warp of
+// the warpgroup plus lane / 4 and its col0 two columns per lane % 4. kSplitK: the fp32 partials;
+// else the destination, with the bias and ReLU (FpropEpilogue::finish).
 template <typename T, int MH, int BN, bool kSplitK>
 __device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
-                                                     float (&acc)[MH][BN / 2], int row0,
-                                                     int col0) {
+                                                     float (&acc)[MH][BN / 2], int first_row,
+                                                     int first_col) {
   constexpr int kPairs = BN / 8;
+  const int lane = threadIdx.x & 31, warp_in_group = (threadIdx.x >> 5) & 3;
+  const int row0 = first_row + warp_in_group * 16 + (lane >> 2);
+  const int col0 = first_col + (lane & 3) * 2;
   const FpropEpilogue<T> epi(p);
   if constexpr (!kSplitK)
     epi.template finish<kPairs, 2 * MH>(p, col0, [&](int i, int slot, int e) -> float& {
@@ -216,11 +225,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
 
   extern __shared__ unsigned char smem_raw[];
-  // wgmma's swizzle is a function of address bits 4-9: the stages start 1024-byte aligned.
-  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned char* smem = wgmma_aligned_stages(smem_raw);
   const uint32_t smem_base = smem_u32(smem);
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
+  const int tid = threadIdx.x, warpgroup = tid >> 7;
   const FpropParams p = fprop_phase_params(params);
   const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
   const int block_m = origin.m, block_n = origin.n;
@@ -229,10 +236,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   const int n_tiles = gather.template block_tiles<kSplitK>(p);
 
   float acc[MH][BN / 2];
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[mh][i] = 0.f;
+  zero_accumulators(acc);
 
   // One commit group per k-tile (empty past the end): waiting until STAGES - 3 are pending means
   // tile kt has landed.
@@ -259,9 +263,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
   cp_async_wait<0>();
 
   // A split writes its whole tile.
-  wgmma_fprop_epilogue<T, MH, BN, kSplitK>(
-      p, acc, block_m + warpgroup * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
-      block_n + (lane & 3) * 2);
+  wgmma_fprop_epilogue<T, MH, BN, kSplitK>(p, acc, block_m + warpgroup * kWarpgroupRows, block_n);
 #else
   __trap();  // never launched: the host checks wgmma_compiled() first
 #endif
@@ -293,12 +295,11 @@ __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
   static_assert(kStageBytes % 1024 == 0, "stages stay 1024-byte aligned");
 
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned char* smem = wgmma_aligned_stages(smem_raw);
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full_bar = smem_base + uint32_t(STAGES * kStageBytes);  // 8 bytes per stage
   const uint32_t empty_bar = full_bar + uint32_t(STAGES * 8);
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int warpgroup = tid >> 7, warp_in_group = (tid >> 5) & 3;
+  const int tid = threadIdx.x, warpgroup = tid >> 7;
   const FpropParams p = fprop_phase_params(params);
   const FpropBlockOrigin origin = fprop_block_origin<BM, BN>(p);
   const int block_m = origin.m, block_n = origin.n;
@@ -328,10 +329,7 @@ __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
 
   const int consumer = warpgroup - 1;
   float acc[MH][BN / 2];
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[mh][i] = 0.f;
+  zero_accumulators(acc);
   for (int kt = 0; kt < n_tiles; ++kt) {
     const int s = kt % STAGES;
     mbarrier_wait(full_bar + 8 * s, uint32_t((kt / STAGES) & 1));
@@ -345,9 +343,7 @@ __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
   }
   wgmma_retire<0>(acc);
 
-  wgmma_fprop_epilogue<T, MH, BN, false>(
-      p, acc, block_m + consumer * kWarpgroupRows + warp_in_group * 16 + (lane >> 2),
-      block_n + (lane & 3) * 2);
+  wgmma_fprop_epilogue<T, MH, BN, false>(p, acc, block_m + consumer * kWarpgroupRows, block_n);
 #else
   __trap();  // never launched: the host checks wgmma_available() first
 #endif
