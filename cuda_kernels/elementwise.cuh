@@ -49,6 +49,15 @@ using OpMath = std::conditional_t<
     std::is_same_v<T, double>, double,
     std::conditional_t<is_device_floating_v<T>, float, int64_t>>;
 
+// The two bfloat16 values of a 32-bit word (as loaded: the lower-addressed one in the low half)
+// widened to float exactly, one instruction each (a shift, a mask).
+__device__ __forceinline__ float bf16_low_as_float(uint32_t word) {
+  return __uint_as_float(word << 16);
+}
+__device__ __forceinline__ float bf16_high_as_float(uint32_t word) {
+  return __uint_as_float(word & 0xffff0000u);
+}
+
 // Value conversion between device scalar types, matching the host: 16-bit floats convert through
 // float (so double -> half rounds twice, exactly like ember::Half(float(d))), bool is `!= 0`,
 // floating to uint8 goes through int64 (so it wraps), everything else is a C++ conversion.

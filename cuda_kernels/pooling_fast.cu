@@ -467,7 +467,7 @@ __device__ __forceinline__ float channel_of(const uint32_t (&w)[4], int j) {
   if constexpr (std::is_same_v<T, float>)
     return __uint_as_float(w[j]);
   else
-    return __uint_as_float(j % 2 == 0 ? w[j / 2] << 16 : w[j / 2] & 0xffff0000u);
+    return j % 2 == 0 ? bf16_low_as_float(w[j / 2]) : bf16_high_as_float(w[j / 2]);
 }
 
 // Four uint8 window taps against one key: bit 7 of byte j is set where tap j differs from `key`

@@ -707,8 +707,8 @@ __device__ __forceinline__ void ring_unpack(const AlignedVec<T, kVec<T>>& c, flo
     const uint32_t* w = reinterpret_cast<const uint32_t*>(c.v);
 #pragma unroll
     for (int j = 0; j < kVec<T> / 2; ++j) {
-      out[2 * j] = __uint_as_float(w[j] << 16);
-      out[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+      out[2 * j] = bf16_low_as_float(w[j]);
+      out[2 * j + 1] = bf16_high_as_float(w[j]);
     }
   } else {
 #pragma unroll
