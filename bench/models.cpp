@@ -32,6 +32,8 @@
 //
 //   bench_models [--rows cifar18_eager,charlm_eager] [--steps N] [--warmup N] [--device cpu]
 //                [--batch N]
+// EMBER_BENCH_PROFILE_STEP=1 brackets the last timed step with cudaProfilerStart/Stop, so that
+// `ncu --profile-from-start off --graph-profiling node` lists exactly one step's kernels.
 // --rows (or EMBER_BENCH_ROWS when --rows is absent) picks rows by id; --device cpu with a small
 // --batch is a smoke test of the logic (graphed rows are skipped there: graphs need CUDA).
 #include <algorithm>
@@ -44,6 +46,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#ifdef EMBER_WITH_CUDA
+#include <cuda_profiler_api.h>
+#endif
 
 #include "dispatch/algo_cache.h"
 #include "ember.h"
@@ -189,8 +195,9 @@ bool run_row(RowSpec row, const Options& o) {
     loss.backward();
     if (charlm) nn::clip_grad_norm_(params, 1.0);
     opt->step();
-    // A captured step keeps its gradient memory (zeroed in place); eager drops it, as PyTorch does.
-    opt->zero_grad(!row.graphed);
+    // Dropped, eager and graphed, as PyTorch's graphed step does (grads allocated inside the graph):
+    // no fill and no accumulating add per parameter.
+    opt->zero_grad();
     return {loss.detach()};
   };
   nn::GraphedStepOptions go;
@@ -229,9 +236,17 @@ bool run_row(RowSpec row, const Options& o) {
     for (int64_t i = 0; i <= o.steps; ++i) marks.emplace_back(true);
     t0 = std::chrono::steady_clock::now();
     marks[0].record(s);
+    const bool profile_last = std::getenv("EMBER_BENCH_PROFILE_STEP") != nullptr;
     for (int64_t i = 0; i < o.steps; ++i) {
+      const bool profiled = profile_last && i == o.steps - 1;
+#ifdef EMBER_WITH_CUDA
+      if (profiled) cudaProfilerStart();
+#endif
       run_step(o.warmup + i);
       marks[size_t(i + 1)].record(s);
+#ifdef EMBER_WITH_CUDA
+      if (profiled) cudaProfilerStop();
+#endif
     }
     marks.back().synchronize();
     for (int64_t i = 0; i < o.steps; ++i) ms[size_t(i)] = marks[size_t(i)].elapsed_ms(marks[size_t(i + 1)]);

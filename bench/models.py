@@ -232,9 +232,15 @@ def run_row(row, args, dev, impl):
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
         t0 = time.perf_counter()
         marks[0].record()
+        profile_last = "EMBER_BENCH_PROFILE_STEP" in os.environ  # as bench_models: ncu's range
         for i in range(args.steps):
+            profiled = profile_last and i == args.steps - 1
+            if profiled:
+                torch.cuda.profiler.start()
             run_step(args.warmup + i)
             marks[i + 1].record()
+            if profiled:
+                torch.cuda.profiler.stop()
         marks[-1].synchronize()
         wall = time.perf_counter() - t0
         ms = [marks[i].elapsed_time(marks[i + 1]) for i in range(args.steps)]

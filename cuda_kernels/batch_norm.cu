@@ -237,26 +237,62 @@ struct StatsFinalizeParams {
   DType running_dtype;
 };
 
-// A warp per channel merges the channel's partials (lane l takes splits l, l + 32, ...), then a
-// butterfly; lane 0 writes the statistics and updates the running statistics.
-__global__ void __launch_bounds__(kThreads)
+// Finalize kernels (statistics and gradient sums) merge the [splits, C] partials of each channel:
+// block (kFinalizeChannels channels, by split walkers; by a power of 2), so that consecutive
+// threads read consecutive channels of a split row (coalesced) and the splits' loads are spread
+// over many threads (a handful each, issued together) instead of a chain per warp lane. Walker w
+// merges splits w, w + by, ... in order, then a tree over threadIdx.y: a fixed order, so results
+// are the same run to run.
+constexpr int kFinalizeChannels = 8;
+constexpr int kFinalizeMaxWalkers = 128;
+
+dim3 finalize_block(int64_t splits) {
+  return dim3(kFinalizeChannels,
+              unsigned(std::min<int64_t>(next_pow2(std::max<int64_t>(splits, 1)), kFinalizeMaxWalkers)));
+}
+unsigned finalize_grid(int64_t C) { return unsigned(ceil_div(C, kFinalizeChannels)); }
+
+// The tree over threadIdx.y of the walkers' entries in shared memory ([y][x], one per thread):
+// `merge(t, o)` folds thread o's entry into thread t's. Every thread of the block calls it.
+template <typename Merge>
+__device__ __forceinline__ void finalize_tree(Merge merge) {
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  __syncthreads();
+  for (int half = blockDim.y / 2; half > 0; half /= 2) {
+    if (int(threadIdx.y) < half) merge(t, t + half * int(blockDim.x));
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(kFinalizeChannels * kFinalizeMaxWalkers)
 bn_stats_finalize_kernel(StatsFinalizeParams p) {
-  const int64_t c = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (c >= p.C) return;  // uniform per warp
+  __shared__ float sh_mean[kFinalizeChannels * kFinalizeMaxWalkers];
+  __shared__ float sh_m2[kFinalizeChannels * kFinalizeMaxWalkers];
+  __shared__ int64_t sh_n[kFinalizeChannels * kFinalizeMaxWalkers];
+  const int64_t c = int64_t(blockIdx.x) * kFinalizeChannels + threadIdx.x;
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
   float mean = 0.f, m2 = 0.f;
   int64_t n = 0;
-  for (int64_t i = lane; i < p.splits; i += 32)
-    chan_merge(mean, m2, n, p.part_mean[i * p.C + c], p.part_m2[i * p.C + c],
-               min64(p.chunk, p.rows - i * p.chunk));
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) {
-    const float mean_b = __shfl_down_sync(0xffffffffu, mean, m);
-    const float m2_b = __shfl_down_sync(0xffffffffu, m2, m);
-    const int64_t n_b = __shfl_down_sync(0xffffffffu, n, m);
-    chan_merge(mean, m2, n, mean_b, m2_b, n_b);
+  if (c < p.C) {
+#pragma unroll 4
+    for (int64_t i = threadIdx.y; i < p.splits; i += blockDim.y)
+      chan_merge(mean, m2, n, p.part_mean[i * p.C + c], p.part_m2[i * p.C + c],
+                 min64(p.chunk, p.rows - i * p.chunk));
   }
-  if (lane != 0) return;
+  sh_mean[t] = mean;
+  sh_m2[t] = m2;
+  sh_n[t] = n;
+  finalize_tree([&](int a, int b) {
+    float ma = sh_mean[a], m2a = sh_m2[a];
+    int64_t na = sh_n[a];
+    chan_merge(ma, m2a, na, sh_mean[b], sh_m2[b], sh_n[b]);
+    sh_mean[a] = ma;
+    sh_m2[a] = m2a;
+    sh_n[a] = na;
+  });
+  if (threadIdx.y != 0 || c >= p.C) return;
+  mean = sh_mean[t];
+  m2 = sh_m2[t];
   p.save_mean[c] = mean;
   p.save_invstd[c] = rsqrtf(m2 / float(p.rows) + p.eps);
   if (p.running_mean != nullptr) {
@@ -527,26 +563,31 @@ grad_sums_outer_kernel(GradSumsParams<T> p) {
   }
 }
 
-// A warp per channel adds the channel's partials in a fixed order.
-__global__ void __launch_bounds__(kThreads)
+// The sums' finalize (see bn_stats_finalize_kernel for the block's shape).
+__global__ void __launch_bounds__(kFinalizeChannels * kFinalizeMaxWalkers)
 grad_sums_finalize_kernel(const float* part_dy, const float* part_dy_xhat, int64_t splits,
                           int64_t C, float* sum_dy, float* sum_dy_xhat) {
-  const int64_t c = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (c >= C) return;  // uniform per warp
+  __shared__ float sh_a[kFinalizeChannels * kFinalizeMaxWalkers];
+  __shared__ float sh_b[kFinalizeChannels * kFinalizeMaxWalkers];
+  const int64_t c = int64_t(blockIdx.x) * kFinalizeChannels + threadIdx.x;
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
   float a = 0.f, b = 0.f;
-  for (int64_t i = lane; i < splits; i += 32) {
-    a += part_dy[i * C + c];
-    b += part_dy_xhat[i * C + c];
+  if (c < C) {
+#pragma unroll 4
+    for (int64_t i = threadIdx.y; i < splits; i += blockDim.y) {
+      a += part_dy[i * C + c];
+      b += part_dy_xhat[i * C + c];
+    }
   }
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) {
-    a += __shfl_down_sync(0xffffffffu, a, m);
-    b += __shfl_down_sync(0xffffffffu, b, m);
-  }
-  if (lane == 0) {
-    sum_dy[c] = a;
-    sum_dy_xhat[c] = b;
+  sh_a[t] = a;
+  sh_b[t] = b;
+  finalize_tree([&](int x, int y) {
+    sh_a[x] += sh_a[y];
+    sh_b[x] += sh_b[y];
+  });
+  if (threadIdx.y == 0 && c < C) {
+    sum_dy[c] = sh_a[t];
+    sum_dy_xhat[c] = sh_b[t];
   }
 }
 
@@ -693,8 +734,6 @@ OuterPlan plan_outer_reduce(int64_t per_channel, int64_t C, int vec, int64_t fil
   return p;
 }
 
-unsigned finalize_blocks(int64_t C) { return unsigned(ceil_div(C * 32, kThreads)); }
-
 void check_launch_limits(const char* op, int64_t grid_x) {
   EMBER_CHECK_STATUS(grid_x <= int64_t(std::numeric_limits<int32_t>::max()), not_supported, op,
                      ": too many channels for one CUDA grid (", grid_x, " blocks)");
@@ -805,7 +844,7 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
     f.running_var = a.running_var.data_ptr();
     f.running_dtype = a.running_mean.dtype();
   }
-  bn_stats_finalize_kernel<<<finalize_blocks(l.C), kThreads, 0, stream>>>(f);
+  bn_stats_finalize_kernel<<<finalize_grid(l.C), finalize_block(splits), 0, stream>>>(f);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -863,7 +902,7 @@ void launch_grad_sums(const ChannelGradSumsArgs& a, cudaStream_t stream) {
   if (l.channels_inner) grad_sums_inner_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
   else grad_sums_outer_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
-  grad_sums_finalize_kernel<<<finalize_blocks(l.C), kThreads, 0, stream>>>(
+  grad_sums_finalize_kernel<<<finalize_grid(l.C), finalize_block(splits), 0, stream>>>(
       p.part_dy, p.part_dy_xhat, splits, l.C, static_cast<float*>(a.sum_dy.data_ptr()),
       static_cast<float*>(a.sum_dy_xhat.data_ptr()));
   EMBER_CUDA_LAUNCH_CHECK();

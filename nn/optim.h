@@ -12,10 +12,13 @@
 //   optim::AdamW opt(model->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.05));
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
-// Rules a captured step relies on (all hold after one eager warm-up step): parameters, gradients
-// and state keep their memory (zero_grad(false) inside a captured region, never set_to_none), the
-// set of parameters with gradients does not change, and hyperparameters other than the learning
-// rate and the momentum are not changed (those are baked into the captured launches).
+// Rules a captured step relies on (all hold after one eager warm-up step): parameters and state
+// keep their memory, the set of parameters with gradients does not change, and hyperparameters
+// other than the learning rate and the momentum are not changed (those are baked into the captured
+// launches). Gradients may go either way inside the step: zero_grad() (set_to_none) at its end
+// makes them step-local tensors of the graph's pool, like activations, which the next replay's
+// backward writes afresh (the fast way: no fill and no accumulating add per parameter);
+// zero_grad(false) keeps their memory, for what holds them across steps (DDP's bucket views).
 //
 // State dict (for checkpoints, nn/checkpoint.h): tensors named "state.<i>.<name>", where i counts
 // the parameters over all groups in order (as PyTorch's optimizer state_dict does) and name is

@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
       loss.backward();  // with DDP, the gradients are averaged over the ranks when it returns
       if (clip > 0) nn::clip_grad_norm_(model->parameters(), clip);
       opt.step();
-      opt.zero_grad(false);
+      opt.zero_grad(/*set_to_none=*/!ddp);  // with DDP the gradients are views of its buckets: kept
       return {loss.detach()};
     };
     nn::GraphedStepOptions go;

@@ -241,7 +241,10 @@ int main(int argc, char** argv) {
         loss.backward();
         opt.step();
       }
-      opt.zero_grad(false);  // keep gradient memory: a captured step must not reallocate it
+      // Dropped (set_to_none), as PyTorch does: the next backward, eager or replayed, writes fresh
+      // gradients instead of a fill and an add per parameter. With DDP they stay: they are views of
+      // the reducer's buckets, which set_to_none would replace with copies every step.
+      opt.zero_grad(/*set_to_none=*/!ddp);
       autograd::NoGradGuard ng;
       Tensor correct = sum(eq(argmax(logits, 1), in[1]).to(DType::f32));
       return {loss.detach(), correct};

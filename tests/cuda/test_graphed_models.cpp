@@ -25,11 +25,14 @@ struct SmallResNetImpl : nn::Module {
   SmallResNetImpl() : nn::Module("SmallResNet") {
     stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)));
     bn0 = register_module("bn0", nn::BatchNorm2d(16));
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
+    conv1 =
+        register_module("conv1", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
     bn1 = register_module("bn1", nn::BatchNorm2d(16));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
+    conv2 =
+        register_module("conv2", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
     bn2 = register_module("bn2", nn::BatchNorm2d(16));
-    down = register_module("down", nn::Conv2d(nn::Conv2dOptions(16, 32, 3).stride(2).padding(1).bias(false)));
+    down = register_module(
+        "down", nn::Conv2d(nn::Conv2dOptions(16, 32, 3).stride(2).padding(1).bias(false)));
     bn3 = register_module("bn3", nn::BatchNorm2d(32));
     head = register_module("head", nn::Linear(32, 10));
   }
@@ -48,10 +51,13 @@ struct CharModelImpl : nn::Module {
   nn::Linear head{nullptr};
   CharModelImpl() : nn::Module("CharModel") {
     embed = register_module("embed", nn::Embedding(64, 32));
-    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(32, 64).num_layers(2).batch_first(true).dropout(0.2)));
+    lstm = register_module(
+        "lstm", nn::LSTM(nn::LSTMOptions(32, 64).num_layers(2).batch_first(true).dropout(0.2)));
     head = register_module("head", nn::Linear(64, 64));
   }
-  Tensor forward(const Tensor& tokens) { return head->forward(lstm->forward(embed->forward(tokens)).output); }
+  Tensor forward(const Tensor& tokens) {
+    return head->forward(lstm->forward(embed->forward(tokens)).output);
+  }
 };
 
 // Losses and final parameters (and buffers) of `steps` training steps, graphed or eager. The
@@ -110,49 +116,59 @@ void check_same(const RunResult& graphed, const RunResult& eager, int steps) {
 
 }  // namespace
 
-TEST_CASE("a residual CNN: N graphed steps equal N eager steps, bitwise" * doctest::skip(!cuda::is_available())) {
+// Both ways of clearing gradients at the end of the step: zeroed in place (their memory is kept
+// across replays) and dropped (set_to_none: each replay's backward writes fresh gradients from the
+// graph's pool, with no fill and no accumulating add).
+TEST_CASE("a residual CNN: N graphed steps equal N eager steps, bitwise" *
+          doctest::skip(!cuda::is_available())) {
   constexpr int kSteps = 10;
-  auto make_step = [](SmallResNetImpl& model) {
-    const int64_t schedule_length = kSteps;
-    auto opt = std::make_shared<optim::SGD>(model.parameters(),
-                                            optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
-    auto sched = std::make_shared<optim::CosineAnnealingLR>(*opt, schedule_length);
-    std::function<std::vector<Tensor>(const std::vector<Tensor>&)> step = [&model, opt](const std::vector<Tensor>& in) {
-      Tensor loss;
-      {
-        nn::AutocastGuard autocast(DType::bf16);
-        loss = cross_entropy(model.forward(in[0]).to(DType::f32), in[1]);
-      }
-      loss.backward();
-      opt->step();
-      opt->zero_grad(false);
-      return std::vector<Tensor>{loss.detach()};
+  for (const bool set_to_none : {false, true}) {
+    CAPTURE(set_to_none);
+    auto make_step = [set_to_none](SmallResNetImpl& model) {
+      const int64_t schedule_length = kSteps;
+      auto opt = std::make_shared<optim::SGD>(
+          model.parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
+      auto sched = std::make_shared<optim::CosineAnnealingLR>(*opt, schedule_length);
+      std::function<std::vector<Tensor>(const std::vector<Tensor>&)> step =
+          [&model, opt, set_to_none](const std::vector<Tensor>& in) {
+            Tensor loss;
+            {
+              nn::AutocastGuard autocast(DType::bf16);
+              loss = cross_entropy(model.forward(in[0]).to(DType::f32), in[1]);
+            }
+            loss.backward();
+            opt->step();
+            opt->zero_grad(set_to_none);
+            return std::vector<Tensor>{loss.detach()};
+          };
+      std::function<void()> between = [sched = sched] { sched->step(); };
+      return std::make_pair(step, between);
     };
-    std::function<void()> between = [sched = sched] { sched->step(); };
-    return std::make_pair(step, between);
-  };
-  auto make_batch = [](Generator& gen) {
-    return std::vector<Tensor>{randn({32, 1, 12, 12}, TensorOptions(), &gen),
-                               randint(0, 10, {32}, TensorOptions(DType::i64), &gen)};
-  };
-  const RunResult eager = run<SmallResNetImpl>(false, kSteps, make_step, make_batch);
-  const RunResult graphed = run<SmallResNetImpl>(true, kSteps, make_step, make_batch);
-  check_same(graphed, eager, kSteps);
+    auto make_batch = [](Generator& gen) {
+      return std::vector<Tensor>{randn({32, 1, 12, 12}, TensorOptions(), &gen),
+                                 randint(0, 10, {32}, TensorOptions(DType::i64), &gen)};
+    };
+    const RunResult eager = run<SmallResNetImpl>(false, kSteps, make_step, make_batch);
+    const RunResult graphed = run<SmallResNetImpl>(true, kSteps, make_step, make_batch);
+    check_same(graphed, eager, kSteps);
+  }
 }
 
-TEST_CASE("an LSTM language model: N graphed steps equal N eager steps, bitwise" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("an LSTM language model: N graphed steps equal N eager steps, bitwise" *
+          doctest::skip(!cuda::is_available())) {
   constexpr int kSteps = 8;
   auto make_step = [](CharModelImpl& model) {
     auto opt = std::make_shared<optim::Adam>(model.parameters(), optim::AdamOptions(3e-3));
-    std::function<std::vector<Tensor>(const std::vector<Tensor>&)> step = [&model, opt](const std::vector<Tensor>& in) {
-      Tensor logits = model.forward(in[0]);
-      Tensor loss = cross_entropy(logits.reshape({-1, 64}), in[1].reshape({-1}));
-      loss.backward();
-      nn::clip_grad_norm_(model.parameters(), 1.0);
-      opt->step();
-      opt->zero_grad(false);
-      return std::vector<Tensor>{loss.detach()};
-    };
+    std::function<std::vector<Tensor>(const std::vector<Tensor>&)> step =
+        [&model, opt](const std::vector<Tensor>& in) {
+          Tensor logits = model.forward(in[0]);
+          Tensor loss = cross_entropy(logits.reshape({-1, 64}), in[1].reshape({-1}));
+          loss.backward();
+          nn::clip_grad_norm_(model.parameters(), 1.0);
+          opt->step();
+          opt->zero_grad(false);
+          return std::vector<Tensor>{loss.detach()};
+        };
     std::function<void()> between = [] {};
     return std::make_pair(step, between);
   };

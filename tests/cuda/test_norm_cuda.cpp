@@ -215,6 +215,11 @@ TEST_CASE("batch_norm on CUDA: many splits per channel, unaligned pointers, floa
       check_bn_parity(k);
       k.tail = Tail::add_relu;
       check_bn_parity(k);
+      // 262144 values over 8 channels: more splits (256 channels-inner) than the finalize
+      // kernels' 128 walkers, so each walker merges several.
+      k.shape = {64, 8, 64, 64};
+      k.tail = Tail::relu;
+      check_bn_parity(k);
       // Base pointer one element into its buffer: the scalar (non-vector) paths.
       k.tail = Tail::none;
       k.shape = {3, 8, 4, 4};
