@@ -28,9 +28,11 @@ namespace {
 
 using bench::time_ms;
 
-void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double check) {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.1f,\"check\":%.9g}\n",
-              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), check);
+// `extra`: more ,"key":value fields for the line (empty: none).
+void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double check,
+          const std::string& extra = "") {
+  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.1f,\"check\":%.9g%s}\n",
+              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), check, extra.c_str());
   std::fflush(stdout);
 }
 
@@ -95,16 +97,20 @@ int main() {
       Tensor rm = zeros({64}, popts), rv = ones({64}, popts);
 
       Tensor y;
-      double ms = time_ms([&] { y = batch_norm(x, w.detach(), b.detach(), rm, rv, true); });
-      emit("batch_norm_train_fwd", tag, ms, 3 * bytes, mean_of_product(y, y));
+      auto fwd = [&] { y = batch_norm(x, w.detach(), b.detach(), rm, rv, true); };
+      double ms = time_ms(fwd);
+      emit("batch_norm_train_fwd", tag, ms, 3 * bytes, mean_of_product(y, y),
+           ",\"host_ms\":" + std::to_string(bench::host_ms(fwd)));
 
       Tensor xg = x.detach().set_requires_grad(true);
       std::vector<Tensor> grads;
-      ms = time_ms([&] {
+      auto fwd_bwd = [&] {
         Tensor out = batch_norm(xg, w, b, rm, rv, true);
         grads = autograd::grad({out}, {xg, w, b}, {gy});
-      });
-      emit("batch_norm_train_fwd_bwd", tag, ms, 8 * bytes, mean_of_product(grads[0], gy));
+      };
+      ms = time_ms(fwd_bwd);
+      emit("batch_norm_train_fwd_bwd", tag, ms, 8 * bytes, mean_of_product(grads[0], gy),
+           ",\"host_ms\":" + std::to_string(bench::host_ms(fwd_bwd)));
 
       // The problem batch_norm builds for this input, to ask each algorithm whether it applies.
       BatchNormForwardProblem probe;

@@ -7,6 +7,8 @@
 // index i, computed in fp64 and rounded, identical in both scripts; the upstream gradient is y
 // itself. Each line carries a checksum (mean of y, or mean of dx * x) that PyTorch's line must
 // match to a few digits (bf16 max-pool ties may pick another index) before its time means anything.
+// The _fwd_bwd lines also carry host_ms (bench::host_ms): the host's time to enqueue one eager
+// forward+backward.
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -23,10 +25,12 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double checksum) {
+// `extra`: more ,"key":value fields for the line (empty: none).
+void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double checksum,
+          const std::string& extra = "") {
   std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
-              "\"checksum\":%.6g}\n",
-              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum);
+              "\"checksum\":%.6g%s}\n",
+              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum, extra.c_str());
   std::fflush(stdout);
 }
 
@@ -65,12 +69,15 @@ void bench_pool(const std::string& name, const Shape& shape, DType dtype,
   }
   Tensor xg = x.detach().set_requires_grad(true);
   Tensor dx;
-  const double ms = time_ms([&] {
+  auto fwd_bwd = [&] {
     Tensor yg = pool(xg);
     dx = autograd::grad({yg}, {xg}, {yg.detach()})[0];
-  });
+  };
+  const double ms = time_ms(fwd_bwd);
+  const double host = bench::host_ms(fwd_bwd);
   const double bytes = double(2 * x.numel() + 2 * y.numel()) * esize;  // x, y, dy, dx
-  emit(name + "_fwd_bwd", shape_name, ms, bytes, mean_of_product(dx, x));
+  emit(name + "_fwd_bwd", shape_name, ms, bytes, mean_of_product(dx, x),
+       ",\"host_ms\":" + std::to_string(host));
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Timing shared by the GPU benchmarks (bench/*.cpp): the median over `reps` repetitions of the mean
 // time of `iters` back-to-back calls, from CUDA events on the current stream, after warm-up calls;
-// and run_section, which reports a failing section of a benchmark and lets the next one run.
+// host_ms, the host's share of a call; and run_section, which reports a failing section of a benchmark and lets the next one run.
 // What bench/lib/timing.py does for the PyTorch side. mean_ms and median are the pieces, for a
 // benchmark that interleaves the repetitions of two variants (so clock drift hits both alike).
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -38,6 +39,20 @@ double time_ms(F&& f, int iters = 20, int reps = 5, int warmup = 3) {
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) t.push_back(mean_ms(f, iters));
   return median(std::move(t));
+}
+
+// The host's time to enqueue one call of `f` (ms): `iters` calls from an idle GPU, timed until the
+// last one returns, not until the GPU finishes them. A benchmark whose time_ms is about its host_ms
+// measures the host (launch and framework overhead), not the kernels.
+template <typename F>
+double host_ms(F&& f, int iters = 20) {
+  Stream s = current_stream(Device::cuda());
+  s.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) f();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  s.synchronize();
+  return ms / iters;
 }
 
 // Runs one section of a benchmark; a section that throws is reported as a JSON line naming it and
