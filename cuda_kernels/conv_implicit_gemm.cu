@@ -185,7 +185,8 @@ pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws
 // tap, read as 16-byte vectors along W's c and written as 16-byte vectors along the packed i, the
 // transpose in shared memory (rows of kTile + 4 / sizeof(T) elements: an odd number of 32-bit
 // words, so a column read touches distinct banks but for one 2-way pair). ResNet's 3x3
-// backward_data packs 1.2-4.7 MB filters each step: scalar 32 x 32 tiles took 10-13 us there.
+// backward_data packs its filter every step: the scalar 32 x 32 tiles took 5.5 us for a bf16
+// 256x256x3x3 filter and 12.8 for 512x512x3x3, this kernel 4.2 for the former (ncu, H200).
 constexpr int kPackVecTile = 64;
 template <typename T>
 __global__ void __launch_bounds__(kPackThreads)
