@@ -183,7 +183,7 @@ pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws
 // The same packing for backward_data when W is channels-last with whole 16-byte vectors (W's c,
 // the packed o, contiguous; every stride and Nout multiples of V): 64 x 64 tiles of (i, o) at one
 // tap, read as 16-byte vectors along W's c and written as 16-byte vectors along the packed i, the
-// transpose in shared memory (rows of kTile + 4 / sizeof(T) elements: an odd number of 32-bit
+// transpose in shared memory (rows of kPackVecTile + 4 / sizeof(T) elements: an odd number of 32-bit
 // words, so a column read touches distinct banks but for one 2-way pair). ResNet's 3x3
 // backward_data packs its filter every step: the scalar 32 x 32 tiles took 5.5 us for a bf16
 // 256x256x3x3 filter and 12.8 for 512x512x3x3, this kernel 4.2 for the former (ncu, H200).
