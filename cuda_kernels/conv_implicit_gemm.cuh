@@ -484,8 +484,9 @@ struct FpropGather {
 // of its rows. finish() adds the bias (forward only; one load per column pair, for all the
 // thread's rows) and applies ReLU, in registers; store_row() writes one row, with no per-column
 // test where all the thread's columns exist and pair up (Nout even). A split-K block writes its
-// fp32 partial sums instead (no bias, no ReLU). `acc(i, r, e)` is the accumulator of column
-// col0 + 8 i + e (e = 0 or 1) in the thread's row slot r.
+// fp32 partial sums instead (no bias, no ReLU). write() does all of it for a thread's row slots.
+// `acc(i, r, e)` is the accumulator of column col0 + 8 i + e (e = 0 or 1) in the thread's row
+// slot r.
 template <typename T>
 struct FpropEpilogue {
   T* dst;
@@ -563,6 +564,26 @@ struct FpropEpilogue {
       if (col + 1 < p.Nout) out[col + 1] = acc_row(i, 1);
     }
   }
+
+  // The whole epilogue of a thread: finish() (unless split-K), then each of its kRowSlots rows
+  // below M, row slot r being GEMM row `row_of(r)`. What the mma.sync and wgmma kernels differ
+  // in, their accumulator layouts, is in row_of and acc.
+  template <int kPairs, int kRowSlots, bool kSplitK, typename RowOf, typename Acc>
+  __device__ __forceinline__ void write(const FpropParams& p, int col0, RowOf&& row_of,
+                                        Acc&& acc) const {
+    if constexpr (!kSplitK) finish<kPairs, kRowSlots>(p, col0, acc);
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r) {
+      const int row = row_of(r);
+      if (row >= p.M) continue;
+      auto acc_row = [&](int i, int e) { return acc(i, r, e); };
+      if constexpr (kSplitK) {
+        store_partial_row<kPairs>(p, row, col0, acc_row);
+      } else {
+        store_row<kPairs>(p, row, col0, acc_row);
+      }
+    }
+  }
 };
 
 // The epilogue of an mma.sync warp tile acc[MT][NT][4] (fragment (mt, nt): rows row0 + 16 mt
@@ -570,24 +591,9 @@ struct FpropEpilogue {
 template <typename T, int MT, int NT, bool kSplitK>
 __device__ __forceinline__ void fprop_mma_epilogue(const FpropParams& p, float (&acc)[MT][NT][4],
                                                    int row0, int col0) {
-  const FpropEpilogue<T> epi(p);
-  if constexpr (!kSplitK)
-    epi.template finish<NT, 2 * MT>(p, col0, [&](int nt, int slot, int e) -> float& {
-      return acc[slot >> 1][nt][2 * (slot & 1) + e];
-    });
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row0 + mt * 16 + half * 8;
-      if (row >= p.M) continue;
-      auto acc_row = [&](int nt, int e) { return acc[mt][nt][2 * half + e]; };
-      if constexpr (kSplitK) {
-        epi.template store_partial_row<NT>(p, row, col0, acc_row);
-      } else {
-        epi.template store_row<NT>(p, row, col0, acc_row);
-      }
-    }
+  FpropEpilogue<T>(p).template write<NT, 2 * MT, kSplitK>(
+      p, col0, [&](int slot) { return row0 + (slot >> 1) * 16 + (slot & 1) * 8; },
+      [&](int nt, int slot, int e) -> float& { return acc[slot >> 1][nt][2 * (slot & 1) + e]; });
 }
 
 // kSplitK is a template parameter, not a runtime flag: the split bookkeeping costs registers

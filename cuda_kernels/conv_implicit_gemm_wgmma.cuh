@@ -180,7 +180,7 @@ __device__ __forceinline__ unsigned char* wgmma_aligned_stages(unsigned char* sm
 // and column `first_col`. In the accumulator layout of WgmmaOp, acc[mh][4 i + 2 half + e] is row
 // row0 + 64 mh + 8 half and column col0 + 8 i + e, where a thread's row0 is 16 rows per warp of
 // the warpgroup plus lane / 4 and its col0 two columns per lane % 4. kSplitK: the fp32 partials;
-// else the destination, with the bias and ReLU (FpropEpilogue::finish).
+// else the destination, with the bias and ReLU (FpropEpilogue::write).
 template <typename T, int MH, int BN, bool kSplitK>
 __device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
                                                      float (&acc)[MH][BN / 2], int first_row,
@@ -189,24 +189,9 @@ __device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
   const int lane = threadIdx.x & 31, warp_in_group = (threadIdx.x >> 5) & 3;
   const int row0 = first_row + warp_in_group * 16 + (lane >> 2);
   const int col0 = first_col + (lane & 3) * 2;
-  const FpropEpilogue<T> epi(p);
-  if constexpr (!kSplitK)
-    epi.template finish<kPairs, 2 * MH>(p, col0, [&](int i, int slot, int e) -> float& {
-      return acc[slot >> 1][4 * i + 2 * (slot & 1) + e];
-    });
-#pragma unroll
-  for (int mh = 0; mh < MH; ++mh)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row0 + mh * 64 + half * 8;
-      if (row >= p.M) continue;
-      auto acc_row = [&](int i, int e) { return acc[mh][4 * i + 2 * half + e]; };
-      if constexpr (kSplitK) {
-        epi.template store_partial_row<kPairs>(p, row, col0, acc_row);
-      } else {
-        epi.template store_row<kPairs>(p, row, col0, acc_row);
-      }
-    }
+  FpropEpilogue<T>(p).template write<kPairs, 2 * MH, kSplitK>(
+      p, col0, [&](int slot) { return row0 + (slot >> 1) * 64 + (slot & 1) * 8; },
+      [&](int i, int slot, int e) -> float& { return acc[slot >> 1][4 * i + 2 * (slot & 1) + e]; });
 }
 
 // BM destination pixels x BN destination channels per block (BM = 128 or 256; BN = 128, or 64
