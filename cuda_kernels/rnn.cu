@@ -29,7 +29,10 @@
 //
 // Every side stream forks from the current stream with an event and joins back into it before
 // returning, so all work is ordered with the caller's stream (and captures into a CUDA graph);
-// temporaries are allocated on the current stream and freed after the join. fp32 and bf16 only;
+// temporaries are allocated on the current stream before the launches and freed after the join.
+// Called eagerly again on the same problem (the same buffers, as in steady-state training), a
+// forward's or backward's hundreds of launches replay from one CUDA graph (tensor/eager_replay.h:
+// the eager step is otherwise bound by the host's launch rate). fp32 and bf16 only;
 // one instantiation per kernel and dtype. Gradients are written, never accumulated.
 #include "cuda_kernels/rnn.cuh"
 
@@ -37,6 +40,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <shared_mutex>
 #include <tuple>
@@ -44,6 +48,7 @@
 
 #include "cuda_kernels/blas.h"
 #include "cuda_kernels/elementwise.cuh"
+#include "tensor/eager_replay.h"
 #include "tensor/philox.h"
 
 namespace ember::cuda::rnn {
@@ -947,8 +952,26 @@ cublasComputeType_t compute_type(const RnnProblem& p) {
 
 // ---- forward ----
 
+// Temporaries of one forward, allocated on the current stream before its launches (eager replay
+// keys their addresses) and freed after them.
+struct ForwardTemps {
+  std::vector<Tensor> gx, gh;  // per (layer, direction): input projections; one step's recurrent GEMM
+};
+ForwardTemps forward_temps(const RnnProblem& p, bool persistent) {
+  const RnnConfig& c = p.config;
+  const int64_t n = c.num_layers * c.num_directions, rows = c.seq_len * c.batch, GH = c.gates() * c.hidden_size;
+  ForwardTemps tmp;
+  tmp.gx.resize(size_t(n));
+  tmp.gh.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    tmp.gx[size_t(i)] = empty({rows, GH}, DType::f32, p.device());
+    if (!persistent) tmp.gh[size_t(i)] = empty({c.batch, GH}, DType::f32, p.device());
+  }
+  return tmp;
+}
+
 template <typename T>
-void forward(const RnnProblem& p, bool persistent) {
+void forward_launch(const RnnProblem& p, bool persistent, const ForwardTemps& tmp) {
   const RnnConfig& c = p.config;
   const int64_t T_ = c.seq_len, B = c.batch, H = c.hidden_size, Ho = c.out_size(), P = c.proj_size;
   const int64_t G = c.gates(), GH = G * H, D = c.num_directions, L = c.num_layers, W = D * Ho;
@@ -976,12 +999,7 @@ void forward(const RnnProblem& p, bool persistent) {
   for (int i = 0; i < n_rec; ++i) rec.push_back(side_stream(device, 1 + i));
   auto rec_of = [&](int64_t l, int64_t d) { return rec[size_t((l * D + d) % n_rec)]; };
 
-  // Temporaries (allocated on the current stream; freed after the join below).
-  std::vector<Tensor> gx(size_t(L * D)), gh(size_t(L * D));
-  for (int64_t i = 0; i < L * D; ++i) {
-    gx[size_t(i)] = empty({T_ * B, GH}, DType::f32, device);
-    if (!persistent) gh[size_t(i)] = empty({B, GH}, DType::f32, device);
-  }
+  const std::vector<Tensor>&gx = tmp.gx, &gh = tmp.gh;
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data_ptr()); };
 
   const cudaEvent_t start = events.record(raw(main));
@@ -1114,8 +1132,41 @@ void forward(const RnnProblem& p, bool persistent) {
 
 // ---- backward ----
 
+// Temporaries of one backward, allocated as the forward's are.
+struct BackwardTemps {
+  // Per (layer, direction): the gate gradients of every step (GRU: of W_ih and W_hh apart), the
+  // projection's output gradients and one step's dr, the fp32 gradient carries.
+  std::vector<Tensor> dgx, dgh, dh_total, dr, dh_carry, dc_carry;
+  std::vector<Tensor> dx;  // per layer > 0: its input gradient (the lower layer's output gradient)
+  Tensor ones;             // [T * B] for the bias gradients
+};
+BackwardTemps backward_temps(const RnnProblem& p, bool persistent) {
+  const RnnConfig& c = p.config;
+  const int64_t n = c.num_layers * c.num_directions, rows = c.seq_len * c.batch, B = c.batch;
+  const int64_t H = c.hidden_size, GH = c.gates() * H, P = c.proj_size;
+  const Device device = p.device();
+  BackwardTemps tmp;
+  for (std::vector<Tensor>* v : {&tmp.dgx, &tmp.dgh, &tmp.dh_total, &tmp.dr, &tmp.dh_carry, &tmp.dc_carry})
+    v->resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    tmp.dgx[size_t(i)] = empty({rows, GH}, p.dtype, device);
+    if (c.mode == RnnMode::gru) tmp.dgh[size_t(i)] = empty({rows, GH}, p.dtype, device);
+    if (P > 0) {
+      tmp.dh_total[size_t(i)] = empty({rows, P}, p.dtype, device);
+      tmp.dr[size_t(i)] = empty({B, H}, DType::f32, device);
+    }
+    if (persistent) continue;  // the persistent kernel keeps its carries on chip
+    tmp.dh_carry[size_t(i)] = empty({B, c.out_size()}, DType::f32, device);
+    if (c.mode == RnnMode::lstm) tmp.dc_carry[size_t(i)] = empty({B, H}, DType::f32, device);
+  }
+  tmp.dx.resize(size_t(c.num_layers));
+  for (int64_t l = 1; l < c.num_layers; ++l) tmp.dx[size_t(l)] = empty({rows, c.layer_input_size(l)}, p.dtype, device);
+  if (p.need_weight_grads && c.bias) tmp.ones = empty({rows}, p.dtype, device);
+  return tmp;
+}
+
 template <typename T>
-void backward(const RnnProblem& p, bool persistent) {
+void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& tmp) {
   const RnnConfig& c = p.config;
   const int64_t T_ = c.seq_len, B = c.batch, H = c.hidden_size, Ho = c.out_size(), P = c.proj_size;
   const int64_t G = c.gates(), GH = G * H, D = c.num_directions, L = c.num_layers, W = D * Ho;
@@ -1143,32 +1194,15 @@ void backward(const RnnProblem& p, bool persistent) {
   for (int i = 0; i < n_rec; ++i) rec.push_back(side_stream(device, 1 + i));
   auto rec_of = [&](int64_t l, int64_t d) { return rec[size_t((l * D + d) % n_rec)]; };
 
-  // Temporaries (allocated on the current stream; freed after the join below).
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data_ptr()); };
   auto typed = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
-  std::vector<Tensor> dgx(size_t(L * D)), dgh(size_t(L * D)), dh_total(size_t(L * D)), dr(size_t(L * D));
-  std::vector<Tensor> dh_carry(size_t(L * D)), dc_carry(size_t(L * D));
-  for (int64_t i = 0; i < L * D; ++i) {
-    dgx[size_t(i)] = empty({T_ * B, GH}, p.dtype, device);
-    if (gru) dgh[size_t(i)] = empty({T_ * B, GH}, p.dtype, device);
-    if (P > 0) {
-      dh_total[size_t(i)] = empty({T_ * B, P}, p.dtype, device);
-      dr[size_t(i)] = empty({B, H}, DType::f32, device);
-    }
-    if (persistent) continue;  // the persistent kernel keeps its carries on chip
-    dh_carry[size_t(i)] = empty({B, Ho}, DType::f32, device);
-    if (c.mode == RnnMode::lstm) dc_carry[size_t(i)] = empty({B, H}, DType::f32, device);
-  }
+  const std::vector<Tensor>&dgx = tmp.dgx, &dgh = tmp.dgh, &dh_total = tmp.dh_total, &dr = tmp.dr;
+  const std::vector<Tensor>&dh_carry = tmp.dh_carry, &dc_carry = tmp.dc_carry, &dx = tmp.dx;
   auto dgh_of = [&](int64_t i) { return gru ? typed(dgh[size_t(i)]) : typed(dgx[size_t(i)]); };
   // dX of layer l: the lower layer's output gradient (l > 0), or the op's input gradient.
-  std::vector<Tensor> dx(static_cast<size_t>(L));
-  for (int64_t l = 1; l < L; ++l) dx[size_t(l)] = empty({T_ * B, c.layer_input_size(l)}, p.dtype, device);
   T* grad_input = typed(p.grad_input);
-  Tensor ones;
-  if (p.need_weight_grads && c.bias) {
-    ones = empty({T_ * B}, p.dtype, device);
-    fill_elements<T>(typed(ones), 1.0f, T_ * B, raw(main));
-  }
+  const Tensor& ones = tmp.ones;
+  if (ones.defined()) fill_elements<T>(typed(ones), 1.0f, T_ * B, raw(main));
 
   const cudaEvent_t start = events.record(raw(main));
   wait_event(raw(in), start);
@@ -1328,6 +1362,55 @@ void backward(const RnnProblem& p, bool persistent) {
   wait_event(raw(main), events.record(raw(in)));
   wait_event(raw(main), events.record(raw(wgrad)));
   for (const Stream& s : rec) wait_event(raw(main), events.record(raw(s)));
+}
+
+// ---- eager replay (tensor/eager_replay.h) ----
+
+// What the launches of a forward or backward depend on: the sizes, dtype, TF32 flag, algorithm and
+// wanted gradients (by value) and the address of every tensor they read or write, temporaries
+// included.
+std::vector<uint64_t> replay_key(const RnnProblem& p, bool persistent,
+                                 std::initializer_list<const std::vector<Tensor>*> temps, const Tensor& extra) {
+  const RnnConfig& c = p.config;
+  std::vector<uint64_t> key = {uint64_t(p.direction), uint64_t(persistent), uint64_t(c.mode),
+                               uint64_t(c.num_layers), uint64_t(c.num_directions), uint64_t(c.input_size),
+                               uint64_t(c.hidden_size), uint64_t(c.proj_size), uint64_t(c.bias),
+                               uint64_t(c.seq_len), uint64_t(c.batch), uint64_t(p.dtype),
+                               uint64_t(p.allow_tf32), uint64_t(p.need_weight_grads),
+                               uint64_t(p.device().index)};
+  auto add = [&](const Tensor& t) { key.push_back(t.defined() ? uint64_t(uintptr_t(t.data_ptr())) : 0); };
+  for (const Tensor* t : {&p.input, &p.h0, &p.c0, &p.lengths, &p.reserve, &p.output, &p.h_n, &p.c_n,
+                          &p.grad_output, &p.grad_h_n, &p.grad_c_n, &p.grad_input, &p.grad_h0, &p.grad_c0})
+    add(*t);
+  for (const Tensor& t : p.weights) add(t);
+  for (const Tensor& t : p.grad_weights) add(t);
+  for (const std::vector<Tensor>* v : temps)
+    for (const Tensor& t : *v) add(t);
+  add(extra);
+  return key;
+}
+
+// The entry points of both algorithms: the temporaries, then the launches, directly or replayed.
+// With dropout the launches take Philox offsets that change every call: always direct.
+template <typename T>
+void forward(const RnnProblem& p, bool persistent) {
+  DeviceGuard device_guard(p.device());
+  const ForwardTemps tmp = forward_temps(p, persistent);
+  const auto launch = [&] { forward_launch<T>(p, persistent, tmp); };
+  if (p.dropout_active()) return launch();
+  eager_replay(p.device(), replay_key(p, persistent, {&tmp.gx, &tmp.gh}, Tensor()), launch);
+}
+
+template <typename T>
+void backward(const RnnProblem& p, bool persistent) {
+  DeviceGuard device_guard(p.device());
+  const BackwardTemps tmp = backward_temps(p, persistent);
+  const auto launch = [&] { backward_launch<T>(p, persistent, tmp); };
+  if (p.dropout_active()) return launch();
+  eager_replay(p.device(),
+               replay_key(p, persistent, {&tmp.dgx, &tmp.dgh, &tmp.dh_total, &tmp.dr, &tmp.dh_carry, &tmp.dc_carry, &tmp.dx},
+                          tmp.ones),
+               launch);
 }
 
 // ---- registration ----

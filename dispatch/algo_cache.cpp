@@ -18,6 +18,7 @@
 
 #include "dispatch/algo_cache_impl.h"
 #include "tensor/allocator.h"
+#include "tensor/eager_replay.h"
 #include "tensor/stream.h"
 
 #ifdef EMBER_WITH_CUDA
@@ -639,6 +640,8 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
     }
   } free_on_exit{workspace};
   c.pruned = false;
+  // Repeated runs on one scratch problem would otherwise be captured and replayed as a graph.
+  cuda::EagerReplayPause direct_launches;
 
   // Pruning looks at up to two warm-up runs: a first call may pay one-time work (a library's
   // plan search, host gaps between its launches while it sets up) that says nothing about the

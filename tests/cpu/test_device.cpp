@@ -1,14 +1,17 @@
 // Device parsing and printing, the runtime queries every build must answer, the trivial CPU stream,
-// the device-error code registry and the CPU allocator (alignment, zero size, failure message).
+// the device-error code registry, the CPU allocator (alignment, zero size, failure message) and
+// eager replay's direct path.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tensor/allocator.h"
 #include "tensor/device.h"
 #include "tensor/device_errors.h"
+#include "tensor/eager_replay.h"
 #include "tensor/error.h"
 #include "tensor/stream.h"
 
@@ -199,4 +202,20 @@ TEST_CASE("CPU allocate failure throws alloc_failed naming the bytes asked for")
     CHECK(contains(message, "CPU out of memory"));
     CHECK(contains(message, std::to_string(nbytes) + " bytes"));
   }
+}
+
+TEST_CASE("eager replay runs CPU work directly on every call, and a pause keeps it direct") {
+  const ember::cuda::EagerReplayStats before = ember::cuda::eager_replay_stats();
+  int runs = 0;
+  const std::vector<uint64_t> key = {1, 2, 3};
+  for (int i = 0; i < 3; ++i) ember::cuda::eager_replay(Device::cpu(), key, [&] { ++runs; });
+  {
+    ember::cuda::EagerReplayPause pause;
+    ember::cuda::eager_replay(Device::cpu(), key, [&] { ++runs; });
+  }
+  CHECK(runs == 4);
+  const ember::cuda::EagerReplayStats after = ember::cuda::eager_replay_stats();
+  CHECK(after.direct - before.direct == 4);
+  CHECK(after.captures == before.captures);
+  CHECK(after.replays == before.replays);
 }

@@ -16,6 +16,7 @@
 #include "ember.h"
 #include "support/compare.h"
 #include "ops/rnn.h"
+#include "tensor/eager_replay.h"
 
 using namespace ember;
 
@@ -316,4 +317,61 @@ TEST_CASE("rnn cuda: the heuristic's cost models rank the measured winner first"
   CHECK(pick(Direction::backward, DType::f32, 256, 512, 2, 128, 64) == "cublas_steps");
   CHECK(pick(Direction::backward, DType::bf16, 256, 512, 2, 128, 64) == "persistent");
   CHECK(pick(Direction::backward, DType::f32, 128, 256, 1, 50, 32) == "persistent");
+}
+
+TEST_CASE("rnn cuda: an eager call on the same buffers replays its launches from a CUDA graph, "
+          "bitwise equal to running them directly" * doctest::skip(!cuda::is_available())) {
+  struct ReplayGuard {
+    bool prev = cuda::eager_replay_enabled();
+    ~ReplayGuard() { cuda::set_eager_replay(prev); }
+  } restore;
+  // The wavefront schedule over four streams, a bidirectional stack with lengths, and the
+  // persistent kernels (cooperative launches) in both directions.
+  struct Forced {
+    Case c;
+    const char* forward;
+    const char* backward;
+    DType dtype;
+  };
+  const std::vector<Forced> all = {{cases()[1], "cublas_steps", "cublas_steps", DType::f32},
+                                   {cases()[2], "cublas_steps", "cublas_steps", DType::bf16},
+                                   {grouped_cases()[0], "persistent", "persistent", DType::f32}};
+  for (const Forced& f : all) {
+    CAPTURE(f.c.name);
+    CAPTURE(f.forward);
+    cuda::clear_eager_replay();  // earlier tests may have left this problem's buffers seen once
+    const std::vector<Tensor> base = base_inputs(f.c, 41);
+    cuda::set_eager_replay(false);
+    const Run direct = run_forced(f.c, base, f.dtype, false, f.forward, f.backward);
+    cuda::set_eager_replay(true);
+    const cuda::EagerReplayStats before = cuda::eager_replay_stats();
+    // Each run allocates the same tensors in the same order after the last one freed its own, so
+    // the caching allocator hands out the same buffers: seen, captured, then replayed.
+    for (int i = 0; i < 4; ++i) {
+      CAPTURE(i);
+      const Run again = run_forced(f.c, base, f.dtype, false, f.forward, f.backward);
+      CHECK(rel_err(again.out, direct.out) == 0.0);
+      REQUIRE(again.grads.size() == direct.grads.size());
+      for (size_t g = 0; g < direct.grads.size(); ++g) CHECK(rel_err(again.grads[g], direct.grads[g]) == 0.0);
+      // Seen once: run directly, nothing captured yet.
+      if (i == 0) CHECK(cuda::eager_replay_stats().captures == before.captures);
+    }
+    const cuda::EagerReplayStats after = cuda::eager_replay_stats();
+    CHECK(after.failures == before.failures);
+    CHECK(after.captures - before.captures >= 2);  // the forward and the backward
+    CHECK(after.replays - before.replays >= 4);    // ... each replayed in the last two runs at least
+  }
+}
+
+TEST_CASE("rnn cuda: eager replay leaves a problem with dropout to direct launches" *
+          doctest::skip(!cuda::is_available())) {
+  const cuda::EagerReplayStats before = cuda::eager_replay_stats();
+  // Dropout draws new Philox offsets every call: never replayed, however often it runs.
+  const Case& c = cases()[5];
+  REQUIRE(c.dropout > 0);
+  const std::vector<Tensor> base = base_inputs(c, 43);
+  for (int i = 0; i < 3; ++i) run_forced(c, base, DType::f32, false, "cublas_steps", "cublas_steps");
+  const cuda::EagerReplayStats after = cuda::eager_replay_stats();
+  CHECK(after.captures == before.captures);
+  CHECK(after.replays == before.replays);
 }
