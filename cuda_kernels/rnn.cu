@@ -860,12 +860,9 @@ class EventPool {
   cudaEvent_t record(cudaStream_t stream) {
     if (used_ == events_.size()) {
       // Creating an event is not stream work: allowed while another stream is being captured.
-      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-      EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+      RelaxedCaptureModeGuard relaxed;
       cudaEvent_t e = nullptr;
-      const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-      EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-      EMBER_CUDA_CHECK(err);
+      EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       events_.push_back(e);
     }
     cudaEvent_t e = events_[used_++];

@@ -180,23 +180,12 @@ bool capture_may_be_underway(cudaStream_t stream) {
   return g_active_pool_scopes.load(std::memory_order_relaxed) > 0 || stream_is_capturing(stream);
 }
 
-// cudaMalloc during a capture is legal in relaxed mode: the graph gets the address, replays do
-// not allocate again, and the segment is never freed while the graph's pool lives.
-class RelaxedCaptureModeGuard {
- public:
-  RelaxedCaptureModeGuard() { EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode_)); }
-  ~RelaxedCaptureModeGuard() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCaptureModeGuard(const RelaxedCaptureModeGuard&) = delete;
-  RelaxedCaptureModeGuard& operator=(const RelaxedCaptureModeGuard&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
-
 cudaError_t driver_malloc(void** ptr, size_t bytes, bool capturing) {
   cudaError_t err;
   if (capturing) {
-    RelaxedCaptureModeGuard relaxed;
+    // Legal in relaxed mode: the graph gets the address, replays do not allocate again, and the
+    // segment is never freed while the graph's pool lives.
+    cuda::RelaxedCaptureModeGuard relaxed;
     err = cudaMalloc(ptr, bytes);
   } else {
     err = cudaMalloc(ptr, bytes);

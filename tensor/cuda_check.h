@@ -57,3 +57,21 @@ namespace ember::cuda::detail {
                                                  ncclGetErrorString(ember_st_), #call,      \
                                                  __FILE__, __LINE__);                       \
   } while (0)
+
+namespace ember::cuda {
+
+// RAII: this thread's capture mode is relaxed in this scope. A capture in global mode forbids
+// "unsafe" calls (cudaMalloc, stream and event creation, synchronizing another stream) from every
+// thread; code that makes such calls outside any captured stream's order uses this.
+class RelaxedCaptureModeGuard {
+ public:
+  RelaxedCaptureModeGuard() { EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode_)); }
+  ~RelaxedCaptureModeGuard() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCaptureModeGuard(const RelaxedCaptureModeGuard&) = delete;
+  RelaxedCaptureModeGuard& operator=(const RelaxedCaptureModeGuard&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+}  // namespace ember::cuda

@@ -157,18 +157,6 @@ const char* curand_status_name(int status) {
 // ---- the device error flag ------------------------------------------------------------------------
 namespace {
 
-// A capture in global mode forbids "unsafe" calls (cudaMalloc, synchronizing a stream) from any
-// thread; the flag is made outside any captured stream's order, so relaxed mode is correct here.
-class RelaxedCaptureModeGuard {
- public:
-  RelaxedCaptureModeGuard() { EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode_)); }
-  ~RelaxedCaptureModeGuard() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCaptureModeGuard(const RelaxedCaptureModeGuard&) = delete;
-  RelaxedCaptureModeGuard& operator=(const RelaxedCaptureModeGuard&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
 
 // The flag buffer and the private stream that reads it. The stream is non-blocking, so reading the
 // flag never waits for (or is ordered after) the user's streams: callers synchronize those first.
@@ -192,6 +180,8 @@ int* device_error_flag(int device) {
   if (int* flag = state.flag.load(std::memory_order_acquire)) return flag;
   std::call_once(state.once, [&] {
     DeviceGuard on_device(Device::cuda(device));  // the buffer and stream belong to `device`
+    // Made outside any captured stream's order: relaxed mode lets a global-mode capture elsewhere
+    // tolerate the cudaMalloc and the sync.
     RelaxedCaptureModeGuard relaxed;
     cudaStream_t stream = nullptr;
     EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -25,19 +25,8 @@ namespace {
 
 constexpr int kStreamPoolSize = 32;
 
-// Stream and event creation may happen while another stream is being captured (a side stream
-// forked inside a captured step). Neither is part of the captured work, so relax the capture mode
-// around them instead of letting a global-mode capture reject them.
-class RelaxedCaptureModeGuard {
- public:
-  RelaxedCaptureModeGuard() { EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode_)); }
-  ~RelaxedCaptureModeGuard() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCaptureModeGuard(const RelaxedCaptureModeGuard&) = delete;
-  RelaxedCaptureModeGuard& operator=(const RelaxedCaptureModeGuard&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
+// Stream and event creation below may happen while another stream is being captured (a side
+// stream forked inside a captured step); neither is captured work, so it runs in relaxed mode.
 
 struct DeviceStreams {
   std::once_flag default_once;
@@ -55,7 +44,7 @@ DeviceStreams& device_streams(int device) {
 
 cudaStream_t create_non_blocking_stream(int device) {
   DeviceGuard on_device(Device::cuda(device));  // a stream belongs to the device current at creation
-  RelaxedCaptureModeGuard relaxed;
+  cuda::RelaxedCaptureModeGuard relaxed;
   cudaStream_t stream = nullptr;
   EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   return stream;
@@ -182,7 +171,7 @@ void Event::record(const Stream& s) {
   cuda::check_device(s.device);
   DeviceGuard on_device(s.device);
   if (handle_ == nullptr) {
-    RelaxedCaptureModeGuard relaxed;
+    cuda::RelaxedCaptureModeGuard relaxed;
     cudaEvent_t event = nullptr;
     EMBER_CUDA_CHECK(
         cudaEventCreateWithFlags(&event, timing_ ? cudaEventDefault : cudaEventDisableTiming));
