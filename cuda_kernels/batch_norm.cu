@@ -20,6 +20,7 @@
 // The training forward runs through the "batch_norm.forward" algorithm slot (ops/norm.h), where
 // CUDA registers "two_pass": the statistics and apply kernels above.
 #include "cuda_kernels/batch_norm.cuh"
+#include "cuda_kernels/dependent_launch.cuh"
 
 namespace ember::cuda::norm {
 namespace {
@@ -95,6 +96,8 @@ struct StatsParams {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 bn_stats_inner_kernel(StatsParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   __shared__ float sh_mean[kThreads * VEC], sh_m2[kThreads * VEC];
   __shared__ int sh_n[kThreads];
@@ -171,6 +174,8 @@ bn_stats_inner_kernel(StatsParams<T> p) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 bn_stats_outer_kernel(StatsParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   const int64_t c = blockIdx.x;
   const int64_t j_begin = int64_t(blockIdx.y) * p.chunk;
@@ -266,6 +271,8 @@ __device__ __forceinline__ void finalize_tree(Merge merge) {
 
 __global__ void __launch_bounds__(kFinalizeChannels * kFinalizeMaxWalkers)
 bn_stats_finalize_kernel(StatsFinalizeParams p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   __shared__ float sh_mean[kFinalizeChannels * kFinalizeMaxWalkers];
   __shared__ float sh_m2[kFinalizeChannels * kFinalizeMaxWalkers];
   __shared__ int64_t sh_n[kFinalizeChannels * kFinalizeMaxWalkers];
@@ -349,6 +356,8 @@ __device__ __forceinline__ void load_residual(const T* residual, int64_t off, bo
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 bn_apply_inner_kernel(ApplyParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   const int64_t c0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
   if (c0 >= p.C) return;
@@ -392,6 +401,8 @@ bn_apply_inner_kernel(ApplyParams<T> p) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 bn_apply_outer_kernel(ApplyParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   const int64_t step = int64_t(gridDim.x) * kThreads;
   const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
@@ -452,6 +463,8 @@ __device__ __forceinline__ void load_gated(const T* dy, const T* gate, bool vect
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 grad_sums_inner_kernel(GradSumsParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   __shared__ float sh_a[kThreads * VEC], sh_b[kThreads * VEC];
   const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
@@ -527,6 +540,8 @@ grad_sums_inner_kernel(GradSumsParams<T> p) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 grad_sums_outer_kernel(GradSumsParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   const int64_t c = blockIdx.x;
   const int64_t group = c / p.group_size;
@@ -567,6 +582,8 @@ grad_sums_outer_kernel(GradSumsParams<T> p) {
 __global__ void __launch_bounds__(kFinalizeChannels * kFinalizeMaxWalkers)
 grad_sums_finalize_kernel(const float* part_dy, const float* part_dy_xhat, int64_t splits,
                           int64_t C, float* sum_dy, float* sum_dy_xhat) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   __shared__ float sh_a[kFinalizeChannels * kFinalizeMaxWalkers];
   __shared__ float sh_b[kFinalizeChannels * kFinalizeMaxWalkers];
   const int64_t c = int64_t(blockIdx.x) * kFinalizeChannels + threadIdx.x;
@@ -651,6 +668,8 @@ __device__ __forceinline__ void backward_vector(const BackwardParams<T>& p, int6
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 bn_backward_inner_kernel(BackwardParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   const int64_t c0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
   if (c0 >= p.C) return;
@@ -666,6 +685,8 @@ bn_backward_inner_kernel(BackwardParams<T> p) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
 bn_backward_outer_kernel(BackwardParams<T> p) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   constexpr int VEC = kVec<T>;
   const int64_t step = int64_t(gridDim.x) * kThreads;
   const int64_t per_item = p.vector_ok ? VEC : 1;
@@ -827,8 +848,8 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
   Tensor workspace = empty({2 * splits * l.C}, DType::f32, device);
   p.part_mean = static_cast<float*>(workspace.data_ptr());
   p.part_m2 = p.part_mean + splits * l.C;
-  if (l.channels_inner) bn_stats_inner_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
-  else bn_stats_outer_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
+  if (l.channels_inner) launch_dependent(bn_stats_inner_kernel<T>, r.grid, r.block, 0, stream, p);
+  else launch_dependent(bn_stats_outer_kernel<T>, r.grid, r.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
 
   StatsFinalizeParams f{};
@@ -847,7 +868,7 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
     f.running_var = a.running_var.data_ptr();
     f.running_dtype = a.running_mean.dtype();
   }
-  bn_stats_finalize_kernel<<<finalize_grid(l.C), finalize_block(splits), 0, stream>>>(f);
+  launch_dependent(bn_stats_finalize_kernel, dim3(finalize_grid(l.C)), finalize_block(splits), 0, stream, f);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -872,8 +893,8 @@ void launch_apply(const BatchNormApplyArgs& a, cudaStream_t stream) {
   if (!l.channels_inner) p.flat = make_flat_channel(l);
   const ElementwiseLaunch e = plan_elementwise<bn_apply_inner_kernel<T>, bn_apply_outer_kernel<T>>(
       l, VEC, p.vector_ok, device, "batch_norm");
-  if (l.channels_inner) bn_apply_inner_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
-  else bn_apply_outer_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
+  if (l.channels_inner) launch_dependent(bn_apply_inner_kernel<T>, e.grid, e.block, 0, stream, p);
+  else launch_dependent(bn_apply_outer_kernel<T>, e.grid, e.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -902,12 +923,12 @@ void launch_grad_sums(const ChannelGradSumsArgs& a, cudaStream_t stream) {
   Tensor workspace = empty({2 * splits * l.C}, DType::f32, device);
   p.part_dy = static_cast<float*>(workspace.data_ptr());
   p.part_dy_xhat = p.part_dy + splits * l.C;
-  if (l.channels_inner) grad_sums_inner_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
-  else grad_sums_outer_kernel<T><<<r.grid, r.block, 0, stream>>>(p);
+  if (l.channels_inner) launch_dependent(grad_sums_inner_kernel<T>, r.grid, r.block, 0, stream, p);
+  else launch_dependent(grad_sums_outer_kernel<T>, r.grid, r.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
-  grad_sums_finalize_kernel<<<finalize_grid(l.C), finalize_block(splits), 0, stream>>>(
-      p.part_dy, p.part_dy_xhat, splits, l.C, static_cast<float*>(a.sum_dy.data_ptr()),
-      static_cast<float*>(a.sum_dy_xhat.data_ptr()));
+  launch_dependent(grad_sums_finalize_kernel, dim3(finalize_grid(l.C)), finalize_block(splits), 0, stream,
+                   static_cast<const float*>(p.part_dy), static_cast<const float*>(p.part_dy_xhat), splits,
+                   l.C, static_cast<float*>(a.sum_dy.data_ptr()), static_cast<float*>(a.sum_dy_xhat.data_ptr()));
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -939,8 +960,8 @@ void launch_backward_elemt(const BatchNormBackwardArgs& a, cudaStream_t stream) 
   const ElementwiseLaunch e =
       plan_elementwise<bn_backward_inner_kernel<T>, bn_backward_outer_kernel<T>>(
           l, VEC, p.vector_ok, device, "batch_norm backward");
-  if (l.channels_inner) bn_backward_inner_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
-  else bn_backward_outer_kernel<T><<<e.grid, e.block, 0, stream>>>(p);
+  if (l.channels_inner) launch_dependent(bn_backward_inner_kernel<T>, e.grid, e.block, 0, stream, p);
+  else launch_dependent(bn_backward_outer_kernel<T>, e.grid, e.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -45,6 +45,7 @@
 
 #include <cstdint>
 
+#include "cuda_kernels/dependent_launch.cuh"
 #include "cuda_kernels/elementwise.cuh"
 
 namespace ember::cuda::conv::igemm {
@@ -602,6 +603,7 @@ template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, boo
 __global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
                                   fprop_min_blocks<T, BM, BN, STAGES>())
 implicit_gemm_fprop_kernel(const __grid_constant__ FpropParams params) {
+  allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
   static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");
   constexpr int MT = WM / 16, NT = WN / 8;
@@ -689,6 +691,7 @@ template <typename T, int BM, int BN, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
                                   blocks_per_sm(wgrad_smem_bytes<T, BM, BN, STAGES>()))
 implicit_gemm_wgrad_kernel(WgradParams p) {
+  allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
   constexpr int VEC = 16 / int(sizeof(T));
   constexpr int kRows = wgrad_rows(int(sizeof(T)));
@@ -906,6 +909,7 @@ static_assert(blocks_per_sm(kHaloSmemBytes) >= kHaloBlocksPerSm, "shared memory 
 template <typename T>
 __global__ void __launch_bounds__(kHaloThreads, kHaloBlocksPerSm)
 implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
+  allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 pixels of 128-byte rows");
   static_assert(kHaloStageBytes % 16 == 0, "stages keep 16-byte alignment");
   static_assert(kHaloBM == 64 && kHaloChannels == 64, "rows are 128 bytes");
@@ -1177,6 +1181,7 @@ struct HaloFpropGather {
 template <typename T>
 __global__ void __launch_bounds__(kHaloFpropThreads, 1)
 implicit_gemm_halo_fprop_kernel(FpropParams p) {
+  allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
   static_assert(kHaloFpropStageBytes % kFpropRowBytes == 0, "stages keep the swizzle's alignment");
   static_assert(kHaloFpropStages >= 3, "the stage refilled must differ from the one read next");

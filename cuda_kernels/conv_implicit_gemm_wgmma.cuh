@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "cuda_kernels/dependent_launch.cuh"
 #include "cuda_kernels/mbarrier.cuh"
 
 namespace ember::cuda::conv::igemm {
@@ -201,6 +202,7 @@ template <typename T, int BM, int BN, int STAGES, bool kSplitK>
 __global__ void __launch_bounds__(kWgmmaThreads, wgmma_blocks_per_sm(BN))
     implicit_gemm_fprop_wgmma_kernel(const __grid_constant__ FpropParams params) {
 #ifdef EMBER_WGMMA_DEVICE
+  allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   static_assert(BN == 128 || BN == 64, "n128 or n64 wgmma");
   constexpr int kWarpgroupRows = BM / 2;
   constexpr int MH = kWarpgroupRows / 64;  // m64 wgmmas per warpgroup and k-step
@@ -272,6 +274,7 @@ template <typename T, int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(kWgmmaWsThreads, 1)
     implicit_gemm_fprop_wgmma_ws_kernel(const __grid_constant__ FpropParams params) {
 #ifdef EMBER_WGMMA_DEVICE
+  allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   static_assert(BN == 128 || BN == 64, "n128 or n64 wgmma");
   constexpr int kWarpgroupRows = BM / 2;
   constexpr int MH = kWarpgroupRows / 64;  // m64 wgmmas per consumer warpgroup and k-step
