@@ -640,8 +640,6 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
     }
   } free_on_exit{workspace};
   c.pruned = false;
-  // Repeated runs on one scratch problem would otherwise be captured and replayed as a graph.
-  cuda::EagerReplayPause direct_launches;
 
   // Pruning looks at up to two warm-up runs: a first call may pay one-time work (a library's
   // plan search, host gaps between its launches while it sets up) that says nothing about the
@@ -665,11 +663,21 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
       (void)runs;
 #endif
     };
+    // A run that eager replay (tensor/eager_replay.h) recorded or captured paid one-time host
+    // work and is no warm-up: it runs again (twice at most: recorded, then captured), so the
+    // warm-ups and the timed runs replay, as the op does in steady state.
+    int replay_setup_runs = 0;
     for (int w = 0; w < (may_prune ? kPruneWarmups : 1); ++w) {
       if (may_prune) hold_for(1);  // a warm-up that may prune is timed on the GPU alone too
+      const int64_t setup_events = cuda::eager_replay_setup_events();
       warm_start.record(stream);
       p.run(algo, scratch, workspace.ptr);  // warm-up (and the first failure, if any)
       start.record(stream);
+      if (cuda::eager_replay_setup_events() != setup_events && replay_setup_runs < 2) {
+        ++replay_setup_runs;
+        --w;
+        continue;
+      }
       if (!may_prune) break;
       start.synchronize();
       const double warm_ms = double(warm_start.elapsed_ms(start));

@@ -35,12 +35,11 @@ bool log_graphs() {
 
 std::atomic<int64_t> g_direct{0}, g_captures{0}, g_replays{0}, g_failures{0};
 
-thread_local int t_paused = 0;  // EagerReplayPause depth
+thread_local int64_t t_setup_events = 0;  // keys recorded or captured on this thread
 
 }  // namespace
 
-EagerReplayPause::EagerReplayPause() { ++t_paused; }
-EagerReplayPause::~EagerReplayPause() { --t_paused; }
+int64_t eager_replay_setup_events() { return t_setup_events; }
 
 void set_eager_replay(bool enabled) { enabled_flag().store(enabled); }
 bool eager_replay_enabled() { return enabled_flag().load(); }
@@ -136,7 +135,7 @@ void eager_replay(Device device, const std::vector<uint64_t>& key, const std::fu
     ++g_direct;
     launch();
   };
-  if (!device.is_cuda() || t_paused > 0 || !eager_replay_enabled() || current_stream_capturing(device))
+  if (!device.is_cuda() || !eager_replay_enabled() || current_stream_capturing(device))
     return direct();
   const cudaStream_t caller = static_cast<cudaStream_t>(current_stream(device).handle);
   if (caller == nullptr) return direct();  // the legacy default stream: graphs launch elsewhere
@@ -147,6 +146,7 @@ void eager_replay(Device device, const std::vector<uint64_t>& key, const std::fu
   while (it != entries.end() && it->key != key) ++it;
   if (it == entries.end()) {
     // First sighting: remember the key, run directly.
+    ++t_setup_events;
     entries.push_front(Entry{key});
     if (entries.size() > kMaxEntries) {
       if (entries.back().exec != nullptr) {
@@ -161,6 +161,7 @@ void eager_replay(Device device, const std::vector<uint64_t>& key, const std::fu
   Entry& e = entries.front();
   if (e.failed) return direct();
   if (e.exec == nullptr) {
+    ++t_setup_events;
     std::string why;
     e.exec = capture(device, launch, why);
     if (e.exec == nullptr) {

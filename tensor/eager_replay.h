@@ -6,8 +6,7 @@
 // The caller builds a key that holds everything its launches depend on by value: sizes, dtypes,
 // the algorithm, and every device pointer it reads or writes (temporaries included, so it must
 // allocate them before calling run). A key is captured the second time it is seen in a row of
-// recent calls, so a one-off problem (a benchmark's scratch outputs, a shape seen once) costs no
-// capture; from then on, while the caching allocator hands the op the same buffers (steady-state
+// recent calls, so a one-off problem (a shape seen once) costs no capture; from then on, while the caching allocator hands the op the same buffers (steady-state
 // training does), each call is one graph launch. Work is captured on a private stream of this
 // thread (the op's side streams fork from it and join back, as they do from the caller's stream);
 // the graph is launched on the caller's current stream. Each thread keeps up to 8 graphs per
@@ -31,15 +30,11 @@ void eager_replay(Device device, const std::vector<uint64_t>& key, const std::fu
 void set_eager_replay(bool enabled);  // for every thread; the default is on unless EMBER_EAGER_REPLAY=0
 bool eager_replay_enabled();
 
-// RAII: this thread runs every launch directly in this scope and neither records nor captures keys
-// (the algorithm cache's benchmark: a capture inside a timed run would time the host).
-class EagerReplayPause {
- public:
-  EagerReplayPause();
-  ~EagerReplayPause();
-  EagerReplayPause(const EagerReplayPause&) = delete;
-  EagerReplayPause& operator=(const EagerReplayPause&) = delete;
-};
+// How many keys this thread has recorded (first sightings) or captured (or failed to) so far: a
+// call that changes it paid one-time host work. The algorithm cache's benchmark runs a candidate
+// again, untimed, until it stops changing, so that the timed runs replay as the op does in steady
+// state.
+int64_t eager_replay_setup_events();
 
 // Destroys this thread's cached graphs and forgets the keys it has seen.
 void clear_eager_replay();
