@@ -27,6 +27,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cuda_kernels/dependent_launch.cuh"
 #include "cuda_kernels/softmax.cuh"
 
 namespace ember::cuda {
@@ -742,6 +743,8 @@ template <typename T, int V>
 __global__ void __launch_bounds__(kBlockThreads)
 global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ out, int items,
                                     int groups, int channels, int plane) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   using Vec = AlignedVec<T, V>;
   __shared__ float partial[V * kBlockThreads];  // [V][by][bx]: conflict-free along x
   const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
@@ -792,6 +795,8 @@ global_avg_pool_nhwc_backward_kernel(T* __restrict__ grad_in, const T* __restric
                                      int items, int groups, int channels, int plane,
                                      int64_t grad_out_stride_n, int64_t grad_out_stride_c,
                                      bool vector_grad_out) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   using Vec = AlignedVec<T, V>;
   const int item = blockIdx.x * blockDim.x + threadIdx.x;
   if (item >= items) return;
@@ -821,6 +826,8 @@ global_avg_pool_nchw_backward_kernel(T* __restrict__ grad_in, const T* __restric
                                      int total, FastDivmod by_plane, FastDivmod by_channels,
                                      int plane, int64_t grad_out_stride_n,
                                      int64_t grad_out_stride_c) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
   using Vec = AlignedVec<T, V>;
   auto plane_value = [&](uint32_t p) {
     const uint32_t n = by_channels.div(p);
@@ -1104,11 +1111,10 @@ void launch_global(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
   const int plane = int(a.in_size[0] * a.in_size[1] * a.in_size[2]);
   if (kernel == PoolFastKernel::global_nchw) {
     const int total = int(volume(a, a.in_size));
-    global_avg_pool_nchw_backward_kernel<T, V>
-        <<<blocks_for((int64_t(total) + V - 1) / V), kBlockThreads, 0, stream>>>(
-            static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), total,
-            FastDivmod(uint32_t(plane)), FastDivmod(uint32_t(channels)), plane, a.out_strides[0],
-            a.out_strides[1]);
+    launch_dependent(global_avg_pool_nchw_backward_kernel<T, V>, dim3(blocks_for((int64_t(total) + V - 1) / V)),
+                     dim3(kBlockThreads), 0, stream, static_cast<T*>(a.input.data_ptr()),
+                     static_cast<const T*>(a.output.data_ptr()), total, FastDivmod(uint32_t(plane)),
+                     FastDivmod(uint32_t(channels)), plane, a.out_strides[0], a.out_strides[1]);
     EMBER_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -1117,16 +1123,15 @@ void launch_global(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
   const dim3 block = global_block(items, plane, device);
   const unsigned grid = unsigned((items + int64_t(block.x) - 1) / block.x);
   if (direction == dispatch::Direction::forward)
-    global_avg_pool_nhwc_forward_kernel<T, V><<<grid, block, 0, stream>>>(
-        static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()), items,
-        groups, channels, plane);
+    launch_dependent(global_avg_pool_nhwc_forward_kernel<T, V>, dim3(grid), block, 0, stream,
+                     static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()), items,
+                     groups, channels, plane);
   else
-    global_avg_pool_nhwc_backward_kernel<T, V><<<grid, block, 0, stream>>>(
-        static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), items,
-        groups, channels, plane, a.out_strides[0], a.out_strides[1],
-        a.out_strides[1] == 1 && (a.batch == 1 || a.out_strides[0] % V == 0) &&
-            aligned16(a.output));
-  EMBER_CUDA_LAUNCH_CHECK();
+    launch_dependent(global_avg_pool_nhwc_backward_kernel<T, V>, dim3(grid), block, 0, stream,
+                     static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), items,
+                     groups, channels, plane, a.out_strides[0], a.out_strides[1],
+                     a.out_strides[1] == 1 && (a.batch == 1 || a.out_strides[0] % V == 0) &&
+                         aligned16(a.output));
 }
 
 bool run_fast(const PoolArgs& a, dispatch::Direction direction, cudaStream_t stream) {
