@@ -5,15 +5,16 @@
 //
 // The caller builds a key that holds everything its launches depend on by value: sizes, dtypes,
 // the algorithm, and every device pointer it reads or writes (temporaries included, so it must
-// allocate them before calling run). A key is captured the second time it is seen in a row of
-// recent calls, so a one-off problem (a shape seen once) costs no capture; from then on, while the caching allocator hands the op the same buffers (steady-state
-// training does), each call is one graph launch. Work is captured on a private stream of this
-// thread (the op's side streams fork from it and join back, as they do from the caller's stream);
-// the graph is launched on the caller's current stream. Each thread keeps up to 8 graphs per
-// process (least recently used evicted). Not used, and the launches run directly, when the caller's
-// stream is being captured (they join that graph), when disabled (set_eager_replay(false) or
-// EMBER_EAGER_REPLAY=0 in the environment), or for a key whose capture failed (logged once with
-// EMBER_LOG_GRAPHS=1, which also logs captures and evictions).
+// allocate them before calling eager_replay). A key is captured the second time it is seen among
+// the thread's recent keys, so a shape seen once costs no capture; from then on, while the caching
+// allocator hands the op the same buffers (steady-state training does), each call is one graph
+// launch. Work is captured on a private stream of this thread (the op's side streams fork from it
+// and join back, as they do from the caller's stream); the graph is launched on the caller's
+// current stream. Each thread keeps up to 8 keys with their graphs (least recently used evicted).
+// Not used, and the launches run directly, when the caller's stream is being captured (they join
+// that graph), when disabled (set_eager_replay(false) or EMBER_EAGER_REPLAY=0 in the
+// environment), or for a key whose capture failed. EMBER_LOG_GRAPHS=1 logs captures, failures and
+// evictions.
 #pragma once
 #include <cstdint>
 #include <functional>
