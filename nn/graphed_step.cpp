@@ -2,7 +2,6 @@
 #include "nn/graphed_step.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 #include "autograd/autograd.h"
@@ -19,8 +18,7 @@ struct GraphedStep::Entry {
 
 GraphedStep::GraphedStep(StepFn step, GraphedStepOptions options)
     : step_(std::move(step)), options_(options) {
-  const char* env = std::getenv("EMBER_LOG_GRAPHS");
-  log_ = env && std::string(env) != "0";
+  log_ = cuda::log_graphs();
   EMBER_CHECK(options_.warmup_steps >= 1, "GraphedStep: warmup_steps must be >= 1 (the first eager "
               "step creates gradients and optimizer state), got ", options_.warmup_steps);
   EMBER_CHECK(options_.max_graphs >= 1, "GraphedStep: max_graphs must be >= 1");

@@ -1,6 +1,9 @@
 // CUDA graph capture/replay with private pools and captured RNG offsets (see cuda_graph.h).
 #include "tensor/cuda_graph.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #ifdef EMBER_WITH_CUDA
@@ -8,6 +11,14 @@
 #endif
 
 namespace ember::cuda {
+
+bool log_graphs() {
+  static const bool on = [] {
+    const char* env = std::getenv("EMBER_LOG_GRAPHS");
+    return env != nullptr && std::string(env) != "0";
+  }();
+  return on;
+}
 
 #ifdef EMBER_WITH_CUDA
 

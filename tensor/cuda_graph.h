@@ -67,6 +67,10 @@ class GraphCapture {
   Graph& graph_;
 };
 
+// EMBER_LOG_GRAPHS set (and not "0"): GraphedStep and eager replay log captures, replays and
+// evictions to stderr. Read once per process.
+bool log_graphs();
+
 // True when the current stream of `device` is being captured (ops use it to refuse host syncs
 // with a clear message, and the algorithm cache to skip benchmarking).
 bool current_stream_capturing(Device device);

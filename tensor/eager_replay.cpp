@@ -25,14 +25,6 @@ std::atomic<bool>& enabled_flag() {
   return flag;
 }
 
-bool log_graphs() {
-  static const bool on = [] {
-    const char* env = std::getenv("EMBER_LOG_GRAPHS");
-    return env && std::string(env) != "0";
-  }();
-  return on;
-}
-
 std::atomic<int64_t> g_direct{0}, g_captures{0}, g_replays{0}, g_failures{0};
 
 thread_local int64_t t_setup_events = 0;  // keys recorded or captured on this thread
@@ -87,7 +79,10 @@ void log_line(const char* what, const Entry& e, const char* detail = "") {
                what, e.key.size(), thread_replays().entries.size(), detail);
 }
 
-// Captures `launch` on this thread's capture stream; null when the capture failed.
+// Captures `launch` on this thread's capture stream; null when the capture failed. Not through
+// cuda::Graph (tensor/cuda_graph.h): its capture switches the device's default generator to
+// capture offsets for the duration (another thread's eager draws would get them) and opens a
+// private memory pool per graph, neither of which a capture of a few keyed launches needs.
 cudaGraphExec_t capture(Device device, const std::function<void()>& launch, std::string& why) {
   const cudaStream_t stream = thread_replays().capture_stream(device.index);
   EMBER_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
