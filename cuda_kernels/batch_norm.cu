@@ -18,7 +18,8 @@
 // Every output is overwritten (never accumulated into).
 //
 // The training forward runs through the "batch_norm.forward" algorithm slot (ops/norm.h), where
-// CUDA registers "two_pass": the statistics and apply kernels above.
+// CUDA registers "two_pass": the statistics and apply kernels above (and "single_read", in
+// cuda_kernels/batch_norm_single_read.cu).
 #include "cuda_kernels/batch_norm.cuh"
 #include "cuda_kernels/dependent_launch.cuh"
 
@@ -300,15 +301,8 @@ bn_stats_finalize_kernel(StatsFinalizeParams p) {
   if (threadIdx.y != 0 || c >= p.C) return;
   mean = sh_mean[t];
   m2 = sh_m2[t];
-  p.save_mean[c] = mean;
-  p.save_invstd[c] = rsqrtf(m2 / float(p.rows) + p.eps);
-  if (p.running_mean != nullptr) {
-    const float unbiased_var = m2 / float(p.rows - 1);
-    const float rm = load_param(p.running_mean, p.running_dtype, c);
-    const float rv = load_param(p.running_var, p.running_dtype, c);
-    store_param(p.running_mean, p.running_dtype, c, (1.f - p.momentum) * rm + p.momentum * mean);
-    store_param(p.running_var, p.running_dtype, c, (1.f - p.momentum) * rv + p.momentum * unbiased_var);
-  }
+  store_channel_stats(c, mean, m2, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
+                      p.running_mean, p.running_var, p.running_dtype);
 }
 
 // ---- apply ------------------------------------------------------------------------------------
@@ -327,31 +321,6 @@ struct ApplyParams {
   bool vector_ok, relu;
   FlatChannel flat;     // channels-outer
 };
-
-// y = (x - mean) * invstd * weight + bias + residual (relu), on VEC values of one row; `res` is
-// all zeros without a residual (an array, never a pointer, so it stays in registers).
-template <int VEC>
-__device__ __forceinline__ void apply_affine(float (&v)[VEC], const float (&mean)[VEC],
-                                             const float (&scale)[VEC], const float (&shift)[VEC],
-                                             const float (&res)[VEC], bool relu_on) {
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    const float o = (v[k] - mean[k]) * scale[k] + shift[k] + res[k];
-    v[k] = relu_on ? relu(o) : o;
-  }
-}
-
-// Loads the residual's VEC values, or zeros without a residual.
-template <typename T, int VEC>
-__device__ __forceinline__ void load_residual(const T* residual, int64_t off, bool vector_ok,
-                                              int valid, float (&res)[VEC]) {
-  if (residual != nullptr) {
-    load_floats<T, VEC>(residual + off, vector_ok, valid, res);
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) res[k] = 0.f;
-  }
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)

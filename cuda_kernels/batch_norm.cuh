@@ -157,6 +157,33 @@ __device__ __forceinline__ void block_sum2(float& a, float& b) {
   __syncthreads();
 }
 
+// ---- the affine tail of batch norm (apply kernels, single-read forward) ----------------------
+
+// y = (x - mean) * invstd * weight + bias + residual (relu), on VEC values of one row; `res` is
+// all zeros without a residual (an array, never a pointer, so it stays in registers).
+template <int VEC>
+__device__ __forceinline__ void apply_affine(float (&v)[VEC], const float (&mean)[VEC],
+                                             const float (&scale)[VEC], const float (&shift)[VEC],
+                                             const float (&res)[VEC], bool relu_on) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const float o = (v[k] - mean[k]) * scale[k] + shift[k] + res[k];
+    v[k] = relu_on ? relu(o) : o;
+  }
+}
+
+// Loads the residual's VEC values, or zeros without a residual.
+template <typename T, int VEC>
+__device__ __forceinline__ void load_residual(const T* residual, int64_t off, bool vector_ok,
+                                              int valid, float (&res)[VEC]) {
+  if (residual != nullptr) {
+    load_floats<T, VEC>(residual + off, vector_ok, valid, res);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) res[k] = 0.f;
+  }
+}
+
 // ---- parameters of a runtime dtype (running statistics) ---------------------------------------
 
 __device__ __forceinline__ float load_param(const void* p, DType dtype, int64_t i) {
@@ -174,6 +201,25 @@ __device__ __forceinline__ void store_param(void* p, DType dtype, int64_t i, flo
     case DType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
     case DType::f64: static_cast<double*>(p)[i] = double(v); break;
     default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+// Writes channel c's batch statistics from (mean, M2) over `count` values: save_mean[c],
+// save_invstd[c] = 1 / sqrt(M2 / count + eps) and, when running_mean is not null, the momentum
+// update of the running statistics (running_var with the unbiased variance M2 / (count - 1)).
+// The statistics finalize kernel and the single-read forward share it.
+__device__ __forceinline__ void store_channel_stats(int64_t c, float mean, float m2, int64_t count,
+                                                    float eps, float momentum, float* save_mean,
+                                                    float* save_invstd, void* running_mean,
+                                                    void* running_var, DType running_dtype) {
+  save_mean[c] = mean;
+  save_invstd[c] = rsqrtf(m2 / float(count) + eps);
+  if (running_mean != nullptr) {
+    const float unbiased_var = m2 / float(count - 1);
+    const float rm = load_param(running_mean, running_dtype, c);
+    const float rv = load_param(running_var, running_dtype, c);
+    store_param(running_mean, running_dtype, c, (1.f - momentum) * rm + momentum * mean);
+    store_param(running_var, running_dtype, c, (1.f - momentum) * rv + momentum * unbiased_var);
   }
 }
 

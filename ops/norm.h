@@ -2,7 +2,7 @@
 // batch_norm_add_relu), layer_norm, group_norm and instance_norm, and below them the kernel
 // tables their CPU (cpu_kernels/norm.cpp) and CUDA (cuda_kernels/batch_norm.cu, layer_norm.cu)
 // kernels register into, and the algorithm slot "batch_norm.forward" (BatchNormForwardProblem:
-// the training forward; "two_pass" on every device). The ops and their
+// the training forward; "two_pass" on every device, "single_read" on CUDA). The ops and their
 // backward formulas live in ops/norm.cpp.
 //
 // Precision: statistics (mean, variance, the saved mean and 1/std) are float32 for float32,
@@ -166,10 +166,11 @@ EMBER_DECLARE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
 // One training-mode batch-norm forward: batch statistics of x, the running-statistics update and
 //   y = (x - mean[c]) * invstd[c] * weight[c] + bias[c] (+ residual), then max(0, .) when relu.
 // Chosen among by the AlgoCache from the slot "batch_norm.forward" of x's device type:
-//   "two_pass"   (CPU and CUDA) batch_norm_stats_kernel then batch_norm_apply_kernel: x read twice.
-// (A single-read "persistent" CUDA algorithm was built and measured at half of two_pass's speed
-// at 128x64x32x32, so it is not in the tree; a faster one registers here beside two_pass.)
-// two_pass is deterministic. Tensors are as for the kernels above (x, residual and y dense in
+//   "two_pass"    (CPU and CUDA) batch_norm_stats_kernel then batch_norm_apply_kernel: x read twice.
+//   "single_read" (CUDA, channels-inner layouts with rows of whole 16-byte vectors, activation
+//                 band fitting in shared memory) one cooperative kernel holding x on chip in
+//                 waves of channels: x read once (cuda_kernels/batch_norm_single_read.cu).
+// Both are deterministic. Tensors are as for the kernels above (x, residual and y dense in
 // `layout`, [C] tensors contiguous in the statistics dtype, running statistics contiguous or
 // undefined); layout.per_channel() >= 2 and x is not empty (the op handles those cases itself).
 struct BatchNormForwardProblem {

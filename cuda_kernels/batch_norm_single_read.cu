@@ -1,0 +1,364 @@
+// "single_read": the CUDA training forward of batch norm that reads x once (ops/norm.h's slot
+// "batch_norm.forward", beside two_pass's statistics + apply, which read it twice). Channels-inner
+// layouts (NHWC, [N, C]) whose rows are whole 16-byte vectors.
+//
+// One cooperative launch, a block of kThreads per SM, walks the channels in waves: a wave is a
+// column band of `wave_vecs` 16-byte vectors of every row (32 bytes or more, so every DRAM sector
+// read is used whole), sized so that the whole band of the tensor fits in the blocks' shared
+// memory (block b holds rows [b * rows_per_block, ...)). Per wave:
+//   1. the band arrives in shared memory by cp.async (issued while the previous wave's output was
+//      being written),
+//   2. each thread folds its slots into Welford states, the block merges them (warp shuffles, then
+//      the warps in order) and writes one partial per channel,
+//   3. a grid barrier; every block merges all blocks' partials of the band's channels in the same
+//      fixed order (so all agree, and results are the same run to run); block 0 writes save_mean,
+//      save_invstd and the running statistics,
+//   4. each thread normalizes its slots from shared memory (+ residual, ReLU) and stores y, then
+//      issues the next wave's loads into the same slots.
+// Bytes moved: x read once, y written once (two_pass: x twice); the price is one grid barrier and
+// one partial merge per wave. 256x64x56x56 float32 channels_last: 8 waves of 32 bytes per row
+// (25.7 MB in 132 x 195 KB of shared memory).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "cuda_kernels/batch_norm.cuh"
+#include "cuda_kernels/cp_async.cuh"
+#include "dispatch/algorithm.h"
+
+namespace ember::cuda::norm {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kSingleThreads = 512;
+constexpr int kSingleWarps = kSingleThreads / 32;
+// Widest wave, in 16-byte vectors per row (256 bytes): bounds the shared scratch of the block
+// merge.
+constexpr int kMaxWaveVecs = 16;
+
+// Shared scratch ahead of the data: Welford states (means, M2s, counts) of up to kSingleThreads
+// merge walkers -- the warps' partials [warp][vector][lane of V] within a block, then the
+// walkers over the blocks' partials [walker][channel] -- and the wave's per-channel mean, scale and
+// shift.
+template <int V>
+constexpr int walk_entries() {
+  return std::max(kSingleThreads, kSingleWarps * kMaxWaveVecs * V);
+}
+template <int V>
+constexpr int scratch_bytes() {
+  const int bytes = (3 * walk_entries<V>() + 3 * kMaxWaveVecs * V) * 4;
+  return (bytes + 127) / 128 * 128;
+}
+
+template <typename T>
+struct SingleReadParams {
+  const T* x;
+  const T* residual;  // may be null
+  T* y;
+  const float* weight;  // may be null (1)
+  const float* bias;    // may be null (0)
+  float* save_mean;
+  float* save_invstd;
+  void* running_mean;  // null: no update
+  void* running_var;
+  DType running_dtype;
+  float eps, momentum;
+  int rows;            // values per channel (N * S)
+  int C;               // channels; C * sizeof(T) is a multiple of 16
+  int row_vecs;        // 16-byte vectors per row: C / kVec<T>
+  int wave_vecs;       // vectors per row in one wave: a power of 2, <= kMaxWaveVecs
+  int waves;           // ceil(row_vecs / wave_vecs)
+  int rows_per_block;
+  bool relu;
+  float* part_mean;    // [gridDim.x, C]: one Welford partial per (block, channel)
+  float* part_m2;
+};
+
+template <typename T>
+__device__ __forceinline__ int block_rows(const SingleReadParams<T>& p, int b) {
+  return ::max(0, ::min(p.rows_per_block, p.rows - b * p.rows_per_block));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSingleThreads, 1)
+bn_single_read_kernel(SingleReadParams<T> p) {
+  constexpr int V = kVec<T>;
+  using Vec = AlignedVec<T, V>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* walk_mean = reinterpret_cast<float*>(smem_raw);
+  float* walk_m2 = walk_mean + walk_entries<V>();
+  int* walk_n = reinterpret_cast<int*>(walk_m2 + walk_entries<V>());
+  float* ch_mean = reinterpret_cast<float*>(walk_n + walk_entries<V>());
+  float* ch_scale = ch_mean + kMaxWaveVecs * V;
+  float* ch_shift = ch_scale + kMaxWaveVecs * V;
+  Vec* data = reinterpret_cast<Vec*>(smem_raw + scratch_bytes<V>());
+
+  cg::grid_group grid = cg::this_grid();
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int S = p.wave_vecs;
+  // A thread's slots: vector `my_vec` of the band in rows first_row, first_row + row_step, ...
+  // (the same slots every wave: no thread reads another's).
+  const int my_vec = t & (S - 1);
+  const int row_step = kSingleThreads / S, first_row = t / S;
+  const int64_t row0 = int64_t(blockIdx.x) * p.rows_per_block;
+  const int rows_here = block_rows(p, int(blockIdx.x));
+  const int wave_channels = S * V;
+
+  auto load_wave = [&](int wave) {
+    const int v = wave * S + my_vec;
+    if (v < p.row_vecs) {
+      const T* src = p.x + row0 * p.C + int64_t(v) * V;
+      for (int r = first_row; r < rows_here; r += row_step)
+        cp_async_16(smem_u32(data + r * S + my_vec), src + int64_t(r) * p.C, true);
+    }
+    cp_async_commit();
+  };
+
+  load_wave(0);
+  for (int wave = 0; wave < p.waves; ++wave) {
+    const int v = wave * S + my_vec;
+    const bool active = v < p.row_vecs;
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // 2. Welford over the thread's slots, lanes of one vector sharing the count.
+    float mean[V], m2[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) mean[k] = m2[k] = 0.f;
+    int n = 0;
+    if (active) {
+      for (int r = first_row; r < rows_here; r += row_step) {
+        const Vec a = data[r * S + my_vec];
+        ++n;
+        const float inv_n = 1.f / float(n);
+#pragma unroll
+        for (int k = 0; k < V; ++k) welford_step(mean[k], m2[k], convert<float>(a.v[k]), inv_n);
+      }
+    }
+    // Lanes m apart hold the same vector when m is a multiple of S: fold down to lanes < S.
+    for (int m = 16; m >= S; m /= 2) {
+      float mean_b[V], m2_b[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        mean_b[k] = __shfl_down_sync(0xffffffffu, mean[k], m);
+        m2_b[k] = __shfl_down_sync(0xffffffffu, m2[k], m);
+      }
+      const int n_b = __shfl_down_sync(0xffffffffu, n, m);
+      if (lane < m) chan_merge_lanes<V>(mean, m2, n, mean_b, m2_b, n_b);
+    }
+    if (lane < S) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        walk_mean[(warp * kMaxWaveVecs + lane) * V + k] = mean[k];
+        walk_m2[(warp * kMaxWaveVecs + lane) * V + k] = m2[k];
+      }
+      walk_n[warp * kMaxWaveVecs + lane] = n;
+    }
+    __syncthreads();
+    if (t < wave_channels) {
+      const int vv = t / V, k = t % V;
+      const int c = wave * wave_channels + t;
+      float bm = 0.f, bm2 = 0.f;
+      int bn = 0;
+      for (int w = 0; w < kSingleWarps; ++w)
+        chan_merge(bm, bm2, bn, walk_mean[(w * kMaxWaveVecs + vv) * V + k],
+                   walk_m2[(w * kMaxWaveVecs + vv) * V + k], walk_n[w * kMaxWaveVecs + vv]);
+      if (c < p.C) {
+        p.part_mean[int64_t(blockIdx.x) * p.C + c] = bm;
+        p.part_m2[int64_t(blockIdx.x) * p.C + c] = bm2;
+      }
+    }
+
+    // 3. Every block's partials are written; each block merges them for the band's channels:
+    // thread t walks channel t % wave_channels over blocks t / wave_channels, + walkers, ... (its
+    // loads issued four at a time), then a thread per channel merges the walkers in order.
+    grid.sync();
+    {
+      const int walkers = kSingleThreads / wave_channels;
+      const int j = t % wave_channels, walker = t / wave_channels;
+      const int c = wave * wave_channels + j;
+      float cm = 0.f, cm2 = 0.f;
+      int cn = 0;
+      if (c < p.C) {
+#pragma unroll 4
+        for (int b = walker; b < int(gridDim.x); b += walkers)
+          chan_merge(cm, cm2, cn, __ldcg(p.part_mean + int64_t(b) * p.C + c),
+                     __ldcg(p.part_m2 + int64_t(b) * p.C + c), block_rows(p, b));
+      }
+      walk_mean[t] = cm;
+      walk_m2[t] = cm2;
+      walk_n[t] = cn;
+      __syncthreads();
+      if (t < wave_channels && c < p.C) {
+        for (int w = 1; w < walkers; ++w)
+          chan_merge(cm, cm2, cn, walk_mean[w * wave_channels + t], walk_m2[w * wave_channels + t],
+                     walk_n[w * wave_channels + t]);
+        const float invstd = rsqrtf(cm2 / float(p.rows) + p.eps);
+        ch_mean[t] = cm;
+        ch_scale[t] = invstd * (p.weight != nullptr ? p.weight[c] : 1.f);
+        ch_shift[t] = p.bias != nullptr ? p.bias[c] : 0.f;
+        if (blockIdx.x == 0)
+          store_channel_stats(c, cm, cm2, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
+                              p.running_mean, p.running_var, p.running_dtype);
+      }
+    }
+    __syncthreads();
+
+    // 4. Normalize the slots, store y; then the next wave's loads into the same slots.
+    if (active) {
+      float cmean[V], scale[V], shift[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        cmean[k] = ch_mean[my_vec * V + k];
+        scale[k] = ch_scale[my_vec * V + k];
+        shift[k] = ch_shift[my_vec * V + k];
+      }
+      const int64_t col = int64_t(v) * V;
+      for (int r = first_row; r < rows_here; r += row_step) {
+        const Vec a = data[r * S + my_vec];
+        float f[V], res[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) f[k] = convert<float>(a.v[k]);
+        const int64_t off = (row0 + r) * p.C + col;
+        load_residual<T, V>(p.residual, off, true, V, res);
+        apply_affine<V>(f, cmean, scale, shift, res, p.relu);
+        store_floats<T, V>(p.y + off, true, V, f);
+      }
+    }
+    // The slots are read (their values are in the stores above) before they are refilled.
+    __syncthreads();
+    if (wave + 1 < p.waves) load_wave(wave + 1);
+  }
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+// The wave layout of a problem, or wave_vecs == 0 when single_read does not apply.
+struct SingleReadPlan {
+  int wave_vecs = 0, waves = 0, rows_per_block = 0, blocks = 0;
+  size_t smem = 0;
+};
+
+// Per device: whether cooperative launches work, and the kernel's dynamic shared-memory limit.
+template <typename T>
+int single_read_smem_limit(int device) {
+  static PerDevice<int> limit;
+  return limit.get(device, [](int d) {
+    int cooperative = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, d));
+    if (cooperative == 0) return 0;
+    const int bytes = opt_in_max_dynamic_shared_memory<bn_single_read_kernel<T>>(d);
+    // One block per SM must fit at that size (registers included), or the grid cannot be resident.
+    DeviceGuard guard(Device::cuda(d));
+    int per_sm = 0;
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, bn_single_read_kernel<T>, kSingleThreads, size_t(bytes)));
+    return per_sm >= 1 ? bytes : 0;
+  });
+}
+
+template <typename T>
+SingleReadPlan plan_single_read(const BatchNormForwardProblem& p) {
+  constexpr int V = kVec<T>;
+  SingleReadPlan plan;
+  const ChannelLayout& l = p.layout;
+  if (p.device().type != DeviceType::CUDA || !l.channels_inner || l.C % V != 0) return plan;
+  if (!all_aligned16({&p.x, &p.y, &p.residual})) return plan;
+  const int device = p.device().index;
+  const int64_t rows = l.per_channel();
+  const int blocks = device_properties(device).sm_count;
+  const int limit = single_read_smem_limit<T>(device);
+  if (blocks <= 0 || limit <= 0 || rows >= (int64_t(1) << 30)) return plan;
+  const int64_t rows_per_block = ceil_div(rows, blocks);
+  const int row_vecs = int(std::min<int64_t>(l.C / V, 1 << 20));
+  // The widest band that fits (fewest waves), 32 bytes at least unless a row is one vector.
+  for (int s = std::min(next_pow2(row_vecs), kMaxWaveVecs); s >= 1; s /= 2) {
+    if (s == 1 && row_vecs > 1) break;
+    const int64_t smem = scratch_bytes<V>() + rows_per_block * s * 16;
+    if (smem > limit) continue;
+    plan.wave_vecs = s;
+    plan.waves = int(ceil_div(row_vecs, s));
+    plan.rows_per_block = int(rows_per_block);
+    plan.blocks = blocks;
+    plan.smem = size_t(smem);
+    break;
+  }
+  return plan;
+}
+
+SingleReadPlan plan_for(const BatchNormForwardProblem& p) {
+  SingleReadPlan plan;
+  dispatch_floating<kNormFloatingTypes>(p.x.dtype(), "batch_norm single_read", [&](auto tag) {
+    plan = plan_single_read<decltype(tag)>(p);
+  });
+  return plan;
+}
+
+template <typename T>
+void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& plan, void* workspace) {
+  SingleReadParams<T> p{};
+  p.x = static_cast<const T*>(a.x.data_ptr());
+  p.residual = ptr_or_null<const T>(a.residual);
+  p.y = static_cast<T*>(a.y.data_ptr());
+  p.weight = ptr_or_null<const float>(a.weight);
+  p.bias = ptr_or_null<const float>(a.bias);
+  p.save_mean = static_cast<float*>(a.save_mean.data_ptr());
+  p.save_invstd = static_cast<float*>(a.save_invstd.data_ptr());
+  if (a.running_mean.defined()) {
+    p.running_mean = a.running_mean.data_ptr();
+    p.running_var = a.running_var.data_ptr();
+    p.running_dtype = a.running_mean.dtype();
+  }
+  p.eps = float(a.eps);
+  p.momentum = float(a.momentum);
+  p.rows = int(a.layout.per_channel());
+  p.C = int(a.layout.C);
+  p.row_vecs = p.C / kVec<T>;
+  p.wave_vecs = plan.wave_vecs;
+  p.waves = plan.waves;
+  p.rows_per_block = plan.rows_per_block;
+  p.relu = a.relu;
+  p.part_mean = static_cast<float*>(workspace);
+  p.part_m2 = p.part_mean + int64_t(plan.blocks) * p.C;
+  void* args[] = {&p};
+  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(bn_single_read_kernel<T>),
+                                               dim3(unsigned(plan.blocks)), dim3(kSingleThreads), args,
+                                               plan.smem, stream_of(a.device())));
+}
+
+dispatch::Algorithm<BatchNormForwardProblem> single_read_algorithm() {
+  dispatch::Algorithm<BatchNormForwardProblem> a;
+  a.name = "single_read";
+  a.deterministic = true;
+  a.applies = [](const BatchNormForwardProblem& p) { return plan_for(p).wave_vecs > 0; };
+  a.workspace_bytes = [](const BatchNormForwardProblem& p) {
+    return size_t(2) * size_t(plan_for(p).blocks) * size_t(p.layout.C) * sizeof(float);
+  };
+  // two_pass's units (ops/norm.cpp, bytes moved; a launch counts as 2 MB): x read once, y written,
+  // the residual read; one launch and one grid barrier (4 MB); every wave after the first as 40 MB
+  // (~10 us: its loads start only after the barrier and merge of the wave before; H200, session 12:
+  // 128x64x32x32 bf16 in one wave 24.9 us against two_pass's 28.0; float32 in two waves 41.7
+  // against 32.8; 256x64x56x56 float32 in eight 32-byte waves 496 against 164 -- the L2 fetches 64
+  // bytes per miss, so a 32-byte band moves the bytes of two passes).
+  a.heuristic_cost = [](const BatchNormForwardProblem& p) {
+    const double bytes = double(p.layout.numel()) * double(element_size(p.x.dtype()));
+    return bytes * (p.residual.defined() ? 3.0 : 2.0) + 6e6 + 40e6 * (plan_for(p).waves - 1);
+  };
+  a.run = [](const BatchNormForwardProblem& p, void* workspace) {
+    const SingleReadPlan plan = plan_for(p);
+    DeviceGuard guard(p.device());
+    dispatch_floating<kNormFloatingTypes>(p.x.dtype(), "batch_norm single_read", [&](auto tag) {
+      launch_single_read<decltype(tag)>(p, plan, workspace);
+    });
+  };
+  return a;
+}
+
+}  // namespace
+}  // namespace ember::cuda::norm
+
+namespace ember {
+EMBER_REGISTER_ALGORITHM(BatchNormForwardProblem, "batch_norm", forward, CUDA,
+                         cuda::norm::single_read_algorithm());
+}  // namespace ember
