@@ -16,8 +16,12 @@
 //   4. each thread normalizes its slots from shared memory (+ residual, ReLU) and stores y, then
 //      issues the next wave's loads into the same slots.
 // Bytes moved: x read once, y written once (two_pass: x twice); the price is one grid barrier and
-// one partial merge per wave. 256x64x56x56 float32 channels_last: 8 waves of 32 bytes per row
-// (25.7 MB in 132 x 195 KB of shared memory).
+// one partial merge per wave, and the next wave's loads wait for them. The heuristic takes it when
+// the whole activation fits in one wave (CIFAR ResNet-18's 32x32 and 16x16 stages at batch 128):
+// 128x128x16x16 bf16 29.3 us against two_pass's 37.5 (H200). Activations several times the shared
+// memory need narrow bands: 256x64x56x56 float32 runs 8 waves of 32 bytes per row (25.7 MB in
+// 132 x 195 KB), and since the L2 fetches 64 bytes per miss such a band reads the bytes of two
+// passes; it measured 496 us against two_pass's 164, so two_pass keeps those.
 #include <cooperative_groups.h>
 
 #include <algorithm>
