@@ -9,16 +9,18 @@
 //   1. the band arrives in shared memory by cp.async (issued while the previous wave's output was
 //      being written),
 //   2. each thread folds its slots into Welford states, the block merges them (warp shuffles, then
-//      the warps in order) and writes one partial per channel,
-//   3. a grid barrier; every block merges all blocks' partials of the band's channels in the same
-//      fixed order (so all agree, and results are the same run to run); block 0 writes save_mean,
-//      save_invstd and the running statistics,
+//      the holders in order) and writes one partial per channel,
+//   3. a grid barrier; the blocks' partials of each channel are merged in one fixed order (so
+//      results are the same run to run): for bands of up to 64 channels every block merges all of
+//      them (block 0 writes save_mean, save_invstd and the running statistics); wider bands have
+//      each channel merged by one block, which writes its statistics, and a second barrier
+//      publishes them,
 //   4. each thread normalizes its slots from shared memory (+ residual, ReLU) and stores y, then
 //      issues the next wave's loads into the same slots.
 // Bytes moved: x read once, y written once (two_pass: x twice); the price is one grid barrier and
 // one partial merge per wave, and the next wave's loads wait for them. The heuristic takes it when
-// the whole activation fits in one wave (CIFAR ResNet-18's 32x32 and 16x16 stages at batch 128):
-// 128x128x16x16 bf16 29.3 us against two_pass's 37.5 (H200). Activations several times the shared
+// the whole activation fits in one wave (every batch-norm layer of CIFAR ResNet-18 at batch 128):
+// 128x64x32x32 bf16 25.6 us against two_pass's 28.5 (H200). Activations several times the shared
 // memory need narrow bands: 256x64x56x56 float32 runs 8 waves of 32 bytes per row (25.7 MB in
 // 132 x 195 KB), and since the L2 fetches 64 bytes per miss such a band reads the bytes of two
 // passes; it measured 496 us against two_pass's 164, so two_pass keeps those.
@@ -37,22 +39,27 @@ namespace cg = cooperative_groups;
 
 constexpr int kSingleThreads = 512;
 constexpr int kSingleWarps = kSingleThreads / 32;
-// Widest wave, in 16-byte vectors per row (256 bytes): bounds the shared scratch of the block
-// merge.
-constexpr int kMaxWaveVecs = 16;
+// Widest wave, in 16-byte vectors per row (1024 bytes: 256 float32 or 512 16-bit channels).
+constexpr int kMaxWaveVecs = 64;
+// Waves of at most this many channels merge the blocks' partials in every block (one grid
+// barrier); wider waves have each channel merged by one block, then a second barrier.
+constexpr int kWalkChannels = 64;
 
-// Shared scratch ahead of the data: Welford states (means, M2s, counts) of up to kSingleThreads
-// merge walkers -- the warps' partials [warp][vector][lane of V] within a block, then the
-// walkers over the blocks' partials [walker][channel] -- and the wave's per-channel mean, scale and
-// shift.
-template <int V>
-constexpr int walk_entries() {
-  return std::max(kSingleThreads, kSingleWarps * kMaxWaveVecs * V);
+// Threads holding a vector's Welford partial after the in-warp fold: one per warp while a warp
+// holds several rows (S < 32 vectors per row), else every thread of the vector's column.
+__host__ __device__ constexpr int holders_per_vector(int S) {
+  return S < 32 ? kSingleWarps : kSingleThreads / S;
 }
-template <int V>
-constexpr int scratch_bytes() {
-  const int bytes = (3 * walk_entries<V>() + 3 * kMaxWaveVecs * V) * 4;
-  return (bytes + 127) / 128 * 128;
+// Float entries of each Welford array in the shared scratch: the holders' partials [holder][vector]
+// [lane of V], then (reused) the cross-block walkers [walker][channel], one per thread.
+__host__ __device__ constexpr int walk_entries(int S, int V) {
+  return holders_per_vector(S) * S * V > kSingleThreads ? holders_per_vector(S) * S * V
+                                                         : kSingleThreads;
+}
+// Shared scratch ahead of the data: means and M2s (walk_entries each), counts (one per thread),
+// and the wave's per-channel mean, scale and shift; 128-byte aligned.
+__host__ __device__ constexpr int scratch_bytes(int S, int V) {
+  return ((2 * walk_entries(S, V) + kSingleThreads + 3 * S * V) * 4 + 127) / 128 * 128;
 }
 
 template <typename T>
@@ -89,18 +96,18 @@ __global__ void __launch_bounds__(kSingleThreads, 1)
 bn_single_read_kernel(SingleReadParams<T> p) {
   constexpr int V = kVec<T>;
   using Vec = AlignedVec<T, V>;
+  const int S = p.wave_vecs;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   float* walk_mean = reinterpret_cast<float*>(smem_raw);
-  float* walk_m2 = walk_mean + walk_entries<V>();
-  int* walk_n = reinterpret_cast<int*>(walk_m2 + walk_entries<V>());
-  float* ch_mean = reinterpret_cast<float*>(walk_n + walk_entries<V>());
-  float* ch_scale = ch_mean + kMaxWaveVecs * V;
-  float* ch_shift = ch_scale + kMaxWaveVecs * V;
-  Vec* data = reinterpret_cast<Vec*>(smem_raw + scratch_bytes<V>());
+  float* walk_m2 = walk_mean + walk_entries(S, V);
+  int* walk_n = reinterpret_cast<int*>(walk_m2 + walk_entries(S, V));
+  float* ch_mean = reinterpret_cast<float*>(walk_n + kSingleThreads);
+  float* ch_scale = ch_mean + S * V;
+  float* ch_shift = ch_scale + S * V;
+  Vec* data = reinterpret_cast<Vec*>(smem_raw + scratch_bytes(S, V));
 
   cg::grid_group grid = cg::this_grid();
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int S = p.wave_vecs;
   // A thread's slots: vector `my_vec` of the band in rows first_row, first_row + row_step, ...
   // (the same slots every wave: no thread reads another's).
   const int my_vec = t & (S - 1);
@@ -140,7 +147,8 @@ bn_single_read_kernel(SingleReadParams<T> p) {
         for (int k = 0; k < V; ++k) welford_step(mean[k], m2[k], convert<float>(a.v[k]), inv_n);
       }
     }
-    // Lanes m apart hold the same vector when m is a multiple of S: fold down to lanes < S.
+    // Lanes m apart hold the same vector when m is a multiple of S: fold down to lanes < S (no
+    // fold when a warp's lanes are all different vectors, S >= 32).
     for (int m = 16; m >= S; m /= 2) {
       float mean_b[V], m2_b[V];
 #pragma unroll
@@ -151,61 +159,98 @@ bn_single_read_kernel(SingleReadParams<T> p) {
       const int n_b = __shfl_down_sync(0xffffffffu, n, m);
       if (lane < m) chan_merge_lanes<V>(mean, m2, n, mean_b, m2_b, n_b);
     }
-    if (lane < S) {
+    const int holders = holders_per_vector(S);
+    if (S >= 32 || lane < S) {
+      const int holder = S < 32 ? warp : t / S;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        walk_mean[(warp * kMaxWaveVecs + lane) * V + k] = mean[k];
-        walk_m2[(warp * kMaxWaveVecs + lane) * V + k] = m2[k];
+        walk_mean[(holder * S + my_vec) * V + k] = mean[k];
+        walk_m2[(holder * S + my_vec) * V + k] = m2[k];
       }
-      walk_n[warp * kMaxWaveVecs + lane] = n;
+      walk_n[holder * S + my_vec] = n;
     }
     __syncthreads();
-    if (t < wave_channels) {
+    if (t < wave_channels) {  // the block's partial of channel t of the wave, holders in order
       const int vv = t / V, k = t % V;
       const int c = wave * wave_channels + t;
       float bm = 0.f, bm2 = 0.f;
       int bn = 0;
-      for (int w = 0; w < kSingleWarps; ++w)
-        chan_merge(bm, bm2, bn, walk_mean[(w * kMaxWaveVecs + vv) * V + k],
-                   walk_m2[(w * kMaxWaveVecs + vv) * V + k], walk_n[w * kMaxWaveVecs + vv]);
+      for (int h = 0; h < holders; ++h)
+        chan_merge(bm, bm2, bn, walk_mean[(h * S + vv) * V + k], walk_m2[(h * S + vv) * V + k],
+                   walk_n[h * S + vv]);
       if (c < p.C) {
         p.part_mean[int64_t(blockIdx.x) * p.C + c] = bm;
         p.part_m2[int64_t(blockIdx.x) * p.C + c] = bm2;
       }
     }
 
-    // 3. Every block's partials are written; each block merges them for the band's channels:
-    // thread t walks channel t % wave_channels over blocks t / wave_channels, + walkers, ... (its
-    // loads issued four at a time), then a thread per channel merges the walkers in order.
+    // 3. Every block's partials are written. The merge over blocks runs in one fixed order, so
+    // every block that computes a channel's statistics gets the same bits.
     grid.sync();
-    {
+    const int j = t;  // the wave channel this thread sets up for the block (t < wave_channels)
+    const int c = wave * wave_channels + j;
+    float cm = 0.f, cm2 = 0.f;
+    if (wave_channels <= kWalkChannels) {
+      // Every block merges the band: thread t walks channel t % wave_channels over blocks
+      // t / wave_channels, + walkers, ... (loads issued four at a time); then a thread per channel
+      // merges the walkers in order. Block 0 writes the statistics.
       const int walkers = kSingleThreads / wave_channels;
-      const int j = t % wave_channels, walker = t / wave_channels;
-      const int c = wave * wave_channels + j;
-      float cm = 0.f, cm2 = 0.f;
+      const int wj = t % wave_channels, walker = t / wave_channels;
+      const int wc = wave * wave_channels + wj;
       int cn = 0;
-      if (c < p.C) {
+      if (wc < p.C) {
 #pragma unroll 4
         for (int b = walker; b < int(gridDim.x); b += walkers)
-          chan_merge(cm, cm2, cn, __ldcg(p.part_mean + int64_t(b) * p.C + c),
-                     __ldcg(p.part_m2 + int64_t(b) * p.C + c), block_rows(p, b));
+          chan_merge(cm, cm2, cn, __ldcg(p.part_mean + int64_t(b) * p.C + wc),
+                     __ldcg(p.part_m2 + int64_t(b) * p.C + wc), block_rows(p, b));
       }
       walk_mean[t] = cm;
       walk_m2[t] = cm2;
       walk_n[t] = cn;
       __syncthreads();
-      if (t < wave_channels && c < p.C) {
+      if (j < wave_channels && c < p.C) {
         for (int w = 1; w < walkers; ++w)
-          chan_merge(cm, cm2, cn, walk_mean[w * wave_channels + t], walk_m2[w * wave_channels + t],
-                     walk_n[w * wave_channels + t]);
-        const float invstd = rsqrtf(cm2 / float(p.rows) + p.eps);
-        ch_mean[t] = cm;
-        ch_scale[t] = invstd * (p.weight != nullptr ? p.weight[c] : 1.f);
-        ch_shift[t] = p.bias != nullptr ? p.bias[c] : 0.f;
+          chan_merge(cm, cm2, cn, walk_mean[w * wave_channels + j], walk_m2[w * wave_channels + j],
+                     walk_n[w * wave_channels + j]);
         if (blockIdx.x == 0)
           store_channel_stats(c, cm, cm2, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
                               p.running_mean, p.running_var, p.running_dtype);
+        cm2 = rsqrtf(cm2 / float(p.rows) + p.eps);  // now invstd, as store_channel_stats computes it
       }
+    } else {
+      // Channel j is merged by block j % gridDim.x (a warp: lanes over the blocks, then a fixed
+      // tree), which writes its statistics; a second barrier publishes them to every block.
+      for (int jj = int(blockIdx.x) + warp * int(gridDim.x); jj < wave_channels;
+           jj += kSingleWarps * int(gridDim.x)) {
+        const int cc = wave * wave_channels + jj;
+        if (cc >= p.C) break;  // warp-uniform; later jj are further out
+        float m = 0.f, q = 0.f;
+        int cn = 0;
+#pragma unroll 4
+        for (int b = lane; b < int(gridDim.x); b += 32)
+          chan_merge(m, q, cn, __ldcg(p.part_mean + int64_t(b) * p.C + cc),
+                     __ldcg(p.part_m2 + int64_t(b) * p.C + cc), block_rows(p, b));
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+          const float m_b = __shfl_down_sync(0xffffffffu, m, o);
+          const float q_b = __shfl_down_sync(0xffffffffu, q, o);
+          const int n_b = __shfl_down_sync(0xffffffffu, cn, o);
+          if (lane < o) chan_merge(m, q, cn, m_b, q_b, n_b);
+        }
+        if (lane == 0)
+          store_channel_stats(cc, m, q, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
+                              p.running_mean, p.running_var, p.running_dtype);
+      }
+      grid.sync();
+      if (j < wave_channels && c < p.C) {
+        cm = __ldcg(p.save_mean + c);
+        cm2 = __ldcg(p.save_invstd + c);  // invstd
+      }
+    }
+    if (j < wave_channels && c < p.C) {
+      ch_mean[j] = cm;
+      ch_scale[j] = cm2 * (p.weight != nullptr ? p.weight[c] : 1.f);
+      ch_shift[j] = p.bias != nullptr ? p.bias[c] : 0.f;
     }
     __syncthreads();
 
@@ -279,7 +324,7 @@ SingleReadPlan plan_single_read(const BatchNormForwardProblem& p) {
   // The widest band that fits (fewest waves), 32 bytes at least unless a row is one vector.
   for (int s = std::min(next_pow2(row_vecs), kMaxWaveVecs); s >= 1; s /= 2) {
     if (s == 1 && row_vecs > 1) break;
-    const int64_t smem = scratch_bytes<V>() + rows_per_block * s * 16;
+    const int64_t smem = scratch_bytes(s, V) + rows_per_block * s * 16;
     if (smem > limit) continue;
     plan.wave_vecs = s;
     plan.waves = int(ceil_div(row_vecs, s));
@@ -340,14 +385,18 @@ dispatch::Algorithm<BatchNormForwardProblem> single_read_algorithm() {
     return size_t(2) * size_t(plan_for(p).blocks) * size_t(p.layout.C) * sizeof(float);
   };
   // two_pass's units (ops/norm.cpp, bytes moved; a launch counts as 2 MB): x read once, y written,
-  // the residual read; one launch and one grid barrier (4 MB); every wave after the first as 40 MB
+  // the residual read; one launch and one grid barrier (4 MB), one more barrier per wave for bands
+  // wider than kWalkChannels (2 MB); every wave after the first as 40 MB
   // (~10 us: its loads start only after the barrier and merge of the wave before; H200, session 12:
   // 128x64x32x32 bf16 in one wave 24.9 us against two_pass's 28.0; float32 in two waves 41.7
   // against 32.8; 256x64x56x56 float32 in eight 32-byte waves 496 against 164 -- the L2 fetches 64
   // bytes per miss, so a 32-byte band moves the bytes of two passes).
   a.heuristic_cost = [](const BatchNormForwardProblem& p) {
     const double bytes = double(p.layout.numel()) * double(element_size(p.x.dtype()));
-    return bytes * (p.residual.defined() ? 3.0 : 2.0) + 6e6 + 40e6 * (plan_for(p).waves - 1);
+    const SingleReadPlan plan = plan_for(p);
+    const bool wide = plan.wave_vecs * 16 / int(element_size(p.x.dtype())) > kWalkChannels;
+    return bytes * (p.residual.defined() ? 3.0 : 2.0) + 6e6 + (wide ? 2e6 * plan.waves : 0.0) +
+           40e6 * (plan.waves - 1);
   };
   a.run = [](const BatchNormForwardProblem& p, void* workspace) {
     const SingleReadPlan plan = plan_for(p);

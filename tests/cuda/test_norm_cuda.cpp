@@ -428,8 +428,9 @@ TEST_CASE("batch_norm training forward: every algorithm of the slot matches the 
       {{3, 24, 5, 7}, true},  {{1, 24, 5, 7}, true},  {{2, 40, 1, 1}, false}, {{3, 8, 2, 4}, false},
       {{1, 5, 4, 6}, false},  {{32, 24, 20, 20}, true}, {{32, 24, 20, 20}, false},
       {{2, 3, 5, 7}, true},   {{2, 7, 3, 3}, false},  {{3, 65, 1, 1}, false},
-      // single_read in several waves: 128 float32 channels (2 waves of 16 vectors; 16-bit: one),
-      // and 200 (the last wave partly filled: 2 of 16 vectors in float32, 9 in 16-bit).
+      // single_read's wide bands (more than 64 channels: merged block by block, two barriers):
+      // 128 channels (float32 rows of 32 vectors, a warp's lanes all different vectors; 16-bit
+      // rows of 16), and 200 (float32 in a band of 64 vectors of which 50 exist; 16-bit 32 of 25).
       {{16, 128, 8, 8}, true}, {{4, 200, 6, 5}, true}};
   const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
   for (const std::string& algo : slot.names()) {
@@ -456,10 +457,16 @@ TEST_CASE("batch_norm training forward: every algorithm of the slot matches the 
   }
 }
 
-TEST_CASE("batch_norm training forward: single_read on a tensor whose band is narrower than a row" *
+TEST_CASE("batch_norm training forward: single_read on tensors whose band is narrower than a row" *
           doctest::skip(!cuda::is_available())) {
-  // 64x32x64x64 float32 channels_last: 262144 rows of 128 bytes (33.5 MB) exceed the blocks'
-  // shared memory, so single_read holds 64-byte bands (two waves) on an H200's 132 SMs.
+  // float32 channels_last activations larger than the blocks' shared memory, so single_read walks
+  // them in waves (on an H200's 132 SMs): 64x32x64x64 (262144 rows of 128 bytes) in two waves of
+  // 64-byte bands (16 channels: every block merges them); 32x256x32x32 (32768 rows of 1 KB) in two
+  // waves of 512-byte bands (128 channels: merged block by block, two barriers per wave).
+  BnCase wide;
+  wide.shape = {32, 256, 32, 32};
+  wide.channels_last = true;
+  check_bn_parity(wide, 13, "single_read");
   BnCase k;
   k.shape = {64, 32, 64, 64};
   k.channels_last = true;
