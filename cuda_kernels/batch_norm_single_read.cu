@@ -2,10 +2,10 @@
 // "batch_norm.forward", beside two_pass's statistics + apply, which read it twice). Channels-inner
 // layouts (NHWC, [N, C]) whose rows are whole 16-byte vectors.
 //
-// One cooperative launch, a block of kThreads per SM, walks the channels in waves: a wave is a
-// column band of `wave_vecs` 16-byte vectors of every row (32 bytes or more, so every DRAM sector
-// read is used whole), sized so that the whole band of the tensor fits in the blocks' shared
-// memory (block b holds rows [b * rows_per_block, ...)). Per wave:
+// One cooperative launch, a block of kSingleThreads per SM, walks the channels in waves: a wave is
+// a column band of `wave_vecs` 16-byte vectors of every row (32 bytes or more: whole DRAM
+// sectors), as wide as lets the whole band of the tensor fit in the blocks' shared memory (block
+// b holds rows [b * rows_per_block, ...)). Per wave:
 //   1. the band arrives in shared memory by cp.async (issued while the previous wave's output was
 //      being written),
 //   2. each thread folds its slots into Welford states, the block merges them (warp shuffles, then
@@ -20,10 +20,11 @@
 // Bytes moved: x read once, y written once (two_pass: x twice); the price is one grid barrier and
 // one partial merge per wave, and the next wave's loads wait for them. The heuristic takes it when
 // the whole activation fits in one wave (every batch-norm layer of CIFAR ResNet-18 at batch 128):
-// 128x64x32x32 bf16 25.6 us against two_pass's 28.5 (H200). Activations several times the shared
-// memory need narrow bands: 256x64x56x56 float32 runs 8 waves of 32 bytes per row (25.7 MB in
-// 132 x 195 KB), and since the L2 fetches 64 bytes per miss such a band reads the bytes of two
-// passes; it measured 496 us against two_pass's 164, so two_pass keeps those.
+// 128x64x32x32 bf16 25.6 us against two_pass's 28.5, 128x512x4x4 18.7 against 23.6 (H200: one
+// launch instead of three). Activations several times the shared memory need narrow bands:
+// 256x64x56x56 float32 runs 8 waves of 32 bytes per row (25.7 MB in 132 x 195 KB), and since the
+// L2 fetches 64 bytes per miss such a band reads the bytes of two passes; it measured 488-496 us
+// against two_pass's 163, so two_pass keeps those.
 #include <cooperative_groups.h>
 
 #include <algorithm>
