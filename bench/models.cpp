@@ -31,7 +31,20 @@
 // algorithm cache runs in benchmark mode (PyTorch: cudnn.benchmark = True).
 //
 //   bench_models [--rows cifar18_eager,charlm_eager] [--steps N] [--warmup N] [--device cpu]
-//                [--batch N]
+//                [--batch N] [--ddp [--sync-bn] [--params-out F] [--params-ref F [--params-tol X]]]
+//                [--no-tf32] [--f32]
+// Data parallel (issue 11): under ember-launch --nproc N (or with --ddp), every rank trains its own
+// replica on cuda:LOCAL_RANK (the CPU with --device cpu, over MPI) wrapped in
+// DistributedDataParallel, at the row's batch PER RANK; rank r's synthetic batch is the slice
+// [r * batch, (r + 1) * batch) of the world's (the same functions of the global index), so world N
+// at batch B/N sees exactly world 1's batch B. BN buffers are broadcast from rank 0 every step
+// (PyTorch DDP's broadcast_buffers), or the BN layers synchronize their statistics (--sync-bn).
+// Rank 0 prints the line with "world" and img_per_s / tokens_per_s over all ranks; the shape key
+// ends in " ddpN". --params-out F saves the model's state_dict after the run (rank 0);
+// --params-ref F compares it with F's and reports params_max_rel_err (the largest, over tensors, of
+// ||a - b|| / ||b||) and the tensor it came from; over --params-tol the row fails. --no-tf32
+// keeps float32 convolutions off TF32 and --f32 drops the row's bf16 autocast (for those
+// comparisons); a run with --params-out or --params-ref may use any --steps / --warmup >= 1.
 // EMBER_BENCH_PROFILE_STEP=1 brackets the last timed step with cudaProfilerStart/Stop, so that
 // `ncu --profile-from-start off --graph-profiling node` lists exactly one step's kernels.
 // --rows (or EMBER_BENCH_ROWS when --rows is absent) picks rows by id; --device cpu with a small
@@ -52,7 +65,11 @@
 #endif
 
 #include "dispatch/algo_cache.h"
+#include "distributed/ddp.h"
+#include "distributed/sync_batch_norm.h"
 #include "ember.h"
+#include "nn/checkpoint.h"
+#include "ops/conv.h"
 #include "nn/graphed_step.h"
 #include "nn/nn.h"
 #include "resnet/resnet.h"
@@ -95,23 +112,29 @@ struct CharLMImpl : nn::Module {
 };
 
 // sin(0.001 i + 0.5) over the flat index of `shape`, computed in float64 on the CPU (as PyTorch's
-// side does), then float32 on `device`.
-Tensor synthetic_images(const Shape& shape, Device device) {
-  Tensor i = arange(0, double(shape_numel(shape)), 1, TensorOptions(DType::f64));
+// side does), then float32 on `device`. `first`: the batch's first sample in the world's batch
+// (data parallel: rank * batch), so i runs over the world's flat index.
+Tensor synthetic_images(const Shape& shape, int64_t first, Device device) {
+  const double offset = double(first * (shape_numel(shape) / shape[0]));
+  Tensor i = arange(offset, offset + double(shape_numel(shape)), 1, TensorOptions(DType::f64));
   return sin(i * 0.001 + 0.5).view(shape).to(device, DType::f32);
 }
 
-Tensor synthetic_labels(int64_t n, int64_t classes, Device device) {
+Tensor synthetic_labels(int64_t n, int64_t first, int64_t classes, Device device) {
   std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) v[size_t(j)] = double((7 * j) % classes);
+  for (int64_t j = 0; j < n; ++j) v[size_t(j)] = double((7 * (first + j)) % classes);
   return from_vector(v, {n}, TensorOptions(DType::i64)).to(device);
 }
 
-// {input [B, T], target [B, T]} from the token block (37 i + i / 5) % 256 of shape [B, T + 1].
-std::vector<Tensor> synthetic_tokens(int64_t batch, Device device) {
+// {input [B, T], target [B, T]} from the token block (37 i + i / 5) % 256 of shape [B, T + 1]
+// (rows first, first + 1, ... of the world's block).
+std::vector<Tensor> synthetic_tokens(int64_t batch, int64_t first, Device device) {
   const int64_t width = kSeqLen + 1;
   std::vector<double> v(static_cast<size_t>(batch * width));
-  for (int64_t i = 0; i < batch * width; ++i) v[size_t(i)] = double((37 * i + i / 5) % kVocab);
+  for (int64_t k = 0; k < batch * width; ++k) {
+    const int64_t i = first * width + k;
+    v[size_t(k)] = double((37 * i + i / 5) % kVocab);
+  }
   Tensor block = from_vector(v, {batch, width}, TensorOptions(DType::i64));
   return {block.narrow(1, 0, kSeqLen).contiguous().to(device), block.narrow(1, 1, kSeqLen).contiguous().to(device)};
 }
@@ -123,7 +146,7 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
-std::string shape_key(const RowSpec& r) {
+std::string shape_key(const RowSpec& r, int world) {
   std::ostringstream s;
   if (r.model == "resnet50") s << "resnet50 224x224x3";
   else if (r.model == "resnet18-cifar") s << "resnet18-cifar 32x32x3";
@@ -131,19 +154,49 @@ std::string shape_key(const RowSpec& r) {
   else s << "charlm T" << kSeqLen;
   s << " b" << r.batch << (r.bf16 ? " bf16" : " f32") << (r.channels_last ? " cl" : "")
     << (r.graphed ? " graphed" : " eager");
+  if (world > 0) s << " ddp" << world;
   return s.str();
 }
 
 struct Options {
   int64_t steps = 20, warmup = 10, batch_override = 0;
   Device device = Device::cpu();
+  std::shared_ptr<distributed::ProcessGroup> group;  // data parallel, else null
+  bool sync_bn = false, f32 = false;  // f32: no bf16 autocast whatever the row says
+  std::string params_out, params_ref;
+  double params_tol = 0;  // 0: report only
 };
+
+// The largest, over the tensors of `mine`, of ||a - b|| / ||b|| (L2; a few elements of a ReLU
+// network's activations land on the other side of the kink under another summation order, and
+// move their gradients by a whole term: a norm-wise error absorbs them, an elementwise one does
+// not) against the same-named tensor of the checkpoint at `path` (a missing or reshaped tensor is
+// an error), and that tensor's name.
+std::pair<double, std::string> max_rel_err_against(const nn::NamedTensors& mine, const std::string& path) {
+  autograd::NoGradGuard no_grad;
+  const nn::LoadedTensors ref = nn::load_checkpoint(path);
+  std::pair<double, std::string> worst{0.0, ""};
+  for (const auto& [name, t] : mine) {
+    auto it = std::find_if(ref.tensors.begin(), ref.tensors.end(), [&](const auto& e) { return e.first == name; });
+    EMBER_CHECK(it != ref.tensors.end(), "--params-ref ", path, " has no tensor '", name, "'");
+    EMBER_CHECK(it->second.sizes() == t.sizes(), "--params-ref ", path, ": '", name, "' is ",
+                it->second.shape_str(), ", the model's is ", t.shape_str());
+    const Tensor a = t.to(Device::cpu(), DType::f64), b = it->second.to(DType::f64);
+    const double scale = std::max(std::sqrt(sum(square(b)).item()), 1e-12);
+    const double err = std::sqrt(sum(square(a - b)).item()) / scale;
+    if (err > worst.first || worst.second.empty()) worst = {err, name};
+  }
+  return worst;
+}
 
 // Runs one row and prints its JSON line; returns whether the loss check passed.
 bool run_row(RowSpec row, const Options& o) {
   const Device dev = o.device;
   if (o.batch_override > 0) row.batch = o.batch_override;
-  const std::string shape = shape_key(row);
+  if (o.f32) row.bf16 = false;
+  const int rank = o.group ? o.group->rank() : 0, world = o.group ? o.group->world_size() : 1;
+  const int64_t first = int64_t(rank) * row.batch;  // this rank's slice of the world's batch
+  const std::string shape = shape_key(row, o.group ? world : 0);
   if (row.graphed && !dev.is_cuda()) {
     std::printf("{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"%s\",\"row\":\"%s\","
                 "\"skipped\":\"graphs need a GPU\"}\n", shape.c_str(), row.id.c_str());
@@ -163,7 +216,7 @@ bool run_row(RowSpec row, const Options& o) {
     m->to(dev);
     forward = [m](const Tensor& x) { return m->forward(x).reshape({-1, kVocab}); };
     model = m;
-    batch = synthetic_tokens(row.batch, dev);
+    batch = synthetic_tokens(row.batch, first, dev);
   } else {
     resnet::ResNetOptions ro;
     ro.arch = row.model == "resnet50" ? "resnet50" : "resnet18";
@@ -176,9 +229,13 @@ bool run_row(RowSpec row, const Options& o) {
     if (row.channels_last) m->to(MemoryFormat::channels_last);
     forward = [m](const Tensor& x) { return m->forward(x); };
     model = m;
-    batch = {synthetic_images({row.batch, ro.in_channels, size, size}, dev).contiguous(format),
-             synthetic_labels(row.batch, ro.num_classes, dev)};
+    batch = {synthetic_images({row.batch, ro.in_channels, size, size}, first, dev).contiguous(format),
+             synthetic_labels(row.batch, first, ro.num_classes, dev)};
+    if (o.group && o.sync_bn) nn::convert_sync_batchnorm(*m, o.group);
   }
+  std::unique_ptr<distributed::DistributedDataParallel> ddp;
+  if (o.group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, o.group);
+  const bool broadcast_buffers = ddp && !charlm && !o.sync_bn;
   std::vector<Tensor> params = model->parameters();
   std::unique_ptr<optim::Optimizer> opt;
   if (charlm) opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(2e-3));
@@ -196,8 +253,8 @@ bool run_row(RowSpec row, const Options& o) {
     if (charlm) nn::clip_grad_norm_(params, 1.0);
     opt->step();
     // Dropped, eager and graphed, as PyTorch's graphed step does (grads allocated inside the graph):
-    // no fill and no accumulating add per parameter.
-    opt->zero_grad();
+    // no fill and no accumulating add per parameter. With DDP they stay (views of its buckets).
+    opt->zero_grad(/*set_to_none=*/!ddp);
     return {loss.detach()};
   };
   nn::GraphedStepOptions go;
@@ -208,6 +265,7 @@ bool run_row(RowSpec row, const Options& o) {
   const int64_t total = o.warmup + o.steps;
   Tensor losses = zeros({total}, TensorOptions().with_device(dev));
   auto run_step = [&](int64_t i) {
+    if (broadcast_buffers) ddp->sync_buffers();  // rank 0's BN statistics, as PyTorch DDP
     Tensor loss = step(batch)[0];
     autograd::NoGradGuard ng;
     losses.select(0, i).copy_(loss);  // a replay overwrites its static output: copy it out
@@ -268,12 +326,22 @@ bool run_row(RowSpec row, const Options& o) {
   const double tail_min = *std::min_element(l.end() - tail, l.end());
   const bool ok = finite && tail_min < l.front();
 
+  // Data parallel: the reference comparison of the trained state (rank 0; rank 0 saves it too).
+  std::pair<double, std::string> params_err{-1.0, ""};
+  bool params_ok = true;
+  if (rank == 0 && !o.params_out.empty()) nn::save_state_dict(*model, o.params_out);
+  if (rank == 0 && !o.params_ref.empty()) {
+    params_err = max_rel_err_against(model->state_dict(), o.params_ref);
+    params_ok = o.params_tol <= 0 || params_err.first <= o.params_tol;
+  }
+
   const double median = percentile(ms, 0.5);
-  const double items = double(row.batch) * (charlm ? double(kSeqLen) : 1.0);
+  const double items = double(row.batch) * double(world) * (charlm ? double(kSeqLen) : 1.0);
   std::ostringstream j;
   j.precision(6);
   j << "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"" << shape << "\",\"row\":\"" << row.id
-    << "\",\"batch\":" << row.batch << ",\"" << (charlm ? "tokens_per_s" : "img_per_s") << "\":"
+    << "\",\"batch\":" << row.batch << ",\"world\":" << world << ",\""
+    << (charlm ? "tokens_per_s" : "img_per_s") << "\":"
     << std::fixed << items / (median / 1e3) << std::defaultfloat << ",\"ms\":" << median
     << ",\"spread_ms\":[" << percentile(ms, 0.1) << "," << percentile(ms, 0.9) << "],\"min_ms\":"
     << *std::min_element(ms.begin(), ms.end()) << ",\"max_ms\":" << *std::max_element(ms.begin(), ms.end())
@@ -294,16 +362,28 @@ bool run_row(RowSpec row, const Options& o) {
     j << ",\"graph_captures\":" << gs.captures << ",\"graph_replays\":" << gs.replays
       << ",\"graph_fallbacks\":" << gs.fallbacks;
   }
+  if (ddp) {
+    j << ",\"ddp_buckets\":" << ddp->stats().num_buckets << ",\"sync_bn\":" << (o.sync_bn ? "true" : "false");
+  }
+  if (params_err.first >= 0) {
+    j << ",\"params_max_rel_err\":" << params_err.first << ",\"params_worst\":\"" << params_err.second
+      << "\",\"params_tol\":" << o.params_tol;
+  }
   j << ",\"optimizer\":\"" << (charlm ? "Adam" : "SGD momentum") << "\",\"loss_first\":" << l.front()
-    << ",\"loss_last\":" << l.back() << ",\"correct\":" << (ok ? "true" : "false") << "}";
-  std::printf("%s\n", j.str().c_str());
-  std::fflush(stdout);
+    << ",\"loss_last\":" << l.back() << ",\"correct\":" << (ok && params_ok ? "true" : "false") << "}";
+  if (rank == 0) {
+    std::printf("%s\n", j.str().c_str());
+    std::fflush(stdout);
+  }
+  if (!params_ok)
+    std::fprintf(stderr, "bench_models: row %s: parameters differ from %s by %g (tensor %s; tolerance %g)\n",
+                 row.id.c_str(), o.params_ref.c_str(), params_err.first, params_err.second.c_str(), o.params_tol);
   if (!ok)
     std::fprintf(stderr, "bench_models: row %s: the loss %s (first %g, smallest of the last %lld steps %g)\n",
                  row.id.c_str(), finite ? "did not fall" : "is not finite", l.front(), (long long)tail, tail_min);
   if (row.graphed && step.stats().fallbacks > 0)
     std::fprintf(stderr, "bench_models: row %s ran eagerly: %s\n", row.id.c_str(), step.last_fallback_reason().c_str());
-  return ok;
+  return ok && params_ok;
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -316,7 +396,10 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--rows ID,ID] [--steps N] [--warmup N] [--device cpu|cuda] [--batch N]\nrows:", argv0);
+  std::fprintf(stderr,
+               "usage: %s [--rows ID,ID] [--steps N] [--warmup N] [--device cpu|cuda] [--batch N] [--no-tf32] [--f32]\n"
+               "          [--ddp [--sync-bn] [--params-out FILE] [--params-ref FILE [--params-tol X]]]\nrows:",
+               argv0);
   for (const RowSpec& r : kRows) std::fprintf(stderr, " %s", r.id.c_str());
   std::fprintf(stderr, "\n");
   return 2;
@@ -327,9 +410,14 @@ int usage(const char* argv0) {
 int main(int argc, char** argv) {
   Options o;
   std::string rows_arg, device_arg;
+  bool ddp_flag = false, no_tf32 = false;
   if (const char* env = std::getenv("EMBER_BENCH_ROWS")) rows_arg = env;
   for (int a = 1; a < argc; ++a) {
     const std::string flag = argv[a];
+    if (flag == "--ddp" || flag == "--sync-bn" || flag == "--no-tf32" || flag == "--f32") {
+      (flag == "--ddp" ? ddp_flag : flag == "--sync-bn" ? o.sync_bn : flag == "--f32" ? o.f32 : no_tf32) = true;
+      continue;
+    }
     if (a + 1 >= argc) return usage(argv[0]);
     const std::string value = argv[++a];
     try {
@@ -338,14 +426,19 @@ int main(int argc, char** argv) {
       else if (flag == "--warmup") o.warmup = std::stoll(value);
       else if (flag == "--batch") o.batch_override = std::stoll(value);
       else if (flag == "--device") device_arg = value;
+      else if (flag == "--params-out") o.params_out = value;
+      else if (flag == "--params-ref") o.params_ref = value;
+      else if (flag == "--params-tol") o.params_tol = std::stod(value);
       else return usage(argv[0]);
     } catch (const std::exception&) {
       return usage(argv[0]);
     }
   }
   // Graphed rows need 3 eager steps and the capture inside the warm-up; the median needs >= 10.
-  if (o.steps < 10 || o.warmup < 5) {
-    std::fprintf(stderr, "bench_models: --steps must be >= 10 and --warmup >= 5\n");
+  // A run that saves or compares parameters is a check, not a timing: any positive counts.
+  const bool check_run = !o.params_out.empty() || !o.params_ref.empty();
+  if (check_run ? (o.steps < 1 || o.warmup < 1) : (o.steps < 10 || o.warmup < 5)) {
+    std::fprintf(stderr, "bench_models: --steps must be >= 10 and --warmup >= 5 (>= 1 with --params-out/--params-ref)\n");
     return 2;
   }
   std::vector<RowSpec> selected;
@@ -358,15 +451,28 @@ int main(int argc, char** argv) {
     selected.push_back(*it);
   }
   if (selected.empty()) selected = kRows;
+  const bool ddp = ddp_flag || distributed::env_int("WORLD_SIZE", 1) > 1;
+  if (o.sync_bn && !ddp) {
+    std::fprintf(stderr, "bench_models: --sync-bn needs --ddp (or a launcher's WORLD_SIZE > 1)\n");
+    return 2;
+  }
   try {
     if (device_arg.empty()) {
       if (!cuda::is_available()) {
         std::printf("{\"bench\":\"train_step\",\"skipped\":\"no GPU (--device cpu runs a smoke test)\"}\n");
         return 0;
       }
-      o.device = Device::cuda();
+      // This rank's GPU under a launcher (cuda:LOCAL_RANK), else the first.
+      o.device = Device::cuda(ddp ? distributed::env_int("LOCAL_RANK", 0) : 0);
+      cuda::set_device(o.device.index);
     } else {
       o.device = Device(device_arg);
+    }
+    if (no_tf32) set_conv_allow_tf32(false);
+    if (ddp) {
+      distributed::InitOptions init;
+      init.backend = o.device.is_cuda() ? "nccl" : "mpi";
+      o.group = distributed::init_process_group(init);
     }
     bool all_ok = true;
     for (const RowSpec& r : selected) {

@@ -11,7 +11,12 @@
 #
 #   python3 bench/models.py [--rows cifar18_eager,charlm_eager] [--steps N] [--warmup N]
 #                           [--device cpu] [--batch N]
+#   torchrun --nproc_per_node N bench/models.py --rows resnet50_bf16   (data parallel, issue 11)
 # --rows (or EMBER_BENCH_ROWS) picks rows; --device cpu with a small --batch smoke-tests the logic.
+# Under torchrun (WORLD_SIZE > 1, or --ddp) each rank trains on cuda:LOCAL_RANK wrapped in
+# DistributedDataParallel (NCCL; buffers broadcast every step, PyTorch's default) at the row's
+# batch per rank, on its slice of the world's synthetic batch as bench_models does; rank 0 prints
+# the line with "world" and the throughput of all ranks, the shape key ending in " ddpN".
 import argparse
 import json
 import math
@@ -123,26 +128,30 @@ class CharLM(nn.Module):
         return self.head(self.lstm(self.embed(tokens))[0]).reshape(-1, VOCAB)
 
 
-def shape_key(model, batch, bf16, cl, graphed):
+def shape_key(model, batch, bf16, cl, graphed, world=0):
     name = {"resnet50": "resnet50 224x224x3", "resnet18-cifar": "resnet18-cifar 32x32x3",
             "resnet18-fmnist": "resnet18-cifar 28x28x1", "charlm": f"charlm T{SEQ_LEN}"}[model]
-    return f"{name} b{batch} {'bf16' if bf16 else 'f32'}{' cl' if cl else ''} {'graphed' if graphed else 'eager'}"
+    key = f"{name} b{batch} {'bf16' if bf16 else 'f32'}{' cl' if cl else ''} {'graphed' if graphed else 'eager'}"
+    return key + (f" ddp{world}" if world else "")
 
 
-def synthetic_batch(model, batch, cl, dev):
-    """The same inputs as bench/models.cpp (see its file comment)."""
+def synthetic_batch(model, batch, cl, dev, first=0):
+    """The same inputs as bench/models.cpp (see its file comment); `first`: the batch's first
+    sample in the world's batch (data parallel: rank * batch)."""
     if model == "charlm":
-        i = torch.arange(batch * (SEQ_LEN + 1), dtype=torch.int64)
-        block = ((37 * i + i // 5) % VOCAB).view(batch, SEQ_LEN + 1)
+        width = SEQ_LEN + 1
+        i = torch.arange(first * width, (first + batch) * width, dtype=torch.int64)
+        block = ((37 * i + i // 5) % VOCAB).view(batch, width)
         return block[:, :SEQ_LEN].contiguous().to(dev), block[:, 1:].contiguous().to(dev)
     channels, size, classes = {"resnet50": (3, 224, 1000), "resnet18-cifar": (3, 32, 10),
                                "resnet18-fmnist": (1, 28, 10)}[model]
-    n = batch * channels * size * size
-    x = torch.sin(torch.arange(n, dtype=torch.float64) * 0.001 + 0.5).view(batch, channels, size, size)
+    per = channels * size * size
+    i = torch.arange(first * per, (first + batch) * per, dtype=torch.float64)
+    x = torch.sin(i * 0.001 + 0.5).view(batch, channels, size, size)
     x = x.float().to(dev)
     if cl:
         x = x.contiguous(memory_format=torch.channels_last)
-    y = ((7 * torch.arange(batch)) % classes).to(dev)
+    y = ((7 * torch.arange(first, first + batch)) % classes).to(dev)
     return x, y
 
 
@@ -163,12 +172,13 @@ def percentile(values, q):
     return v[lo] + (pos - lo) * (v[hi] - v[lo])
 
 
-def run_row(row, args, dev, impl):
+def run_row(row, args, dev, impl, dist=None):
     rid, model_name, batch, bf16, cl, graphed = row
     if args.batch:
         batch = args.batch
     charlm = model_name == "charlm"
     cuda = dev.type == "cuda"
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist else (0, 1)
     torch.manual_seed(0)
     if charlm:
         model = CharLM()
@@ -181,11 +191,15 @@ def run_row(row, args, dev, impl):
         model = model.to(memory_format=torch.channels_last)
     params = list(model.parameters())
     opt = make_optimizer(params, charlm, impl, graphed)
-    x, y = synthetic_batch(model_name, batch, cl, dev)
+    x, y = synthetic_batch(model_name, batch, cl, dev, rank * batch)
+    forward = model
+    if dist:
+        forward = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[dev.index] if cuda else None, gradient_as_bucket_view=True)
 
     def step(inp, target):
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16, cache_enabled=not graphed):
-            loss = F.cross_entropy(model(inp).float(), target.reshape(-1) if charlm else target)
+            loss = F.cross_entropy(forward(inp).float(), target.reshape(-1) if charlm else target)
         loss.backward()
         if charlm:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -256,9 +270,11 @@ def run_row(row, args, dev, impl):
     tail = max(1, total // 3)
     ok = all(math.isfinite(v) for v in l) and min(l[-tail:]) < l[0]
     median = percentile(ms, 0.5)
-    items = batch * (SEQ_LEN if charlm else 1)
-    r = {"bench": "train_step", "impl": "torch", "shape": shape_key(model_name, batch, bf16, cl, graphed),
-         "row": rid, "batch": batch, ("tokens_per_s" if charlm else "img_per_s"): round(items / (median / 1e3), 1),
+    items = batch * world * (SEQ_LEN if charlm else 1)
+    r = {"bench": "train_step", "impl": "torch",
+         "shape": shape_key(model_name, batch, bf16, cl, graphed, world if dist else 0),
+         "row": rid, "batch": batch, "world": world,
+         ("tokens_per_s" if charlm else "img_per_s"): round(items / (median / 1e3), 1),
          "ms": round(median, 4), "spread_ms": [round(percentile(ms, 0.1), 4), round(percentile(ms, 0.9), 4)],
          "min_ms": round(min(ms), 4), "max_ms": round(max(ms), 4), "wall_ms": round(wall * 1e3 / args.steps, 4),
          "steps": args.steps, "warmup": args.warmup}
@@ -278,6 +294,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batch", type=int, default=0, help="override every row's batch (smoke tests)")
     parser.add_argument("--device", default="")
+    parser.add_argument("--ddp", action="store_true", help="data parallel (automatic under torchrun with WORLD_SIZE > 1)")
     args = parser.parse_args()
     if args.steps < 10 or args.warmup < 5:
         parser.error("--steps must be >= 10 and --warmup >= 5")
@@ -287,25 +304,34 @@ def main():
     if unknown:
         parser.error(f"unknown rows {unknown}; rows: {', '.join(known)}")
     rows = [known[r] for r in ids] or ROWS
+    dist = None
+    if args.ddp or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch.distributed as dist
     if not args.device:
         if not torch.cuda.is_available():
             print(json.dumps(dict(bench="train_step", skipped="no GPU (--device cpu runs a smoke test)")))
             return 0
-        args.device = "cuda"
+        args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if dist else "cuda"
     dev = torch.device(args.device)
+    if dist:
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    main_rank = not dist or dist.get_rank() == 0
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = True         # PyTorch's default, stated: fp32 convs in TF32
     torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default (Ember's too)
     all_ok = True
     for row in rows:
-        if row[5] and dev.type != "cuda":
-            print(json.dumps(dict(bench="train_step", impl="torch", row=row[0],
-                                  shape=shape_key(*row[1:]), skipped="graphs need a GPU")))
+        if row[5] and (dev.type != "cuda" or dist):
+            if main_rank:
+                print(json.dumps(dict(bench="train_step", impl="torch", row=row[0], shape=shape_key(*row[1:]),
+                                      skipped="graphs need a GPU" if not dist else "graphed DDP is not measured")))
             continue
         result, errors = None, []
         for impl in ("fused", "foreach", "default"):
             try:
-                result = run_row(row, args, dev, impl)
+                result = run_row(row, args, dev, impl, dist)
                 break
             except Exception as e:  # e.g. no fused kernel for this device or no capture support
                 errors.append(f"{impl}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
@@ -320,7 +346,10 @@ def main():
             all_ok = False
         else:
             all_ok = all_ok and result["correct"]
-        print(json.dumps(result), flush=True)
+        if main_rank:
+            print(json.dumps(result), flush=True)
+    if dist:
+        dist.destroy_process_group()
     return 0 if all_ok else 1
 
 

@@ -49,7 +49,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& o) {
     addr = a && *a ? a : "127.0.0.1";
   }
   const int port = o.master_port > 0 ? o.master_port : env_int("MASTER_PORT", 29500);
-  return make_nccl_process_group(rank, world, local, addr, port, o.timeout);
+  const int timeout_s = env_int("EMBER_DIST_TIMEOUT_S", 0);
+  EMBER_CHECK(timeout_s >= 0, "EMBER_DIST_TIMEOUT_S=", timeout_s, " must be a positive number of seconds");
+  const std::chrono::milliseconds timeout =
+      timeout_s > 0 ? std::chrono::milliseconds(int64_t(timeout_s) * 1000) : o.timeout;
+  return make_nccl_process_group(rank, world, local, addr, port, timeout);
 }
 
 }  // namespace ember::distributed

@@ -50,7 +50,8 @@ struct InitOptions {
   std::string master_addr;       // "": MASTER_ADDR or 127.0.0.1
   int master_port = -1;          // -1: MASTER_PORT or 29500
   // A collective that has not finished after this long aborts the communicator and the next
-  // call into the group throws, naming the rank and the op (NCCL backend).
+  // call into the group throws, naming the rank and the op (NCCL backend). EMBER_DIST_TIMEOUT_S
+  // (seconds), when set, overrides it (and the rendezvous' wait).
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 
