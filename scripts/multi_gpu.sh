@@ -17,6 +17,10 @@
 # (./out when unset): build.log, multi_gpu.jsonl (the JSON lines of 1 and 2), failures.txt,
 # multi_gpu.txt (the table of steps, printed last).
 #   bash scripts/multi_gpu.sh    (EMBER_MULTI_GPU_STEPS="build scaling equivalence failures")
+# All four take ~10 minutes on 2 GPUs, the device tool's limit per command: run them in two calls
+# (EMBER_MULTI_GPU_STEPS="build scaling", then "equivalence failures"; the build stays). The
+# algorithm choices persist in $EMBER_ALGO_CACHE (default: build-gpu/algo_cache.json), so only the
+# first run of a shape pays for benchmarking them.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 repo=$PWD
@@ -24,6 +28,7 @@ out=${OUT:-$repo/out}
 build=${EMBER_GPU_BUILD_DIR:-build-gpu}
 steps=${EMBER_MULTI_GPU_STEPS:-build scaling equivalence failures}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export EMBER_ALGO_CACHE=${EMBER_ALGO_CACHE:-$repo/$build/algo_cache.json}
 [[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
 mkdir -p "$out"
 jsonl=$out/multi_gpu.jsonl failures=$out/failures.txt table=$out/multi_gpu.txt
