@@ -1,6 +1,7 @@
 // Timing shared by the GPU benchmarks (bench/*.cpp): the median over `reps` repetitions of the mean
 // time of `iters` back-to-back calls, from CUDA events on the current stream, after warm-up calls;
-// host_ms, the host's share of a call; and run_section, which reports a failing section of a benchmark and lets the next one run.
+// host_ms, the host's share of a call; and run_section, which reports a failing section of a
+// benchmark and lets the next one run.
 // What bench/lib/timing.py does for the PyTorch side. mean_ms and median are the pieces, for a
 // benchmark that interleaves the repetitions of two variants (so clock drift hits both alike).
 #pragma once

@@ -290,14 +290,13 @@ struct SingleReadPlan {
   size_t smem = 0;
 };
 
-// Per device: whether cooperative launches work, and the kernel's dynamic shared-memory limit.
+// Per device: the kernel's dynamic shared-memory limit, or 0 when it cannot run there (no
+// cooperative launches, or no block resident at that size).
 template <typename T>
 int single_read_smem_limit(int device) {
   static PerDevice<int> limit;
   return limit.get(device, [](int d) {
-    int cooperative = 0;
-    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, d));
-    if (cooperative == 0) return 0;
+    if (!device_properties(d).cooperative_launch) return 0;
     const int bytes = opt_in_max_dynamic_shared_memory<bn_single_read_kernel<T>>(d);
     // One block per SM must fit at that size (registers included), or the grid cannot be resident.
     DeviceGuard guard(Device::cuda(d));

@@ -710,9 +710,7 @@ template <typename T>
 PersistentPlan compute_persistent_plan(Direction direction, int64_t G, int64_t H, int64_t B, int device) {
   PersistentPlan plan;
   const DeviceProperties& props = device_properties(device);
-  int cooperative = 0;
-  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
-  if (cooperative == 0 || props.sm_count <= 0) return plan;
+  if (!props.cooperative_launch || props.sm_count <= 0) return plan;
   const bool forward = direction == Direction::forward;
   const size_t es = sizeof(T);
   const void* kernel = forward ? reinterpret_cast<const void*>(rnn_persistent_forward_kernel<T>)

@@ -157,7 +157,6 @@ const char* curand_status_name(int status) {
 // ---- the device error flag ------------------------------------------------------------------------
 namespace {
 
-
 // The flag buffer and the private stream that reads it. The stream is non-blocking, so reading the
 // flag never waits for (or is ordered after) the user's streams: callers synchronize those first.
 struct DeviceErrorState {

@@ -156,6 +156,7 @@ const DeviceProperties& device_properties(int device) {
     p.sm_count = prop.multiProcessorCount;
     p.total_memory = prop.totalGlobalMem;
     p.shared_memory_per_block_optin = prop.sharedMemPerBlockOptin;
+    p.cooperative_launch = prop.cooperativeLaunch != 0;
     EMBER_CUDA_CHECK(cudaDriverGetVersion(&p.driver_version));
     EMBER_CUDA_CHECK(cudaRuntimeGetVersion(&p.runtime_version));
   });

@@ -39,6 +39,7 @@ struct DeviceProperties {
   int sm_count = 0;
   size_t total_memory = 0;
   size_t shared_memory_per_block_optin = 0;
+  bool cooperative_launch = false;  // cudaLaunchCooperativeKernel works (grid-wide barriers)
   int driver_version = 0, runtime_version = 0;
 };
 const DeviceProperties& device_properties(int device);
