@@ -19,10 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
-#include <system_error>
-#include <thread>
 #include <vector>
 
+#include "cpu_kernels/parallel.h"
 #include "dispatch/algorithm.h"
 #include "ops/conv.h"
 
@@ -176,8 +175,6 @@ void backward_filter_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
 // 512 KiB, stays in L2).
 constexpr int64_t kMR = 6, kNR = 32, kKC = 256, kNC = 512;
 constexpr int64_t kPackedBFloats = kKC * kNC;
-// More threads than this would multiply the per-thread workspace for little gain on these sizes.
-constexpr int kMaxThreads = 16;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 // Workspace sub-buffers start on 64-byte boundaries.
@@ -205,36 +202,8 @@ bool uses_packed_gemm(const ConvProblem& pr) {
 // Threads for a problem with `items` independent work items. Small problems stay on the caller's
 // thread: starting a thread costs tens of microseconds.
 int thread_count(const ConvDims& d, int64_t items) {
-  static const int hardware =
-      std::clamp(int(std::thread::hardware_concurrency()), 1, kMaxThreads);
   if (d.macs() < 2e6) return 1;
-  return int(std::clamp<int64_t>(items, 1, hardware));
-}
-
-// The items [lo, hi) of `worker` when `items` are split evenly among `workers`.
-void share_of(int64_t items, int workers, int worker, int64_t& lo, int64_t& hi) {
-  lo = items * worker / workers;
-  hi = items * (worker + 1) / workers;
-}
-
-// Runs body(worker) for worker in [0, workers), worker 0 on the calling thread. If the system
-// refuses a thread, the caller runs that worker's share itself. `body` must not throw.
-template <typename F>
-void run_workers(int workers, const F& body) {
-  std::vector<std::thread> pool;
-  pool.reserve(size_t(workers));
-  int inline_from = workers;
-  for (int t = 1; t < workers; ++t) {
-    try {
-      pool.emplace_back([&body, t] { body(t); });
-    } catch (const std::system_error&) {
-      inline_from = t;
-      break;
-    }
-  }
-  body(0);
-  for (int t = inline_from; t < workers; ++t) body(t);
-  for (std::thread& th : pool) th.join();
+  return int(std::clamp<int64_t>(items, 1, cpu::hardware_threads()));
 }
 
 // Packs A[M, K], read as a[i * rs + k * cs], for gemm_packed: per K block, per kMR-row panel, kc
@@ -476,10 +445,10 @@ void scatter_images(const ConvDims& d, const float* dense, int64_t n0, int64_t c
 // share it.
 template <typename F>
 void for_each_image_run(const ConvDims& d, const PackedLayout& l, void* workspace, F&& f) {
-  run_workers(l.workers, [&](int t) {
+  cpu::run_workers(l.workers, [&](int t) {
     WorkerBuffers buf(l, workspace, t);
     int64_t n_lo, n_hi;
-    share_of(d.N, l.workers, t, n_lo, n_hi);
+    cpu::share_of(d.N, l.workers, t, n_lo, n_hi);
     for (int64_t n0 = n_lo; n0 < n_hi; n0 += l.batch) f(buf, n0, std::min(l.batch, n_hi - n0));
   });
 }
@@ -553,10 +522,10 @@ void backward_filter_packed(const ConvProblem& pr, void* workspace) {
   const float* x = pr.input.data<float>();
   float* dw = pr.weight.data<float>();
   const float* dy = pr.output.data<float>();
-  run_workers(l.workers, [&](int t) {
+  cpu::run_workers(l.workers, [&](int t) {
     WorkerBuffers buf(l, workspace, t);
     int64_t p_lo, p_hi;
-    share_of(l.filter_panels, l.workers, t, p_lo, p_hi);
+    cpu::share_of(l.filter_panels, l.workers, t, p_lo, p_hi);
     const int64_t lo = p_lo * kNR, hi = std::min(p_hi * kNR, d.CgRS());
     if (lo >= hi) return;
     for (int64_t n0 = 0; n0 < d.N; n0 += l.batch) {

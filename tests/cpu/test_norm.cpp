@@ -103,7 +103,10 @@ TEST_CASE("batch_norm training: batch statistics, output layout and running stat
   };
   const std::vector<Case> cases = {{{6, 5}, false},        {{3, 4, 7}, false},    {{3, 5, 4, 3}, false},
                                    {{3, 5, 4, 3}, true},   {{2, 3, 2, 3, 2}, false}, {{2, 3, 2, 3, 2}, true},
-                                   {{1, 7, 3, 1}, false},  {{4, 3, 1, 1}, true}};
+                                   {{1, 7, 3, 1}, false},  {{4, 3, 1, 1}, true},
+                                   // Large enough for the channels to be split across threads,
+                                   // with an odd plane (the sums' lanes end unevenly).
+                                   {{3, 5, 131, 167}, false}, {{3, 5, 131, 167}, true}};
   for (const Case& cs : cases) {
     CAPTURE(shape_str(cs.shape));
     CAPTURE(cs.channels_last);
@@ -129,6 +132,49 @@ TEST_CASE("batch_norm training: batch statistics, output layout and running stat
     }
     CHECK(max_diff(rm.to_vector(), rm_ref) < 1e-12);
     CHECK(max_diff(rv.to_vector(), rv_ref) < 1e-12);
+  }
+}
+
+TEST_CASE("batch_norm training backward on a large tensor matches the formula") {
+  // dx = invstd * w * (g - mean(g) - xhat * mean(g * xhat)), dw = sum(g * xhat), db = sum(g):
+  // computed here element by element, against the kernels on a tensor large enough for their
+  // channels to be split across threads, NCHW and channels_last.
+  const Shape shape = {3, 5, 131, 167};
+  const int64_t N = shape[0], C = shape[1], S = spatial(shape);
+  const double eps = 1e-5;
+  for (bool channels_last : {false, true}) {
+    CAPTURE(channels_last);
+    Tensor x = random_f64(shape, 41, 2.0, 1.0), gy = random_f64(shape, 42);
+    if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
+    Tensor w = random_f64({C}, 43, 0.5, 1.0), b = random_f64({C}, 44);
+    Tensor xl = x.detach().set_requires_grad(true), wl = w.detach().set_requires_grad(true),
+           bl = b.detach().set_requires_grad(true);
+    (batch_norm(xl, wl, bl, Tensor(), Tensor(), true, 0.1, eps) * gy).sum().backward();
+
+    const ChannelStats st = channel_stats(x);
+    const std::vector<double> xv = x.to_vector(), g = gy.to_vector(), wv = w.to_vector();
+    std::vector<double> dx(xv.size()), dw(size_t(C), 0.0), db(size_t(C), 0.0);
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t k = size_t(c);
+      const double invstd = 1.0 / std::sqrt(st.var[k] + eps);
+      auto at = [&](int64_t n, int64_t sp) { return size_t((n * C + c) * S + sp); };
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t sp = 0; sp < S; ++sp) {
+          const size_t i = at(n, sp);
+          db[k] += g[i];
+          dw[k] += g[i] * (xv[i] - st.mean[k]) * invstd;
+        }
+      const double count = double(N * S);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t sp = 0; sp < S; ++sp) {
+          const size_t i = at(n, sp);
+          const double xhat = (xv[i] - st.mean[k]) * invstd;
+          dx[i] = invstd * wv[k] * (g[i] - db[k] / count - xhat * dw[k] / count);
+        }
+    }
+    CHECK(max_diff(xl.grad().to_vector(), dx) < 1e-10);
+    CHECK(max_diff(wl.grad().to_vector(), dw) < 1e-8);
+    CHECK(max_diff(bl.grad().to_vector(), db) < 1e-8);
   }
 }
 
