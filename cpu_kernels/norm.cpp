@@ -4,9 +4,9 @@
 // every value is accumulated in double, and variances are two-pass (the mean first, then the sum
 // of squared deviations from it), never a sum and a sum of squares. Statistics are stored in the
 // statistics dtype (float64 for float64 inputs, else float32). Outputs are overwritten.
-// The batch-norm kernels walk one channel at a time over its runs of elements (channel_runs),
-// channels split across threads (cpu_kernels/parallel.h) on large tensors; a channel's sums run in
-// four interleaved lanes (lane_sum) in a fixed order, so results do not depend on the threads.
+// The batch-norm kernels split the channels into blocks across threads (cpu_kernels/parallel.h)
+// on large tensors and walk a block's elements in memory order (for_each_element_of); a channel's
+// sums run in a fixed order (channel_sums), so results do not depend on the threads.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -41,54 +41,68 @@ inline T store(double v) {
 // NaN stays NaN (as PyTorch's relu), unlike std::max(v, 0.0) on some orderings.
 inline double relu(double v) { return v < 0 ? 0.0 : v; }
 
-// Calls f(n, base, stride) for each sample n of channel c: that sample's l.S elements of the
-// channel sit at base + j * stride (stride 1 channels-outer, C channels-inner).
+// The sum of term(i) for i = base + j, j in [0, count), in four interleaved lanes added as
+// (0 + 1) + (2 + 3): a fixed order, at about four times the rate of one chain of dependent double
+// additions.
 template <typename F>
-void channel_runs(const ChannelLayout& l, int64_t c, F&& f) {
-  for (int64_t n = 0; n < l.N; ++n) {
-    if (l.channels_inner) f(n, n * l.S * l.C + c, l.C);
-    else f(n, (n * l.C + c) * l.S, int64_t(1));
-  }
-}
-
-// Calls f(i) for i = base + j * stride, j in [0, count); stride 1 as its own loop (vectorized).
-template <typename F>
-inline void for_run(int64_t base, int64_t count, int64_t stride, F&& f) {
-  if (stride == 1) {
-    for (int64_t j = 0; j < count; ++j) f(base + j);
-  } else {
-    for (int64_t j = 0; j < count; ++j) f(base + j * stride);
-  }
-}
-
-// The sum of term(i) over a run (see for_run) in four interleaved lanes added as (0 + 1) + (2 + 3):
-// a fixed order, at about four times the rate of one chain of dependent double additions.
-template <typename F>
-inline double lane_sum(int64_t base, int64_t count, int64_t stride, F&& term) {
+inline double lane_sum(int64_t base, int64_t count, F&& term) {
   double lane[4] = {0, 0, 0, 0};
   int64_t j = 0;
   for (; j + 4 <= count; j += 4) {
-    const int64_t i = base + j * stride;
-    lane[0] += term(i);
-    lane[1] += term(i + stride);
-    lane[2] += term(i + 2 * stride);
-    lane[3] += term(i + 3 * stride);
+    lane[0] += term(base + j);
+    lane[1] += term(base + j + 1);
+    lane[2] += term(base + j + 2);
+    lane[3] += term(base + j + 3);
   }
-  for (int k = 0; j < count; ++j, ++k) lane[k] += term(base + j * stride);
+  for (int k = 0; j < count; ++j, ++k) lane[k] += term(base + j);
   return (lane[0] + lane[1]) + (lane[2] + lane[3]);
 }
 
-// Runs body(c) for every channel, channels split across threads when the tensor is large enough
-// to pay for starting them.
+// Calls f(n, c, i) for every element i of channels [lo, hi), in memory order: channels-outer, each
+// (n, c) plane's S elements in a row; channels-inner, each position's run of channels lo..hi-1.
 template <typename F>
-void for_each_channel(const ChannelLayout& l, F&& body) {
+void for_each_element_of(const ChannelLayout& l, int64_t lo, int64_t hi, F&& f) {
+  for (int64_t n = 0; n < l.N; ++n) {
+    if (l.channels_inner) {
+      for (int64_t s = 0; s < l.S; ++s) {
+        const int64_t row = (n * l.S + s) * l.C;
+        for (int64_t c = lo; c < hi; ++c) f(n, c, row + c);
+      }
+    } else {
+      for (int64_t c = lo; c < hi; ++c) {
+        const int64_t plane = (n * l.C + c) * l.S;
+        for (int64_t s = 0; s < l.S; ++s) f(n, c, plane + s);
+      }
+    }
+  }
+}
+
+// out[c - lo] = the sum of term(n, c, i) over the elements of channel c, for c in [lo, hi), in a
+// fixed order: channels-outer, plane by plane, each plane in four lanes (lane_sum); channels-inner,
+// position by position in memory order (the channels' sums are independent chains).
+template <typename F>
+void channel_sums(const ChannelLayout& l, int64_t lo, int64_t hi, F&& term, double* out) {
+  std::fill(out, out + (hi - lo), 0.0);
+  if (l.channels_inner) {
+    for_each_element_of(l, lo, hi, [&](int64_t n, int64_t c, int64_t i) { out[c - lo] += term(n, c, i); });
+    return;
+  }
+  for (int64_t c = lo; c < hi; ++c)
+    for (int64_t n = 0; n < l.N; ++n)
+      out[c - lo] += lane_sum((n * l.C + c) * l.S, l.S, [&](int64_t i) { return term(n, c, i); });
+}
+
+// Runs body(lo, hi) over blocks of channels, split across threads when the tensor is large enough
+// to pay for starting them (each channel in one block: results do not depend on the threads).
+template <typename F>
+void for_channel_blocks(const ChannelLayout& l, F&& body) {
   constexpr int64_t kElementsPerThread = int64_t(1) << 16;
   const int workers = int(std::clamp<int64_t>(
       std::min<int64_t>(l.numel() / kElementsPerThread, l.C), 1, cpu::hardware_threads()));
   cpu::run_workers(workers, [&](int worker) {
     int64_t lo = 0, hi = 0;
     cpu::share_of(l.C, workers, worker, lo, hi);
-    for (int64_t c = lo; c < hi; ++c) body(c);
+    if (lo < hi) body(lo, hi);
   });
 }
 
@@ -120,21 +134,16 @@ void batch_norm_stats_impl(const BatchNormStatsArgs& a) {
   const T* x = a.x.data<T>();
   const double count = double(l.per_channel());
   std::vector<double> mean(size_t(l.C), 0.0), m2(size_t(l.C), 0.0);
-  for_each_channel(l, [&](int64_t c) {
-    double sum = 0;
-    channel_runs(l, c, [&](int64_t, int64_t base, int64_t stride) {
-      sum += lane_sum(base, l.S, stride, [&](int64_t i) { return load(x[i]); });
-    });
-    const double mu = sum / count;
-    double squares = 0;
-    channel_runs(l, c, [&](int64_t, int64_t base, int64_t stride) {
-      squares += lane_sum(base, l.S, stride, [&](int64_t i) {
-        const double d = load(x[i]) - mu;
-        return d * d;
-      });
-    });
-    mean[size_t(c)] = mu;
-    m2[size_t(c)] = squares;
+  for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
+    channel_sums(l, lo, hi, [&](int64_t, int64_t, int64_t i) { return load(x[i]); }, &mean[size_t(lo)]);
+    for (int64_t c = lo; c < hi; ++c) mean[size_t(c)] /= count;
+    channel_sums(
+        l, lo, hi,
+        [&](int64_t, int64_t c, int64_t i) {
+          const double d = load(x[i]) - mean[size_t(c)];
+          return d * d;
+        },
+        &m2[size_t(lo)]);
   });
   S* save_mean = a.save_mean.data<S>();
   S* save_invstd = a.save_invstd.data<S>();
@@ -158,16 +167,14 @@ void batch_norm_apply_impl(const BatchNormApplyArgs& a) {
   T* y = a.y.data<T>();
   const std::vector<double> mean = values_or<S>(a.mean, l.C, 0), invstd = values_or<S>(a.invstd, l.C, 1),
                             w = values_or<S>(a.weight, l.C, 1), b = values_or<S>(a.bias, l.C, 0);
-  for_each_channel(l, [&](int64_t c) {
-    const size_t k = size_t(c);
-    const double mu = mean[k], scale = invstd[k] * w[k], shift = b[k];
-    channel_runs(l, c, [&](int64_t, int64_t base, int64_t stride) {
-      for_run(base, l.S, stride, [&](int64_t i) {
-        // (x - mean) * invstd * w + b, as before: scale folds invstd * w in double.
-        double v = (load(x[i]) - mu) * scale + shift;
-        if (res != nullptr) v += load(res[i]);
-        y[i] = store<T>(a.relu ? relu(v) : v);
-      });
+  std::vector<double> scale(size_t(l.C));
+  for (size_t k = 0; k < scale.size(); ++k) scale[k] = invstd[k] * w[k];
+  for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
+    for_each_element_of(l, lo, hi, [&](int64_t, int64_t c, int64_t i) {
+      const size_t k = size_t(c);
+      double v = (load(x[i]) - mean[k]) * scale[k] + b[k];
+      if (res != nullptr) v += load(res[i]);
+      y[i] = store<T>(a.relu ? relu(v) : v);
     });
   });
 }
@@ -182,21 +189,19 @@ void channel_grad_sums_impl(const ChannelGradSumsArgs& a) {
   const S* mean = a.mean.data<S>();
   const S* rstd = a.rstd.data<S>();
   std::vector<double> sum_dy(size_t(l.C), 0.0), sum_dy_xhat(size_t(l.C), 0.0);
-  for_each_channel(l, [&](int64_t c) {
-    double s_dy = 0, s_dy_xhat = 0;
-    channel_runs(l, c, [&](int64_t n, int64_t base, int64_t stride) {
-      const int64_t si = n * a.stats.n_stride + c / a.stats.group_size;
-      const double mu = double(mean[si]), rs = double(rstd[si]);
-      auto g = [&](int64_t i) {
-        const double v = load(dy[i]);
-        return gate != nullptr && !(load(gate[i]) > 0) ? 0.0 : v;
-      };
-      s_dy += lane_sum(base, l.S, stride, g);
-      s_dy_xhat += lane_sum(base, l.S, stride,
-                            [&](int64_t i) { return g(i) * ((load(x[i]) - mu) * rs); });
-    });
-    sum_dy[size_t(c)] = s_dy;
-    sum_dy_xhat[size_t(c)] = s_dy_xhat;
+  auto g = [&](int64_t i) {
+    const double v = load(dy[i]);
+    return gate != nullptr && !(load(gate[i]) > 0) ? 0.0 : v;
+  };
+  for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
+    channel_sums(l, lo, hi, [&](int64_t, int64_t, int64_t i) { return g(i); }, &sum_dy[size_t(lo)]);
+    channel_sums(
+        l, lo, hi,
+        [&](int64_t n, int64_t c, int64_t i) {
+          const int64_t si = n * a.stats.n_stride + c / a.stats.group_size;
+          return g(i) * ((load(x[i]) - double(mean[si])) * double(rstd[si]));
+        },
+        &sum_dy_xhat[size_t(lo)]);
   });
   S* out_dy = a.sum_dy.data<S>();
   S* out_dy_xhat = a.sum_dy_xhat.data<S>();
@@ -227,21 +232,17 @@ void batch_norm_backward_elemt_impl(const BatchNormBackwardArgs& a) {
       mean_dy_xhat[size_t(c)] /= count;
     }
   }
-  for_each_channel(l, [&](int64_t c) {
-    const size_t k = size_t(c);
-    const double mu = mean[k], is = invstd[k], out_scale = invstd[k] * w[k];
-    const double m_dy = mean_dy[k], m_dy_xhat = mean_dy_xhat[k];
-    channel_runs(l, c, [&](int64_t, int64_t base, int64_t stride) {
-      for_run(base, l.S, stride, [&](int64_t i) {
-        double g = load(dy[i]);
-        if (gate != nullptr && !(load(gate[i]) > 0)) g = 0;
-        if (dres != nullptr) dres[i] = store<T>(g);
-        if (dx != nullptr) {
-          const double xhat = (load(x[i]) - mu) * is;
-          const double centered = a.training ? g - m_dy - xhat * m_dy_xhat : g;
-          dx[i] = store<T>(centered * out_scale);
-        }
-      });
+  for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
+    for_each_element_of(l, lo, hi, [&](int64_t, int64_t c, int64_t i) {
+      const size_t k = size_t(c);
+      double g = load(dy[i]);
+      if (gate != nullptr && !(load(gate[i]) > 0)) g = 0;
+      if (dres != nullptr) dres[i] = store<T>(g);
+      if (dx != nullptr) {
+        const double xhat = (load(x[i]) - mean[k]) * invstd[k];
+        const double centered = a.training ? g - mean_dy[k] - xhat * mean_dy_xhat[k] : g;
+        dx[i] = store<T>(centered * invstd[k] * w[k]);
+      }
     });
   });
 }
