@@ -4,7 +4,8 @@
 //    channels fastest (coalesced along C), NCHW ones along W. Max pooling keeps the first maximum
 //    and lets NaN win (the last NaN), as PyTorch; averages accumulate in float (double for f64).
 //    Max indices are int64 flat positions, uint8 window taps or not written (ops/pooling.h), a
-//    uniform run-time choice rather than more template instances;
+//    uniform run-time choice rather than more template instances (packed taps are the fast
+//    paths' alone);
 //  - global average pooling of an NCHW tensor (adaptive to size 1, dense planes): a warp per
 //    plane, reading it contiguously;
 //  - backward: a thread per INPUT element gathering from the windows that contain it (no atomics,
@@ -297,11 +298,20 @@ void launch_pool_backward(const PoolArgs& a, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
+// Packed taps are promised only where the fast path runs both directions (pool_fast_packs_taps).
+void check_not_packed(const PoolArgs& a, const char* direction) {
+  EMBER_CHECK(!a.packed_taps, "max pooling ", direction,
+              ": packed uint8 taps reached the generic CUDA kernel, which reads and writes a byte "
+              "per tap (an Ember bug: pool_packs_taps_kernel promised the channels_last fast path; "
+              "please report it with the input's shape, strides and dtype)");
+}
+
 void pool_forward_cuda(const PoolArgs& a) {
   if (a.output.numel() == 0) return;
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
   if (pool_fast_forward(a, stream)) return;  // dense channels_last windows, global average
+  check_not_packed(a, "forward");
   dispatch_floating(a.input.dtype(), "pooling",
                     [&](auto tag) { launch_pool_forward<decltype(tag)>(a, stream); });
 }
@@ -311,6 +321,7 @@ void pool_backward_cuda(const PoolArgs& a) {
   DeviceGuard device_guard(a.input.device());
   cudaStream_t stream = stream_of(a.input.device());
   if (pool_fast_backward(a, stream)) return;
+  check_not_packed(a, "backward");
   dispatch_floating(a.input.dtype(), "pooling",
                     [&](auto tag) { launch_pool_backward<decltype(tag)>(a, stream); });
 }
@@ -321,4 +332,5 @@ void pool_backward_cuda(const PoolArgs& a) {
 namespace ember {
 EMBER_REGISTER_KERNEL(pool_forward_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_forward_cuda);
 EMBER_REGISTER_KERNEL(pool_backward_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_backward_cuda);
+EMBER_REGISTER_KERNEL(pool_packs_taps_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_fast_packs_taps);
 }  // namespace ember

@@ -12,7 +12,11 @@
 //    Max pooling over 3x3 windows (uint8 taps or none) has its own forward with the nine 16-byte
 //    loads unrolled (bfloat16 compared two channels per instruction). Max indices are a template
 //    parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of them moved per
-//    access; a null uint8 pointer means the forward writes none.
+//    access; a null uint8 pointer means the forward writes none. The forwards on whole vectors
+//    write uint8 taps packed two a byte where windows have at most 16 taps (pool_fast_packs_taps;
+//    ResNet's 3x3 stride-2 pool fwd+bwd 256x64x112x112 on the H200: bf16 325.6-327.0 -> 321.0 us,
+//    f32 553.1-554.8 -> 545.7-546.0), and every backward reads them (the tiles kernel tests eight
+//    nibbles at once, as it tests four bytes).
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
 //    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
 //    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
@@ -128,6 +132,46 @@ __device__ __forceinline__ void store_indices(uint8_t* p, const int (&v)[V]) {
   }
 }
 
+// Packed taps (PoolArgs::packed_taps): the tap of the output element at offset `at` is the low
+// (at even) or high nibble of byte at / 2. A thread's V = 4 or 8 channels start at an offset
+// divisible by V, so their taps are one 16- or 32-bit word, channel j in bits 4j .. 4j + 3.
+// Four nibbles (bits 0..15 of n) spread to the four bytes of a uint8 tap word.
+__device__ __forceinline__ uint32_t nibbles_to_bytes(uint32_t n) {
+  n = (n | (n << 8)) & 0x00ff00ffu;
+  return (n | (n << 4)) & 0x0f0f0f0fu;
+}
+// V = 4 or 8 taps of the outputs from offset `at`, loaded as they are stored: uint8 tap words
+// (load_tap_words), or packed nibbles in words[0] (unpack_tap_words turns them into tap words).
+// Split in two so that a kernel can issue all its loads before it uses any.
+template <int V>
+__device__ __forceinline__ void load_taps_raw(const uint8_t* taps, int at, bool packed,
+                                              uint32_t (&words)[V / 4]) {
+  if (!packed)
+    load_tap_words<V>(taps + at, words);
+  else if constexpr (V == 4)
+    words[0] = *reinterpret_cast<const uint16_t*>(taps + at / 2);
+  else
+    words[0] = *reinterpret_cast<const uint32_t*>(taps + at / 2);
+}
+template <int V>
+__device__ __forceinline__ void unpack_tap_words(bool packed, uint32_t (&words)[V / 4]) {
+  if (!packed) return;
+  if constexpr (V == 8) words[1] = nibbles_to_bytes(words[0] >> 16);
+  words[0] = nibbles_to_bytes(words[0] & 0xffffu);
+}
+// V taps (each < 16) of the outputs from offset `at`, packed: one 16- or 32-bit store.
+template <int V>
+__device__ __forceinline__ void store_packed_taps(uint8_t* taps, int at, const int (&v)[V]) {
+  static_assert(V == 4 || V == 8, "packed taps move in 16- or 32-bit words");
+  uint32_t n = 0;
+#pragma unroll
+  for (int j = 0; j < V; ++j) n |= uint32_t(v[j]) << (4 * j);
+  if constexpr (V == 4)
+    *reinterpret_cast<uint16_t*>(taps + at / 2) = uint16_t(n);
+  else
+    *reinterpret_cast<uint32_t*>(taps + at / 2) = n;
+}
+
 // What a max-pooling kernel compares and stores per output: the window tap (uint8 indices) or the
 // input cell h * W + w (int64 indices); saved indices are read back as SavedIndex.
 template <typename Idx>
@@ -190,7 +234,7 @@ __device__ __forceinline__ int avg_divisor(int o, int stride, int pad, int kerne
 template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
 pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
-                           Idx* __restrict__ indices, int64_t total) {
+                           Idx* __restrict__ indices, int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -239,7 +283,17 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
       }
 #pragma unroll
     for (int j = 0; j < V; ++j) result.v[j] = convert<T>(best[j]);
-    if (indices != nullptr) store_indices<V>(indices + at, best_at);
+    if (indices != nullptr) {
+      if constexpr (kTapIndices<Idx> && V > 1) {
+        if (packed_taps) {
+          store_packed_taps<V>(indices, at, best_at);
+        } else {
+          store_indices<V>(indices + at, best_at);
+        }
+      } else {
+        store_indices<V>(indices + at, best_at);  // the host packs no taps for V == 1
+      }
+    }
   } else {
     int h0 = o.y * g.stride_h - g.pad_h;
     int h1 = ::min(h0 + g.kernel_h, g.in_h + g.pad_h);
@@ -291,12 +345,12 @@ __device__ __forceinline__ uint32_t bf16x2_greater_or_nan(uint32_t x, uint32_t b
 // kernel: 2926); bfloat16 3495 (82% of copy) this way, against 2635 with 4 channels a thread
 // (8-byte vectors, packed, 39 registers, 6 blocks per SM: twice float32's threads per byte, each
 // living about as long) and 1281 with 8 channels and a float scan (84 registers). bfloat16's best values go out through float like the general kernel's (NaN as
-// that conversion makes it); its taps as one 8-byte store.
+// that conversion makes it); its taps as one 8-byte store, or 4 bytes packed.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
 max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
                                    T* __restrict__ out, uint8_t* __restrict__ taps,
-                                   int64_t total) {
+                                   int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int V = kVectorOf<T>;
@@ -367,10 +421,19 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
     }
     *reinterpret_cast<Vec*>(out + at) = result;
     // Channel j's tap (< 9) is the low byte of its 16-bit half: bytes 0 and 2 of each word.
-    if (taps != nullptr)
+    if (taps != nullptr && packed_taps) {
+      // Word k's two taps as one byte (channel 2k low), the four bytes into one 32-bit store.
+      uint32_t pairs[V / 2];
+#pragma unroll
+      for (int k = 0; k < V / 2; ++k) pairs[k] = best_tap[k] | (best_tap[k] >> 12);
+      *reinterpret_cast<uint32_t*>(taps + at / 2) =
+          __byte_perm(__byte_perm(pairs[0], pairs[1], 0x0040), __byte_perm(pairs[2], pairs[3], 0x0040),
+                      0x5410);
+    } else if (taps != nullptr) {
       *reinterpret_cast<uint2*>(taps + at) =
           make_uint2(__byte_perm(best_tap[0], best_tap[1], 0x6420),
                      __byte_perm(best_tap[2], best_tap[3], 0x6420));
+    }
   } else {
     float best[V];
     int best_at[V];
@@ -396,7 +459,12 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
 #pragma unroll
     for (int j = 0; j < V; ++j) result.v[j] = best[j];
     *reinterpret_cast<Vec*>(out + at) = result;
-    if (taps != nullptr) store_indices<V>(taps + at, best_at);
+    if (taps != nullptr) {
+      if (packed_taps)
+        store_packed_taps<V>(taps, at, best_at);
+      else
+        store_indices<V>(taps + at, best_at);
+    }
   }
 }
 
@@ -405,7 +473,7 @@ template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
 pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                             const T* __restrict__ grad_out, const Idx* __restrict__ indices,
-                            int64_t total) {
+                            int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -442,7 +510,23 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
       if constexpr (kMax) {
         const int key = kTapIndices<Idx> ? tap_h * g.kernel_w + tap_w : cell;
         SavedIndex<Idx> saved[V];
-        load_indices<V>(indices + at, saved);
+        if constexpr (kTapIndices<Idx>) {
+          if (packed_taps) {
+            if constexpr (V == 1) {
+              saved[0] = (indices[at / 2] >> (4 * (at % 2))) & 0xf;
+            } else {
+              uint32_t words[V / 4];
+              load_taps_raw<V>(indices, at, true, words);
+              unpack_tap_words<V>(true, words);
+#pragma unroll
+              for (int j = 0; j < V; ++j) saved[j] = int(tap_in<V>(words, j));
+            }
+          } else {
+            load_indices<V>(indices + at, saved);
+          }
+        } else {
+          load_indices<V>(indices + at, saved);
+        }
 #pragma unroll
         for (int j = 0; j < V; ++j)
           if (saved[j] == key) acc[j] += convert<float>(go.v[j]);
@@ -494,6 +578,63 @@ __device__ __forceinline__ uint32_t pair_mask(uint32_t flags, int pair) {
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(mask) : "r"(flags), "r"(pair == 0 ? 0x9988u : 0xbbaau));
   return mask;
 }
+// The tile kernel's view of a window's V taps, loaded as stored: uint8 taps as V / 4 tap words,
+// or packed taps as one word of V nibbles (16 bits for V = 4). Mismatch flags against a key come
+// out in the same shape: bit 7 of byte j % 4 of word j / 4, or bit 3 of nibble j, set where
+// channel j's tap differs. Testing packed taps costs what testing bytes does, per word, with
+// twice the channels a word: the nibble form of tap_mismatch_flags, 0x8 and 0x1 per nibble.
+template <int V, bool kPacked>
+struct WindowTaps {
+  static constexpr int kWords = kPacked ? 1 : V / 4;
+  uint32_t w[kWords];
+
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) w[k] = 0;
+  }
+  __device__ __forceinline__ void load(const uint8_t* taps, int at) {
+    if constexpr (!kPacked)
+      load_tap_words<V>(taps + at, w);
+    else if constexpr (V == 4)
+      w[0] = *reinterpret_cast<const uint16_t*>(taps + at / 2);
+    else
+      w[0] = *reinterpret_cast<const uint32_t*>(taps + at / 2);
+  }
+  __device__ __forceinline__ WindowTaps mismatch(uint32_t key) const {
+    WindowTaps f;
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) {
+      if constexpr (kPacked) {
+        const uint32_t differ = w[k] ^ (key * 0x11111111u);
+        f.w[k] = ((differ | 0x88888888u) - 0x11111111u) | differ;
+      } else {
+        f.w[k] = tap_mismatch_flags(w[k], key);
+      }
+    }
+    return f;
+  }
+  // On mismatch flags: whether channel j's tap differs.
+  __device__ __forceinline__ bool differs(int j) const {
+    if constexpr (kPacked)
+      return (w[0] & (0x8u << (4 * j))) != 0;
+    else
+      return (w[j / 4] & (0x80u << (8 * (j % 4)))) != 0;
+  }
+  // On mismatch flags (bfloat16, V = 8): 0xffff over each half of word k of the loaded vector
+  // (channels 2k, 2k + 1) whose channel's tap differs. Nibbles: channel 2k + 1's flag is bit 7 of
+  // byte k, channel 2k's is bit 7 of byte k of the flags shifted left by 4; prmt replicates them.
+  __device__ __forceinline__ uint32_t pair_differs(int k) const {
+    if constexpr (kPacked) {
+      const uint32_t select = (8u + k) * 0x11u | (12u + k) * 0x1100u;
+      uint32_t mask;
+      asm("prmt.b32 %0, %1, %2, %3;" : "=r"(mask) : "r"(w[0] << 4), "r"(w[0]), "r"(select));
+      return mask;
+    } else {
+      return pair_mask(w[k / 2], k % 2);
+    }
+  }
+};
+
 // Two bfloat16 sums of a word each, rounded once (add.bf16x2).
 __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
   __nv_bfloat162 x, y;
@@ -514,8 +655,8 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
 // stride 2, and a 2x2 stride-2 tile is exactly one window (the output gradient is read once).
 // Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
 // descending) from 0, in float, so results are bit-identical to it; pixels in no window get zeros.
-// Max pooling adds a window's channel where its tap is the pixel's (tap_mismatch_flags tests four
-// channels at once); bfloat16 pixels in at most two windows (three of a 3x3 stride-2 tile's four)
+// Max pooling adds a window's channel where its tap is the pixel's (WindowTaps tests a word of
+// taps at once: four uint8 taps or eight packed ones, kPackedTaps); bfloat16 pixels in at most two windows (three of a 3x3 stride-2 tile's four)
 // sum packed pairs instead: +0 + a + b rounded once to bfloat16 (add.bf16x2) is what the float sum
 // rounds to, as a + b of two bfloat16 is exact in float or within 2^-15 of the larger (so both
 // round it alike), and the leading +0 turns -0 into +0 as the float sum does; unmatched channels
@@ -531,7 +672,7 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
 // with them 3147 (H200, session 9 run 3; float32 3704).
 template <typename T, bool kMax>
 constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : (kMax ? 5 : 4);
-template <typename T, int V, bool kMax>
+template <typename T, int V, bool kMax, bool kPackedTaps>
 __global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T, kMax>)
 pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                                   const T* __restrict__ grad_out,
@@ -579,19 +720,18 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   // The tile's windows, every load issued before any is used.
   const int image = tile.n * g.out_image + tile.c0;
   uint32_t go[2][2][4];
-  uint32_t words[2][2][V / 4];
+  WindowTaps<V, kPackedTaps> window_taps[2][2];
 #pragma unroll
   for (int a = 0; a < 2; ++a)
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) go[a][b][k] = 0;
-#pragma unroll
-      for (int k = 0; k < V / 4; ++k) words[a][b][k] = 0;
+      window_taps[a][b].clear();
       if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
       const int at = image + ((oh_last - a) * g.out_w + ow_last - b) * g.channels;
       load_words(grad_out + at, go[a][b]);
-      if constexpr (kMax) load_tap_words<V>(taps + at, words[a][b]);
+      if constexpr (kMax) window_taps[a][b].load(taps, at);
     }
   // Average pooling: each window's divisor, computed once for the tile (the 2x2 stride-2 backward
   // ran at 2657 GB/s computing it per pixel against 2974 once per window, bf16 on the H200).
@@ -617,9 +757,9 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
       if (r >= rows || c >= cols) continue;
       // tap_h / tap_w are -1 for windows that do not exist, so `meets` skips them too.
       auto meets = [&](int a, int b) { return tap_h[a][r] >= 0 && tap_w[b][c] >= 0; };
-      // Per tap word: bit 7 of byte j set where channel j's tap is not this pixel's.
-      auto mismatch = [&](int a, int b, int k) {
-        return tap_mismatch_flags(words[a][b][k], uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]));
+      // Flags set where a channel's tap in window (a, b) is not this pixel's.
+      auto mismatch = [&](int a, int b) {
+        return window_taps[a][b].mismatch(uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]));
       };
       uint32_t result[4];
       bool packed = false;
@@ -635,10 +775,10 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
             if (!meets(a, b)) continue;
-            const uint32_t flags[2] = {mismatch(a, b, 0), mismatch(a, b, 1)};
+            const auto flags = mismatch(a, b);
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-              result[k] = bf16x2_add(result[k], go[a][b][k] & ~pair_mask(flags[k / 2], k % 2));
+              result[k] = bf16x2_add(result[k], go[a][b][k] & ~flags.pair_differs(k));
           }
       } else {
         // Four channels (a tap word's) at a time: fewer sums live next to the windows.
@@ -651,11 +791,10 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
             for (int b = 0; b < 2; ++b) {
               if (!meets(a, b)) continue;
               if constexpr (kMax) {
-                const uint32_t flags = mismatch(a, b, q);
+                const auto flags = mismatch(a, b);
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                  if ((flags & (0x80u << (8 * j))) == 0)
-                    acc[j] += channel_of<T>(go[a][b], 4 * q + j);
+                  if (!flags.differs(4 * q + j)) acc[j] += channel_of<T>(go[a][b], 4 * q + j);
               } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -693,7 +832,8 @@ template <typename T, int V, bool kMax>
 __global__ void __launch_bounds__(kBlockThreads)
 pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                                      const T* __restrict__ grad_out,
-                                     const uint8_t* __restrict__ taps, int64_t total) {
+                                     const uint8_t* __restrict__ taps, int64_t total,
+                                     bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   static_assert(V == 4 || V == 8, "cells move 16-byte vectors and their taps in 32-bit words");
@@ -714,7 +854,10 @@ pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   if (window) {
     const int at = cell.n * g.out_image + (cell.y * g.out_w + cell.x) * g.channels + cell.c0;
     go = *reinterpret_cast<const Vec*>(grad_out + at);
-    if constexpr (kMax) load_tap_words<V>(taps + at, words);
+    if constexpr (kMax) {
+      load_taps_raw<V>(taps, at, packed_taps, words);
+      unpack_tap_words<V>(packed_taps, words);
+    }
   }
   T* dst = grad_in + cell.n * g.in_image + (y0 * g.in_w + x0) * g.channels + cell.c0;
   if constexpr (kMax) {
@@ -962,8 +1105,9 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
       !is_dense(true, a.batch, a.channels, a.out_size, a.out_strides))
     return {};
   const bool max_indices = a.mode == PoolMode::max && a.indices.defined();
-  // The kernels read and write indices at the output's offsets (as pooling.cu does).
-  if (max_indices && !same_offsets(a.indices, a.output)) return {};
+  // The kernels read and write indices at the output's offsets (as pooling.cu does); packed taps
+  // at half of them (the output is dense, so its offsets are its memory order).
+  if (max_indices && !a.packed_taps && !same_offsets(a.indices, a.output)) return {};
   const bool aligned =
       aligned16(a.input) && aligned16(a.output) && (!max_indices || aligned16(a.indices));
   const int v = a.channels % vector == 0 && aligned ? vector : 1;
@@ -1067,7 +1211,7 @@ void launch_max_3x3(const PoolArgs& a, cudaStream_t stream) {
   uint8_t* taps = a.indices.defined() ? a.indices.data<uint8_t>() : nullptr;
   launch_window_kernel(max_pool2d_3x3_nhwc_forward_kernel<T>, blocks_for(total), stream, g,
                        static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()),
-                       taps, total);
+                       taps, total, a.packed_taps);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -1082,18 +1226,24 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
   // int64 flat indices, else uint8 taps (null: max pooling without indices, or average pooling).
   const bool flat_indices = max && a.indices.defined() && a.indices.dtype() == DType::i64;
   uint8_t* taps = max && a.indices.defined() && !flat_indices ? a.indices.data<uint8_t>() : nullptr;
+  // Packed taps are written only on whole vectors (a thread's taps are then whole bytes); the
+  // per-pixel backward reads them a nibble at a time too.
+  EMBER_CHECK(!forward || !a.packed_taps || V > 1, "max pooling: packed uint8 taps are written "
+              "only on 16-byte vectors of channels (an Ember bug: pool_fast_packs_taps promised "
+              "them)");
+  const bool packed = a.packed_taps;
   if (forward) {
     const T* in = static_cast<const T*>(a.input.data_ptr());
     T* out = static_cast<T*>(a.output.data_ptr());
     if (flat_indices)
       launch_window_kernel(pool2d_nhwc_forward_kernel<T, V, true, int64_t>, grid, stream, g, in, out,
-                           a.indices.data<int64_t>(), total);
+                           a.indices.data<int64_t>(), total, false);
     else if (max)
       launch_window_kernel(pool2d_nhwc_forward_kernel<T, V, true, uint8_t>, grid, stream, g, in, out,
-                           taps, total);
+                           taps, total, packed);
     else
       launch_window_kernel(pool2d_nhwc_forward_kernel<T, V, false, uint8_t>, grid, stream, g, in,
-                           out, static_cast<uint8_t*>(nullptr), total);
+                           out, static_cast<uint8_t*>(nullptr), total, false);
   } else {
     T* grad_in = static_cast<T*>(a.input.data_ptr());
     const T* grad_out = static_cast<const T*>(a.output.data_ptr());
@@ -1101,13 +1251,17 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
       // By whole windows or by 2x2 tiles: the same arguments (taps null for average pooling).
       const bool disjoint = kernel == PoolFastKernel::window_disjoint_nhwc;
       if (disjoint || kernel == PoolFastKernel::window_tiles_nhwc) {
-        const auto by_windows_or_tiles =
-            disjoint ? (max ? pool2d_nhwc_backward_disjoint_kernel<T, V, true>
-                            : pool2d_nhwc_backward_disjoint_kernel<T, V, false>)
-                     : (max ? pool2d_nhwc_backward_tiles_kernel<T, V, true>
-                            : pool2d_nhwc_backward_tiles_kernel<T, V, false>);
-        launch_window_kernel(by_windows_or_tiles, grid, stream, g, grad_in, grad_out,
-                             static_cast<const uint8_t*>(taps), total);
+        if (disjoint)
+          launch_window_kernel(max ? pool2d_nhwc_backward_disjoint_kernel<T, V, true>
+                                   : pool2d_nhwc_backward_disjoint_kernel<T, V, false>,
+                               grid, stream, g, grad_in, grad_out,
+                               static_cast<const uint8_t*>(taps), total, packed);
+        else
+          launch_window_kernel(!max     ? pool2d_nhwc_backward_tiles_kernel<T, V, false, false>
+                               : packed ? pool2d_nhwc_backward_tiles_kernel<T, V, true, true>
+                                        : pool2d_nhwc_backward_tiles_kernel<T, V, true, false>,
+                               grid, stream, g, grad_in, grad_out,
+                               static_cast<const uint8_t*>(taps), total);
         EMBER_CUDA_LAUNCH_CHECK();
         return;
       }
@@ -1115,13 +1269,13 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
     if (flat_indices)
       launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, true, int64_t>, grid, stream, g,
                            grad_in, grad_out, static_cast<const int64_t*>(a.indices.data<int64_t>()),
-                           total);
+                           total, false);
     else if (max)
       launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, true, uint8_t>, grid, stream, g,
-                           grad_in, grad_out, static_cast<const uint8_t*>(taps), total);
+                           grad_in, grad_out, static_cast<const uint8_t*>(taps), total, packed);
     else
       launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, false, uint8_t>, grid, stream, g,
-                           grad_in, grad_out, static_cast<const uint8_t*>(nullptr), total);
+                           grad_in, grad_out, static_cast<const uint8_t*>(nullptr), total, false);
   }
   EMBER_CUDA_LAUNCH_CHECK();
 }
@@ -1189,6 +1343,15 @@ PoolFastPlan pool_fast_plan(const PoolArgs& a, dispatch::Direction direction) {
     return global ? plan_global(a, direction, vector) : PoolFastPlan{};
   }
   return plan_window(a, direction, vector);
+}
+
+bool pool_fast_packs_taps(const PoolArgs& a) {
+  if (a.mode != PoolMode::max || a.kernel[0] * a.kernel[1] * a.kernel[2] > kPoolMaxTapsU4 ||
+      a.channels % 2 != 0)
+    return false;
+  const PoolFastPlan plan = pool_fast_plan(a, dispatch::Direction::forward);
+  return plan.vector > 1 && (plan.kernel == PoolFastKernel::max_3x3_nhwc ||
+                             plan.kernel == PoolFastKernel::window_nhwc);
 }
 
 bool pool_fast_forward(const PoolArgs& a, cudaStream_t stream) {

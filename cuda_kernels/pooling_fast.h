@@ -4,7 +4,8 @@
 // input, plus its backward into dense NCHW; max pooling with int64, uint8 or no indices
 // (ops/pooling.h); window backward by whole windows where they do not overlap, by 2x2 input tiles
 // where a tile meets at most two windows per dim, and max pooling's forward over 3x3 windows
-// unrolled. float32 and bfloat16 only. Each entry point returns false, launching nothing, when its
+// unrolled; uint8 taps packed two a byte where a forward here writes them. float32 and bfloat16
+// only. Each entry point returns false, launching nothing, when its
 // conditions (dtype, layout, 32-bit sizes) do not hold; the results then come from the generic
 // kernels, whose semantics these paths reproduce exactly.
 #pragma once
@@ -45,5 +46,11 @@ PoolFastPlan pool_fast_plan(const PoolArgs& a, dispatch::Direction direction);
 // accumulated, as by the generic kernels.
 bool pool_fast_forward(const PoolArgs& a, cudaStream_t stream);
 bool pool_fast_backward(const PoolArgs& a, cudaStream_t stream);
+
+// pool_packs_taps_kernel for CUDA: true when max pooling `a` (indices not yet allocated) has
+// windows of at most kPoolMaxTapsU4 taps and runs forward through a fast kernel on 16-byte
+// vectors (max_3x3_nhwc, or window_nhwc with whole vectors), which then writes its taps packed;
+// the backward of the same problem always runs through a fast kernel too, which reads them.
+bool pool_fast_packs_taps(const PoolArgs& a);
 
 }  // namespace ember::cuda

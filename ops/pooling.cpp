@@ -1,19 +1,20 @@
 // Pooling ops (ops/pooling.h): argument checks, output sizes (PyTorch's rules), output layout
 // (the input's memory format), the 3-D PoolArgs every variant becomes, autograd (max pooling saves
-// its indices, one byte per output when only autograd needs them; average pooling saves nothing
-// but the geometry), and the kernel table definitions.
+// its indices, one byte per output -- or half of one where the device packs them -- when only
+// autograd needs them; average pooling saves nothing but the geometry), and the kernel table
+// definitions.
 #include "ops/pooling.h"
 
 #include <array>
 #include <string>
 
 #include "autograd/autograd.h"
-#include "ops/layout.h"
 
 namespace ember {
 
 EMBER_DEFINE_KERNEL(pool_forward_kernel, PoolKernel)
 EMBER_DEFINE_KERNEL(pool_backward_kernel, PoolKernel)
+EMBER_DEFINE_KERNEL(pool_packs_taps_kernel, PoolPacksTaps)
 
 namespace {
 
@@ -59,15 +60,6 @@ void strides5(const Tensor& t, int spatial, int64_t (&out)[5]) {
     const int dim = i - (3 - spatial);
     out[2 + i] = dim >= 0 ? t.stride(2 + dim) : 0;
   }
-}
-
-// `g` with the strides of the dense `like` (kept in g's dtype), copying only when they differ.
-Tensor with_layout(const Tensor& g, const Tensor& like) {
-  if (same_layout(g, like)) return g;
-  Tensor r = empty_with_layout_of(like, g.dtype());
-  autograd::NoGradGuard no_grad;
-  r.copy_(g);
-  return r;
 }
 
 struct PoolResult {
@@ -139,15 +131,23 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
       (rank == 4 || rank == 5) ? x.suggest_memory_format() : MemoryFormat::contiguous;
   a.input = x;
   a.output = empty(out_shape, x.dtype(), x.device(), format);
+  strides5(x, s.spatial, a.in_strides);
+  strides5(a.output, s.spatial, a.out_strides);
   const bool needs_grad = autograd::needs_grad({&x0});
   if (s.mode == PoolMode::max && (return_indices || needs_grad)) {
     // Backward alone needs only which tap of its window each output took: one byte instead of
-    // eight, written by the forward and read by the backward (the user's indices stay int64).
-    const bool taps = !return_indices && a.kernel[0] * a.kernel[1] * a.kernel[2] <= kPoolMaxTapsU8;
-    a.indices = empty(out_shape, taps ? DType::u8 : DType::i64, x.device(), format);
+    // eight (half a byte where the device's forward packs them), written by the forward and read
+    // by the backward (the user's indices stay int64).
+    const int64_t window_taps = a.kernel[0] * a.kernel[1] * a.kernel[2];
+    const bool taps = !return_indices && window_taps <= kPoolMaxTapsU8;
+    const auto& packs = pool_packs_taps_kernel();
+    a.packed_taps = taps && window_taps <= kPoolMaxTapsU4 && a.channels % 2 == 0 &&
+                    packs.has(x.device().type, x.dtype()) &&
+                    packs.get(x.device().type, x.dtype())(a);
+    Shape index_shape = out_shape;
+    if (a.packed_taps) index_shape[1] /= 2;  // two channels' taps a byte
+    a.indices = empty(index_shape, taps ? DType::u8 : DType::i64, x.device(), format);
   }
-  strides5(x, s.spatial, a.in_strides);
-  strides5(a.output, s.spatial, a.out_strides);
   if (a.output.numel() > 0) pool_forward_kernel().get(x.device().type, x.dtype())(a);
 
   PoolResult r{a.output, a.indices};
@@ -171,8 +171,9 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
           PoolArgs b = saved;
           Tensor g = grads[0].dtype() == dtype ? grads[0] : grads[0].to(dtype);
           if (g.dim() == spatial + 1) g = g.unsqueeze(0);
-          // Max pooling reads indices and gradients at the same offsets.
-          if (b.mode == PoolMode::max) g = with_layout(g, b.indices);
+          // Max pooling reads indices at the offsets of the output, so its gradient takes the
+          // output's dense layout.
+          if (b.mode == PoolMode::max) g = g.contiguous(format);
           b.output = g;
           strides5(g, spatial, b.out_strides);
           b.input = empty(x_shape, dtype, device, format);

@@ -69,6 +69,12 @@ enum class PoolMode : uint8_t { max, avg, adaptive_avg };
 //   uint8: its tap inside the window, (kd * kernel_h + kh) * kernel_w + kw, the element at
 //          (od * stride - padding + kd * dilation, ...) per dim: autograd's private record, an
 //          eighth of the bytes, usable when the window has at most kPoolMaxTapsU8 taps;
+//   uint8, packed (packed_taps): the same taps, two a byte, where the window has at most
+//          kPoolMaxTapsU4 taps, the output is dense channels_last with an even channel count and
+//          the device's forward writes them so (pool_packs_taps_kernel says): the tap of the output
+//          element at memory offset o is bits 4 * (o % 2) .. +3 of byte o / 2, so the indices are a
+//          [N, C / 2, ...] channels_last tensor. Autograd's record for ResNet's 3x3 stem pool on
+//          the GPU: a sixteenth of int64's bytes, half of uint8's;
 //   undefined (max pooling only when nobody needs them): the forward writes no indices.
 // Strides are in elements, n c d h w order, and may be anything (the tensors' own strides);
 // channels_last says that C is the innermost dim in memory, so kernels walk channels fastest.
@@ -80,13 +86,21 @@ struct PoolArgs {
           dilation[3] = {1, 1, 1};
   bool count_include_pad = true;
   bool channels_last = false;
+  bool packed_taps = false;  // uint8 taps two a byte (above)
   Tensor input, output, indices;
   int64_t in_strides[5] = {}, out_strides[5] = {};
 };
 // The most taps (kernel_d * kernel_h * kernel_w) a window may have for uint8 tap indices.
 inline constexpr int64_t kPoolMaxTapsU8 = 256;
+// The most taps a window may have for packed taps (4 bits each).
+inline constexpr int64_t kPoolMaxTapsU4 = 16;
 using PoolKernel = void (*)(const PoolArgs& args);
 EMBER_DECLARE_KERNEL(pool_forward_kernel, PoolKernel)   // selected by the input's dtype
 EMBER_DECLARE_KERNEL(pool_backward_kernel, PoolKernel)  // selected by the gradients' dtype
+// Whether the forward kernel writes the uint8 taps of max pooling `args` (input and output set,
+// indices not yet allocated) packed; registered where a device's kernels can (CUDA), absent
+// elsewhere (no packing).
+using PoolPacksTaps = bool (*)(const PoolArgs& args);
+EMBER_DECLARE_KERNEL(pool_packs_taps_kernel, PoolPacksTaps)
 
 }  // namespace ember

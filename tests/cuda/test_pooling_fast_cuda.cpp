@@ -1,5 +1,6 @@
 // CUDA tests of max pooling's index encodings (ops/pooling.h): int64 flat positions, uint8 window
-// taps (what autograd records) and none (no-grad forward). The CPU reference, the generic kernels
+// taps (what autograd records; packed two a byte where the fast forward runs on whole vectors) and
+// none (no-grad forward). The CPU reference, the generic kernels
 // (cuda_kernels/pooling.cu, reached through NCHW tensors) and the channels_last fast paths
 // (cuda_kernels/pooling_fast.cu: the general and the unrolled 3x3 forward, the per-pixel and the
 // 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
@@ -67,16 +68,18 @@ cuda::PoolFastKernel backward_kernel(const Window2d& w, int64_t channels, DType 
 }
 
 // Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling_fast.cu) when the
-// channels fill 16-byte vectors (4 f32, 8 bf16) and the indices are uint8 taps or none.
+// channels fill 16-byte vectors (4 f32, 8 bf16) and the indices are uint8 taps (packed or not) or
+// none.
 bool forward_3x3(const Window2d& w, int64_t channels, DType dtype) {
   const int64_t vector = dtype == DType::f32 ? 4 : 8;
   return at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % vector == 0;
 }
 
 // The PoolArgs ops/pooling.cpp builds for max pooling x into y with window w, with indices of
-// `index_dtype` in y's layout (none when `with_indices` is false).
+// `index_dtype` in y's layout (none when `with_indices` is false); `packed`: uint8 taps two a
+// byte, [N, C / 2, H, W] channels_last.
 PoolArgs max_args(const Tensor& x, const Tensor& y, const Window2d& w, DType index_dtype,
-                  bool with_indices) {
+                  bool with_indices, bool packed = false) {
   PoolArgs a;
   a.mode = PoolMode::max;
   a.batch = x.size(0);
@@ -92,8 +95,11 @@ PoolArgs max_args(const Tensor& x, const Tensor& y, const Window2d& w, DType ind
   a.channels_last = a.channels > 1 && x.stride(1) == 1;
   a.input = x;
   a.output = y;
+  a.packed_taps = packed;
+  Shape index_shape = y.sizes();
+  if (packed) index_shape[1] /= 2;
   if (with_indices)
-    a.indices = empty(y.sizes(), index_dtype, y.device(), y.suggest_memory_format());
+    a.indices = empty(index_shape, index_dtype, y.device(), y.suggest_memory_format());
   const Tensor* tensors[2] = {&x, &y};
   int64_t* strides[2] = {a.in_strides, a.out_strides};
   for (int t = 0; t < 2; ++t) {
@@ -109,25 +115,26 @@ PoolArgs max_args(const Tensor& x, const Tensor& y, const Window2d& w, DType ind
 // Runs max pooling's forward kernel of x's device on x with window w: the output in x's layout
 // and the indices in `index_dtype` (undefined when `with_indices` is false).
 ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype,
-                          bool with_indices) {
+                          bool with_indices, bool packed = false) {
   Tensor shape_of;
   {
     autograd::NoGradGuard no_grad;
     shape_of = max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
   }
   Tensor y = empty(shape_of.sizes(), x.dtype(), x.device(), x.suggest_memory_format());
-  PoolArgs a = max_args(x, y, w, index_dtype, with_indices);
+  PoolArgs a = max_args(x, y, w, index_dtype, with_indices, packed);
   pool_forward_kernel().get(x.device().type, x.dtype())(a);
   return {a.output, a.indices};
 }
 
 // Max pooling's backward kernel: dL/dx for output gradient dy, in x's layout (the kernels read dy
-// at the indices' offsets, as ops/pooling.cpp arranges).
-Tensor max_backward(const Tensor& x, const Tensor& indices, const Tensor& dy, const Window2d& w) {
+// at the output's offsets, so in x's layout too, as ops/pooling.cpp arranges).
+Tensor max_backward(const Tensor& x, const Tensor& indices, const Tensor& dy, const Window2d& w,
+                    bool packed = false) {
   Tensor dx = empty(x.sizes(), x.dtype(), x.device(), x.suggest_memory_format());
-  PoolArgs b = max_args(dx, dy.contiguous(indices.suggest_memory_format()), w, indices.dtype(),
-                        false);
+  PoolArgs b = max_args(dx, dy.contiguous(x.suggest_memory_format()), w, indices.dtype(), false);
   b.indices = indices;
+  b.packed_taps = packed;
   pool_backward_kernel().get(x.device().type, x.dtype())(b);
   return dx;
 }
@@ -155,6 +162,31 @@ std::vector<double> taps_to_flat(const Tensor& taps, const Window2d& w, int64_t 
     flat[i] = double(h * in_w + col);
   }
   return flat;
+}
+
+// Packed taps ([N, C / 2, H, W] bytes, channels_last) as the [N, C, H, W] taps they hold, in
+// logical order: channel c's tap is the low (c even) or high nibble of byte (n, c / 2, h, w).
+std::vector<double> unpack_taps(const Tensor& packed) {
+  const std::vector<double> bytes = packed.cpu().to_vector();
+  const int64_t n = packed.size(0), half = packed.size(1), hw = packed.size(2) * packed.size(3);
+  std::vector<double> taps(size_t(n * 2 * half * hw));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < 2 * half; ++c)
+      for (int64_t p = 0; p < hw; ++p) {
+        const auto byte = uint32_t(bytes[size_t((i * half + c / 2) * hw + p)]);
+        taps[size_t((i * 2 * half + c) * hw + p)] = double((byte >> (4 * (c % 2))) & 0xfu);
+      }
+  return taps;
+}
+
+// t (4-D, channels_last) copied into a dense channels_last tensor whose data starts one element
+// past 16-byte alignment: the fast kernels then move single elements, not vectors.
+Tensor misaligned_channels_last(const Tensor& t) {
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  Tensor buffer = empty({n * c * h * w + 1}, t.dtype(), t.device());
+  Tensor r = buffer.narrow(0, 1, n * c * h * w).view({n, h, w, c}).permute({0, 3, 1, 2});
+  r.copy_(t);
+  return r;
 }
 
 // Inputs with plain values, ties (integers in [0, 3)) and NaNs (some windows holding two).
@@ -245,6 +277,27 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               }
               // No indices at all (a no-grad forward): the same values.
               CHECK(same_values(max_forward(x, w, DType::u8, false).values, cpu_flat.values));
+              if (!fast) continue;
+              // Packed taps: where the forward runs on whole vectors of an even channel count
+              // (every window here has at most 16 taps), as ops/pooling.cpp asks the device.
+              const int64_t vector = dtype == DType::f32 ? 4 : 8;
+              const bool packable = channels % vector == 0;
+              CHECK(pool_packs_taps_kernel().get(kGpu.type, dtype)(
+                        max_args(x, cpu_flat.values.to(kGpu, dtype).contiguous(cl), w, DType::u8,
+                                 false)) == packable);
+              if (!packable) continue;
+              const ValuesIndices p = max_forward(x, w, DType::u8, true, /*packed=*/true);
+              CHECK(same_values(p.values, cpu_flat.values));
+              CHECK(unpack_taps(p.indices) == cpu_taps.indices.to_vector());
+              CHECK(same_values(max_backward(x, p.indices, x_dy, w, true), first_dx));
+              // A gradient one element off alignment: the per-pixel kernel, a tap at a time.
+              const Tensor off = misaligned_channels_last(x_dy);
+              PoolArgs b = max_args(x, off, w, DType::u8, false, true);
+              b.indices = p.indices;
+              CHECK(cuda::pool_fast_plan(b, Direction::backward).kernel ==
+                    cuda::PoolFastKernel::window_nhwc);
+              CHECK(cuda::pool_fast_plan(b, Direction::backward).vector == 1);
+              CHECK(same_values(max_backward(x, p.indices, off, w, true), first_dx));
             }
           }
         }
