@@ -235,12 +235,7 @@ struct StatsFinalizeParams {
   const float* part_mean;
   const float* part_m2;
   int64_t splits, C, rows, chunk;  // split i holds min(chunk, rows - i * chunk) values
-  float eps, momentum;
-  float* save_mean;
-  float* save_invstd;
-  void* running_mean;  // null: no update
-  void* running_var;
-  DType running_dtype;
+  ChannelStatsOut out;
 };
 
 // Finalize kernels (statistics and gradient sums) merge the [splits, C] partials of each channel:
@@ -301,8 +296,7 @@ bn_stats_finalize_kernel(StatsFinalizeParams p) {
   if (threadIdx.y != 0 || c >= p.C) return;
   mean = sh_mean[t];
   m2 = sh_m2[t];
-  store_channel_stats(c, mean, m2, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
-                      p.running_mean, p.running_var, p.running_dtype);
+  p.out.store(c, mean, m2, p.rows);
 }
 
 // ---- apply ------------------------------------------------------------------------------------
@@ -828,15 +822,7 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
   f.C = l.C;
   f.rows = p.rows;
   f.chunk = p.chunk;
-  f.eps = float(a.eps);
-  f.momentum = float(a.momentum);
-  f.save_mean = static_cast<float*>(a.save_mean.data_ptr());
-  f.save_invstd = static_cast<float*>(a.save_invstd.data_ptr());
-  if (a.running_mean.defined()) {
-    f.running_mean = a.running_mean.data_ptr();
-    f.running_var = a.running_var.data_ptr();
-    f.running_dtype = a.running_mean.dtype();
-  }
+  f.out = channel_stats_out(a);
   launch_dependent(bn_stats_finalize_kernel, dim3(finalize_grid(l.C)), finalize_block(splits), 0, stream, f);
   EMBER_CUDA_LAUNCH_CHECK();
 }

@@ -204,23 +204,47 @@ __device__ __forceinline__ void store_param(void* p, DType dtype, int64_t i, flo
   }
 }
 
-// Writes channel c's batch statistics from (mean, M2) over `count` values: save_mean[c],
-// save_invstd[c] = 1 / sqrt(M2 / count + eps) and, when running_mean is not null, the momentum
-// update of the running statistics (running_var with the unbiased variance M2 / (count - 1)).
-// The statistics finalize kernel and the single-read forward share it.
-__device__ __forceinline__ void store_channel_stats(int64_t c, float mean, float m2, int64_t count,
-                                                    float eps, float momentum, float* save_mean,
-                                                    float* save_invstd, void* running_mean,
-                                                    void* running_var, DType running_dtype) {
-  save_mean[c] = mean;
-  save_invstd[c] = rsqrtf(m2 / float(count) + eps);
-  if (running_mean != nullptr) {
-    const float unbiased_var = m2 / float(count - 1);
-    const float rm = load_param(running_mean, running_dtype, c);
-    const float rv = load_param(running_var, running_dtype, c);
-    store_param(running_mean, running_dtype, c, (1.f - momentum) * rm + momentum * mean);
-    store_param(running_var, running_dtype, c, (1.f - momentum) * rv + momentum * unbiased_var);
+// Where a kernel writes the batch statistics of its channels: save_mean, save_invstd and, when
+// running_mean is not null, the momentum update of the running statistics. The statistics
+// finalize kernel and the single-read forward both carry one (filled by channel_stats_out).
+struct ChannelStatsOut {
+  float eps = 0.f, momentum = 0.f;
+  float* save_mean = nullptr;
+  float* save_invstd = nullptr;
+  void* running_mean = nullptr;  // null: no update
+  void* running_var = nullptr;
+  DType running_dtype = DType::f32;
+
+  // Channel c's statistics from (mean, M2) over `count` values: save_invstd[c] = 1 / sqrt(M2 /
+  // count + eps); running_var takes the unbiased variance M2 / (count - 1).
+  __device__ __forceinline__ void store(int64_t c, float mean, float m2, int64_t count) const {
+    save_mean[c] = mean;
+    save_invstd[c] = rsqrtf(m2 / float(count) + eps);
+    if (running_mean != nullptr) {
+      const float unbiased_var = m2 / float(count - 1);
+      const float rm = load_param(running_mean, running_dtype, c);
+      const float rv = load_param(running_var, running_dtype, c);
+      store_param(running_mean, running_dtype, c, (1.f - momentum) * rm + momentum * mean);
+      store_param(running_var, running_dtype, c, (1.f - momentum) * rv + momentum * unbiased_var);
+    }
   }
+};
+
+// The statistics outputs of a training forward's arguments (BatchNormStatsArgs or
+// BatchNormForwardProblem: eps, momentum, save_mean, save_invstd, optional running statistics).
+template <typename Args>
+inline ChannelStatsOut channel_stats_out(const Args& a) {
+  ChannelStatsOut o;
+  o.eps = float(a.eps);
+  o.momentum = float(a.momentum);
+  o.save_mean = static_cast<float*>(a.save_mean.data_ptr());
+  o.save_invstd = static_cast<float*>(a.save_invstd.data_ptr());
+  if (a.running_mean.defined()) {
+    o.running_mean = a.running_mean.data_ptr();
+    o.running_var = a.running_var.data_ptr();
+    o.running_dtype = a.running_mean.dtype();
+  }
+  return o;
 }
 
 // ---- host helpers -----------------------------------------------------------------------------

@@ -70,12 +70,7 @@ struct SingleReadParams {
   T* y;
   const float* weight;  // may be null (1)
   const float* bias;    // may be null (0)
-  float* save_mean;
-  float* save_invstd;
-  void* running_mean;  // null: no update
-  void* running_var;
-  DType running_dtype;
-  float eps, momentum;
+  ChannelStatsOut out;
   int rows;            // values per channel (N * S)
   int C;               // channels; C * sizeof(T) is a multiple of 16
   int row_vecs;        // 16-byte vectors per row: C / kVec<T>
@@ -214,9 +209,8 @@ bn_single_read_kernel(SingleReadParams<T> p) {
           chan_merge(cm, cm2, cn, walk_mean[w * wave_channels + j], walk_m2[w * wave_channels + j],
                      walk_n[w * wave_channels + j]);
         if (blockIdx.x == 0)
-          store_channel_stats(c, cm, cm2, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
-                              p.running_mean, p.running_var, p.running_dtype);
-        cm2 = rsqrtf(cm2 / float(p.rows) + p.eps);  // now invstd, as store_channel_stats computes it
+          p.out.store(c, cm, cm2, p.rows);
+        cm2 = rsqrtf(cm2 / float(p.rows) + p.out.eps);  // invstd, as out.store computes it
       }
     } else {
       // Channel j is merged by block j % gridDim.x (a warp: lanes over the blocks, then a fixed
@@ -239,13 +233,12 @@ bn_single_read_kernel(SingleReadParams<T> p) {
           if (lane < o) chan_merge(m, q, cn, m_b, q_b, n_b);
         }
         if (lane == 0)
-          store_channel_stats(cc, m, q, p.rows, p.eps, p.momentum, p.save_mean, p.save_invstd,
-                              p.running_mean, p.running_var, p.running_dtype);
+          p.out.store(cc, m, q, p.rows);
       }
       grid.sync();
       if (j < wave_channels && c < p.C) {
-        cm = __ldcg(p.save_mean + c);
-        cm2 = __ldcg(p.save_invstd + c);  // invstd
+        cm = __ldcg(p.out.save_mean + c);
+        cm2 = __ldcg(p.out.save_invstd + c);  // invstd
       }
     }
     if (j < wave_channels && c < p.C) {
@@ -352,15 +345,7 @@ void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& 
   p.y = static_cast<T*>(a.y.data_ptr());
   p.weight = ptr_or_null<const float>(a.weight);
   p.bias = ptr_or_null<const float>(a.bias);
-  p.save_mean = static_cast<float*>(a.save_mean.data_ptr());
-  p.save_invstd = static_cast<float*>(a.save_invstd.data_ptr());
-  if (a.running_mean.defined()) {
-    p.running_mean = a.running_mean.data_ptr();
-    p.running_var = a.running_var.data_ptr();
-    p.running_dtype = a.running_mean.dtype();
-  }
-  p.eps = float(a.eps);
-  p.momentum = float(a.momentum);
+  p.out = channel_stats_out(a);
   p.rows = int(a.layout.per_channel());
   p.C = int(a.layout.C);
   p.row_vecs = p.C / kVec<T>;
