@@ -185,7 +185,8 @@ bn_single_read_kernel(SingleReadParams<T> p) {
     grid.sync();
     const int j = t;  // the wave channel this thread sets up for the block (t < wave_channels)
     const int c = wave * wave_channels + j;
-    float cm = 0.f, cm2 = 0.f;
+    // Channel c's Welford state (mean, M2, count), then its mean and 1 / sqrt(var + eps).
+    float mean_c = 0.f, m2_c = 0.f, invstd_c = 0.f;
     if (wave_channels <= kWalkChannels) {
       // Every block merges the band: thread t walks channel t % wave_channels over blocks
       // t / wave_channels, + walkers, ... (loads issued four at a time); then a thread per channel
@@ -197,20 +198,20 @@ bn_single_read_kernel(SingleReadParams<T> p) {
       if (wc < p.C) {
 #pragma unroll 4
         for (int b = walker; b < int(gridDim.x); b += walkers)
-          chan_merge(cm, cm2, cn, __ldcg(p.part_mean + int64_t(b) * p.C + wc),
+          chan_merge(mean_c, m2_c, cn, __ldcg(p.part_mean + int64_t(b) * p.C + wc),
                      __ldcg(p.part_m2 + int64_t(b) * p.C + wc), block_rows(p, b));
       }
-      walk_mean[t] = cm;
-      walk_m2[t] = cm2;
+      walk_mean[t] = mean_c;
+      walk_m2[t] = m2_c;
       walk_n[t] = cn;
       __syncthreads();
       if (j < wave_channels && c < p.C) {
         for (int w = 1; w < walkers; ++w)
-          chan_merge(cm, cm2, cn, walk_mean[w * wave_channels + j], walk_m2[w * wave_channels + j],
+          chan_merge(mean_c, m2_c, cn, walk_mean[w * wave_channels + j], walk_m2[w * wave_channels + j],
                      walk_n[w * wave_channels + j]);
         if (blockIdx.x == 0)
-          p.out.store(c, cm, cm2, p.rows);
-        cm2 = rsqrtf(cm2 / float(p.rows) + p.out.eps);  // invstd, as out.store computes it
+          p.out.store(c, mean_c, m2_c, p.rows);
+        invstd_c = rsqrtf(m2_c / float(p.rows) + p.out.eps);  // as out.store computes it
       }
     } else {
       // Channel j is merged by block j % gridDim.x (a warp: lanes over the blocks, then a fixed
@@ -237,13 +238,13 @@ bn_single_read_kernel(SingleReadParams<T> p) {
       }
       grid.sync();
       if (j < wave_channels && c < p.C) {
-        cm = __ldcg(p.out.save_mean + c);
-        cm2 = __ldcg(p.out.save_invstd + c);  // invstd
+        mean_c = __ldcg(p.out.save_mean + c);
+        invstd_c = __ldcg(p.out.save_invstd + c);
       }
     }
     if (j < wave_channels && c < p.C) {
-      ch_mean[j] = cm;
-      ch_scale[j] = cm2 * (p.weight != nullptr ? p.weight[c] : 1.f);
+      ch_mean[j] = mean_c;
+      ch_scale[j] = invstd_c * (p.weight != nullptr ? p.weight[c] : 1.f);
       ch_shift[j] = p.bias != nullptr ? p.bias[c] : 0.f;
     }
     __syncthreads();
