@@ -140,18 +140,24 @@ __device__ __forceinline__ uint32_t nibbles_to_bytes(uint32_t n) {
   n = (n | (n << 8)) & 0x00ff00ffu;
   return (n | (n << 4)) & 0x0f0f0f0fu;
 }
-// V = 4 or 8 taps of the outputs from offset `at`, loaded as they are stored: uint8 tap words
-// (load_tap_words), or packed nibbles in words[0] (unpack_tap_words turns them into tap words).
-// Split in two so that a kernel can issue all its loads before it uses any.
+// V = 4 or 8 taps of the outputs from offset `at`, loaded as they are stored: packed, one word
+// (16 bits for V = 4); or, by load_taps_raw, uint8 tap words (load_tap_words) or the packed word
+// in words[0] (unpack_tap_words turns it into tap words). Loading and unpacking are apart so that
+// a kernel can issue all its loads before it uses any.
+template <int V>
+__device__ __forceinline__ uint32_t load_packed_taps(const uint8_t* taps, int at) {
+  if constexpr (V == 4)
+    return *reinterpret_cast<const uint16_t*>(taps + at / 2);
+  else
+    return *reinterpret_cast<const uint32_t*>(taps + at / 2);
+}
 template <int V>
 __device__ __forceinline__ void load_taps_raw(const uint8_t* taps, int at, bool packed,
                                               uint32_t (&words)[V / 4]) {
-  if (!packed)
-    load_tap_words<V>(taps + at, words);
-  else if constexpr (V == 4)
-    words[0] = *reinterpret_cast<const uint16_t*>(taps + at / 2);
+  if (packed)
+    words[0] = load_packed_taps<V>(taps, at);
   else
-    words[0] = *reinterpret_cast<const uint32_t*>(taps + at / 2);
+    load_tap_words<V>(taps + at, words);
 }
 template <int V>
 __device__ __forceinline__ void unpack_tap_words(bool packed, uint32_t (&words)[V / 4]) {
@@ -595,12 +601,10 @@ struct WindowTaps {
     for (int k = 0; k < kWords; ++k) w[k] = 0;
   }
   __device__ __forceinline__ void load(const uint8_t* taps, int at) {
-    if constexpr (!kPacked)
-      load_tap_words<V>(taps + at, w);
-    else if constexpr (V == 4)
-      w[0] = *reinterpret_cast<const uint16_t*>(taps + at / 2);
+    if constexpr (kPacked)
+      w[0] = load_packed_taps<V>(taps, at);
     else
-      w[0] = *reinterpret_cast<const uint32_t*>(taps + at / 2);
+      load_tap_words<V>(taps + at, w);
   }
   __device__ __forceinline__ WindowTaps mismatch(uint32_t key) const {
     WindowTaps f;
