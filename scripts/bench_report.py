@@ -2,7 +2,9 @@
 # for each (bench, shape) the metric of both and the ratio (>1 means Ember is better), then, where
 # the lines carry them, the spread of the step times (spread_ms: [p10, p90], or spread) and the
 # peak device memory (peak_MiB) of each side. A row measured by one side only shows '-' for the
-# other; lines without impl/shape (skips, errors, exports) are printed as they are at the end.
+# other; lines without impl/shape (skips, errors, exports) and reference rows of neither side
+# (impl "cuda": the memory ceilings of bench_bandwidth, the launch floor) are printed as they are
+# at the end.
 import json
 import sys
 
@@ -57,6 +59,9 @@ def main():
     for (bench, shape), impls in sorted(rows.items()):
         e, t = impls.get("ember"), impls.get("torch")
         sides = [r for r in (e, t) if r]
+        if not sides:  # neither side's: a reference measurement (impl "cuda": bench_bandwidth, ...)
+            extra.extend(impls.values())
+            continue
         # The first metric either side reports (a side may have only skipped or failed).
         metric = next((m for m in HIGHER_BETTER + LOWER_BETTER if any(number(r.get(m)) for r in sides)), None)
         if metric is None:
