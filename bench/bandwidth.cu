@@ -92,8 +92,9 @@ double median_us(F f, cudaStream_t s, int iters = 20, int reps = 15) {
 }
 
 void emit(const std::string& shape, double us, double bytes) {
-  std::printf("{\"bench\":\"bandwidth\",\"impl\":\"cuda\",\"shape\":\"%s\",\"us\":%.2f,\"GBps\":%.1f}\n",
-              shape.c_str(), us, bytes / (us * 1e3));
+  std::printf(
+      "{\"bench\":\"bandwidth\",\"impl\":\"cuda\",\"shape\":\"%s\",\"us\":%.2f,\"GBps\":%.1f}\n",
+      shape.c_str(), us, bytes / (us * 1e3));
   std::fflush(stdout);
 }
 
@@ -132,7 +133,9 @@ int main() {
   auto units_of = [](const Mix& m, double mb) {  // mb: the larger side's megabytes
     return int64_t(mb * 1e6 / 16 / std::max(m.reads, m.writes));
   };
-  auto bytes_of = [](const Mix& m, int64_t units) { return 16.0 * double(units) * (m.reads + m.writes); };
+  auto bytes_of = [](const Mix& m, int64_t units) {
+    return 16.0 * double(units) * (m.reads + m.writes);
+  };
   // One kernel of `m` alone.
   auto single = [&](const Mix& m, double mb) {
     const int64_t units = units_of(m, mb);
@@ -170,8 +173,10 @@ int main() {
   pair("pair: 16:6 then 6:16 over 411 MB (max pool 3x3s2 256x64x112x112 bf16 fwd+bwd, 8-bit taps)",
        fwd_taps8, bwd_taps8, 411.0);
   pair("pair: 16:5 then 5:16 over 411 MB (the same with 4-bit taps)", fwd_taps4, bwd_taps4, 411.0);
-  pair("pair: 16:6 then 6:16 over 411 MB, streaming stores in both", fwd_taps8_cs, bwd_taps8_cs, 411.0);
-  pair("pair: 16:6 then 6:16 over 411 MB, streaming stores in the second", fwd_taps8, bwd_taps8_cs, 411.0);
+  pair("pair: 16:6 then 6:16 over 411 MB, streaming stores in both", fwd_taps8_cs, bwd_taps8_cs,
+       411.0);
+  pair("pair: 16:6 then 6:16 over 411 MB, streaming stores in the second", fwd_taps8, bwd_taps8_cs,
+       411.0);
   cudaFree(src);
   cudaFree(dst);
   cudaStreamDestroy(s);

@@ -207,8 +207,8 @@ bn_single_read_kernel(SingleReadParams<T> p) {
       __syncthreads();
       if (j < wave_channels && c < p.C) {
         for (int w = 1; w < walkers; ++w)
-          chan_merge(mean_c, m2_c, cn, walk_mean[w * wave_channels + j], walk_m2[w * wave_channels + j],
-                     walk_n[w * wave_channels + j]);
+          chan_merge(mean_c, m2_c, cn, walk_mean[w * wave_channels + j],
+                     walk_m2[w * wave_channels + j], walk_n[w * wave_channels + j]);
         if (blockIdx.x == 0)
           p.out.store(c, mean_c, m2_c, p.rows);
         invstd_c = rsqrtf(m2_c / float(p.rows) + p.out.eps);  // as out.store computes it

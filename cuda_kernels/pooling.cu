@@ -332,5 +332,6 @@ void pool_backward_cuda(const PoolArgs& a) {
 namespace ember {
 EMBER_REGISTER_KERNEL(pool_forward_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_forward_cuda);
 EMBER_REGISTER_KERNEL(pool_backward_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_backward_cuda);
-EMBER_REGISTER_KERNEL(pool_packs_taps_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_fast_packs_taps);
+EMBER_REGISTER_KERNEL(pool_packs_taps_kernel, CUDA, dispatch::kFloatingTypes,
+                      &cuda::pool_fast_packs_taps);
 }  // namespace ember

@@ -435,8 +435,8 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
 #pragma unroll
       for (int k = 0; k < V / 2; ++k) pairs[k] = best_tap[k] | (best_tap[k] >> 12);
       *reinterpret_cast<uint32_t*>(taps + at / 2) =
-          __byte_perm(__byte_perm(pairs[0], pairs[1], 0x0040), __byte_perm(pairs[2], pairs[3], 0x0040),
-                      0x5410);
+          __byte_perm(__byte_perm(pairs[0], pairs[1], 0x0040),
+                      __byte_perm(pairs[2], pairs[3], 0x0040), 0x5410);
     } else if (taps != nullptr) {
       *reinterpret_cast<uint2*>(taps + at) =
           make_uint2(__byte_perm(best_tap[0], best_tap[1], 0x6420),
@@ -662,11 +662,12 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
 // Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
 // descending) from 0, in float, so results are bit-identical to it; pixels in no window get zeros.
 // Max pooling adds a window's channel where its tap is the pixel's (WindowTaps tests a word of
-// taps at once: four uint8 taps or eight packed ones, kPackedTaps); bfloat16 pixels in at most two windows (three of a 3x3 stride-2 tile's four)
-// sum packed pairs instead: +0 + a + b rounded once to bfloat16 (add.bf16x2) is what the float sum
-// rounds to, as a + b of two bfloat16 is exact in float or within 2^-15 of the larger (so both
-// round it alike), and the leading +0 turns -0 into +0 as the float sum does; unmatched channels
-// add +0 (and so do the float sums: from +0 they never hold -0, so adding +0 changes nothing).
+// taps at once: four uint8 taps or eight packed ones, kPackedTaps); bfloat16 pixels in at most
+// two windows (three of a 3x3 stride-2 tile's four) sum packed pairs instead: +0 + a + b
+// rounded once to bfloat16 (add.bf16x2) is what the float sum rounds to, as a + b of two
+// bfloat16 is exact in float or within 2^-15 of the larger (so both round it alike), and the
+// leading +0 turns -0 into +0 as the float sum does; unmatched channels add +0 (and so do the
+// float sums: from +0 they never hold -0, so adding +0 changes nothing).
 // The loads in flight per SM bound its speed: on the H200, bfloat16 at 2 resident blocks (88-90
 // registers with all four pixels' sums live, ~48 KB of loads) ran at 1740 GB/s and float32 at 4
 // (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time,
