@@ -13,7 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
+
+#include "bench/timing.h"
 
 namespace {
 
@@ -67,28 +68,11 @@ void launch_mix(const uint4* src, uint4* dst, int64_t units, int blocks, cudaStr
   mix_kernel<R, W, kStreamingStores><<<blocks, 256, 0, s>>>(src, dst, units, 0x1234u);
 }
 
-// Median over `reps` timings of `iters` calls of f, in microseconds per call.
+// Microseconds per call of f on the current stream (bench/timing.h: the median of 15 means of 20
+// back-to-back calls, after warm-up).
 template <typename F>
-double median_us(F f, cudaStream_t s, int iters = 20, int reps = 15) {
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  for (int i = 0; i < 5; ++i) f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(a, s), "record");
-    for (int i = 0; i < iters; ++i) f();
-    check(cudaEventRecord(b, s), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    t.push_back(1e3 * ms / iters);
-  }
-  check(cudaGetLastError(), "launch");
-  std::sort(t.begin(), t.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[t.size() / 2];
+double median_us(F&& f) {
+  return 1e3 * ember::bench::time_ms(f, 20, 15, 5);
 }
 
 void emit(const std::string& shape, double us, double bytes) {
@@ -101,22 +85,20 @@ void emit(const std::string& shape, double us, double bytes) {
 }  // namespace
 
 int main() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+  using namespace ember;
+  if (!cuda::is_available()) {
     std::printf("{\"bench\":\"bandwidth\",\"skipped\":\"no GPU\"}\n");
     return 0;
   }
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "properties");
-  const int blocks = prop.multiProcessorCount * 8;  // 2048 threads per SM, grid-stride loops
-  cudaStream_t s;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-  const size_t max_bytes = size_t(1) << 30;  // 1 GiB each way covers every mix below
-  uint4 *src = nullptr, *dst = nullptr;
-  check(cudaMalloc(&src, max_bytes), "cudaMalloc");
-  check(cudaMalloc(&dst, max_bytes), "cudaMalloc");
-  check(cudaMemset(src, 0x5a, max_bytes), "memset");  // not zeros
-  check(cudaMemset(dst, 0, max_bytes), "memset");
+  const Device gpu = Device::cuda();
+  // 2048 threads per SM, grid-stride loops.
+  const int blocks = std::max(cuda::device_properties(gpu.index).sm_count, 1) * 8;
+  const cudaStream_t s = static_cast<cudaStream_t>(current_stream(gpu).handle);
+  const int64_t max_bytes = int64_t(1) << 30;  // 1 GiB each way covers every mix below
+  const Tensor src_buffer = full({max_bytes}, 0x5a, TensorOptions(DType::u8).with_device(gpu));  // not zeros
+  Tensor dst_buffer = zeros({max_bytes}, TensorOptions(DType::u8).with_device(gpu));
+  const uint4* src = static_cast<const uint4*>(src_buffer.data_ptr());
+  uint4* dst = static_cast<uint4*>(dst_buffer.data_ptr());
 
   const Mix copy{"copy", launch_mix<1, 1>, 1, 1}, read{"read", launch_mix<1, 0>, 1, 0},
       write{"write", launch_mix<0, 1>, 0, 1},
@@ -139,7 +121,7 @@ int main() {
   // One kernel of `m` alone.
   auto single = [&](const Mix& m, double mb) {
     const int64_t units = units_of(m, mb);
-    const double us = median_us([&] { m.launch(src, dst, units, blocks, s); }, s);
+    const double us = median_us([&] { m.launch(src, dst, units, blocks, s); });
     emit(std::string(m.name) + " " + std::to_string(int(mb)) + " MB", us, bytes_of(m, units));
   };
   for (double mb : {51.4, 205.5, 411.0}) {
@@ -151,7 +133,7 @@ int main() {
   for (double mb : {51.4, 411.0, 1073.0}) {  // the runtime's device-to-device copy
     const size_t bytes = size_t(mb * 1e6) / 2 & ~size_t(15);
     const double us = median_us(
-        [&] { check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "memcpy"); }, s);
+        [&] { check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "memcpy"); });
     emit("cudaMemcpyAsync " + std::to_string(int(mb)) + " MB read+write", us, 2.0 * double(bytes));
   }
   for (const Mix* m : {&fwd_taps8, &bwd_taps8, &fwd_taps4, &bwd_taps4}) single(*m, 411.0);
@@ -159,12 +141,10 @@ int main() {
   // Pairs: a forward-like and a backward-like kernel alternating, timed per iteration (both).
   auto pair = [&](const char* name, const Mix& f, const Mix& b, double mb) {
     const int64_t fu = units_of(f, mb), bu = units_of(b, mb);
-    const double us = median_us(
-        [&] {
-          f.launch(src, dst, fu, blocks, s);
-          b.launch(src, dst, bu, blocks, s);
-        },
-        s);
+    const double us = median_us([&] {
+      f.launch(src, dst, fu, blocks, s);
+      b.launch(src, dst, bu, blocks, s);
+    });
     emit(name, us, bytes_of(f, fu) + bytes_of(b, bu));
   };
   pair("pair: read 51 MB, write 51 MB (global average pool 256x2048x7x7 bf16 fwd+bwd)", read, write,
@@ -177,8 +157,6 @@ int main() {
        411.0);
   pair("pair: 16:6 then 6:16 over 411 MB, streaming stores in the second", fwd_taps8, bwd_taps8_cs,
        411.0);
-  cudaFree(src);
-  cudaFree(dst);
-  cudaStreamDestroy(s);
+  check(cudaGetLastError(), "launch");
   return 0;
 }
