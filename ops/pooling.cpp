@@ -140,9 +140,8 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
     // by the backward (the user's indices stay int64).
     const int64_t window_taps = a.kernel[0] * a.kernel[1] * a.kernel[2];
     const bool taps = !return_indices && window_taps <= kPoolMaxTapsU8;
-    const auto& packs = pool_packs_taps_kernel();
-    a.packed_taps = taps && window_taps <= kPoolMaxTapsU4 && a.channels % 2 == 0 &&
-                    packs.has(x.device().type, x.dtype()) &&
+    const auto& packs = pool_packs_taps_kernel();  // it also checks the encoding's limits
+    a.packed_taps = taps && packs.has(x.device().type, x.dtype()) &&
                     packs.get(x.device().type, x.dtype())(a);
     Shape index_shape = out_shape;
     if (a.packed_taps) index_shape[1] /= 2;  // two channels' taps a byte

@@ -98,8 +98,8 @@ using PoolKernel = void (*)(const PoolArgs& args);
 EMBER_DECLARE_KERNEL(pool_forward_kernel, PoolKernel)   // selected by the input's dtype
 EMBER_DECLARE_KERNEL(pool_backward_kernel, PoolKernel)  // selected by the gradients' dtype
 // Whether the forward kernel writes the uint8 taps of max pooling `args` (input and output set,
-// indices not yet allocated) packed; registered where a device's kernels can (CUDA), absent
-// elsewhere (no packing).
+// indices not yet allocated) packed: false outside the packed encoding's limits (above); registered
+// where a device's kernels can pack (CUDA), absent elsewhere (no packing).
 using PoolPacksTaps = bool (*)(const PoolArgs& args);
 EMBER_DECLARE_KERNEL(pool_packs_taps_kernel, PoolPacksTaps)
 
