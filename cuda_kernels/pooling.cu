@@ -300,10 +300,11 @@ void launch_pool_backward(const PoolArgs& a, cudaStream_t stream) {
 
 // Packed taps are promised only where the fast path runs both directions (pool_fast_packs_taps).
 void check_not_packed(const PoolArgs& a, const char* direction) {
-  EMBER_CHECK(!a.packed_taps, "max pooling ", direction,
-              ": packed uint8 taps reached the generic CUDA kernel, which reads and writes a byte "
-              "per tap (an Ember bug: pool_packs_taps_kernel promised the channels_last fast path; "
-              "please report it with the input's shape, strides and dtype)");
+  EMBER_INTERNAL_ASSERT(!a.packed_taps, "max pooling ", direction,
+                        ": packed uint8 taps reached the generic CUDA kernel, which reads and "
+                        "writes a byte per tap (pool_packs_taps_kernel promised the channels_last "
+                        "fast path; input ", a.input.shape_str(), ", ", dtype_name(a.input.dtype()),
+                        ")");
 }
 
 void pool_forward_cuda(const PoolArgs& a) {

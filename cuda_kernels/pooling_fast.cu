@@ -1235,9 +1235,9 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
   uint8_t* taps = max && a.indices.defined() && !flat_indices ? a.indices.data<uint8_t>() : nullptr;
   // Packed taps are written only on whole vectors (a thread's taps are then whole bytes); the
   // per-pixel backward reads them a nibble at a time too.
-  EMBER_CHECK(!forward || !a.packed_taps || V > 1, "max pooling: packed uint8 taps are written "
-              "only on 16-byte vectors of channels (an Ember bug: pool_fast_packs_taps promised "
-              "them)");
+  EMBER_INTERNAL_ASSERT(!forward || !a.packed_taps || V > 1,
+                        "max pooling: packed uint8 taps are written only on 16-byte vectors of "
+                        "channels (pool_fast_packs_taps promised them)");
   const bool packed = a.packed_taps;
   if (forward) {
     const T* in = static_cast<const T*>(a.input.data_ptr());
