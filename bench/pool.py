@@ -1,7 +1,7 @@
 # PyTorch side of bench/pool.cpp: the pooling layers of ResNet-50 at batch 256, channels_last
-# (3x3 stride-2 max pool, 2x2 average pool, global average pool), forward and forward+backward
-# with dy = y, fp32 and bf16, on the same inputs (4 sin(0.001 i) over the NCHW flat index), printed
-# as the same JSON lines with the same checksums and byte counts.
+# (3x3 stride-2 max pool, 2x2 average pool, global average pool; a 3x3 stride-2 average pool),
+# forward and forward+backward with dy = y, fp32 and bf16, on the same inputs (4 sin(0.001 i) over
+# the NCHW flat index), printed as the same JSON lines with the same checksums and byte counts.
 import json
 
 import torch
@@ -12,9 +12,9 @@ from lib.timing import time_ms  # bench/lib/timing.py
 dev = "cuda"
 
 
-def emit(bench, shape, ms, nbytes, checksum):
+def emit(bench, shape, ms, nbytes, checksum, **extra):
     print(json.dumps(dict(bench=bench, impl="torch", shape=shape, ms=ms,
-                          GBps=nbytes / (ms * 1e6), checksum=checksum)), flush=True)
+                          GBps=nbytes / (ms * 1e6), checksum=checksum, **extra)), flush=True)
 
 
 def deterministic_input(shape, dtype):
@@ -42,8 +42,10 @@ def bench_pool(name, shape, dtype, pool):
 
     dx = fwd_bwd()
     ms = time_ms(fwd_bwd)
+    # What any correct backward's checksum is (bench/pool.cpp): sum(y * y) / |x|.
+    expect = (y.double() * y.double()).sum().item() / x.numel()
     emit(name + "_fwd_bwd", shape_name, ms, 2 * (x.numel() + y.numel()) * es,
-         (dx.double() * x.double()).mean().item())
+         (dx.double() * x.double()).mean().item(), expect=expect)
 
 
 if not torch.cuda.is_available():
@@ -54,6 +56,8 @@ else:
         bench_pool("max_pool2d_3x3s2", (256, 64, 112, 112), dtype,
                    lambda t: F.max_pool2d(t, 3, 2, 1))
         bench_pool("avg_pool2d_2x2s2", (256, 256, 56, 56), dtype, lambda t: F.avg_pool2d(t, 2, 2))
+        bench_pool("avg_pool2d_3x3s2", (256, 64, 112, 112), dtype,
+                   lambda t: F.avg_pool2d(t, 3, 2, 1))
         bench_pool("global_avg_pool", (256, 2048, 7, 7), dtype,
                    lambda t: F.adaptive_avg_pool2d(t, (1, 1)))
     print(json.dumps(dict(bench="versions", impl="torch", shape=torch.__version__,

@@ -5,18 +5,19 @@
 //    Backward: a thread per INPUT pixel and channel group gathering from the output windows that
 //    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
 //    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, ...), a thread per tile
-//    loading each of its windows once for its four pixels; or, when the windows tile the input
-//    without overlap (2x2 stride 2, ...), a thread per window. The tiles hold their windows as
+//    (per two tiles stacked where the row stride is 2: they share a window row) loading each of
+//    its windows once for its pixels; or, when the windows tile the input without overlap (2x2
+//    stride 2, ...), a thread per window. The tiles hold their windows as
 //    loaded 32-bit words (bfloat16 two a word), test four uint8 taps at once, and sum bfloat16
 //    pixels in at most two windows as packed pairs rounded once (what the float sum rounds to).
-//    Max pooling over 3x3 windows (uint8 taps or none) has its own forward with the nine 16-byte
-//    loads unrolled (bfloat16 compared two channels per instruction). Max indices are a template
-//    parameter: int64 flat positions or uint8 window taps (ops/pooling.h), V of them moved per
-//    access; a null uint8 pointer means the forward writes none. The forwards on whole vectors
-//    write uint8 taps packed two a byte where windows have at most 16 taps (pool_fast_packs_taps;
-//    ResNet's 3x3 stride-2 pool fwd+bwd 256x64x112x112 on the H200: bf16 325.6-327.0 -> 321.0 us,
-//    f32 553.1-554.8 -> 545.7-546.0), and every backward reads them (the tiles kernel tests eight
-//    nibbles at once, as it tests four bytes).
+//    Max and average pooling over 3x3 windows (max: uint8 taps or none) have their own forward
+//    with the nine 16-byte loads unrolled (bfloat16 max compared two channels per instruction).
+//    Max indices are a template parameter: int64 flat positions or uint8 window taps
+//    (ops/pooling.h), V of them moved per access; a null uint8 pointer means the forward writes
+//    none. The forwards on whole vectors write uint8 taps packed two a byte where windows have at
+//    most 16 taps (pool_fast_packs_taps; ResNet's 3x3 stride-2 pool fwd+bwd 256x64x112x112 on the
+//    H200: bf16 325.6-327.0 -> 321.0 us, f32 553.1-554.8 -> 545.7-546.0), and every backward
+//    reads them (the tiles kernel tests eight nibbles at once, as it tests four bytes).
 //  - global average pooling of dense NHWC input: a thread per (n, channel group) summing over
 //    the H*W rows, rows split over the block's y threads (reduced in shared memory) when there are
 //    too few (n, group) items to fill the GPU. Backward writes grad_out[n, c] / (H*W) into a dense
@@ -207,20 +208,32 @@ __device__ __forceinline__ int tap_at(const FastDivmod& by_dilation, int offset)
   return tap * int(by_dilation.divisor) == offset ? tap : -1;
 }
 
-// x / count for a window's element count (> 0): a multiplication by the exact reciprocal when
-// count is a power of two (the same correctly rounded result; ResNet's 2x2 windows), else the
-// IEEE division, so results stay bit-identical to pooling.cu's.
+// x / count for a window's element count (> 0), correctly rounded as the IEEE division of
+// pooling.cu's kernels (so results stay bit-identical to theirs) without dividing per element: a
+// multiplication by the reciprocal when count is a power of two (exact); else from the correctly
+// rounded reciprocal r, q = x r is within an ulp of x / count, its residual x - q count is exact
+// (fma), and q + residual r rounds to the correctly rounded quotient (Markstein's correction).
+// Outside 2^-90 <= |x| <= 2^100 (quotients near the subnormal range, where the residual may be
+// inexact; inf; NaN) the IEEE division, whose inline fast path (reciprocal, refinements, a range
+// check) costs a few more instructions: 3x3 stride-2 average pool fwd+bwd 256x64x112x112 bf16
+// 458.7-459.3 -> 440.4-440.7 us, f32 640.2-642.1 -> 635.2-635.3 (H200, session 15 run 4).
 struct CountDivisor {
-  float count, reciprocal;  // reciprocal 0 unless count is a power of two
+  float count, reciprocal;
+  bool power_of_two;
   __device__ __forceinline__ float divide(float x) const {
-    return reciprocal != 0.f ? x * reciprocal : x / count;
+    if (power_of_two) return x * reciprocal;
+    const float magnitude = fabsf(x);
+    if (!(magnitude >= 0x1p-90f && magnitude <= 0x1p100f)) return x / count;
+    const float q = x * reciprocal;
+    return fmaf(fmaf(-q, count, x), reciprocal, q);
   }
 };
 __device__ __forceinline__ CountDivisor count_divisor(int n) {
   CountDivisor d;
   d.count = float(n);
-  // 2^-k built from its exponent bits (n = 2^k, k <= 30).
-  d.reciprocal = (n & (n - 1)) == 0 ? __int_as_float((127 - (__ffs(n) - 1)) << 23) : 0.f;
+  d.power_of_two = (n & (n - 1)) == 0;
+  // 2^-k from its exponent bits (n = 2^k, k <= 30), else the division, once per window.
+  d.reciprocal = d.power_of_two ? __int_as_float((127 - (__ffs(n) - 1)) << 23) : 1.f / d.count;
   return d;
 }
 
@@ -328,6 +341,25 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
   *reinterpret_cast<Vec*>(out + at) = result;
 }
 
+// A 16-byte vector of T held as four 32-bit words, as loaded: float32 channel j is word j,
+// bfloat16 channel j the low (j even) or high (j odd) half of word j / 2. Keeping bfloat16 packed
+// halves the registers the backward tiles' windows hold (the compiler splits an AlignedVec of
+// bfloat16 into a register per element); channels are widened to float (exactly) where used.
+__device__ __forceinline__ void load_words(const void* p, uint32_t (&w)[4]) {
+  const uint4 q = *reinterpret_cast<const uint4*>(p);
+  w[0] = q.x;
+  w[1] = q.y;
+  w[2] = q.z;
+  w[3] = q.w;
+}
+template <typename T>
+__device__ __forceinline__ float channel_of(const uint32_t (&w)[4], int j) {
+  if constexpr (std::is_same_v<T, float>)
+    return __uint_as_float(w[j]);
+  else
+    return j % 2 == 0 ? bf16_low_as_float(w[j / 2]) : bf16_high_as_float(w[j / 2]);
+}
+
 // Per 16-bit half of two packed bfloat16 pairs: 0xffff where x > best or x is NaN (the window
 // scan's "first maximum wins, every NaN wins" test), else 0. The comparisons are float's (bf16 to
 // float is exact): unordered when either is NaN, -0 == +0.
@@ -338,27 +370,31 @@ __device__ __forceinline__ uint32_t bf16x2_greater_or_nan(uint32_t x, uint32_t b
   return __hgt2_mask(a, b) | __hneu2_mask(a, a);
 }
 
-// Max pooling forward over 3x3 windows (any stride, padding and dilation: ResNet's stem pool)
-// with uint8 taps or none (null `taps`): the window's nine vector loads are unrolled and issued
-// together before the scan, where the general kernel's run-time window loops keep about one load
-// in flight per thread and so wait on latency rather than bandwidth. The scan is the general
-// kernel's (taps in row-major order, those in the padding or past the input skipped, first maximum
-// kept, every NaN wins), so values and taps are bit-identical to it. A thread owns one 16-byte
+// Max or average pooling forward over 3x3 windows (any stride and padding, and dilation for max:
+// ResNet's stem pool), max with uint8 taps or none (null `taps`): the window's nine vector loads
+// are unrolled and issued together before the scan, where the general kernel's run-time window
+// loops keep about one load in flight per thread and so wait on latency rather than bandwidth.
+// The scan is the general kernel's (taps in row-major order, those in the padding or past the
+// input skipped; max: first maximum kept, every NaN wins; average: float sums in that order, the
+// same divisor), so values and taps are bit-identical to it. A thread owns one 16-byte
 // vector of channels in either type: 4 float32 scanned as floats, or 8 bfloat16 scanned two per
 // instruction (packed compares and bit selects on 32-bit words), so both types hold the same nine
 // loaded vectors, four words of best values and four of taps: the same registers and bytes in
 // flight per thread. Measured on the H200 (256x64x112x112, stride 2): float32 3917 GB/s (the loop
 // kernel: 2926); bfloat16 3495 (82% of copy) this way, against 2635 with 4 channels a thread
 // (8-byte vectors, packed, 39 registers, 6 blocks per SM: twice float32's threads per byte, each
-// living about as long) and 1281 with 8 channels and a float scan (84 registers). bfloat16's best values go out through float like the general kernel's (NaN as
-// that conversion makes it); its taps as one 8-byte store, or 4 bytes packed. Five resident
-// blocks asked for (48 registers, 4 bytes spilled; 54 and 4 blocks unasked): bf16 forward
-// 148.7 -> 143.1 us, fwd+bwd 323.5 -> 317.7 (H200, session 14 run 8; f32 within 0.3%).
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads, 5)
-max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
-                                   T* __restrict__ out, uint8_t* __restrict__ taps,
-                                   int64_t total, bool packed_taps) {
+// living about as long) and 1281 with 8 channels and a float scan (84 registers). bfloat16's best
+// values go out through float like the general kernel's (NaN as that conversion makes it); its
+// taps as one 8-byte store, or 4 bytes packed. Five resident blocks asked for (48 registers, 4
+// bytes spilled; 54 and 4 blocks unasked): bf16 forward 148.7 -> 143.1 us, fwd+bwd 323.5 -> 317.7
+// (H200, session 14 run 8; f32 within 0.3%). Average pooling sums each bfloat16 word's halves as
+// floats, at 4 resident blocks (56 registers; at 5 it spilled 20 bytes): 3x3 stride-2 padding-1
+// forward 256x64x112x112 bf16 196.4 -> 137.5-138.5 us (3737 GB/s), f32 318.4 -> 253.1-254.1
+// (4056) against the loop kernel (H200, session 15 runs 2-4).
+template <typename T, bool kMax>
+__global__ void __launch_bounds__(kBlockThreads, kMax ? 5 : 4)
+pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
+                               uint8_t* __restrict__ taps, int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int V = kVectorOf<T>;
@@ -395,83 +431,113 @@ max_pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in,
         v[kh][kw] =
             *reinterpret_cast<const Loaded*>(image + (row_at[kh] + col_at[kw]) * g.channels);
     }
-  // A window starts inside the input or in its left / top padding, so its first tap inside the
-  // input is the first whose row and column are inside (the general kernel's starting index).
-  const int first_tap =
-      (row_in[0] ? 0 : row_in[1] ? 1 : 2) * 3 + (col_in[0] ? 0 : col_in[1] ? 1 : 2);
   Vec result;
-  if constexpr (kPacked) {
-    // Per word: two best values (-inf to start) and their taps, each in its 16-bit half.
-    uint32_t best[V / 2], best_tap[V / 2];
+  if constexpr (!kMax) {
+    // The general kernel's divisor: the window clipped to the padded input, or to the input.
+    const int h0 = o.y * g.stride_h - g.pad_h, w0 = o.x * g.stride_w - g.pad_w;
+    const int padded =
+        (::min(h0 + 3, g.in_h + g.pad_h) - h0) * (::min(w0 + 3, g.in_w + g.pad_w) - w0);
+    const int inside =
+        (::min(h0 + 3, g.in_h) - ::max(h0, 0)) * (::min(w0 + 3, g.in_w) - ::max(w0, 0));
+    const CountDivisor divisor = count_divisor(g.count_include_pad ? padded : inside);
+    float sum[V];
 #pragma unroll
-    for (int k = 0; k < V / 2; ++k) {
-      best[k] = 0xff80ff80u;
-      best_tap[k] = uint32_t(first_tap) * 0x00010001u;
-    }
+    for (int j = 0; j < V; ++j) sum[j] = 0.f;
 #pragma unroll
     for (int kh = 0; kh < 3; ++kh)
 #pragma unroll
       for (int kw = 0; kw < 3; ++kw) {
         if (!row_in[kh] || !col_in[kw]) continue;
-        const uint32_t tap = uint32_t(kh * 3 + kw) * 0x00010001u;
-        const uint32_t words[V / 2] = {v[kh][kw].x, v[kh][kw].y, v[kh][kw].z, v[kh][kw].w};
+        if constexpr (kPacked) {
+          const uint32_t words[4] = {v[kh][kw].x, v[kh][kw].y, v[kh][kw].z, v[kh][kw].w};
 #pragma unroll
-        for (int k = 0; k < V / 2; ++k) {
-          const uint32_t take = bf16x2_greater_or_nan(words[k], best[k]);
-          best[k] = (words[k] & take) | (best[k] & ~take);
-          best_tap[k] = (tap & take) | (best_tap[k] & ~take);
+          for (int j = 0; j < V; ++j) sum[j] += channel_of<T>(words, j);
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; ++j) sum[j] += v[kh][kw].v[j];
         }
       }
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const auto half = static_cast<unsigned short>(best[j / 2] >> (16 * (j % 2)));
-      result.v[j] = convert<T>(convert<float>(__ushort_as_bfloat16(half)));
-    }
+    for (int j = 0; j < V; ++j) result.v[j] = convert<T>(divisor.divide(sum[j]));
     *reinterpret_cast<Vec*>(out + at) = result;
-    // Channel j's tap (< 9) is the low byte of its 16-bit half: bytes 0 and 2 of each word.
-    if (taps != nullptr && packed_taps) {
-      // Word k's two taps as one byte (channel 2k low), the four bytes into one 32-bit store.
-      uint32_t pairs[V / 2];
-#pragma unroll
-      for (int k = 0; k < V / 2; ++k) pairs[k] = best_tap[k] | (best_tap[k] >> 12);
-      *reinterpret_cast<uint32_t*>(taps + at / 2) =
-          __byte_perm(__byte_perm(pairs[0], pairs[1], 0x0040),
-                      __byte_perm(pairs[2], pairs[3], 0x0040), 0x5410);
-    } else if (taps != nullptr) {
-      *reinterpret_cast<uint2*>(taps + at) =
-          make_uint2(__byte_perm(best_tap[0], best_tap[1], 0x6420),
-                     __byte_perm(best_tap[2], best_tap[3], 0x6420));
-    }
   } else {
-    float best[V];
-    int best_at[V];
+    // A window starts inside the input or in its left / top padding, so its first tap inside the
+    // input is the first whose row and column are inside (the general kernel's starting index).
+    const int first_tap =
+        (row_in[0] ? 0 : row_in[1] ? 1 : 2) * 3 + (col_in[0] ? 0 : col_in[1] ? 1 : 2);
+    if constexpr (kPacked) {
+      // Per word: two best values (-inf to start) and their taps, each in its 16-bit half.
+      uint32_t best[V / 2], best_tap[V / 2];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      best[j] = neg_infinity<float>();
-      best_at[j] = first_tap;
-    }
+      for (int k = 0; k < V / 2; ++k) {
+        best[k] = 0xff80ff80u;
+        best_tap[k] = uint32_t(first_tap) * 0x00010001u;
+      }
 #pragma unroll
-    for (int kh = 0; kh < 3; ++kh)
+      for (int kh = 0; kh < 3; ++kh)
 #pragma unroll
-      for (int kw = 0; kw < 3; ++kw) {
-        if (!row_in[kh] || !col_in[kw]) continue;
+        for (int kw = 0; kw < 3; ++kw) {
+          if (!row_in[kh] || !col_in[kw]) continue;
+          const uint32_t tap = uint32_t(kh * 3 + kw) * 0x00010001u;
+          const uint32_t words[V / 2] = {v[kh][kw].x, v[kh][kw].y, v[kh][kw].z, v[kh][kw].w};
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float x = v[kh][kw].v[j];
-          if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
-            best[j] = x;
-            best_at[j] = kh * 3 + kw;
+          for (int k = 0; k < V / 2; ++k) {
+            const uint32_t take = bf16x2_greater_or_nan(words[k], best[k]);
+            best[k] = (words[k] & take) | (best[k] & ~take);
+            best_tap[k] = (tap & take) | (best_tap[k] & ~take);
           }
         }
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const auto half = static_cast<unsigned short>(best[j / 2] >> (16 * (j % 2)));
+        result.v[j] = convert<T>(convert<float>(__ushort_as_bfloat16(half)));
+      }
+      *reinterpret_cast<Vec*>(out + at) = result;
+      // Channel j's tap (< 9) is the low byte of its 16-bit half: bytes 0 and 2 of each word.
+      if (taps != nullptr && packed_taps) {
+        // Word k's two taps as one byte (channel 2k low), the four bytes into one 32-bit store.
+        uint32_t pairs[V / 2];
+#pragma unroll
+        for (int k = 0; k < V / 2; ++k) pairs[k] = best_tap[k] | (best_tap[k] >> 12);
+        *reinterpret_cast<uint32_t*>(taps + at / 2) =
+            __byte_perm(__byte_perm(pairs[0], pairs[1], 0x0040),
+                        __byte_perm(pairs[2], pairs[3], 0x0040), 0x5410);
+      } else if (taps != nullptr) {
+        *reinterpret_cast<uint2*>(taps + at) =
+            make_uint2(__byte_perm(best_tap[0], best_tap[1], 0x6420),
+                       __byte_perm(best_tap[2], best_tap[3], 0x6420));
+      }
+    } else {
+      float best[V];
+      int best_at[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        best[j] = neg_infinity<float>();
+        best_at[j] = first_tap;
       }
 #pragma unroll
-    for (int j = 0; j < V; ++j) result.v[j] = best[j];
-    *reinterpret_cast<Vec*>(out + at) = result;
-    if (taps != nullptr) {
-      if (packed_taps)
-        store_packed_taps<V>(taps, at, best_at);
-      else
-        store_indices<V>(taps + at, best_at);
+      for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+        for (int kw = 0; kw < 3; ++kw) {
+          if (!row_in[kh] || !col_in[kw]) continue;
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float x = v[kh][kw].v[j];
+            if (x > best[j] || x != x) {  // first maximum wins; every NaN wins
+              best[j] = x;
+              best_at[j] = kh * 3 + kw;
+            }
+          }
+        }
+#pragma unroll
+      for (int j = 0; j < V; ++j) result.v[j] = best[j];
+      *reinterpret_cast<Vec*>(out + at) = result;
+      if (taps != nullptr) {
+        if (packed_taps)
+          store_packed_taps<V>(taps, at, best_at);
+        else
+          store_indices<V>(taps + at, best_at);
+      }
     }
   }
 }
@@ -550,25 +616,6 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 #pragma unroll
   for (int j = 0; j < V; ++j) result.v[j] = convert<T>(acc[j]);
   *reinterpret_cast<Vec*>(grad_in + i.n * g.in_image + cell * g.channels + i.c0) = result;
-}
-
-// A 16-byte vector of T held as four 32-bit words, as loaded: float32 channel j is word j,
-// bfloat16 channel j the low (j even) or high (j odd) half of word j / 2. Keeping bfloat16 packed
-// halves the registers the tile's windows hold (the compiler splits an AlignedVec of bfloat16 into
-// a register per element); channels are widened to float (exactly) where they are used.
-__device__ __forceinline__ void load_words(const void* p, uint32_t (&w)[4]) {
-  const uint4 q = *reinterpret_cast<const uint4*>(p);
-  w[0] = q.x;
-  w[1] = q.y;
-  w[2] = q.z;
-  w[3] = q.w;
-}
-template <typename T>
-__device__ __forceinline__ float channel_of(const uint32_t (&w)[4], int j) {
-  if constexpr (std::is_same_v<T, float>)
-    return __uint_as_float(w[j]);
-  else
-    return j % 2 == 0 ? bf16_low_as_float(w[j / 2]) : bf16_high_as_float(w[j / 2]);
 }
 
 // Four uint8 window taps against one key: bit 7 of byte j is set where tap j differs from `key`
@@ -653,12 +700,18 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
 }
 
 // Backward of 2-D NHWC average pooling, or max pooling with uint8 taps, over 2x2 tiles of input
-// pixels: a thread per tile (rows 2 ty and 2 ty + 1, columns 2 tx and 2 tx + 1) and 16-byte
-// vector of channels. The plan admits only windows of which a tile meets at most two rows and two
-// columns ((kernel - 1) * dilation + 2 <= 2 * stride per dim: ResNet's 3x3 stride-2 max pool and
-// 2x2 stride-2 average pool), so the tile's (up to) four windows are loaded once, all loads in
-// flight together, for its four pixels: the per-pixel kernel loads 2.25 windows per pixel for 3x3
-// stride 2, and a 2x2 stride-2 tile is exactly one window (the output gradient is read once).
+// pixels: a thread per band of kRows tiles stacked down the rows (pixel rows 2 kRows by .. 2 kRows
+// by + 2 kRows - 1, columns 2 tx and 2 tx + 1) and 16-byte vector of channels. The plan admits
+// only windows of which a tile meets at most two rows and two columns ((kernel - 1) * dilation + 2
+// <= 2 * stride per dim: ResNet's 3x3 stride-2 max pool and 2x2 stride-2 average pool), so a
+// tile's (up to) four windows are loaded once, all loads in flight together, for its four pixels:
+// the per-pixel kernel loads 2.25 windows per pixel for 3x3 stride 2, and a 2x2 stride-2 tile is
+// exactly one window (the output gradient is read once). With stride 2 down the rows, tile i + 1's
+// upper window row is tile i's lower one, so a band of two tiles (kRows = 2; max pooling, see
+// tile_band_rows) loads three window rows for its eight pixels instead of four: ResNet's 3x3
+// stride-2 max pool fwd+bwd 256x64x112x112 bf16 313.5-315.4 -> 301.9-304.2 us, f32 546.0-547.5 ->
+// 531.4-534.4 (H200, session 15 runs 1-2), its backward then as fast as a kernel that only reads
+// 5 and writes 16 vectors (bench/bandwidth.cu).
 // Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
 // descending) from 0, in float, so results are bit-identical to it; pixels in no window get zeros.
 // Max pooling adds a window's channel where its tap is the pixel's (WindowTaps tests a word of
@@ -671,16 +724,16 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
 // The loads in flight per SM bound its speed: on the H200, bfloat16 at 2 resident blocks (88-90
 // registers with all four pixels' sums live, ~48 KB of loads) ran at 1740 GB/s and float32 at 4
 // (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time,
-// windows held as loaded words, and resident blocks asked for: float32 max 5 (48 registers),
-// float32 average 4 (its four window divisors stay live), bfloat16 max 5 and average 4. Before
-// the packed words and flags, bfloat16 max pooling held each element in a register of its own (64
-// registers at 4 blocks, 12 bytes spilled) and spent five instructions per channel and window
-// (shift, mask, compare, widen, add): 3x3 stride-2 fwd+bwd at 2838 GB/s against float32's 3620;
-// with them 3147 (H200, session 9 run 3; float32 3704).
-template <typename T, bool kMax>
-constexpr int kTileBlocksPerSm = std::is_same_v<T, float> ? (kMax ? 5 : 4) : (kMax ? 5 : 4);
-template <typename T, int V, bool kMax, bool kPackedTaps>
-__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<T, kMax>)
+// windows held as loaded words, and resident blocks asked for: single tiles 5 for max pooling (48
+// registers) and 4 for average (its windows' quotients: 59 registers in bfloat16), bands of two 4
+// (64 registers). Before the packed words and flags, bfloat16 max pooling held each element in a
+// register of its own (64 registers at 4 blocks, 12 bytes spilled) and spent five instructions
+// per channel and window (shift, mask, compare, widen, add): 3x3 stride-2 fwd+bwd at 2838 GB/s
+// against float32's 3620; with them 3147 (H200, session 9 run 3; float32 3704).
+template <bool kMax, int kRows>
+constexpr int kTileBlocksPerSm = kRows > 1 ? 4 : (kMax ? 5 : 4);
+template <typename T, int V, bool kMax, bool kPackedTaps, int kRows>
+__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<kMax, kRows>)
 pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                                   const T* __restrict__ grad_out,
                                   const uint8_t* __restrict__ taps, int64_t total) {
@@ -688,85 +741,97 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   allow_dependents();
   static_assert(V == kVectorOf<T> && (V == 4 || V == 8),
                 "tiles move 16-byte vectors and their taps in 32-bit words");
+  static_assert(kRows == 1 || (kRows == 2 && kMax), "bands of one tile, or two for max pooling");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<T, float>, "float32 or bfloat16");
+  constexpr int kPixelRows = 2 * kRows;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= total) return;
-  const PixelOf tile = pixel_of<V>(g, t);  // by_y, by_x count tiles
-  const int y0 = 2 * tile.y, x0 = 2 * tile.x;
-  const int rows = ::min(2, g.in_h - y0), cols = ::min(2, g.in_w - x0);  // 1 or 2
-  // The window rows meeting the tile's rows: oh_last and, when >= oh_first, oh_last - 1 (the
-  // per-pixel kernel's range over the union of the rows); likewise for columns.
-  const int reach_h = y0 + g.pad_h;
+  const PixelOf band = pixel_of<V>(g, t);  // by_y counts bands of kRows tiles, by_x tiles
+  const int y0 = kPixelRows * band.y, x0 = 2 * band.x;
+  const int rows = ::min(kPixelRows, g.in_h - y0), cols = ::min(2, g.in_w - x0);
+  // The last window row starting at or before the band's last row, oh_hi, and before it
+  // oh_hi - 1 ... oh_hi - kRows: every window row meeting the band (a tile's two rows meet at
+  // most two window rows; with stride 2, tile i's are oh_hi - (kRows - 1 - i) and the row
+  // before). Likewise columns ow_hi and ow_hi - 1. Rows or columns outside the output, or
+  // offsets outside a window, get tap -1.
   const int extent_h = (g.kernel_h - 1) * g.dilation_h;
-  const int low_h = reach_h - extent_h;
-  const int oh_first = low_h <= 0 ? 0 : int(g.by_stride_h.div(uint32_t(low_h + g.stride_h - 1)));
-  const int oh_last = ::min(int(g.by_stride_h.div(uint32_t(reach_h + rows - 1))), g.out_h - 1);
-  const int reach_w = x0 + g.pad_w;
   const int extent_w = (g.kernel_w - 1) * g.dilation_w;
-  const int low_w = reach_w - extent_w;
-  const int ow_first = low_w <= 0 ? 0 : int(g.by_stride_w.div(uint32_t(low_w + g.stride_w - 1)));
-  const int ow_last = ::min(int(g.by_stride_w.div(uint32_t(reach_w + cols - 1))), g.out_w - 1);
-  // tap_h[a][r]: the tap of row y0 + r in window row oh_last - a, -1 when that row or window does
-  // not exist or the row is not one of the window's taps; tap_w[b][c] likewise.
-  int tap_h[2][2], tap_w[2][2];
+  const int oh_hi = int(g.by_stride_h.div(uint32_t(y0 + kPixelRows - 1 + g.pad_h)));
+  const int ow_hi = int(g.by_stride_w.div(uint32_t(x0 + 1 + g.pad_w)));
+  // tap_h[k][p]: the tap of pixel row y0 + p in window row oh_hi - k (-1: none); tap_w[b][c].
+  int tap_h[kRows + 1][kPixelRows], tap_w[2][2];
 #pragma unroll
-  for (int k = 0; k < 2; ++k)  // window row / column oh_last - k, ow_last - k
+  for (int k = 0; k <= kRows; ++k)
 #pragma unroll
-    for (int p = 0; p < 2; ++p) {  // pixel row y0 + p, column x0 + p
-      const int oh = oh_last - k, ow = ow_last - k;
-      const int offset_h = reach_h + p - oh * g.stride_h;
-      const int offset_w = reach_w + p - ow * g.stride_w;
-      tap_h[k][p] = oh >= oh_first && p < rows && offset_h >= 0 && offset_h <= extent_h
-                        ? tap_at(g.by_dilation_h, offset_h)
-                        : -1;
-      tap_w[k][p] = ow >= ow_first && p < cols && offset_w >= 0 && offset_w <= extent_w
-                        ? tap_at(g.by_dilation_w, offset_w)
+    for (int p = 0; p < kPixelRows; ++p) {
+      const int oh = oh_hi - k;
+      const int offset = y0 + p + g.pad_h - oh * g.stride_h;
+      tap_h[k][p] = oh >= 0 && oh < g.out_h && p < rows && offset >= 0 && offset <= extent_h
+                        ? tap_at(g.by_dilation_h, offset)
                         : -1;
     }
-  // The tile's windows, every load issued before any is used.
-  const int image = tile.n * g.out_image + tile.c0;
-  uint32_t go[2][2][4];
-  WindowTaps<V, kPackedTaps> window_taps[2][2];
 #pragma unroll
-  for (int a = 0; a < 2; ++a)
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int ow = ow_hi - b;
+      const int offset = x0 + c + g.pad_w - ow * g.stride_w;
+      tap_w[b][c] = ow >= 0 && ow < g.out_w && c < cols && offset >= 0 && offset <= extent_w
+                        ? tap_at(g.by_dilation_w, offset)
+                        : -1;
+    }
+  // The band's windows, every load issued before any is used.
+  const int image = band.n * g.out_image + band.c0;
+  uint32_t go[kRows + 1][2][4];
+  WindowTaps<V, kPackedTaps> window_taps[kRows + 1][2];
+#pragma unroll
+  for (int k = 0; k <= kRows; ++k)
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) go[a][b][k] = 0;
-      window_taps[a][b].clear();
-      if (oh_last - a < oh_first || ow_last - b < ow_first) continue;
-      const int at = image + ((oh_last - a) * g.out_w + ow_last - b) * g.channels;
-      load_words(grad_out + at, go[a][b]);
-      if constexpr (kMax) window_taps[a][b].load(taps, at);
+      for (int q = 0; q < 4; ++q) go[k][b][q] = 0;
+      window_taps[k][b].clear();
+      const int oh = oh_hi - k, ow = ow_hi - b;
+      if (oh < 0 || oh >= g.out_h || ow < 0 || ow >= g.out_w) continue;
+      const int at = image + (oh * g.out_w + ow) * g.channels;
+      load_words(grad_out + at, go[k][b]);
+      if constexpr (kMax) window_taps[k][b].load(taps, at);
     }
-  // Average pooling: each window's divisor, computed once for the tile (the 2x2 stride-2 backward
-  // ran at 2657 GB/s computing it per pixel against 2974 once per window, bf16 on the H200).
-  CountDivisor divisors[2][2];
+  // Average pooling: each window's values divided by its count once, kept as floats for the
+  // pixels it reaches (the quotients the per-pixel kernel computes for each of them; windows
+  // outside the output give quotients no pixel adds). Against dividing per pixel and window: 3x3
+  // stride-2 fwd+bwd 256x64x112x112 bf16 518.5-519.6 -> 440.4-440.7 us, f32 664.7 -> 635.2 (H200,
+  // session 15 runs 3-4).
+  float quotient[kMax ? 1 : 2][2][V];
   if constexpr (!kMax) {
 #pragma unroll
-    for (int a = 0; a < 2; ++a)
+    for (int k = 0; k <= kRows; ++k)
 #pragma unroll
-      for (int b = 0; b < 2; ++b)
-        divisors[a][b] = count_divisor(
-            avg_divisor(oh_last - a, g.stride_h, g.pad_h, g.kernel_h, g.in_h,
-                        g.count_include_pad) *
-            avg_divisor(ow_last - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
+      for (int b = 0; b < 2; ++b) {
+        const CountDivisor divisor = count_divisor(
+            avg_divisor(oh_hi - k, g.stride_h, g.pad_h, g.kernel_h, g.in_h, g.count_include_pad) *
+            avg_divisor(ow_hi - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
+#pragma unroll
+        for (int j = 0; j < V; ++j) quotient[k][b][j] = divisor.divide(channel_of<T>(go[k][b], j));
+      }
   }
-  // Pixel by pixel, so only one pixel's V sums are live next to the loaded windows. Average
-  // pooling divides a window's values once per pixel reached, as the per-pixel kernel does.
-  // The tile's first pixel as a 32-bit offset: one register live across the pixels, not two.
-  const int dst = tile.n * g.in_image + (y0 * g.in_w + x0) * g.channels + tile.c0;
+  // Pixel by pixel, so only one pixel's V sums are live next to the loaded windows.
+  // The band's first pixel as a 32-bit offset: one register live across the pixels, not two.
+  const int dst = band.n * g.in_image + (y0 * g.in_w + x0) * g.channels + band.c0;
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < kPixelRows; ++r)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       if (r >= rows || c >= cols) continue;
+      // Pixel row r lies in tile r / 2, whose window rows are k0 and k0 + 1 (rows descending).
+      const int k0 = kRows - 1 - r / 2;
       // tap_h / tap_w are -1 for windows that do not exist, so `meets` skips them too.
-      auto meets = [&](int a, int b) { return tap_h[a][r] >= 0 && tap_w[b][c] >= 0; };
+      auto meets = [&](int a, int b) { return tap_h[k0 + a][r] >= 0 && tap_w[b][c] >= 0; };
       // Flags set where a channel's tap in window (a, b) is not this pixel's.
       auto mismatch = [&](int a, int b) {
-        return window_taps[a][b].mismatch(uint32_t(tap_h[a][r] * g.kernel_w + tap_w[b][c]));
+        const int key = tap_h[k0 + a][r] * g.kernel_w + tap_w[b][c];
+        return window_taps[k0 + a][b].mismatch(uint32_t(key));
       };
       uint32_t result[4];
       bool packed = false;
@@ -776,7 +841,7 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
         // At most two windows (a pixel meets one or two rows times one or two columns of them,
         // so not all four means at most two): bfloat16 pairs summed from +0 (see above).
 #pragma unroll
-        for (int k = 0; k < 4; ++k) result[k] = 0;
+        for (int q = 0; q < 4; ++q) result[q] = 0;
 #pragma unroll
         for (int a = 0; a < 2; ++a)
 #pragma unroll
@@ -784,8 +849,8 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
             if (!meets(a, b)) continue;
             const auto flags = mismatch(a, b);
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-              result[k] = bf16x2_add(result[k], go[a][b][k] & ~flags.pair_differs(k));
+            for (int q = 0; q < 4; ++q)
+              result[q] = bf16x2_add(result[q], go[k0 + a][b][q] & ~flags.pair_differs(q));
           }
       } else {
         // Four channels (a tap word's) at a time: fewer sums live next to the windows.
@@ -801,11 +866,10 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
                 const auto flags = mismatch(a, b);
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                  if (!flags.differs(4 * q + j)) acc[j] += channel_of<T>(go[a][b], 4 * q + j);
+                  if (!flags.differs(4 * q + j)) acc[j] += channel_of<T>(go[k0 + a][b], 4 * q + j);
               } else {
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                  acc[j] += divisors[a][b].divide(channel_of<T>(go[a][b], 4 * q + j));
+                for (int j = 0; j < 4; ++j) acc[j] += quotient[k0 + a][b][4 * q + j];
               }
             }
           if constexpr (kBf16) {
@@ -1118,11 +1182,12 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
   const bool aligned =
       aligned16(a.input) && aligned16(a.output) && (!max_indices || aligned16(a.indices));
   const int v = a.channels % vector == 0 && aligned ? vector : 1;
-  // Max pooling forward over 3x3 windows: one 16-byte vector of channels per thread, uint8 taps
-  // or none (channels not filling vectors take the general kernel, one element per access).
-  if (direction == dispatch::Direction::forward && a.mode == PoolMode::max && v == vector &&
-      a.kernel[1] == 3 && a.kernel[2] == 3 && !(max_indices && a.indices.dtype() != DType::u8))
-    return {PoolFastKernel::max_3x3_nhwc, vector};
+  // Max or average pooling forward over 3x3 windows: one 16-byte vector of channels per thread,
+  // max with uint8 taps or none (channels not filling vectors take the general kernel, one
+  // element per access).
+  if (direction == dispatch::Direction::forward && v == vector && a.kernel[1] == 3 &&
+      a.kernel[2] == 3 && !(max_indices && a.indices.dtype() != DType::u8))
+    return {PoolFastKernel::window_3x3_nhwc, vector};
   // Backward by disjoint windows or by tiles: whole vectors, average pooling or uint8 taps (int64
   // positions, only for users' indices, keep the per-pixel kernel).
   const bool tile_indices =
@@ -1138,8 +1203,19 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
 
 // ---- launch -------------------------------------------------------------------------------------
 
-// The flat loop runs over output pixels (forward), input pixels (per-pixel backward), 2x2 tiles
-// of input pixels (backward by tiles) or window-sized cells of the input (disjoint windows).
+// The tiles kernel's band: for max pooling, two tiles per thread down the rows where the stride
+// there is 2 (the lower tile's upper window row is the upper tile's lower one), else one. Average
+// pooling keeps single tiles: a band's six windows of float quotients would hold 48 registers in
+// bfloat16, and bands dividing per pixel instead ran slower than single tiles (3x3 stride 2
+// fwd+bwd 256x64x112x112 bf16 518.5-519.6 -> 549.0 us, f32 664.7 -> 717.1-717.9; H200, session 15
+// run 3).
+int tile_band_rows(const PoolArgs& a) {
+  return a.mode == PoolMode::max && a.stride[1] == 2 ? 2 : 1;
+}
+
+// The flat loop runs over output pixels (forward), input pixels (per-pixel backward), bands of
+// 2x2 tiles of input pixels (backward by tiles) or window-sized cells of the input (disjoint
+// windows).
 Pool2dGeometry make_geometry(const PoolArgs& a, int vector, PoolFastKernel kernel,
                              dispatch::Direction direction) {
   Pool2dGeometry g{};
@@ -1165,8 +1241,9 @@ Pool2dGeometry make_geometry(const PoolArgs& a, int vector, PoolFastKernel kerne
     g.by_x = FastDivmod(uint32_t(g.out_w));
     g.by_y = FastDivmod(uint32_t(g.out_h));
   } else if (kernel == PoolFastKernel::window_tiles_nhwc) {
+    const int band = 2 * tile_band_rows(a);
     g.by_x = FastDivmod(uint32_t((g.in_w + 1) / 2));
-    g.by_y = FastDivmod(uint32_t((g.in_h + 1) / 2));
+    g.by_y = FastDivmod(uint32_t((g.in_h + band - 1) / band));
   } else if (kernel == PoolFastKernel::window_disjoint_nhwc) {
     g.by_x = FastDivmod(uint32_t((g.in_w + g.stride_w - 1) / g.stride_w));
     g.by_y = FastDivmod(uint32_t((g.in_h + g.stride_h - 1) / g.stride_h));
@@ -1209,16 +1286,18 @@ void launch_window_kernel(void (*kernel)(Params...), unsigned grid, cudaStream_t
   launch_dependent(kernel, dim3(grid), dim3(kBlockThreads), 0, stream, std::forward<Args>(args)...);
 }
 
-// Max pooling forward over 3x3 windows, one 16-byte vector per thread (uint8 taps or none).
+// Max or average pooling forward over 3x3 windows, one 16-byte vector per thread (max: uint8
+// taps or none).
 template <typename T>
-void launch_max_3x3(const PoolArgs& a, cudaStream_t stream) {
-  const Pool2dGeometry g = make_geometry(a, kVectorOf<T>, PoolFastKernel::max_3x3_nhwc,
+void launch_window_3x3(const PoolArgs& a, cudaStream_t stream) {
+  const Pool2dGeometry g = make_geometry(a, kVectorOf<T>, PoolFastKernel::window_3x3_nhwc,
                                          dispatch::Direction::forward);
   const int64_t total = a.batch * g.groups * int64_t(g.out_h) * g.out_w;
   uint8_t* taps = a.indices.defined() ? a.indices.data<uint8_t>() : nullptr;
-  launch_window_kernel(max_pool2d_3x3_nhwc_forward_kernel<T>, blocks_for(total), stream, g,
-                       static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()),
-                       taps, total, a.packed_taps);
+  launch_window_kernel(a.mode == PoolMode::max ? pool2d_3x3_nhwc_forward_kernel<T, true>
+                                               : pool2d_3x3_nhwc_forward_kernel<T, false>,
+                       blocks_for(total), stream, g, static_cast<const T*>(a.input.data_ptr()),
+                       static_cast<T*>(a.output.data_ptr()), taps, total, a.packed_taps);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -1263,10 +1342,15 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
                                    : pool2d_nhwc_backward_disjoint_kernel<T, V, false>,
                                grid, stream, g, grad_in, grad_out,
                                static_cast<const uint8_t*>(taps), total, packed);
+        else if (tile_band_rows(a) == 2)  // max pooling
+          launch_window_kernel(packed ? pool2d_nhwc_backward_tiles_kernel<T, V, true, true, 2>
+                                      : pool2d_nhwc_backward_tiles_kernel<T, V, true, false, 2>,
+                               grid, stream, g, grad_in, grad_out,
+                               static_cast<const uint8_t*>(taps), total);
         else
-          launch_window_kernel(!max     ? pool2d_nhwc_backward_tiles_kernel<T, V, false, false>
-                               : packed ? pool2d_nhwc_backward_tiles_kernel<T, V, true, true>
-                                        : pool2d_nhwc_backward_tiles_kernel<T, V, true, false>,
+          launch_window_kernel(!max     ? pool2d_nhwc_backward_tiles_kernel<T, V, false, false, 1>
+                               : packed ? pool2d_nhwc_backward_tiles_kernel<T, V, true, true, 1>
+                                        : pool2d_nhwc_backward_tiles_kernel<T, V, true, false, 1>,
                                grid, stream, g, grad_in, grad_out,
                                static_cast<const uint8_t*>(taps), total);
         EMBER_CUDA_LAUNCH_CHECK();
@@ -1329,8 +1413,8 @@ bool run_fast(const PoolArgs& a, dispatch::Direction direction, cudaStream_t str
                             plan.kernel == PoolFastKernel::global_nchw;
         if (global)
           launch_global<T>(a, plan.kernel, direction, stream);
-        else if (plan.kernel == PoolFastKernel::max_3x3_nhwc)
-          launch_max_3x3<T>(a, stream);
+        else if (plan.kernel == PoolFastKernel::window_3x3_nhwc)
+          launch_window_3x3<T>(a, stream);
         else if (plan.vector == kVectorOf<T>)
           launch_window<T, kVectorOf<T>>(a, plan.kernel, direction, stream);
         else
@@ -1357,7 +1441,7 @@ bool pool_fast_packs_taps(const PoolArgs& a) {
       a.channels % 2 != 0)
     return false;
   const PoolFastPlan plan = pool_fast_plan(a, dispatch::Direction::forward);
-  return plan.vector > 1 && (plan.kernel == PoolFastKernel::max_3x3_nhwc ||
+  return plan.vector > 1 && (plan.kernel == PoolFastKernel::window_3x3_nhwc ||
                              plan.kernel == PoolFastKernel::window_nhwc);
 }
 

@@ -317,7 +317,11 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
     Tensor y = empty({2, 64, 8, 8}, dtype, kGpu, cl);
     for (PoolMode mode : {PoolMode::max, PoolMode::avg}) {
       PoolArgs a = pool_args(mode, x, y, 3, 2, 1);
-      CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_nhwc, vector));
+      // 3x3 windows: the unrolled forward, except max pooling with int64 positions.
+      CHECK(is(plan(a, Direction::forward),
+               mode == PoolMode::max ? PoolFastKernel::window_nhwc
+                                     : PoolFastKernel::window_3x3_nhwc,
+               vector));
       // Backward: input = dL/dx (channels_last), output = dL/dy. By 2x2 input tiles for
       // average pooling and uint8 taps; int64 positions keep the per-pixel kernel.
       PoolArgs b = pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1);
@@ -330,9 +334,9 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
         CHECK(is(plan(b, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
         // uint8 taps or none: the unrolled forward, one 16-byte vector per thread.
         a.indices = empty(y.sizes(), DType::u8, kGpu, cl);
-        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, vector));
+        CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_3x3_nhwc, vector));
         a.indices = Tensor();
-        CHECK(is(plan(a, Direction::forward), PoolFastKernel::max_3x3_nhwc, vector));
+        CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_3x3_nhwc, vector));
       }
       // Windows tiling the input (2x2 stride 2, 3x2 stride 3x2): a thread per window; with
       // padding they overlap the edge, so by tiles.
@@ -359,7 +363,7 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
         pool_args(PoolMode::max, twelve, empty({2, 12, 8, 8}, dtype, kGpu, cl), 3, 2, 1);
     twelve_max.indices = empty({2, 12, 8, 8}, DType::u8, kGpu, cl);
     CHECK(is(plan(twelve_max, Direction::forward),
-             dtype == DType::f32 ? PoolFastKernel::max_3x3_nhwc : PoolFastKernel::window_nhwc,
+             dtype == DType::f32 ? PoolFastKernel::window_3x3_nhwc : PoolFastKernel::window_nhwc,
              dtype == DType::f32 ? 4 : 1));
     Tensor odd = gpu_randn({2, 67, 15, 15}, dtype).contiguous(cl);
     CHECK(is(plan(pool_args(PoolMode::max, odd, empty({2, 67, 8, 8}, dtype, kGpu, cl), 3, 2, 1),

@@ -5,7 +5,8 @@
 // (cuda_kernels/pooling_fast.cu: the general and the unrolled 3x3 forward, the per-pixel and the
 // 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
 // and gradients to one another, and gradients within tolerance of the CPU's fp64 ones; over
-// awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode), ties and NaN, bf16 and f32
+// awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode; heights 13 and 10 leave the
+// tiles backward's last band of two tiles 1 and 2 of its 4 pixel rows), ties and NaN, bf16 and f32
 // (C = 12 fills f32's 16-byte vectors, not bf16's). Also: average pooling's fast paths are
 // bit-identical to the generic kernels (power-of-two window counts divide by multiplication
 // there), and global average pooling's NHWC backward takes dense, strided, misaligned and
@@ -13,7 +14,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include "cuda_kernels/pooling_fast.h"
@@ -209,7 +213,7 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
   for (DType dtype : {DType::f32, DType::bf16}) {
     // C = 12 fills f32's 16-byte vectors but not bf16's: bf16 takes the general kernels.
     for (int64_t channels : {1, 5, 12, 24, 67}) {
-      for (Shape hw : {Shape{13, 11}, Shape{8, 8}}) {
+      for (Shape hw : {Shape{13, 11}, Shape{10, 8}}) {
         const Shape shape = {2, channels, hw[0], hw[1]};
         std::vector<Tensor> inputs = max_inputs(shape, dtype);
         for (size_t input = 0; input < inputs.size(); ++input) {
@@ -230,7 +234,7 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               // 3x3 windows with uint8 taps or none and vectors: the unrolled forward.
               const bool unrolled = forward_3x3(w, channels, dtype);
               const cuda::PoolFastKernel forward_kernel =
-                  unrolled ? cuda::PoolFastKernel::max_3x3_nhwc : cuda::PoolFastKernel::window_nhwc;
+                  unrolled ? cuda::PoolFastKernel::window_3x3_nhwc : cuda::PoolFastKernel::window_nhwc;
               CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel == forward_kernel);
               CHECK(cuda::pool_fast_plan(max_args(fast_x, probe.values, w, DType::u8, false),
                                          Direction::forward)
@@ -393,14 +397,17 @@ TEST_CASE("max pooling through autograd: 1-D, 3-D, unbatched and windows over 25
 TEST_CASE("average pooling: the channels_last fast path is bit-identical to the generic kernels" *
           doctest::skip(!cuda::is_available())) {
   // 2x2 windows (count 4: multiplied by the reciprocal), 3x3 without padding counts (4, 6, 9),
-  // ceil_mode windows cut by the input's end (counts 1, 2, 3, ...). The backward of all but the
-  // 4x2 stride-(3, 1) one runs by 2x2 input tiles when the channels fill vectors (C = 8): 2x2
-  // windows cut by the end (ceil_mode) or by uncounted padding, and 1x1 stride-2 windows leaving
-  // odd rows and columns in no window (zero gradients), on odd and even input sizes.
+  // ceil_mode windows cut by the input's end (counts 1, 2, 3, ...). The 3x3 forwards run unrolled
+  // when the channels fill vectors (C = 8), and the backward of the stride-2 and 1x1 windows by
+  // 2x2 input tiles: 2x2 windows cut by the end (ceil_mode) or by uncounted padding, and 1x1
+  // stride-2 windows leaving odd rows and columns in no window (zero gradients), on odd and even
+  // input sizes; the 3x3 stride-1 and 4x2 stride-(3, 1) backwards per pixel.
   const std::vector<std::function<Tensor(const Tensor&)>> pools = {
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, false, false); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, true); },
+      [](const Tensor& t) { return avg_pool2d(t, {3}, {1}, {1}, false, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {0}, true, true); },
       [](const Tensor& t) { return avg_pool2d(t, {4, 2}, {3, 1}, {0, 1}, true, false); },
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {0}, true, true); },
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {1}, false, false); },
@@ -408,7 +415,7 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
   };
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (int64_t channels : {8, 67}) {
-      for (Shape hw : {Shape{13, 11}, Shape{8, 8}}) {
+      for (Shape hw : {Shape{13, 11}, Shape{10, 8}}) {
         Tensor x =
             (randn({2, channels, hw[0], hw[1]}, TensorOptions(DType::f32)) * 3).to(kGpu, dtype);
         for (size_t i = 0; i < pools.size(); ++i) {
@@ -429,6 +436,37 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
         }
       }
     }
+  }
+}
+
+TEST_CASE("average pooling divides by the window's count exactly as IEEE division does" *
+          doctest::skip(!cuda::is_available())) {
+  // The fast kernels divide by a count that is not a power of two with its rounded reciprocal and
+  // one fma correction (CountDivisor in cuda_kernels/pooling_fast.cu), the generic kernels with
+  // IEEE division. The backward of disjoint 1 x k windows gives each input pixel dy / k, so every
+  // gradient below must come out bit-identical both ways: random float32 bit patterns (every
+  // exponent: subnormal quotients, huge values, inf, NaN; the fast kernels divide outside
+  // 2^-90..2^100) and random mantissas in [1, 2) (the correction's case).
+  std::mt19937 rng(15);
+  constexpr int64_t kRows = 1 << 15, kChannels = 8;  // 2^18 gradients per count
+  std::vector<double> values(size_t(kRows * kChannels));
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits = uint32_t(rng());
+    if (i % 2 == 1) bits = (bits & 0x807fffffu) | 0x3f800000u;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    values[i] = double(f);
+  }
+  const Tensor dy = from_vector(values, {1, kChannels, kRows, 1}).to(kGpu, DType::f32);
+  for (int64_t k : {3, 5, 6, 7, 9, 25, 49}) {
+    CAPTURE(k);
+    const Tensor x = zeros({1, kChannels, kRows, k}, TensorOptions(DType::f32).with_device(kGpu));
+    auto grad_of = [&](MemoryFormat format) {
+      Tensor xg = x.contiguous(format).detach().set_requires_grad(true);
+      avg_pool2d(xg, {1, k}, {1, k}).backward(dy.contiguous(format));
+      return xg.grad();
+    };
+    CHECK(same_values(grad_of(MemoryFormat::channels_last), grad_of(MemoryFormat::contiguous)));
   }
 }
 
