@@ -210,20 +210,23 @@ __device__ __forceinline__ int tap_at(const FastDivmod& by_dilation, int offset)
 
 // x / count for a window's element count (> 0), correctly rounded as the IEEE division of
 // pooling.cu's kernels (so results stay bit-identical to theirs) without dividing per element: a
-// multiplication by the reciprocal when count is a power of two (exact); else from the correctly
-// rounded reciprocal r, q = x r is within an ulp of x / count, its residual x - q count is exact
-// (fma), and q + residual r rounds to the correctly rounded quotient (Markstein's correction).
-// Outside 2^-90 <= |x| <= 2^100 (quotients near the subnormal range, where the residual may be
-// inexact; inf; NaN) the IEEE division, whose inline fast path (reciprocal, refinements, a range
-// check) costs a few more instructions: 3x3 stride-2 average pool fwd+bwd 256x64x112x112 bf16
-// 458.7-459.3 -> 440.4-440.7 us, f32 640.2-642.1 -> 635.2-635.3 (H200, session 15 run 4).
+// multiplication by the reciprocal when count is a power of two (exact); else, for counts up to
+// 2^16 and 2^-64 <= |x| <= 2^100, from the correctly rounded reciprocal r: q = x r is within 1.5
+// ulps of x / count, its residual x - q count is exact (fma: a multiple of q's ulp, well within 24
+// bits), and q + residual r lies within 2^-22 ulp of x / count, which is never closer than 2^-17
+// ulp to a rounding midpoint (count <= 2^16), so it rounds to the correctly rounded quotient
+// (Markstein's correction). Elsewhere (larger counts, tiny or huge x, inf, NaN) the IEEE division,
+// whose inline fast path (reciprocal, refinements, a range check) costs a few more instructions:
+// 3x3 stride-2 average pool fwd+bwd 256x64x112x112 bf16 458.7-459.3 -> 440.4-440.7 us, f32
+// 640.2-642.1 -> 635.2-635.3 (H200, session 15 run 4).
 struct CountDivisor {
   float count, reciprocal;
+  float corrected_from;  // the least |x| divided by the correction (inf: none)
   bool power_of_two;
   __device__ __forceinline__ float divide(float x) const {
     if (power_of_two) return x * reciprocal;
     const float magnitude = fabsf(x);
-    if (!(magnitude >= 0x1p-90f && magnitude <= 0x1p100f)) return x / count;
+    if (!(magnitude >= corrected_from && magnitude <= 0x1p100f)) return x / count;
     const float q = x * reciprocal;
     return fmaf(fmaf(-q, count, x), reciprocal, q);
   }
@@ -234,6 +237,7 @@ __device__ __forceinline__ CountDivisor count_divisor(int n) {
   d.power_of_two = (n & (n - 1)) == 0;
   // 2^-k from its exponent bits (n = 2^k, k <= 30), else the division, once per window.
   d.reciprocal = d.power_of_two ? __int_as_float((127 - (__ffs(n) - 1)) << 23) : 1.f / d.count;
+  d.corrected_from = n <= (1 << 16) ? 0x1p-64f : __int_as_float(0x7f800000);
   return d;
 }
 
