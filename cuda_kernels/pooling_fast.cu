@@ -216,8 +216,9 @@ __device__ __forceinline__ int tap_at(const FastDivmod& by_dilation, int offset)
 // bits), and q + residual r lies within 2^-22 ulp of x / count, which is never closer than 2^-17
 // ulp to a rounding midpoint (count <= 2^16), so it rounds to the correctly rounded quotient
 // (Markstein's correction; checked against IEEE division on the CPU for every float mantissa,
-// i.e. every normal x, and every count 1..8192: no difference). Elsewhere (larger counts, tiny or huge x, inf, NaN) the IEEE division,
-// whose inline fast path (reciprocal, refinements, a range check) costs a few more instructions:
+// i.e. every normal x, and every count 1..8192: no difference). Elsewhere (larger counts, tiny or
+// huge x, inf, NaN) the IEEE division, whose inline fast path (reciprocal, refinements, a range
+// check) costs a few more instructions:
 // 3x3 stride-2 average pool fwd+bwd 256x64x112x112 bf16 458.7-459.3 -> 440.4-440.7 us, f32
 // 640.2-642.1 -> 635.2-635.3 (H200, session 15 run 4).
 struct CountDivisor {

@@ -37,6 +37,7 @@ using ember::testing::rel_err;
 double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::parity_tolerance(d); }
 
 using ember::testing::gpu_randn;
+using ember::testing::misaligned_channels_last;
 // Parity of f on the GPU (optionally under forced settings, or with the output gradient handed to
 // backward in a given memory format) with the CPU fp64 reference.
 using ember::testing::check_gpu_parity;
@@ -287,15 +288,6 @@ PoolArgs pool_args(PoolMode mode, const Tensor& x, const Tensor& y, int64_t k, i
   return a;
 }
 
-// A dense channels_last [N, C, H, W] view whose data starts one element past a 16-byte boundary.
-Tensor misaligned_channels_last(const Shape& s, DType dtype) {
-  const int64_t n = shape_numel(s);
-  return gpu_randn({n + 1}, dtype)
-      .narrow(0, 1, n)
-      .view({s[0], s[2], s[3], s[1]})
-      .permute({0, 3, 1, 2});
-}
-
 }  // namespace
 
 TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_available())) {
@@ -369,7 +361,7 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
     CHECK(is(plan(pool_args(PoolMode::max, odd, empty({2, 67, 8, 8}, dtype, kGpu, cl), 3, 2, 1),
                   Direction::forward),
              PoolFastKernel::window_nhwc, 1));
-    Tensor shifted = misaligned_channels_last({2, 64, 15, 15}, dtype);
+    Tensor shifted = misaligned_channels_last(gpu_randn({2, 64, 15, 15}, dtype));
     REQUIRE(shifted.is_contiguous(cl));
     CHECK(is(plan(pool_args(PoolMode::avg, shifted, y, 3, 2, 1), Direction::forward),
              PoolFastKernel::window_nhwc, 1));
@@ -460,7 +452,7 @@ TEST_CASE("pooling fast paths: channels_last windows match the CPU, values, indi
     // A misaligned channels_last view (one element per access) and the generic fallbacks: a
     // narrowed (non-dense) input, an NCHW output gradient for average pooling, 3-D pooling.
     CAPTURE(dtype_name(dtype));
-    Tensor shifted = misaligned_channels_last({2, 24, 13, 11}, dtype);
+    Tensor shifted = misaligned_channels_last(gpu_randn({2, 24, 13, 11}, dtype));
     check_gpu_parity(windows[0], shifted, tol, std::nullopt, cl);
     check_gpu_parity(windows[3], shifted, tol, std::nullopt, cl);
     Tensor x = gpu_randn({2, 24, 13, 11}, dtype, 2).contiguous(cl);

@@ -23,6 +23,7 @@
 #include "cuda_kernels/pooling_fast.h"
 #include "ops/pooling.h"
 #include "support/compare.h"
+#include "support/gpu_parity.h"
 
 using namespace ember;
 
@@ -31,6 +32,7 @@ namespace {
 const Device kGpu = Device::cuda();
 
 using ember::testing::cpu_f64;
+using ember::testing::misaligned_channels_last;
 using ember::testing::rel_err;
 
 double tolerance(DType d) { return d == DType::f32 ? 2e-5 : ember::testing::parity_tolerance(d); }
@@ -183,16 +185,6 @@ std::vector<double> unpack_taps(const Tensor& packed) {
   return taps;
 }
 
-// t (4-D, channels_last) copied into a dense channels_last tensor whose data starts one element
-// past 16-byte alignment: the fast kernels then move single elements, not vectors.
-Tensor misaligned_channels_last(const Tensor& t) {
-  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
-  Tensor buffer = empty({n * c * h * w + 1}, t.dtype(), t.device());
-  Tensor r = buffer.narrow(0, 1, n * c * h * w).view({n, h, w, c}).permute({0, 3, 1, 2});
-  r.copy_(t);
-  return r;
-}
-
 // Inputs with plain values, ties (integers in [0, 3)) and NaNs (some windows holding two).
 std::vector<Tensor> max_inputs(const Shape& shape, DType dtype) {
   Tensor plain = (randn(shape, TensorOptions(DType::f32)) * 2).to(kGpu, dtype);
@@ -234,7 +226,8 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               // 3x3 windows with uint8 taps or none and vectors: the unrolled forward.
               const bool unrolled = forward_3x3(w, channels, dtype);
               const cuda::PoolFastKernel forward_kernel =
-                  unrolled ? cuda::PoolFastKernel::window_3x3_nhwc : cuda::PoolFastKernel::window_nhwc;
+                  unrolled ? cuda::PoolFastKernel::window_3x3_nhwc
+                           : cuda::PoolFastKernel::window_nhwc;
               CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel == forward_kernel);
               CHECK(cuda::pool_fast_plan(max_args(fast_x, probe.values, w, DType::u8, false),
                                          Direction::forward)

@@ -20,6 +20,17 @@ inline Tensor gpu_randn(const Shape& s, DType dtype, double scale = 1) {
   return (randn(s, TensorOptions(DType::f32)) * scale).to(Device::cuda(), dtype);
 }
 
+// The values of 4-D `t` in a dense channels_last tensor on t's device whose data starts one element
+// past its allocation's (16-byte aligned) start: kernels with 16-byte vector paths take their
+// element-at-a-time paths on it.
+inline Tensor misaligned_channels_last(const Tensor& t) {
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  Tensor buffer = empty({n * c * h * w + 1}, t.dtype(), t.device());
+  Tensor r = buffer.narrow(0, 1, n * c * h * w).view({n, h, w, c}).permute({0, 3, 1, 2});
+  r.copy_(t);
+  return r;
+}
+
 // Outputs within `tol` (rel_err), input gradients within 4 * tol (a backward is one more pass).
 // `gpu_settings` (forced algorithms) apply to the GPU run only. The output gradient is that of
 // sum(out * w) for a uniform fp64 w, which reaches the op's backward laid out as the product's
