@@ -215,11 +215,15 @@ struct ChannelStatsOut {
   void* running_var = nullptr;
   DType running_dtype = DType::f32;
 
-  // Channel c's statistics from (mean, M2) over `count` values: save_invstd[c] = 1 / sqrt(M2 /
-  // count + eps); running_var takes the unbiased variance M2 / (count - 1).
+  // 1 / sqrt(M2 / count + eps): the inverse standard deviation `store` saves.
+  __device__ __forceinline__ float invstd(float m2, int64_t count) const {
+    return rsqrtf(m2 / float(count) + eps);
+  }
+  // Channel c's statistics from (mean, M2) over `count` values: save_invstd[c] = invstd(M2,
+  // count); running_var takes the unbiased variance M2 / (count - 1).
   __device__ __forceinline__ void store(int64_t c, float mean, float m2, int64_t count) const {
     save_mean[c] = mean;
-    save_invstd[c] = rsqrtf(m2 / float(count) + eps);
+    save_invstd[c] = invstd(m2, count);
     if (running_mean != nullptr) {
       const float unbiased_var = m2 / float(count - 1);
       const float rm = load_param(running_mean, running_dtype, c);

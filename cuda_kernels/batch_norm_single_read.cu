@@ -211,7 +211,7 @@ bn_single_read_kernel(SingleReadParams<T> p) {
                      walk_m2[w * wave_channels + j], walk_n[w * wave_channels + j]);
         if (blockIdx.x == 0)
           p.out.store(c, mean_c, m2_c, p.rows);
-        invstd_c = rsqrtf(m2_c / float(p.rows) + p.out.eps);  // as out.store computes it
+        invstd_c = p.out.invstd(m2_c, p.rows);
       }
     } else {
       // Channel j is merged by block j % gridDim.x (a warp: lanes over the blocks, then a fixed

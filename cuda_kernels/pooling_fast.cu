@@ -4,12 +4,14 @@
 //    16-byte aligned, else 1), 16-byte loads and stores, 32-bit index math, float accumulation.
 //    Backward: a thread per INPUT pixel and channel group gathering from the output windows that
 //    contain it (deterministic, no atomics), max pooling comparing the saved indices; or, when a
-//    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, ...), a thread per tile
-//    (per two tiles stacked where the row stride is 2: they share a window row) loading each of
-//    its windows once for its pixels; or, when the windows tile the input without overlap (2x2
-//    stride 2, ...), a thread per window. The tiles hold their windows as
-//    loaded 32-bit words (bfloat16 two a word), test four uint8 taps at once, and sum bfloat16
-//    pixels in at most two windows as packed pairs rounded once (what the float sum rounds to).
+//    2x2 tile of input pixels meets at most 2x2 windows (3x3 stride 2, ...), by tiles: for max
+//    pooling a thread per tile (per two tiles stacked where the row stride is 2: they share a
+//    window row) loading each of its windows once for its pixels, for average pooling a block
+//    per patch of tiles dividing each of its windows once into shared memory and a thread per
+//    tile summing them; or, when the windows tile the input without overlap (2x2 stride 2, ...),
+//    a thread per window. The max tiles hold their windows as loaded 32-bit words (bfloat16 two
+//    a word), test four uint8 taps at once, and sum bfloat16 pixels in at most two windows as
+//    packed pairs rounded once (what the float sum rounds to).
 //    Max and average pooling over 3x3 windows (max: uint8 taps or none) have their own forward
 //    with the nine 16-byte loads unrolled (bfloat16 max compared two channels per instruction).
 //    Max indices are a template parameter: int64 flat positions or uint8 window taps
@@ -141,10 +143,9 @@ __device__ __forceinline__ uint32_t nibbles_to_bytes(uint32_t n) {
   n = (n | (n << 8)) & 0x00ff00ffu;
   return (n | (n << 4)) & 0x0f0f0f0fu;
 }
-// V = 4 or 8 taps of the outputs from offset `at`, loaded as they are stored: packed, one word
-// (16 bits for V = 4); or, by load_taps_raw, uint8 tap words (load_tap_words) or the packed word
-// in words[0] (unpack_tap_words turns it into tap words). Loading and unpacking are apart so that
-// a kernel can issue all its loads before it uses any.
+// V = 4 or 8 taps of the outputs from offset `at`, packed: one word as stored (16 bits for V = 4);
+// or, by load_tap_bytes, as uint8 tap words (tap_in reads them) whether stored as bytes or packed
+// (the nibbles spread to bytes).
 template <int V>
 __device__ __forceinline__ uint32_t load_packed_taps(const uint8_t* taps, int at) {
   if constexpr (V == 4)
@@ -153,18 +154,15 @@ __device__ __forceinline__ uint32_t load_packed_taps(const uint8_t* taps, int at
     return *reinterpret_cast<const uint32_t*>(taps + at / 2);
 }
 template <int V>
-__device__ __forceinline__ void load_taps_raw(const uint8_t* taps, int at, bool packed,
-                                              uint32_t (&words)[V / 4]) {
-  if (packed)
-    words[0] = load_packed_taps<V>(taps, at);
-  else
+__device__ __forceinline__ void load_tap_bytes(const uint8_t* taps, int at, bool packed,
+                                               uint32_t (&words)[V / 4]) {
+  if (packed) {
+    const uint32_t nibbles = load_packed_taps<V>(taps, at);
+    if constexpr (V == 8) words[1] = nibbles_to_bytes(nibbles >> 16);
+    words[0] = nibbles_to_bytes(nibbles & 0xffffu);
+  } else {
     load_tap_words<V>(taps + at, words);
-}
-template <int V>
-__device__ __forceinline__ void unpack_tap_words(bool packed, uint32_t (&words)[V / 4]) {
-  if (!packed) return;
-  if constexpr (V == 8) words[1] = nibbles_to_bytes(words[0] >> 16);
-  words[0] = nibbles_to_bytes(words[0] & 0xffffu);
+  }
 }
 // V taps (each < 16) of the outputs from offset `at`, packed: one 16- or 32-bit store.
 template <int V>
@@ -320,18 +318,13 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
       }
     }
   } else {
-    int h0 = o.y * g.stride_h - g.pad_h;
-    int h1 = ::min(h0 + g.kernel_h, g.in_h + g.pad_h);
-    const int padded_h = h1 - h0;
-    h0 = ::max(h0, 0);
-    h1 = ::min(h1, g.in_h);
-    int w0 = o.x * g.stride_w - g.pad_w;
-    int w1 = ::min(w0 + g.kernel_w, g.in_w + g.pad_w);
-    const int padded_w = w1 - w0;
-    w0 = ::max(w0, 0);
-    w1 = ::min(w1, g.in_w);
-    const CountDivisor divisor =
-        count_divisor(g.count_include_pad ? padded_h * padded_w : (h1 - h0) * (w1 - w0));
+    const int h0 = ::max(o.y * g.stride_h - g.pad_h, 0);
+    const int h1 = ::min(o.y * g.stride_h - g.pad_h + g.kernel_h, g.in_h);
+    const int w0 = ::max(o.x * g.stride_w - g.pad_w, 0);
+    const int w1 = ::min(o.x * g.stride_w - g.pad_w + g.kernel_w, g.in_w);
+    const CountDivisor divisor = count_divisor(
+        avg_divisor(o.y, g.stride_h, g.pad_h, g.kernel_h, g.in_h, g.count_include_pad) *
+        avg_divisor(o.x, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
     float sum[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) sum[j] = 0.f;
@@ -440,12 +433,9 @@ pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __
   Vec result;
   if constexpr (!kMax) {
     // The general kernel's divisor: the window clipped to the padded input, or to the input.
-    const int h0 = o.y * g.stride_h - g.pad_h, w0 = o.x * g.stride_w - g.pad_w;
-    const int padded =
-        (::min(h0 + 3, g.in_h + g.pad_h) - h0) * (::min(w0 + 3, g.in_w + g.pad_w) - w0);
-    const int inside =
-        (::min(h0 + 3, g.in_h) - ::max(h0, 0)) * (::min(w0 + 3, g.in_w) - ::max(w0, 0));
-    const CountDivisor divisor = count_divisor(g.count_include_pad ? padded : inside);
+    const CountDivisor divisor = count_divisor(
+        avg_divisor(o.y, g.stride_h, g.pad_h, 3, g.in_h, g.count_include_pad) *
+        avg_divisor(o.x, g.stride_w, g.pad_w, 3, g.in_w, g.count_include_pad));
     float sum[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) sum[j] = 0.f;
@@ -596,8 +586,7 @@ pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
               saved[0] = (indices[at / 2] >> (4 * (at % 2))) & 0xf;
             } else {
               uint32_t words[V / 4];
-              load_taps_raw<V>(indices, at, true, words);
-              unpack_tap_words<V>(true, words);
+              load_tap_bytes<V>(indices, at, true, words);
 #pragma unroll
               for (int j = 0; j < V; ++j) saved[j] = int(tap_in<V>(words, j));
             }
@@ -705,49 +694,62 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
   return r;
 }
 
-// Backward of 2-D NHWC average pooling, or max pooling with uint8 taps, over 2x2 tiles of input
-// pixels: a thread per band of kRows tiles stacked down the rows (pixel rows 2 kRows by .. 2 kRows
-// by + 2 kRows - 1, columns 2 tx and 2 tx + 1) and 16-byte vector of channels. The plan admits
-// only windows of which a tile meets at most two rows and two columns ((kernel - 1) * dilation + 2
-// <= 2 * stride per dim: ResNet's 3x3 stride-2 max pool and 2x2 stride-2 average pool), so a
-// tile's (up to) four windows are loaded once, all loads in flight together, for its four pixels:
-// the per-pixel kernel loads 2.25 windows per pixel for 3x3 stride 2, and a 2x2 stride-2 tile is
-// exactly one window (the output gradient is read once). With stride 2 down the rows, tile i + 1's
-// upper window row is tile i's lower one, so a band of two tiles (kRows = 2; max pooling, see
-// tile_band_rows) loads three window rows for its eight pixels instead of four: ResNet's 3x3
-// stride-2 max pool fwd+bwd 256x64x112x112 bf16 313.5-315.4 -> 301.9-304.2 us, f32 546.0-547.5 ->
-// 531.4-534.4 (H200, session 15 runs 1-2), its backward then as fast as a kernel that only reads
-// 5 and writes 16 vectors (bench/bandwidth.cu).
+// Channels 4 k .. 4 k + 3 of a 16-byte vector of T from their float sums, each rounded once to T:
+// words 2 k and 2 k + 1 in bfloat16, words 0 .. 3 in float32 (k = 0).
+template <typename T>
+__device__ __forceinline__ void store_sums(const float (&acc)[4], uint32_t (&result)[4], int k) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[2 * h], acc[2 * h + 1]);
+      memcpy(&result[2 * k + h], &pair, sizeof pair);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) result[4 * k + j] = __float_as_uint(acc[j]);
+  }
+}
+
+// Backward of 2-D NHWC max pooling with uint8 taps over 2x2 tiles of input pixels: a thread per
+// band of kRows tiles stacked down the rows (pixel rows 2 kRows by .. 2 kRows by + 2 kRows - 1,
+// columns 2 tx and 2 tx + 1) and 16-byte vector of channels. The plan admits only windows of which
+// a tile meets at most two rows and two columns ((kernel - 1) * dilation + 2 <= 2 * stride per
+// dim: ResNet's 3x3 stride-2 max pool), so a tile's (up to) four windows are loaded once, all
+// loads in flight together, for its four pixels: the per-pixel kernel loads 2.25 windows per pixel
+// for 3x3 stride 2. With stride 2 down the rows, tile i + 1's upper window row is tile i's lower
+// one, so a band of two tiles (kRows = 2, see tile_band_rows) loads three window rows for its
+// eight pixels instead of four: ResNet's 3x3 stride-2 max pool fwd+bwd 256x64x112x112 bf16
+// 313.5-315.4 -> 301.9-304.2 us, f32 546.0-547.5 -> 531.4-534.4 (H200, session 15 runs 1-2), its
+// backward then as fast as a kernel that only reads 5 and writes 16 vectors (bench/bandwidth.cu).
 // Each pixel sums its windows in the per-pixel kernel's order (rows descending, then columns
 // descending) from 0, in float, so results are bit-identical to it; pixels in no window get zeros.
-// Max pooling adds a window's channel where its tap is the pixel's (WindowTaps tests a word of
-// taps at once: four uint8 taps or eight packed ones, kPackedTaps); bfloat16 pixels in at most
-// two windows (three of a 3x3 stride-2 tile's four) sum packed pairs instead: +0 + a + b
-// rounded once to bfloat16 (add.bf16x2) is what the float sum rounds to, as a + b of two
-// bfloat16 is exact in float or within 2^-15 of the larger (so both round it alike), and the
-// leading +0 turns -0 into +0 as the float sum does; unmatched channels add +0 (and so do the
-// float sums: from +0 they never hold -0, so adding +0 changes nothing).
+// A window's channel is added where its tap is the pixel's (WindowTaps tests a word of taps at
+// once: four uint8 taps or eight packed ones, kPackedTaps); bfloat16 pixels in at most two
+// windows (three of a 3x3 stride-2 tile's four) sum packed pairs instead: +0 + a + b rounded once
+// to bfloat16 (add.bf16x2) is what the float sum rounds to, as a + b of two bfloat16 is exact in
+// float or within 2^-15 of the larger (so both round it alike), and the leading +0 turns -0 into
+// +0 as the float sum does; unmatched channels add +0 (and so do the float sums: from +0 they never
+// hold -0, so adding +0 changes nothing).
 // The loads in flight per SM bound its speed: on the H200, bfloat16 at 2 resident blocks (88-90
 // registers with all four pixels' sums live, ~48 KB of loads) ran at 1740 GB/s and float32 at 4
 // (54-59 registers, ~80 KB) at 2980, both about 36 GB/s per KB. Hence one pixel's sums at a time,
-// windows held as loaded words, and resident blocks asked for: single tiles 5 for max pooling (48
-// registers) and 4 for average (its windows' quotients: 59 registers in bfloat16), bands of two 4
-// (64 registers). Before the packed words and flags, bfloat16 max pooling held each element in a
-// register of its own (64 registers at 4 blocks, 12 bytes spilled) and spent five instructions
-// per channel and window (shift, mask, compare, widen, add): 3x3 stride-2 fwd+bwd at 2838 GB/s
-// against float32's 3620; with them 3147 (H200, session 9 run 3; float32 3704).
-template <bool kMax, int kRows>
-constexpr int kTileBlocksPerSm = kRows > 1 ? 4 : (kMax ? 5 : 4);
-template <typename T, int V, bool kMax, bool kPackedTaps, int kRows>
-__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<kMax, kRows>)
-pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
-                                  const T* __restrict__ grad_out,
-                                  const uint8_t* __restrict__ taps, int64_t total) {
+// windows held as loaded words, and resident blocks asked for: 5 for single tiles (48 registers),
+// 4 for bands of two (64 registers). Before the packed words and flags, bfloat16 held each element
+// in a register of its own (64 registers at 4 blocks, 12 bytes spilled) and spent five
+// instructions per channel and window (shift, mask, compare, widen, add): 3x3 stride-2 fwd+bwd at
+// 2838 GB/s against float32's 3620; with them 3147 (H200, session 9 run 3; float32 3704).
+template <int kRows>
+constexpr int kTileBlocksPerSm = kRows > 1 ? 4 : 5;
+template <typename T, int V, bool kPackedTaps, int kRows>
+__global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<kRows>)
+max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                      const T* __restrict__ grad_out,
+                                      const uint8_t* __restrict__ taps, int64_t total) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   static_assert(V == kVectorOf<T> && (V == 4 || V == 8),
                 "tiles move 16-byte vectors and their taps in 32-bit words");
-  static_assert(kRows == 1 || (kRows == 2 && kMax), "bands of one tile, or two for max pooling");
+  static_assert(kRows == 1 || kRows == 2, "bands of one or two tiles");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<T, float>, "float32 or bfloat16");
   constexpr int kPixelRows = 2 * kRows;
@@ -802,26 +804,8 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
       if (oh < 0 || oh >= g.out_h || ow < 0 || ow >= g.out_w) continue;
       const int at = image + (oh * g.out_w + ow) * g.channels;
       load_words(grad_out + at, go[k][b]);
-      if constexpr (kMax) window_taps[k][b].load(taps, at);
+      window_taps[k][b].load(taps, at);
     }
-  // Average pooling: each window's values divided by its count once, kept as floats for the
-  // pixels it reaches (the quotients the per-pixel kernel computes for each of them; windows
-  // outside the output give quotients no pixel adds). Against dividing per pixel and window: 3x3
-  // stride-2 fwd+bwd 256x64x112x112 bf16 518.5-519.6 -> 440.4-440.7 us, f32 664.7 -> 635.2 (H200,
-  // session 15 runs 3-4).
-  float quotient[kMax ? 1 : 2][2][V];
-  if constexpr (!kMax) {
-#pragma unroll
-    for (int k = 0; k <= kRows; ++k)
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const CountDivisor divisor = count_divisor(
-            avg_divisor(oh_hi - k, g.stride_h, g.pad_h, g.kernel_h, g.in_h, g.count_include_pad) *
-            avg_divisor(ow_hi - b, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
-#pragma unroll
-        for (int j = 0; j < V; ++j) quotient[k][b][j] = divisor.divide(channel_of<T>(go[k][b], j));
-      }
-  }
   // Pixel by pixel, so only one pixel's V sums are live next to the loaded windows.
   // The band's first pixel as a 32-bit offset: one register live across the pixels, not two.
   const int dst = band.n * g.in_image + (y0 * g.in_w + x0) * g.channels + band.c0;
@@ -840,9 +824,8 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
         return window_taps[k0 + a][b].mismatch(uint32_t(key));
       };
       uint32_t result[4];
-      bool packed = false;
-      if constexpr (kMax && kBf16)
-        packed = !(meets(0, 0) && meets(0, 1) && meets(1, 0) && meets(1, 1));
+      const bool packed =
+          kBf16 && !(meets(0, 0) && meets(0, 1) && meets(1, 0) && meets(1, 1));
       if (packed) {
         // At most two windows (a pixel meets one or two rows times one or two columns of them,
         // so not all four means at most two): bfloat16 pairs summed from +0 (see above).
@@ -868,27 +851,141 @@ pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 #pragma unroll
             for (int b = 0; b < 2; ++b) {
               if (!meets(a, b)) continue;
-              if constexpr (kMax) {
-                const auto flags = mismatch(a, b);
+              const auto flags = mismatch(a, b);
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                  if (!flags.differs(4 * q + j)) acc[j] += channel_of<T>(go[k0 + a][b], 4 * q + j);
-              } else {
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[j] += quotient[k0 + a][b][4 * q + j];
-              }
+              for (int j = 0; j < 4; ++j)
+                if (!flags.differs(4 * q + j)) acc[j] += channel_of<T>(go[k0 + a][b], 4 * q + j);
             }
-          if constexpr (kBf16) {
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-              const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[2 * k], acc[2 * k + 1]);
-              memcpy(&result[2 * q + k], &pair, sizeof pair);
-            }
-          } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) result[j] = __float_as_uint(acc[j]);
-          }
+          store_sums<T>(acc, result, q);
         }
+      }
+      *reinterpret_cast<uint4*>(grad_in + dst + (r * g.in_w + c) * g.channels) =
+          make_uint4(result[0], result[1], result[2], result[3]);
+    }
+}
+
+// Backward of 2-D NHWC average pooling where a 2x2 tile of input pixels meets at most 2x2 windows
+// (the max tiles kernel's condition: ResNet-style 3x3 stride-2 windows, 2x2 stride 2 with
+// padding), in two phases. A block covers a patch of tiles (blockDim.z rows by blockDim.y
+// columns of tiles, the image's channel groups chunk * blockDim.x on, one 16-byte vector each).
+// First its threads load, together, every window meeting the patch (blockDim.z + 1 rows by
+// blockDim.y + 1 columns: tile i's window rows are the patch's i and i + 1 with stride 2, fewer
+// rows are used with larger strides), divide each by its count once (CountDivisor) and keep the
+// quotients as floats in shared memory; then a thread per tile and vector sums its four pixels'
+// quotients in the per-pixel kernel's order (rows descending, then columns descending, from 0, in
+// float), so results are bit-identical to it; pixels in no window get zeros. A window meets four
+// tiles, and a tile per thread dividing its own four windows divided each four times: that kernel
+// (59 registers at 4 blocks in bfloat16) spent its time on the divisions, 3x3 stride-2 fwd+bwd
+// 256x64x112x112 bf16 420-423 us, f32 617-628 (H200, session 15 runs 5-7); this one 310.1-311.4
+// and 540.3-540.6 (session 16 runs 3-4). Its shape, measured there: blocks of 128 threads at 10
+// per SM (48 registers in bfloat16, 38 in float32), against 256 at 5: bf16 311.4-311.9, f32
+// 545.5-546.0; 256 threads at 4 (53 registers) 328-330; 6 or 12 blocks asked for spill and run at
+// 349-387 in bf16; each thread's pixels reading the quotients from shared memory as it sums them
+// (32 registers, 8 blocks) 321, f32 537-538; a block's loads issued before any quotient is stored
+// 314-319; and at 256 threads (runs 1-2), 4 tile rows per block, not 2 (343) or 8 (339), and up
+// to 16 vectors of a pixel's channels per block, not 8 (f32 544-546 against 554-556; bf16's 64
+// channels are 8).
+// Shared memory holds [patch row][patch column][V / 4][blockDim.x] float4: a warp's threads of one
+// tile read (and the loading threads write) one float4 each from consecutive addresses.
+constexpr int kAvgTilesThreads = 128;
+template <typename T, int V>
+__global__ void __launch_bounds__(kAvgTilesThreads, 10)
+avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                       const T* __restrict__ grad_out, int tiles_h, int tiles_w,
+                                       int chunks, FastDivmod by_patch_w) {
+  wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
+  allow_dependents();
+  static_assert(V == kVectorOf<T> && (V == 4 || V == 8), "16-byte vectors of float32 or bfloat16");
+  extern __shared__ float4 quotients[];
+  const int vectors = blockDim.x, patch_w = blockDim.y + 1, patch_h = blockDim.z + 1;
+  const int vector_shift = __ffs(vectors) - 1;  // blockDim.x is a power of two
+  const int n = blockIdx.z / chunks, chunk = blockIdx.z - n * chunks;
+  const int c0 = chunk * vectors * V;
+  const int ty0 = blockIdx.y * blockDim.z, tx0 = blockIdx.x * blockDim.y;
+  // The patch's first window row: the upper one of its first tile row (as in the tiles kernel,
+  // the last window row starting at or before the tile's last pixel row, and the one before).
+  const int oh0 = int(g.by_stride_h.div(uint32_t(2 * ty0 + 1 + g.pad_h))) - 1;
+  const int ow0 = int(g.by_stride_w.div(uint32_t(2 * tx0 + 1 + g.pad_w))) - 1;
+  const int thread = threadIdx.x + vectors * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int threads = vectors * blockDim.y * blockDim.z;
+  const int image_out = n * g.out_image + c0;
+  for (int i = thread; i < patch_h * patch_w * vectors; i += threads) {
+    const int vector = i & (vectors - 1);
+    const uint32_t cell = uint32_t(i >> vector_shift);
+    const int pr = int(by_patch_w.div(cell)), pc = int(cell) - pr * patch_w;
+    const int oh = oh0 + pr, ow = ow0 + pc;
+    float q[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) q[j] = 0.f;
+    if (oh >= 0 && oh < g.out_h && ow >= 0 && ow < g.out_w) {
+      uint32_t words[4];
+      load_words(grad_out + image_out + (oh * g.out_w + ow) * g.channels + vector * V, words);
+      const CountDivisor divisor = count_divisor(
+          avg_divisor(oh, g.stride_h, g.pad_h, g.kernel_h, g.in_h, g.count_include_pad) *
+          avg_divisor(ow, g.stride_w, g.pad_w, g.kernel_w, g.in_w, g.count_include_pad));
+#pragma unroll
+      for (int j = 0; j < V; ++j) q[j] = divisor.divide(channel_of<T>(words, j));
+    }
+#pragma unroll
+    for (int h = 0; h < V / 4; ++h)
+      quotients[(int(cell) * (V / 4) + h) * vectors + vector] =
+          make_float4(q[4 * h], q[4 * h + 1], q[4 * h + 2], q[4 * h + 3]);
+  }
+  __syncthreads();
+  const int ty = ty0 + int(threadIdx.z), tx = tx0 + int(threadIdx.y);
+  if (ty >= tiles_h || tx >= tiles_w) return;
+  const int y0 = 2 * ty, x0 = 2 * tx;
+  const int rows = ::min(2, g.in_h - y0), cols = ::min(2, g.in_w - x0);
+  // The tile's window rows oh_hi (a = 0) and oh_hi - 1 (a = 1), columns ow_hi and ow_hi - 1;
+  // in_h[a][p]: window row a exists and holds pixel row y0 + p; in_w[b][c] likewise.
+  const int oh_hi = int(g.by_stride_h.div(uint32_t(y0 + 1 + g.pad_h)));
+  const int ow_hi = int(g.by_stride_w.div(uint32_t(x0 + 1 + g.pad_w)));
+  bool in_h[2][2], in_w[2][2];
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const int oh = oh_hi - a, ow = ow_hi - a;
+      const int offset_h = y0 + p + g.pad_h - oh * g.stride_h;
+      const int offset_w = x0 + p + g.pad_w - ow * g.stride_w;
+      in_h[a][p] = oh >= 0 && oh < g.out_h && offset_h >= 0 && offset_h < g.kernel_h;
+      in_w[a][p] = ow >= 0 && ow < g.out_w && offset_w >= 0 && offset_w < g.kernel_w;
+    }
+  // The tile's four windows' quotients, read once for its pixels.
+  float q[2][2][V];
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int cell = (oh_hi - a - oh0) * patch_w + (ow_hi - b - ow0);
+#pragma unroll
+      for (int h = 0; h < V / 4; ++h) {
+        const float4 f = quotients[(cell * (V / 4) + h) * vectors + int(threadIdx.x)];
+        q[a][b][4 * h] = f.x;
+        q[a][b][4 * h + 1] = f.y;
+        q[a][b][4 * h + 2] = f.z;
+        q[a][b][4 * h + 3] = f.w;
+      }
+    }
+  const int dst = n * g.in_image + (y0 * g.in_w + x0) * g.channels + c0 + int(threadIdx.x) * V;
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      if (r >= rows || c >= cols) continue;
+      uint32_t result[4];
+#pragma unroll
+      for (int k = 0; k < V / 4; ++k) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            if (!(in_h[a][r] && in_w[b][c])) continue;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[j] += q[a][b][4 * k + j];
+          }
+        store_sums<T>(acc, result, k);
       }
       *reinterpret_cast<uint4*>(grad_in + dst + (r * g.in_w + c) * g.channels) =
           make_uint4(result[0], result[1], result[2], result[3]);
@@ -932,8 +1029,7 @@ pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
     const int at = cell.n * g.out_image + (cell.y * g.out_w + cell.x) * g.channels + cell.c0;
     go = *reinterpret_cast<const Vec*>(grad_out + at);
     if constexpr (kMax) {
-      load_taps_raw<V>(taps, at, packed_taps, words);
-      unpack_tap_words<V>(packed_taps, words);
+      load_tap_bytes<V>(taps, at, packed_taps, words);
     }
   }
   T* dst = grad_in + cell.n * g.in_image + (y0 * g.in_w + x0) * g.channels + cell.c0;
@@ -1173,6 +1269,41 @@ bool windows_disjoint(const PoolArgs& a, int dim) {
   return a.kernel[dim] == a.stride[dim] && a.padding[dim] == 0 && a.dilation[dim] == 1;
 }
 
+// The launch of avg_pool2d_nhwc_backward_shared_kernel: blocks of kAvgTilesThreads threads,
+// blockDim.x vectors of a pixel's channels (the largest power of two up to 16 dividing the
+// channel groups; the rest of them in further blocks, `chunks` per image) by blockDim.y tile
+// columns (the fewest, a power of two, covering the image's where it is narrow; else 2 / 4 / 8
+// ... for 16 / 8 / 4 ... vectors) by blockDim.z tile rows (4 on wide images); the grid's z runs
+// over (image, chunk), y over the patches' rows, x over their columns. `fits`: within CUDA's grid
+// limits (y and z below 2^16).
+struct AvgTilesLaunch {
+  dim3 grid, block;
+  int tiles_h, tiles_w, chunks;
+  size_t shared_bytes;
+  bool fits;
+};
+AvgTilesLaunch avg_tiles_launch(const PoolArgs& a, int vector) {
+  AvgTilesLaunch l{};
+  const int64_t groups = a.channels / vector;
+  int vectors = 16;
+  while (groups % vectors != 0) vectors /= 2;
+  const int64_t tiles_h = (a.in_size[1] + 1) / 2, tiles_w = (a.in_size[2] + 1) / 2;
+  int columns = kAvgTilesThreads / (vectors * 4);
+  while (columns > 1 && columns / 2 >= tiles_w) columns /= 2;
+  const int rows = kAvgTilesThreads / (vectors * columns);
+  const int64_t grid_y = (tiles_h + rows - 1) / rows, chunks = groups / vectors;
+  l.fits = grid_y < 65536 && a.batch * chunks < 65536;
+  if (!l.fits) return l;
+  l.block = dim3(unsigned(vectors), unsigned(columns), unsigned(rows));
+  l.grid = dim3(unsigned((tiles_w + columns - 1) / columns), unsigned(grid_y),
+                unsigned(a.batch * chunks));
+  l.tiles_h = int(tiles_h);
+  l.tiles_w = int(tiles_w);
+  l.chunks = int(chunks);
+  l.shared_bytes = size_t(rows + 1) * size_t(columns + 1) * size_t(vectors * vector) * sizeof(float);
+  return l;
+}
+
 PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int vector) {
   if (a.in_size[0] != 1 || a.out_size[0] != 1 || a.kernel[0] != 1 || a.padding[0] != 0) return {};
   if (volume(a, a.in_size) > kInt32Max || volume(a, a.out_size) > kInt32Max ||
@@ -1201,23 +1332,19 @@ PoolFastPlan plan_window(const PoolArgs& a, dispatch::Direction direction, int v
   if (direction == dispatch::Direction::backward && v > 1 && tile_indices) {
     if (windows_disjoint(a, 1) && windows_disjoint(a, 2))
       return {PoolFastKernel::window_disjoint_nhwc, v};
-    if (tile_meets_two_windows(a, 1) && tile_meets_two_windows(a, 2))
-      return {PoolFastKernel::window_tiles_nhwc, v};
+    if (tile_meets_two_windows(a, 1) && tile_meets_two_windows(a, 2)) {
+      if (a.mode == PoolMode::max) return {PoolFastKernel::window_tiles_nhwc, v};
+      if (avg_tiles_launch(a, v).fits) return {PoolFastKernel::window_avg_tiles_nhwc, v};
+    }
   }
   return {PoolFastKernel::window_nhwc, v};
 }
 
 // ---- launch -------------------------------------------------------------------------------------
 
-// The tiles kernel's band: for max pooling, two tiles per thread down the rows where the stride
-// there is 2 (the lower tile's upper window row is the upper tile's lower one), else one. Average
-// pooling keeps single tiles: a band's six windows of float quotients would hold 48 registers in
-// bfloat16, and bands dividing per pixel instead ran slower than single tiles (3x3 stride 2
-// fwd+bwd 256x64x112x112 bf16 518.5-519.6 -> 549.0 us, f32 664.7 -> 717.1-717.9; H200, session 15
-// run 3).
-int tile_band_rows(const PoolArgs& a) {
-  return a.mode == PoolMode::max && a.stride[1] == 2 ? 2 : 1;
-}
+// The max tiles kernel's band: two tiles per thread down the rows where the stride there is 2
+// (the lower tile's upper window row is the upper tile's lower one), else one.
+int tile_band_rows(const PoolArgs& a) { return a.stride[1] == 2 ? 2 : 1; }
 
 // The flat loop runs over output pixels (forward), input pixels (per-pixel backward), bands of
 // 2x2 tiles of input pixels (backward by tiles) or window-sized cells of the input (disjoint
@@ -1340,7 +1467,15 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
     T* grad_in = static_cast<T*>(a.input.data_ptr());
     const T* grad_out = static_cast<const T*>(a.output.data_ptr());
     if constexpr (V > 1) {
-      // By whole windows or by 2x2 tiles: the same arguments (taps null for average pooling).
+      if (kernel == PoolFastKernel::window_avg_tiles_nhwc) {
+        const AvgTilesLaunch l = avg_tiles_launch(a, V);
+        launch_dependent(avg_pool2d_nhwc_backward_shared_kernel<T, V>, l.grid, l.block,
+                         l.shared_bytes, stream, g, grad_in, grad_out, l.tiles_h, l.tiles_w,
+                         l.chunks, FastDivmod(l.block.y + 1));
+        EMBER_CUDA_LAUNCH_CHECK();
+        return;
+      }
+      // By whole windows (max or average: taps null) or by 2x2 tiles (max): the same arguments.
       const bool disjoint = kernel == PoolFastKernel::window_disjoint_nhwc;
       if (disjoint || kernel == PoolFastKernel::window_tiles_nhwc) {
         if (disjoint)
@@ -1348,15 +1483,14 @@ void launch_window(const PoolArgs& a, PoolFastKernel kernel, dispatch::Direction
                                    : pool2d_nhwc_backward_disjoint_kernel<T, V, false>,
                                grid, stream, g, grad_in, grad_out,
                                static_cast<const uint8_t*>(taps), total, packed);
-        else if (tile_band_rows(a) == 2)  // max pooling
-          launch_window_kernel(packed ? pool2d_nhwc_backward_tiles_kernel<T, V, true, true, 2>
-                                      : pool2d_nhwc_backward_tiles_kernel<T, V, true, false, 2>,
+        else if (tile_band_rows(a) == 2)
+          launch_window_kernel(packed ? max_pool2d_nhwc_backward_tiles_kernel<T, V, true, 2>
+                                      : max_pool2d_nhwc_backward_tiles_kernel<T, V, false, 2>,
                                grid, stream, g, grad_in, grad_out,
                                static_cast<const uint8_t*>(taps), total);
         else
-          launch_window_kernel(!max     ? pool2d_nhwc_backward_tiles_kernel<T, V, false, false, 1>
-                               : packed ? pool2d_nhwc_backward_tiles_kernel<T, V, true, true, 1>
-                                        : pool2d_nhwc_backward_tiles_kernel<T, V, true, false, 1>,
+          launch_window_kernel(packed ? max_pool2d_nhwc_backward_tiles_kernel<T, V, true, 1>
+                                      : max_pool2d_nhwc_backward_tiles_kernel<T, V, false, 1>,
                                grid, stream, g, grad_in, grad_out,
                                static_cast<const uint8_t*>(taps), total);
         EMBER_CUDA_LAUNCH_CHECK();

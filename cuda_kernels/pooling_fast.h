@@ -21,9 +21,12 @@ namespace ember::cuda {
 enum class PoolFastKernel : uint8_t {
   none,         // no fast path applies: the generic kernel runs
   window_nhwc,  // 2-D max / avg pooling, dense channels_last input, output (and gradients)
-  window_tiles_nhwc,  // backward of window_nhwc by 2x2 input tiles, two to a thread where the
-                      // row stride is 2 (16-byte vectors; average pooling or uint8 taps; a tile
-                      // meets at most 2x2 windows)
+  window_tiles_nhwc,  // backward of window_nhwc max pooling with uint8 taps by 2x2 input
+                      // tiles, two to a thread where the row stride is 2 (16-byte vectors; a
+                      // tile meets at most 2x2 windows)
+  window_avg_tiles_nhwc,  // backward of window_nhwc average pooling by 2x2 input tiles, a block's
+                          // windows divided once into shared memory (16-byte vectors; a tile
+                          // meets at most 2x2 windows)
   window_disjoint_nhwc,  // backward of window_nhwc where the windows tile the input (kernel ==
                          // stride, no padding or dilation): a thread per window; 16-byte
                          // vectors, average pooling or uint8 taps

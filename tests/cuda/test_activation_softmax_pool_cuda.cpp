@@ -315,12 +315,13 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
                                      : PoolFastKernel::window_3x3_nhwc,
                vector));
       // Backward: input = dL/dx (channels_last), output = dL/dy. By 2x2 input tiles for
-      // average pooling and uint8 taps; int64 positions keep the per-pixel kernel.
+      // average pooling (a block's windows divided into shared memory) and uint8 taps; int64
+      // positions keep the per-pixel kernel.
+      const PoolFastKernel tiles = mode == PoolMode::max ? PoolFastKernel::window_tiles_nhwc
+                                                         : PoolFastKernel::window_avg_tiles_nhwc;
       PoolArgs b = pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1);
       CHECK(is(plan(b, Direction::backward),
-               mode == PoolMode::max ? PoolFastKernel::window_nhwc
-                                     : PoolFastKernel::window_tiles_nhwc,
-               vector));
+               mode == PoolMode::max ? PoolFastKernel::window_nhwc : tiles, vector));
       if (mode == PoolMode::max) {
         b.indices = empty(y.sizes(), DType::u8, kGpu, cl);
         CHECK(is(plan(b, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
@@ -340,10 +341,17 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
       CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_disjoint_nhwc, vector));
       d.kernel[1] = d.stride[1] = 2;
       d.padding[2] = 1;
-      CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
+      CHECK(is(plan(d, Direction::backward), tiles, vector));
       // 3x3 stride 1: a tile meets three window rows, so the per-pixel kernel.
       CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(x), 3, 1, 1), Direction::backward),
                PoolFastKernel::window_nhwc, vector));
+      // Average tiles whose grid would pass CUDA's limit of 65535 blocks along z (images times
+      // chunks of up to 16 vectors of channels): per pixel.
+      if (mode == PoolMode::avg) {
+        Tensor many = empty({70000, 8, 3, 3}, dtype, kGpu, cl);
+        PoolArgs m = pool_args(mode, many, empty({70000, 8, 2, 2}, dtype, kGpu, cl), 3, 2, 1);
+        CHECK(is(plan(m, Direction::backward), PoolFastKernel::window_nhwc, vector));
+      }
       // An NCHW gradient of the output: the generic kernel.
       CHECK(plan(pool_args(mode, empty_like(x), y.contiguous(), 3, 2, 1), Direction::backward)
                 .kernel == PoolFastKernel::none);

@@ -5,11 +5,11 @@
 // (cuda_kernels/pooling_fast.cu: the general and the unrolled 3x3 forward, the per-pixel and the
 // 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
 // and gradients to one another, and gradients within tolerance of the CPU's fp64 ones; over
-// awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode; heights 13 and 10 leave the
-// tiles backward's last band of two tiles 1 and 2 of its 4 pixel rows), ties and NaN, bf16 and f32
-// (C = 12 fills f32's 16-byte vectors, not bf16's). Also: average pooling's fast paths are
-// bit-identical to the generic kernels (power-of-two window counts divide by multiplication
-// there), and global average pooling's NHWC backward takes dense, strided, misaligned and
+// awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode; heights 13, 10 and 7 leave
+// the tiles backward's last band of two tiles 1, 2 and 3 of its 4 pixel rows), ties and NaN, bf16
+// and f32 (C = 12 fills f32's 16-byte vectors, not bf16's). Also: average pooling's fast paths
+// (the backward by tiles in blocks sharing their windows' quotients) are bit-identical to the
+// generic kernels (power-of-two window counts divide by multiplication there), and global average pooling's NHWC backward takes dense, strided, misaligned and
 // broadcast output gradients (vector or element loads). Skips without a GPU.
 #include <doctest/doctest.h>
 
@@ -205,7 +205,7 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
   for (DType dtype : {DType::f32, DType::bf16}) {
     // C = 12 fills f32's 16-byte vectors but not bf16's: bf16 takes the general kernels.
     for (int64_t channels : {1, 5, 12, 24, 67}) {
-      for (Shape hw : {Shape{13, 11}, Shape{10, 8}}) {
+      for (Shape hw : {Shape{13, 11}, Shape{10, 8}, Shape{7, 9}}) {
         const Shape shape = {2, channels, hw[0], hw[1]};
         std::vector<Tensor> inputs = max_inputs(shape, dtype);
         for (size_t input = 0; input < inputs.size(); ++input) {
@@ -391,10 +391,14 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
           doctest::skip(!cuda::is_available())) {
   // 2x2 windows (count 4: multiplied by the reciprocal), 3x3 without padding counts (4, 6, 9),
   // ceil_mode windows cut by the input's end (counts 1, 2, 3, ...). The 3x3 forwards run unrolled
-  // when the channels fill vectors (C = 8), and the backward of the stride-2 and 1x1 windows by
-  // 2x2 input tiles: 2x2 windows cut by the end (ceil_mode) or by uncounted padding, and 1x1
-  // stride-2 windows leaving odd rows and columns in no window (zero gradients), on odd and even
-  // input sizes; the 3x3 stride-1 and 4x2 stride-(3, 1) backwards per pixel.
+  // when the channels fill vectors (C = 8, 24, 128), and the backward of the stride-2 and 1x1
+  // windows by 2x2 input tiles: 2x2 windows cut by the end (ceil_mode) or by uncounted padding,
+  // and 1x1 stride-2 windows leaving odd rows and columns in no window (zero gradients), on odd
+  // and even input sizes; the 3x3 stride-1 and 4x2 stride-(3, 1) backwards per pixel. The tiles'
+  // blocks hold 1, 2 or 16 vectors of a pixel's channels (the largest power of two up to 16
+  // dividing C / vector: C = 8 and 24 give 1 in bf16, 2 in f32; C = 128 gives 16, in 1 chunk in
+  // bf16 and 2 in f32) by 32, 16 or 2 tile columns by 4 tile rows: 37x45 (19x23 tiles) spans
+  // several blocks down and, with 2 or 16 vectors, across, the last ones cut.
   const std::vector<std::function<Tensor(const Tensor&)>> pools = {
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, false, false); },
@@ -407,8 +411,8 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
       [](const Tensor& t) { return avg_pool2d(t, {1}, {2}); },
   };
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (int64_t channels : {8, 67}) {
-      for (Shape hw : {Shape{13, 11}, Shape{10, 8}}) {
+    for (int64_t channels : {8, 24, 67, 128}) {
+      for (Shape hw : {Shape{13, 11}, Shape{10, 8}, Shape{37, 45}}) {
         Tensor x =
             (randn({2, channels, hw[0], hw[1]}, TensorOptions(DType::f32)) * 3).to(kGpu, dtype);
         for (size_t i = 0; i < pools.size(); ++i) {
