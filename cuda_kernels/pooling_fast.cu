@@ -878,7 +878,7 @@ max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 // (59 registers at 4 blocks in bfloat16) spent its time on the divisions, 3x3 stride-2 fwd+bwd
 // 256x64x112x112 bf16 420-423 us, f32 617-628 (H200, session 15 runs 5-7); this one 310.1-311.4
 // and 540.3-540.6 (session 16 runs 3-4). Its shape, measured there: blocks of 128 threads at 10
-// per SM (48 registers in bfloat16, 38 in float32), against 256 at 5: bf16 311.4-311.9, f32
+// per SM (48 registers in bfloat16, 38 in float32), against 256 at 5: bf16 311.3-311.9, f32
 // 545.5-546.0; 256 threads at 4 (53 registers) 328-330; 6 or 12 blocks asked for spill and run at
 // 349-387 in bf16; each thread's pixels reading the quotients from shared memory as it sums them
 // (32 registers, 8 blocks) 321, f32 537-538; a block's loads issued before any quotient is stored
