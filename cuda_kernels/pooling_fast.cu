@@ -936,20 +936,21 @@ avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in
   if (ty >= tiles_h || tx >= tiles_w) return;
   const int y0 = 2 * ty, x0 = 2 * tx;
   const int rows = ::min(2, g.in_h - y0), cols = ::min(2, g.in_w - x0);
-  // The tile's window rows oh_hi (a = 0) and oh_hi - 1 (a = 1), columns ow_hi and ow_hi - 1;
-  // in_h[a][p]: window row a exists and holds pixel row y0 + p; in_w[b][c] likewise.
+  // The tile's window rows oh_hi (a = 0) and oh_hi - 1 (a = 1), columns ow_hi (b = 0) and
+  // ow_hi - 1 (b = 1); row_in[a][r]: window row a exists and holds pixel row y0 + r; col_in[b][c]
+  // likewise for column x0 + c.
   const int oh_hi = int(g.by_stride_h.div(uint32_t(y0 + 1 + g.pad_h)));
   const int ow_hi = int(g.by_stride_w.div(uint32_t(x0 + 1 + g.pad_w)));
-  bool in_h[2][2], in_w[2][2];
+  bool row_in[2][2], col_in[2][2];
 #pragma unroll
-  for (int a = 0; a < 2; ++a)
+  for (int k = 0; k < 2; ++k)
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      const int oh = oh_hi - a, ow = ow_hi - a;
+      const int oh = oh_hi - k, ow = ow_hi - k;
       const int offset_h = y0 + p + g.pad_h - oh * g.stride_h;
       const int offset_w = x0 + p + g.pad_w - ow * g.stride_w;
-      in_h[a][p] = oh >= 0 && oh < g.out_h && offset_h >= 0 && offset_h < g.kernel_h;
-      in_w[a][p] = ow >= 0 && ow < g.out_w && offset_w >= 0 && offset_w < g.kernel_w;
+      row_in[k][p] = oh >= 0 && oh < g.out_h && offset_h >= 0 && offset_h < g.kernel_h;
+      col_in[k][p] = ow >= 0 && ow < g.out_w && offset_w >= 0 && offset_w < g.kernel_w;
     }
   // The tile's four windows' quotients, read once for its pixels.
   float q[2][2][V];
@@ -981,7 +982,7 @@ avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in
         for (int a = 0; a < 2; ++a)
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
-            if (!(in_h[a][r] && in_w[b][c])) continue;
+            if (!(row_in[a][r] && col_in[b][c])) continue;
 #pragma unroll
             for (int j = 0; j < 4; ++j) acc[j] += q[a][b][4 * k + j];
           }
