@@ -205,6 +205,22 @@ __device__ __forceinline__ int tap_at(const FastDivmod& by_dilation, int offset)
   const int tap = int(by_dilation.div(uint32_t(offset)));
   return tap * int(by_dilation.divisor) == offset ? tap : -1;
 }
+// Along one dim: whether window `o` (of `out` windows, each spanning `extent` = (kernel - 1) *
+// dilation cells from o * stride - pad) exists and reaches input row / column `pixel`, whose
+// offset from the window's first cell goes to `offset`. The backward tiles' test of which of the
+// (up to) two windows per dim meeting a tile reach each of its pixels (tap_at(offset) then tells
+// whether a dilated window holds it).
+__device__ __forceinline__ bool window_reaches(int pixel, int o, int stride, int pad, int out,
+                                               int extent, int& offset) {
+  offset = pixel + pad - o * stride;
+  return o >= 0 && o < out && offset >= 0 && offset <= extent;
+}
+// That offset where window o reaches the pixel, else -1.
+__device__ __forceinline__ int window_offset(int pixel, int o, int stride, int pad, int out,
+                                             int extent) {
+  int offset;
+  return window_reaches(pixel, o, stride, pad, out, extent, offset) ? offset : -1;
+}
 
 // x / count for a window's element count (> 0), correctly rounded as the IEEE division of
 // pooling.cu's kernels (so results stay bit-identical to theirs) without dividing per element: a
@@ -773,21 +789,15 @@ max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   for (int k = 0; k <= kRows; ++k)
 #pragma unroll
     for (int p = 0; p < kPixelRows; ++p) {
-      const int oh = oh_hi - k;
-      const int offset = y0 + p + g.pad_h - oh * g.stride_h;
-      tap_h[k][p] = oh >= 0 && oh < g.out_h && p < rows && offset >= 0 && offset <= extent_h
-                        ? tap_at(g.by_dilation_h, offset)
-                        : -1;
+      const int offset = window_offset(y0 + p, oh_hi - k, g.stride_h, g.pad_h, g.out_h, extent_h);
+      tap_h[k][p] = p < rows && offset >= 0 ? tap_at(g.by_dilation_h, offset) : -1;
     }
 #pragma unroll
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const int ow = ow_hi - b;
-      const int offset = x0 + c + g.pad_w - ow * g.stride_w;
-      tap_w[b][c] = ow >= 0 && ow < g.out_w && c < cols && offset >= 0 && offset <= extent_w
-                        ? tap_at(g.by_dilation_w, offset)
-                        : -1;
+      const int offset = window_offset(x0 + c, ow_hi - b, g.stride_w, g.pad_w, g.out_w, extent_w);
+      tap_w[b][c] = c < cols && offset >= 0 ? tap_at(g.by_dilation_w, offset) : -1;
     }
   // The band's windows, every load issued before any is used.
   const int image = band.n * g.out_image + band.c0;
@@ -937,8 +947,8 @@ avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in
   const int y0 = 2 * ty, x0 = 2 * tx;
   const int rows = ::min(2, g.in_h - y0), cols = ::min(2, g.in_w - x0);
   // The tile's window rows oh_hi (a = 0) and oh_hi - 1 (a = 1), columns ow_hi (b = 0) and
-  // ow_hi - 1 (b = 1); row_in[a][r]: window row a exists and holds pixel row y0 + r; col_in[b][c]
-  // likewise for column x0 + c.
+  // ow_hi - 1 (b = 1), as the max tiles kernel finds them; row_in[a][r]: window row a exists and
+  // holds pixel row y0 + r; col_in[b][c] likewise for column x0 + c.
   const int oh_hi = int(g.by_stride_h.div(uint32_t(y0 + 1 + g.pad_h)));
   const int ow_hi = int(g.by_stride_w.div(uint32_t(x0 + 1 + g.pad_w)));
   bool row_in[2][2], col_in[2][2];
@@ -946,11 +956,11 @@ avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in
   for (int k = 0; k < 2; ++k)
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      const int oh = oh_hi - k, ow = ow_hi - k;
-      const int offset_h = y0 + p + g.pad_h - oh * g.stride_h;
-      const int offset_w = x0 + p + g.pad_w - ow * g.stride_w;
-      row_in[k][p] = oh >= 0 && oh < g.out_h && offset_h >= 0 && offset_h < g.kernel_h;
-      col_in[k][p] = ow >= 0 && ow < g.out_w && offset_w >= 0 && offset_w < g.kernel_w;
+      int offset;  // average pooling has no dilation: every offset reached is a tap
+      row_in[k][p] =
+          window_reaches(y0 + p, oh_hi - k, g.stride_h, g.pad_h, g.out_h, g.kernel_h - 1, offset);
+      col_in[k][p] =
+          window_reaches(x0 + p, ow_hi - k, g.stride_w, g.pad_w, g.out_w, g.kernel_w - 1, offset);
     }
   // The tile's four windows' quotients, read once for its pixels.
   float q[2][2][V];
