@@ -1,8 +1,8 @@
 // CUDA elementwise kernels behind unary_kernel, binary_kernel, where_kernel and copy_kernel
 // (ops/kernels.h). Two paths per kernel:
 //  - contiguous: every operand dense in loop order (or, for inputs, one broadcast value) and
-//    16-byte aligned: 16-byte vector loads/stores, a grid-stride loop sized to the SM count, the
-//    last n % vector elements done by the first threads;
+//    16-byte aligned: a thread per 16-byte vector (blocks_for: no grid-stride loop), the last
+//    n % vector elements done by the first threads;
 //  - strided: any layout (misaligned views too), a flat index turned into byte offsets by
 //    OffsetCalc (32-bit divmods when the loop has < 2^31 elements), 4 elements per thread in
 //    flight. Broadcast operands are simply stride 0 here.
@@ -18,11 +18,17 @@
 namespace ember::cuda {
 namespace {
 
-// The contiguous kernels take one 16-byte vector per thread per grid-stride iteration and rely on
-// occupancy for memory-level parallelism: a grid of up to kVectorBlocksPerSm blocks per SM.
-// Measured on an H200, bf16 add of 2^28 elements: 2 / 4 vectors per thread on 4 blocks per SM took
-// 0.42 / 1.04 ms (registers), one vector on 32 blocks per SM 0.39 ms (4.1 TB/s; f32 the same).
-constexpr int kVectorBlocksPerSm = 32;
+// The contiguous kernels take one 16-byte vector per thread and exit (blocks_for). On the H200,
+// 2^28 elements: bf16 add 370 us (4357 GB/s), f32 737 us, where one vector per grid-stride
+// iteration over 32 blocks per SM took 394 / 785 us (PyTorch 369 / 739 us).
+
+// Resident blocks per SM the unary and binary contiguous kernels are compiled for: all 2048
+// threads (32 registers) for f32, f16 and bf16 (bf16 add at 35 registers, 6 blocks, ran at 4268
+// GB/s on the H200, 4357 at 8); kBlocksPerSm for the others (16 bool or uint8 values a vector, or
+// doubles).
+template <typename T>
+inline constexpr int kContiguousBlocksPerSm =
+    is_device_floating_v<T> && !std::is_same_v<T, double> ? 8 : kBlocksPerSm;
 // Elements each thread of a strided kernel loads before computing any (memory-level parallelism:
 // one scalar access per thread at a time cannot cover HBM latency).
 constexpr int kStridedUnroll = 4;
@@ -253,17 +259,16 @@ UnaryFunctor<T> make_unary_functor(UnaryOp op, UnaryParams p) {
   return f;
 }
 
-// out[i] = f(in[i]) over n dense elements; in == nullptr for fill.
+// out[i] = f(in[i]) over n dense elements, a 16-byte vector per thread; in == nullptr for fill.
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T>)
 unary_contiguous_kernel(UnaryFunctor<T> f, T* out, const T* in, int64_t n) {
   using acc_t = OpMath<T>;
   constexpr int V = 16 / sizeof(T);
   using Vec = AlignedVec<T, V>;
   const int64_t nvec = n / V;
-  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = tid; i < nvec; i += step) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // this thread's vector
+  if (i < nvec) {
     Vec x;
     if (in != nullptr) x = reinterpret_cast<const Vec*>(in)[i];
     Vec y;
@@ -271,7 +276,7 @@ unary_contiguous_kernel(UnaryFunctor<T> f, T* out, const T* in, int64_t n) {
     for (int j = 0; j < V; ++j) y.v[j] = convert<T>(f(in != nullptr ? convert<acc_t>(x.v[j]) : acc_t(0)));
     reinterpret_cast<Vec*>(out)[i] = y;
   }
-  const int64_t t = nvec * V + tid;  // the n % V elements past the last whole vector
+  const int64_t t = nvec * V + i;  // the n % V elements past the last whole vector
   if (t < n) out[t] = convert<T>(f(in != nullptr ? convert<acc_t>(in[t]) : acc_t(0)));
 }
 
@@ -318,8 +323,7 @@ void launch_unary(const ElementwiseIter& iter, UnaryOp op, UnaryParams p, bool o
                           (!has_input || (operand_is_flat(iter, 1) && is_aligned(iter.data[1], 16)));
   if (contiguous) {
     constexpr int V = 16 / sizeof(T);
-    unary_contiguous_kernel<T><<<grid_for((n + V - 1) / V, device, kVectorBlocksPerSm),
-                                 kBlockThreads, 0, stream>>>(
+    unary_contiguous_kernel<T><<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
         f, reinterpret_cast<T*>(iter.data[0]),
         has_input ? reinterpret_cast<const T*>(iter.data[1]) : nullptr, n);
     EMBER_CUDA_LAUNCH_CHECK();
@@ -408,9 +412,10 @@ struct BinaryFunctor {
   }
 };
 
-// out[i] = f(a[i], b[i]) over n dense elements; an input flagged scalar is one value broadcast.
+// out[i] = f(a[i], b[i]) over n dense elements, a 16-byte vector per thread; an input flagged
+// scalar is one value broadcast.
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T>)
 binary_contiguous_kernel(BinaryFunctor<T> f, T* out, const T* a, const T* b, int64_t n,
                          bool a_scalar, bool b_scalar) {
   using acc_t = OpMath<T>;
@@ -419,9 +424,8 @@ binary_contiguous_kernel(BinaryFunctor<T> f, T* out, const T* a, const T* b, int
   const acc_t a0 = a_scalar ? convert<acc_t>(a[0]) : acc_t(0);
   const acc_t b0 = b_scalar ? convert<acc_t>(b[0]) : acc_t(0);
   const int64_t nvec = n / V;
-  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = tid; i < nvec; i += step) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // this thread's vector
+  if (i < nvec) {
     Vec va, vb;
     if (!a_scalar) va = reinterpret_cast<const Vec*>(a)[i];
     if (!b_scalar) vb = reinterpret_cast<const Vec*>(b)[i];
@@ -431,7 +435,7 @@ binary_contiguous_kernel(BinaryFunctor<T> f, T* out, const T* a, const T* b, int
       y.v[j] = convert<T>(f(a_scalar ? a0 : convert<acc_t>(va.v[j]), b_scalar ? b0 : convert<acc_t>(vb.v[j])));
     reinterpret_cast<Vec*>(out)[i] = y;
   }
-  const int64_t t = nvec * V + tid;
+  const int64_t t = nvec * V + i;  // the n % V elements past the last whole vector
   if (t < n)
     out[t] = convert<T>(f(a_scalar ? a0 : convert<acc_t>(a[t]), b_scalar ? b0 : convert<acc_t>(b[t])));
 }
@@ -483,8 +487,7 @@ void launch_binary(const ElementwiseIter& iter, BinaryOp op, double alpha, bool 
   }
   if (contiguous) {
     constexpr int V = 16 / sizeof(T);
-    binary_contiguous_kernel<T><<<grid_for((n + V - 1) / V, device, kVectorBlocksPerSm),
-                                  kBlockThreads, 0, stream>>>(
+    binary_contiguous_kernel<T><<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
         f, reinterpret_cast<T*>(iter.data[0]), reinterpret_cast<const T*>(iter.data[1]),
         reinterpret_cast<const T*>(iter.data[2]), n, scalar[0], scalar[1]);
     EMBER_CUDA_LAUNCH_CHECK();
@@ -576,7 +579,7 @@ void where_cuda(const ElementwiseIter& iter) {
 
 // ---- copy (dtype conversion) ------------------------------------------------------------------
 
-// Dense casts between f32, f16 and bf16: 8 elements per access (16 bytes on the 16-bit side).
+// Dense casts between f32, f16 and bf16: 8 elements per thread (16 bytes on the 16-bit side).
 template <typename To, typename From>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 cast_contiguous_kernel(To* out, const From* in, int64_t n) {
@@ -584,16 +587,15 @@ cast_contiguous_kernel(To* out, const From* in, int64_t n) {
   using InVec = AlignedVec<From, V>;
   using OutVec = AlignedVec<To, V>;
   const int64_t nvec = n / V;
-  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = tid; i < nvec; i += step) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // this thread's 8 elements
+  if (i < nvec) {
     const InVec x = reinterpret_cast<const InVec*>(in)[i];
     OutVec y;
 #pragma unroll
     for (int j = 0; j < V; ++j) y.v[j] = convert<To>(x.v[j]);
     reinterpret_cast<OutVec*>(out)[i] = y;
   }
-  const int64_t t = nvec * V + tid;
+  const int64_t t = nvec * V + i;  // the n % V elements past the last whole group
   if (t < n) out[t] = convert<To>(in[t]);
 }
 
@@ -629,7 +631,7 @@ bool try_cast_contiguous(const ElementwiseIter& iter, cudaStream_t stream) {
     return false;
   const int64_t n = iter.numel;
   cast_contiguous_kernel<To, From>
-      <<<grid_for((n + V - 1) / V, iter.device.index, kVectorBlocksPerSm), kBlockThreads, 0, stream>>>(
+      <<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
           reinterpret_cast<To*>(iter.data[0]), reinterpret_cast<const From*>(iter.data[1]), n);
   EMBER_CUDA_LAUNCH_CHECK();
   return true;

@@ -3,8 +3,8 @@
 // accumulation type and conversions (f16/bf16 go through float, as ember::Half/BFloat16 do on the
 // host), 16-byte aligned vectors, a fast 32-bit divmod, the offset calculator that turns a flat
 // index into per-operand byte offsets over the dims of an ElementwiseIter, and launch helpers
-// (current stream, grid sized to the SM count, values computed once per device, the dynamic
-// shared-memory opt-in). Include only from .cu files.
+// (current stream, grids sized to the SM count or to one thread per item, values computed once
+// per device, the dynamic shared-memory opt-in). Include only from .cu files.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -309,6 +309,16 @@ inline unsigned grid_for(int64_t work_items, int device, int blocks_per_sm = kBl
   const int64_t cap = std::max<int64_t>(sms, 1) * blocks_per_sm;
   const int64_t needed = (work_items + kBlockThreads - 1) / kBlockThreads;
   return unsigned(std::max<int64_t>(1, std::min(needed, cap)));
+}
+
+// Blocks of kBlockThreads for one thread per item, uncapped (at least one): for kernels whose
+// threads each take their item and exit, so blocks are placed as SMs free up (a capped grid larger
+// than what is resident at once would leave a second, thinly occupied wave). The dense elementwise
+// and activation kernels take a 16-byte vector per thread this way: on the H200, 2^28 elements,
+// f32 add went 4102-4125 -> 4361-4373 GB/s and f32 gelu 3860 -> 4168-4177 against a grid-stride
+// loop on a full grid (PyTorch 4358 / 4208; bench/RESULTS.md, 2026-11-30 session 17).
+inline unsigned blocks_for(int64_t items) {
+  return unsigned(std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads));
 }
 
 // One value of type V per visible GPU, computed by `compute(device)` on the first get() for that

@@ -1402,13 +1402,6 @@ Pool2dGeometry make_geometry(const PoolArgs& a, int vector, PoolFastKernel kerne
   return g;
 }
 
-// Blocks of kBlockThreads for one thread per item. No grid-stride cap: a capped grid larger than
-// what is resident at once leaves a second, thinly occupied wave (the window kernels use 40-48
-// registers, so fewer than 2048 threads fit per SM); plain blocks are scheduled as SMs free up.
-unsigned blocks_for(int64_t items) {
-  return unsigned(std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads));
-}
-
 // Rows of the plane split over threadIdx.y for `items` (n, channel group) items: doubled while the
 // doubled grid still fits kGlobalThreadsPerSm threads per SM (the kernels use <= 32 registers, so
 // it is one resident wave: no second, partly filled wave of blocks, and fewer partial sums to

@@ -68,7 +68,6 @@ __device__ __forceinline__ bool step_valid(const int32_t* lengths, int t, int b)
   return lengths == nullptr || t < lengths[b];
 }
 
-unsigned blocks_for(int64_t n) { return unsigned(std::max<int64_t>(1, (n + kBlockThreads - 1) / kBlockThreads)); }
 
 // ---- cell math (shared by the per-step and the persistent forward kernels) ----------------------
 
