@@ -106,13 +106,15 @@ void for_channel_blocks(const ChannelLayout& l, F&& body) {
   });
 }
 
-// Values of an optional [C] statistics-dtype tensor as double (`fallback` when undefined).
-template <typename S>
+// Values of an optional [C] tensor (statistics dtype, or for the row norms' parameters the input's)
+// as double (`fallback` when undefined).
 std::vector<double> values_or(const Tensor& t, int64_t n, double fallback) {
   std::vector<double> v(size_t(n), fallback);
   if (t.defined()) {
-    const S* p = t.data<S>();
-    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double(p[i]);
+    EMBER_DISPATCH_FLOATING_DTYPES(t.dtype(), "norm parameters", [&] {
+      const scalar_t* p = t.data<scalar_t>();
+      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double(load(p[i]));
+    });
   }
   return v;
 }
@@ -160,13 +162,12 @@ void batch_norm_stats_impl(const BatchNormStatsArgs& a) {
 
 template <typename T>
 void batch_norm_apply_impl(const BatchNormApplyArgs& a) {
-  using S = stat_t<T>;
   const ChannelLayout& l = a.layout;
   const T* x = a.x.data<T>();
   const T* res = a.residual.defined() ? a.residual.data<T>() : nullptr;
   T* y = a.y.data<T>();
-  const std::vector<double> mean = values_or<S>(a.mean, l.C, 0), invstd = values_or<S>(a.invstd, l.C, 1),
-                            w = values_or<S>(a.weight, l.C, 1), b = values_or<S>(a.bias, l.C, 0);
+  const std::vector<double> mean = values_or(a.mean, l.C, 0), invstd = values_or(a.invstd, l.C, 1),
+                            w = values_or(a.weight, l.C, 1), b = values_or(a.bias, l.C, 0);
   std::vector<double> scale(size_t(l.C));
   for (size_t k = 0; k < scale.size(); ++k) scale[k] = invstd[k] * w[k];
   for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
@@ -213,7 +214,6 @@ void channel_grad_sums_impl(const ChannelGradSumsArgs& a) {
 
 template <typename T>
 void batch_norm_backward_elemt_impl(const BatchNormBackwardArgs& a) {
-  using S = stat_t<T>;
   const ChannelLayout& l = a.layout;
   const T* dy = a.dy.data<T>();
   const T* x = a.x.data<T>();
@@ -221,12 +221,12 @@ void batch_norm_backward_elemt_impl(const BatchNormBackwardArgs& a) {
   T* dx = a.dx.defined() ? a.dx.data<T>() : nullptr;
   T* dres = a.d_residual.defined() ? a.d_residual.data<T>() : nullptr;
   const double count = double(l.per_channel());
-  const std::vector<double> mean = values_or<S>(a.mean, l.C, 0), invstd = values_or<S>(a.invstd, l.C, 1),
-                            w = values_or<S>(a.weight, l.C, 1);
+  const std::vector<double> mean = values_or(a.mean, l.C, 0), invstd = values_or(a.invstd, l.C, 1),
+                            w = values_or(a.weight, l.C, 1);
   std::vector<double> mean_dy(size_t(l.C), 0.0), mean_dy_xhat(size_t(l.C), 0.0);
   if (a.training && dx != nullptr) {
-    mean_dy = values_or<S>(a.sum_dy, l.C, 0);
-    mean_dy_xhat = values_or<S>(a.sum_dy_xhat, l.C, 0);
+    mean_dy = values_or(a.sum_dy, l.C, 0);
+    mean_dy_xhat = values_or(a.sum_dy_xhat, l.C, 0);
     for (int64_t c = 0; c < l.C; ++c) {
       mean_dy[size_t(c)] /= count;
       mean_dy_xhat[size_t(c)] /= count;
@@ -261,7 +261,8 @@ void row_norm_forward_impl(const RowNormForwardArgs& a) {
   const T* x = a.x.data<T>();
   T* y = a.y.data<T>();
   const int64_t channels = l.groups * (l.D / l.S);
-  const std::vector<double> w = values_or<S>(a.weight, channels, 1), b = values_or<S>(a.bias, channels, 0);
+  const std::vector<double> w = values_or(a.weight, channels, 1);
+  const std::vector<double> b = values_or(a.bias, channels, 0);
   S* mean_out = a.mean.data<S>();
   S* rstd_out = a.rstd.data<S>();
   for (int64_t r = 0; r < l.rows; ++r) {
@@ -292,7 +293,7 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
   T* dx = a.dx.data<T>();
   const S* mean = a.mean.data<S>();
   const S* rstd = a.rstd.data<S>();
-  const std::vector<double> w = values_or<S>(a.weight, l.groups * (l.D / l.S), 1);
+  const std::vector<double> w = values_or(a.weight, l.groups * (l.D / l.S), 1);
   for (int64_t r = 0; r < l.rows; ++r) {
     const double mu = double(mean[r]), rs = double(rstd[r]);
     double sum_gw = 0, sum_gw_xhat = 0;

@@ -129,6 +129,14 @@ Tensor param_for_kernel(const Tensor& p, DType stats_dtype) {
   return flat.contiguous();
 }
 
+// A parameter as the row-norm kernels want it: contiguous, 1-D, in the statistics dtype or the
+// input's (both kernels read either; check_param_dtypes allows no other), so a float16 / bfloat16
+// model's parameters need no conversion kernel per call (may alias p).
+Tensor row_param_for_kernel(const Tensor& p) {
+  if (!p.defined()) return Tensor();
+  return p.reshape({p.numel()}).contiguous();
+}
+
 // The gradient of a parameter, from a statistics-dtype [C] result.
 Tensor param_grad(const Tensor& g, const Shape& shape, DType dtype) {
   Tensor r = g.reshape(shape);
@@ -352,8 +360,8 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
   {
     autograd::NoGradGuard no_grad;
     xd = x.detach().contiguous();
-    weight_k = param_for_kernel(weight, stats_dtype);
-    Tensor bias_k = param_for_kernel(bias, stats_dtype);
+    weight_k = row_param_for_kernel(weight);
+    Tensor bias_k = row_param_for_kernel(bias);
     y = empty(x.sizes(), x.dtype(), device);
     mean = empty({layout.rows}, stats_dtype, device);
     rstd = empty({layout.rows}, stats_dtype, device);
@@ -383,7 +391,7 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
           Tensor dx = empty(x_shape, x_dtype, device);
           if (!empty_input)
             row_norm_backward_data_kernel().get(device.type, x_dtype)(RowNormBackwardArgs{
-                dx, dy, xs, mean, rstd, param_for_kernel(saved_w.unpack(), stats_dtype), layout});
+                dx, dy, xs, mean, rstd, row_param_for_kernel(saved_w.unpack()), layout});
           result[0] = dx;
         }
         if (need_w || need_b) {

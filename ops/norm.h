@@ -217,7 +217,7 @@ struct RowNormLayout {
 // y = (x - mean[r]) * rstd[r] * weight[ch] + bias[ch]. weight / bias may be undefined.
 struct RowNormForwardArgs {
   Tensor y, mean, rstd;  // outputs: y like x, mean / rstd [rows]
-  Tensor x, weight, bias;
+  Tensor x, weight, bias;  // weight, bias: contiguous [channels] in the statistics dtype or x's
   RowNormLayout layout;
   double eps = 1e-5;
 };
@@ -229,7 +229,7 @@ EMBER_DECLARE_KERNEL(row_norm_forward_kernel, RowNormForwardKernel)
 //   dx_j = rstd[r] * (dy_j * w_j - a - xhat_j * b)
 struct RowNormBackwardArgs {
   Tensor dx;  // output
-  Tensor dy, x, mean, rstd, weight;
+  Tensor dy, x, mean, rstd, weight;  // weight: as in RowNormForwardArgs
   RowNormLayout layout;
 };
 using RowNormBackwardKernel = void (*)(const RowNormBackwardArgs& args);

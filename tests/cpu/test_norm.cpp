@@ -360,6 +360,28 @@ TEST_CASE("float16 / bfloat16 inputs with float32 parameters on the CPU") {
   }
 }
 
+TEST_CASE("layer_norm and group_norm with parameters in the input's 16-bit dtype on the CPU") {
+  // The row-norm kernels read such parameters as they are (no conversion to float32 first).
+  for (DType dt : {DType::f16, DType::bf16}) {
+    CAPTURE(dtype_name(dt));
+    const double tol = dt == DType::bf16 ? 3e-2 : 4e-3;
+    Tensor x = random_f64({4, 6, 3, 3}, 64).to(dt).set_requires_grad(true);
+    Tensor w = random_f64({3, 3}, 65, 0.5, 1.0).to(dt).set_requires_grad(true);
+    Tensor b = random_f64({3, 3}, 66).to(dt).set_requires_grad(true);
+    Tensor y = layer_norm(x, {3, 3}, w, b);
+    CHECK(y.dtype() == dt);
+    const Tensor x64 = x.detach().to(DType::f64);
+    CHECK(max_abs_diff(y, layer_norm(x64, {3, 3}, w.detach().to(DType::f64), b.detach().to(DType::f64))) < tol);
+    y.sum().backward();
+    CHECK(w.grad().dtype() == dt);
+    CHECK(b.grad().to(DType::f64).sum().item() == doctest::Approx(216.0));  // 9 values, 24 rows
+    Tensor gw = random_f64({6}, 67, 0.5, 1.0).to(dt), gb = random_f64({6}, 68).to(dt);
+    Tensor g = group_norm(x.detach(), 3, gw, gb);
+    CHECK(g.dtype() == dt);
+    CHECK(max_abs_diff(g, group_norm(x64, 3, gw.to(DType::f64), gb.to(DType::f64))) < tol);
+  }
+}
+
 TEST_CASE("empty inputs give empty outputs and zero parameter gradients") {
   Tensor x = zeros({0, 3, 4, 4}, f64()).set_requires_grad(true);
   Tensor w = ones({3}, f64()).set_requires_grad(true), b = zeros({3}, f64()).set_requires_grad(true);

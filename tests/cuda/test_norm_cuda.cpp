@@ -363,11 +363,20 @@ TEST_CASE("layer_norm on CUDA: warp-per-row limits, unaligned rows and parameter
     int64_t x_offset, param_offset;  // elements into a larger buffer: 1 makes the pointer unaligned
     double shift;
   };
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+  // Parameters in float32 and, for 16-bit inputs, in the input's dtype (read as such by the
+  // kernels, no conversion).
+  struct Dtypes {
+    DType x, params;
+  };
+  for (const Dtypes dt : {Dtypes{DType::f32, DType::f32}, Dtypes{DType::bf16, DType::f32},
+                          Dtypes{DType::f16, DType::f32}, Dtypes{DType::bf16, DType::bf16},
+                          Dtypes{DType::f16, DType::f16}}) {
+    const DType dtype = dt.x;
     for (const Case& cs : {Case{256, 0, 0, 0}, Case{260, 0, 0, 0}, Case{512, 0, 0, 0},
                            Case{520, 0, 0, 0}, Case{1024, 0, 0, 0}, Case{1032, 0, 0, 0},
                            Case{1024, 0, 1, 0}, Case{1024, 1, 0, 0}, Case{1000, 0, 0, 100}}) {
       CAPTURE(dtype_name(dtype));
+      CAPTURE(dtype_name(dt.params));
       CAPTURE(cs.D);
       CAPTURE(cs.x_offset);
       CAPTURE(cs.param_offset);
@@ -377,8 +386,8 @@ TEST_CASE("layer_norm on CUDA: warp-per-row limits, unaligned rows and parameter
       Tensor w64 = randn({D}, TensorOptions(DType::f64), &gen);
       Tensor b64 = randn({D}, TensorOptions(DType::f64), &gen);
       Tensor x = to_gpu(x64, dtype, false, cs.x_offset);
-      Tensor w = to_gpu(w64, DType::f32, false, cs.param_offset);
-      Tensor b = to_gpu(b64, DType::f32, false, cs.param_offset);
+      Tensor w = to_gpu(w64, dt.params, false, cs.param_offset);
+      Tensor b = to_gpu(b64, dt.params, false, cs.param_offset);
       Tensor xg = leaf(x), wg = leaf(w), bg = leaf(b);
       Tensor y = layer_norm(xg, {D}, wg, bg);
       Tensor xc = leaf(cpu_f64(x)), wc = leaf(cpu_f64(w)), bc = leaf(cpu_f64(b));
