@@ -1,6 +1,6 @@
 // Softmax-family benchmarks (GPU): softmax / log_softmax forward and backward over the last dim,
-// each registered softmax algorithm on its own, the fused cross_entropy forward+backward, and the
-// activations, on the shapes of shared/ANCHORS.md. The PyTorch side is bench/softmax.py (same
+// each registered softmax algorithm on its own, the fused cross_entropy forward+backward, the
+// activations and dropout, on the shapes of shared/ANCHORS.md. The PyTorch side is bench/softmax.py (same
 // bench/shape keys). GBps counts the minimum bytes (each input read once, each output written
 // once). Inputs are deterministic functions of the index (x = 4 sin(0.001 i), target
 // (7919 r) mod C), identical in both scripts, and every line carries a checksum that the PyTorch
@@ -136,6 +136,29 @@ void bench_activations(DType dtype) {
        checksum(dx.reshape({1, n}), x.reshape({1, n})));
 }
 
+// Dropout, p = 0.1, over 2^28 elements. Forward: x read, y and a byte of mask per element written;
+// forward+backward adds dL/dy and the mask read, dx written. The checksum is sum(y x) / sum(x x):
+// 1 within sampling noise (about 2e-5 here), since Ember and PyTorch draw different masks.
+void bench_dropout(DType dtype) {
+  const int64_t n = int64_t(1) << 28;
+  const std::string shape = std::string("2^28 ") + (dtype == DType::f32 ? "f32" : "bf16");
+  const double esize = double(element_size(dtype));
+  Tensor x = deterministic_input(8192, n / 8192, dtype).reshape({n});
+  auto ratio = [&](const Tensor& y) {
+    autograd::NoGradGuard no_grad;
+    const Tensor x64 = x.to(DType::f64);
+    return (sum(y.to(DType::f64) * x64) / sum(x64 * x64)).item();
+  };
+  Tensor y;
+  double ms = time_ms([&] { y = dropout(x, 0.1); });
+  emit("dropout", shape, ms, (2 * esize + 1) * double(n), ratio(y));
+  Tensor xg = x.detach().set_requires_grad(true);
+  Tensor dy = x * 0.5;  // a tensor of its own, so the backward's reads stream from memory
+  Tensor dx;
+  ms = time_ms([&] { dx = autograd::grad({dropout(xg, 0.1)}, {xg}, {dy})[0]; });
+  emit("dropout_fwd_bwd", shape, ms, (4 * esize + 2) * double(n), 2 * ratio(dx));
+}
+
 }  // namespace
 
 int main() {
@@ -151,5 +174,6 @@ int main() {
   for (DType dt : {DType::f32, DType::bf16})
     run_section("softmax", [&] { bench_softmax(65536, 1024, dt); });
   for (DType dt : {DType::f32, DType::bf16}) run_section("activations", [&] { bench_activations(dt); });
+  for (DType dt : {DType::f32, DType::bf16}) run_section("dropout", [&] { bench_dropout(dt); });
   return 0;
 }

@@ -66,6 +66,24 @@ def bench_activations(dtype):
     emit("gelu_backward", shape, time_ms(lambda: torch.autograd.grad(yg, xg, dy, retain_graph=True)),
          3 * n * es, checksum(dx.reshape(1, n), x.reshape(1, n)))
 
+def bench_dropout(dtype):
+    # As bench/softmax.cpp: p = 0.1; checksum sum(y x) / sum(x x), 1 within sampling noise.
+    n = 1 << 28
+    shape, es = f"2^28 {'f32' if dtype == torch.float32 else 'bf16'}", torch.finfo(dtype).bits // 8
+    x = deterministic_input(8192, n // 8192, dtype).reshape(n)
+    x64 = x.double()
+
+    def ratio(y):
+        return ((y.double() * x64).sum() / (x64 * x64).sum()).item()
+
+    emit("dropout", shape, time_ms(lambda: F.dropout(x, 0.1, True)), (2 * es + 1) * n,
+         ratio(F.dropout(x, 0.1, True)))
+    xg = x.detach().requires_grad_(True)
+    dy = x * 0.5
+    emit("dropout_fwd_bwd", shape,
+         time_ms(lambda: torch.autograd.grad(F.dropout(xg, 0.1, True), xg, dy)),
+         (4 * es + 2) * n, 2 * ratio(torch.autograd.grad(F.dropout(xg, 0.1, True), xg, dy)[0]))
+
 for dt in (torch.float32, torch.bfloat16):
     bench_softmax(8192, 32768, dt)
 for dt in (torch.float32, torch.bfloat16):
@@ -74,3 +92,5 @@ for dt in (torch.float32, torch.bfloat16):
     bench_softmax(65536, 1024, dt)
 for dt in (torch.float32, torch.bfloat16):
     bench_activations(dt)
+for dt in (torch.float32, torch.bfloat16):
+    bench_dropout(dt)
