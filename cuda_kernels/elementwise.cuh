@@ -311,14 +311,22 @@ inline unsigned grid_for(int64_t work_items, int device, int blocks_per_sm = kBl
   return unsigned(std::max<int64_t>(1, std::min(needed, cap)));
 }
 
+// The largest grid.x a launch may ask for.
+inline constexpr int64_t kMaxGridX = 2147483647;
+
 // Blocks of kBlockThreads for one thread per item, uncapped (at least one): for kernels whose
 // threads each take their item and exit, so blocks are placed as SMs free up (a capped grid larger
-// than what is resident at once would leave a second, thinly occupied wave). The dense elementwise
+// than what is resident at once would leave a second, thinly occupied wave). Such kernels do not
+// loop, so the items must fit one grid: kMaxGridX blocks are 2^39 items (16-byte vectors: far past
+// any device's memory), checked. The dense elementwise
 // and activation kernels take a 16-byte vector per thread this way: on the H200, 2^28 elements,
 // f32 add went 4102-4125 -> 4361-4373 GB/s and f32 gelu 3860 -> 4168-4177 against a grid-stride
 // loop on a full grid (PyTorch 4358 / 4208; bench/RESULTS.md, 2026-11-30 session 17).
 inline unsigned blocks_for(int64_t items) {
-  return unsigned(std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads));
+  const int64_t blocks = std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads);
+  EMBER_INTERNAL_ASSERT(blocks <= kMaxGridX, "blocks_for: ", items, " items need ", blocks,
+                        " blocks, past the grid limit");
+  return unsigned(blocks);
 }
 
 // One value of type V per visible GPU, computed by `compute(device)` on the first get() for that

@@ -360,11 +360,8 @@ struct RowPlan {
   bool vector_ok = false;
 };
 
-// The largest grid.x (the kernels loop over rows past it).
-constexpr int64_t kMaxGridX = 2147483647;
-
 // Threads: enough for one vector each (a power of 2 in [32, kThreads]); blocks: one per row, as
-// many as the grid allows (blocks are placed as SMs free up; no occupancy query needed).
+// many as the grid allows (kMaxGridX; the kernels loop over rows past it).
 RowPlan plan_rows(const RowNormLayout& l, int vec, bool aligned) {
   RowPlan plan;
   plan.vector_ok = aligned && l.D % vec == 0 && (l.S == 1 || l.S % vec == 0);
