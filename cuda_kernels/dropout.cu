@@ -1,8 +1,9 @@
 // CUDA kernels behind dropout_kernel and dropout_backward_kernel (ops/dropout.h).
 //  - forward: a thread per group of 4 elements (one Philox4x32-10 block, tensor/philox.h, exactly
 //    as the bernoulli fill of cuda_kernels/random.cu draws it, so the CPU kernel's mask is the
-//    same bit for bit): loads the 4 inputs as one vector, stores the 4 outputs as one vector and
-//    the 4 mask bytes as one 32-bit word when the pointers allow; grid-stride loop. Inside a CUDA
+//    same bit for bit), two consecutive groups for 16-bit dtypes: loads the inputs as one
+//    vector, stores the outputs as one vector and the mask bytes as 32-bit words when the
+//    pointers allow; grid-stride loop. Inside a CUDA
 //    graph capture the Philox offset is read from the device, so each replay draws a new mask.
 //  - backward: grad_input = mask ? grad_output * scale : 0, 16-byte vectors of the gradient with
 //    the matching mask bytes, or a scalar loop for unaligned pointers.
@@ -14,36 +15,47 @@
 namespace ember::cuda {
 namespace {
 
+// Philox groups (of 4 elements) a forward thread takes: 16 bytes of input for 16-bit dtypes.
+template <typename T>
+inline constexpr int kGroupsPerThread = sizeof(T) == 2 ? 2 : 1;
+
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restrict__ mask,
                        int64_t n, double keep, OpMath<T> scale, uint64_t seed, uint64_t offset,
                        const uint64_t* device_offset, bool vec) {
   using A = OpMath<T>;
+  constexpr int G = kGroupsPerThread<T>, E = 4 * G;  // groups and elements per thread
   const uint64_t base_offset = offset + (device_offset != nullptr ? *device_offset : 0);
-  const int64_t groups = (n + 3) / 4;
+  const int64_t items = (n + E - 1) / E;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += step) {
-    const philox::F32x4 u = philox::uniform4_from_bits(philox::draw4(seed, uint64_t(g), base_offset));
-    const int64_t first = 4 * g;
-    bool kept[4];
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < items; t += step) {
+    bool kept[E];
 #pragma unroll
-    for (int l = 0; l < 4; ++l) kept[l] = philox::bernoulli_from_uniform(philox::lane(u, l), keep);
-    if (vec && first + 4 <= n) {
-      const AlignedVec<T, 4> in = reinterpret_cast<const AlignedVec<T, 4>*>(x)[g];
-      AlignedVec<T, 4> out;
-      uint32_t bits = 0;
+    for (int k = 0; k < G; ++k) {
+      const philox::F32x4 u =
+          philox::uniform4_from_bits(philox::draw4(seed, uint64_t(G * t + k), base_offset));
 #pragma unroll
-      for (int l = 0; l < 4; ++l) {
+      for (int l = 0; l < 4; ++l)
+        kept[4 * k + l] = philox::bernoulli_from_uniform(philox::lane(u, l), keep);
+    }
+    const int64_t first = E * t;
+    if (vec && first + E <= n) {
+      const AlignedVec<T, E> in = reinterpret_cast<const AlignedVec<T, E>*>(x)[t];
+      AlignedVec<T, E> out;
+      AlignedVec<uint32_t, G> bits{};
+#pragma unroll
+      for (int l = 0; l < E; ++l) {
         out.v[l] = convert<T>(kept[l] ? convert<A>(in.v[l]) * scale : A(0));
-        bits |= uint32_t(kept[l]) << (8 * l);  // bool is one byte holding 0 or 1 (little endian)
+        // bool is one byte holding 0 or 1 (little endian)
+        bits.v[l / 4] |= uint32_t(kept[l]) << (8 * (l % 4));
       }
-      reinterpret_cast<AlignedVec<T, 4>*>(y)[g] = out;
-      reinterpret_cast<uint32_t*>(mask)[g] = bits;
+      reinterpret_cast<AlignedVec<T, E>*>(y)[t] = out;
+      reinterpret_cast<AlignedVec<uint32_t, G>*>(mask)[t] = bits;
       continue;
     }
 #pragma unroll
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < E; ++l) {
       if (first + l < n) {
         mask[first + l] = kept[l];
         y[first + l] = convert<T>(kept[l] ? convert<A>(x[first + l]) * scale : A(0));
@@ -83,9 +95,10 @@ void launch_dropout(const DropoutArgs& a, cudaStream_t stream) {
   const T* x = static_cast<const T*>(a.input.data_ptr());
   T* y = static_cast<T*>(a.output.data_ptr());
   bool* mask = a.mask.data<bool>();
-  const bool vec = is_aligned(x, 4 * sizeof(T)) && is_aligned(y, 4 * sizeof(T)) && is_aligned(mask, 4);
+  constexpr int E = 4 * kGroupsPerThread<T>;
+  const bool vec = is_aligned(x, E * sizeof(T)) && is_aligned(y, E * sizeof(T)) && is_aligned(mask, E);
   const OpMath<T> scale = OpMath<T>(a.p >= 1 ? 0.0 : 1.0 / (1.0 - a.p));
-  dropout_forward_kernel<T><<<grid_for((n + 3) / 4, a.input.device().index), kBlockThreads, 0,
+  dropout_forward_kernel<T><<<grid_for((n + E - 1) / E, a.input.device().index), kBlockThreads, 0,
                               stream>>>(x, y, mask, n, 1.0 - a.p, scale, a.random.seed,
                                         a.random.offset, a.random.device_offset, vec);
   EMBER_CUDA_LAUNCH_CHECK();
