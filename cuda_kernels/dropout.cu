@@ -30,6 +30,11 @@ dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restr
   const int64_t items = (n + E - 1) / E;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < items; t += step) {
+    const int64_t first = E * t;
+    const bool whole = vec && first + E <= n;
+    // The input vector is loaded before the Philox rounds, so its latency hides behind them.
+    AlignedVec<T, E> in;
+    if (whole) in = reinterpret_cast<const AlignedVec<T, E>*>(x)[t];
     bool kept[E];
 #pragma unroll
     for (int k = 0; k < G; ++k) {
@@ -39,9 +44,7 @@ dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restr
       for (int l = 0; l < 4; ++l)
         kept[4 * k + l] = philox::bernoulli_from_uniform(philox::lane(u, l), keep);
     }
-    const int64_t first = E * t;
-    if (vec && first + E <= n) {
-      const AlignedVec<T, E> in = reinterpret_cast<const AlignedVec<T, E>*>(x)[t];
+    if (whole) {
       AlignedVec<T, E> out;
       AlignedVec<uint32_t, G> bits{};
 #pragma unroll
