@@ -294,14 +294,24 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
   const S* mean = a.mean.data<S>();
   const S* rstd = a.rstd.data<S>();
   const std::vector<double> w = values_or(a.weight, l.groups * (l.D / l.S), 1);
+  // The parameter-gradient sums (layer norm), accumulated over the rows in double.
+  const bool param_sums = a.sum_dy.defined();
+  EMBER_INTERNAL_ASSERT(!param_sums || (l.groups == 1 && l.S == 1 && a.sum_dy_xhat.defined()),
+                        "row_norm_backward_data: parameter sums are for layer norm");
+  std::vector<double> acc_dy(param_sums ? size_t(l.D) : 0), acc_dy_xhat(acc_dy.size());
   for (int64_t r = 0; r < l.rows; ++r) {
     const double mu = double(mean[r]), rs = double(rstd[r]);
     double sum_gw = 0, sum_gw_xhat = 0;
     for (int64_t j = 0; j < l.D; ++j) {
       const int64_t i = r * l.D + j;
-      const double gw = load(dy[i]) * w[size_t(row_channel(l, r, j))];
+      const double g = load(dy[i]), xhat = (load(x[i]) - mu) * rs;
+      const double gw = g * w[size_t(row_channel(l, r, j))];
       sum_gw += gw;
-      sum_gw_xhat += gw * (load(x[i]) - mu) * rs;
+      sum_gw_xhat += gw * xhat;
+      if (param_sums) {
+        acc_dy[size_t(j)] += g;
+        acc_dy_xhat[size_t(j)] += g * xhat;
+      }
     }
     const double mean_gw = sum_gw / double(l.D), mean_gw_xhat = sum_gw_xhat / double(l.D);
     for (int64_t j = 0; j < l.D; ++j) {
@@ -309,6 +319,14 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
       const double gw = load(dy[i]) * w[size_t(row_channel(l, r, j))];
       const double xhat = (load(x[i]) - mu) * rs;
       dx[i] = store<T>(rs * (gw - mean_gw - xhat * mean_gw_xhat));
+    }
+  }
+  if (param_sums) {
+    S* sum_dy = a.sum_dy.data<S>();
+    S* sum_dy_xhat = a.sum_dy_xhat.data<S>();
+    for (int64_t j = 0; j < l.D; ++j) {
+      sum_dy[j] = S(acc_dy[size_t(j)]);
+      sum_dy_xhat[j] = S(acc_dy_xhat[size_t(j)]);
     }
   }
 }

@@ -881,10 +881,8 @@ void launch_grad_sums(const ChannelGradSumsArgs& a, cudaStream_t stream) {
   if (l.channels_inner) launch_dependent(grad_sums_inner_kernel<T>, r.grid, r.block, 0, stream, p);
   else launch_dependent(grad_sums_outer_kernel<T>, r.grid, r.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
-  launch_dependent(grad_sums_finalize_kernel, dim3(finalize_grid(l.C)), finalize_block(splits), 0, stream,
-                   static_cast<const float*>(p.part_dy), static_cast<const float*>(p.part_dy_xhat), splits,
-                   l.C, static_cast<float*>(a.sum_dy.data_ptr()), static_cast<float*>(a.sum_dy_xhat.data_ptr()));
-  EMBER_CUDA_LAUNCH_CHECK();
+  launch_grad_sums_finalize(p.part_dy, p.part_dy_xhat, splits, l.C, static_cast<float*>(a.sum_dy.data_ptr()),
+                            static_cast<float*>(a.sum_dy_xhat.data_ptr()), stream);
 }
 
 template <typename T>
@@ -976,6 +974,14 @@ void batch_norm_backward_elemt_cuda(const BatchNormBackwardArgs& a) {
 }
 
 }  // namespace
+
+void launch_grad_sums_finalize(const float* part_dy, const float* part_dy_xhat, int64_t splits,
+                               int64_t C, float* sum_dy, float* sum_dy_xhat, cudaStream_t stream) {
+  launch_dependent(grad_sums_finalize_kernel, dim3(finalize_grid(C)), finalize_block(splits), 0, stream,
+                   part_dy, part_dy_xhat, splits, C, sum_dy, sum_dy_xhat);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace ember::cuda::norm
 
 namespace ember {

@@ -288,4 +288,10 @@ inline bool fits_fast_divmod(int64_t max_dividend) {
   return max_dividend < int64_t(std::numeric_limits<int32_t>::max());
 }
 
+// Sums the [splits, C] partials part_dy / part_dy_xhat of each channel over the splits, in one
+// fixed order, into sum_dy / sum_dy_xhat [C] (channel_grad_sums' last step; also the layer-norm
+// backward's parameter gradients). Launched dependent on `stream` (cuda_kernels/batch_norm.cu).
+void launch_grad_sums_finalize(const float* part_dy, const float* part_dy_xhat, int64_t splits,
+                               int64_t C, float* sum_dy, float* sum_dy_xhat, cudaStream_t stream);
+
 }  // namespace ember::cuda::norm

@@ -14,7 +14,9 @@
 //    row length: Welford over the row (16-byte vectors when D allows; a thread's vector lanes
 //    share one count), a fixed-order block merge, then a second pass that normalizes; the second
 //    read of the row mostly hits L1/L2, so HBM sees about one read and one write.
-// Backward: a block per row; the two row sums, then dx.
+// Backward: a row per row group of threads (a block per row; for layer norm's parameter gradients,
+// several rows at once), the two row sums, then dx; layer norm also sums the parameter gradients
+// in the same pass over dy and x (per-block partials, then channel_grad_sums' finalize).
 #include "cuda_kernels/batch_norm.cuh"
 
 namespace ember::cuda::norm {
@@ -84,6 +86,11 @@ struct RowBackwardParams {
   int64_t rows, D, groups, S, group_channels;
   bool vector_ok;
   FastDivmod div_s;
+  // Layer norm's parameter sums from the same pass (null: not asked): each block sums dy and
+  // dy * xhat per feature over its rows (row_norm_backward_data_rows) into its row of these
+  // [gridDim.x, D] partials.
+  float* part_dy;
+  float* part_dy_xhat;
 };
 
 // The parameter index of element j of a row whose group's first channel is `base`.
@@ -288,48 +295,105 @@ row_norm_forward_warp_per_row(RowForwardParams<T> p, bool params_aligned) {
   }
 }
 
+// Threads of a backward block at most: blockDim.x per row (plan_rows) times blockDim.y rows at once.
+constexpr int kMaxBackwardBlock = 1024;
+
+// Row groups in a block at most: each synchronizes on its own named barrier (ids 1 .. 8; 0 is
+// __syncthreads'), so the groups of a block run their rows independently.
+constexpr int kMaxRowGroups = 8;
+
+__device__ __forceinline__ void row_group_barrier() {
+  asm volatile("bar.sync %0, %1;" ::"r"(int(threadIdx.y) + 1), "r"(int(blockDim.x)) : "memory");
+}
+
+// Sums a and b over the threads of one row group (threadIdx.y; blockDim.x a multiple of 32); every
+// thread of the group gets the totals. `scratch`: 2 * kMaxBackwardBlock / 32 floats. Every thread
+// of the group calls it.
+__device__ __forceinline__ void row_group_sum2(float& a, float& b, float* scratch) {
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) {
+    a += __shfl_xor_sync(0xffffffffu, a, m);
+    b += __shfl_xor_sync(0xffffffffu, b, m);
+  }
+  const int warps_per_row = int(blockDim.x) / 32;
+  const int warp = int(threadIdx.y) * warps_per_row + int(threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) {
+    scratch[2 * warp] = a;
+    scratch[2 * warp + 1] = b;
+  }
+  row_group_barrier();
+  const int first = int(threadIdx.y) * warps_per_row;
+  a = scratch[2 * first];
+  b = scratch[2 * first + 1];
+  for (int w = 1; w < warps_per_row; ++w) {
+    a += scratch[2 * (first + w)];
+    b += scratch[2 * (first + w) + 1];
+  }
+  row_group_barrier();  // the group's scratch is rewritten by its next call
+}
+
+// Backward of the row norms: blockDim.x threads per row, blockDim.y rows at once (row groups);
+// per row the two sums over the row, then dx. With p.part_dy (layer norm's parameter sums) each
+// row group accumulates sum dy and sum dy * xhat per feature over its rows in its own slice of
+// shared memory ([2][D] floats, on the vector path laid out [lane][vector] so a warp's updates hit
+// consecutive banks), and the block writes the slices' sum, in group order, as its partial row.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-row_norm_backward_data_block_per_row(RowBackwardParams<T> p) {
+__global__ void __launch_bounds__(kMaxBackwardBlock)
+row_norm_backward_data_rows(RowBackwardParams<T> p) {
   constexpr int VEC = kVec<T>;
-  __shared__ float sh_means[2];
-  const int tid = threadIdx.x;
+  __shared__ float sh_scratch[2 * kMaxBackwardBlock / 32];
+  extern __shared__ float sh_param_sums[];  // [blockDim.y][2][D] when p.part_dy
+  const int tid = threadIdx.x, groups = blockDim.y;
   const int64_t threads = blockDim.x;
+  const int flat = threadIdx.y * blockDim.x + threadIdx.x, block_threads = blockDim.x * blockDim.y;
   const float inv_d = 1.f / float(p.D);
-  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+  const int64_t nvec = p.D / VEC;
+  const bool param_sums = p.part_dy != nullptr;
+  float* acc_dy = sh_param_sums + int64_t(threadIdx.y) * 2 * p.D;
+  float* acc_dy_xhat = acc_dy + p.D;
+  if (param_sums) {
+    for (int64_t j = flat; j < int64_t(groups) * 2 * p.D; j += block_threads) sh_param_sums[j] = 0.f;
+    __syncthreads();
+  }
+  for (int64_t r = int64_t(blockIdx.x) * groups + threadIdx.y; r < p.rows; r += int64_t(gridDim.x) * groups) {
     const T* xr = p.x + r * p.D;
     const T* dyr = p.dy + r * p.D;
     const float mu = p.mean[r], rs = p.rstd[r];
     const int64_t base = (r % p.groups) * p.group_channels;
     float sum_gw = 0.f, sum_gw_xhat = 0.f;
     if (p.vector_ok) {
-      for (int64_t j = tid * int64_t(VEC); j < p.D; j += threads * VEC) {
+      for (int64_t jv = tid; jv < nvec; jv += threads) {
+        const int64_t j = jv * VEC;
         float g[VEC], v[VEC], w[VEC];
         load_floats<T, VEC>(dyr + j, true, VEC, g);
         load_floats<T, VEC>(xr + j, true, VEC, v);
         load_params<VEC>(p, p.weight, 1.f, base, j, w);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
-          const float gw = g[k] * w[k];
+          const float gw = g[k] * w[k], xhat = (v[k] - mu) * rs;
           sum_gw += gw;
-          sum_gw_xhat += gw * (v[k] - mu) * rs;
+          sum_gw_xhat += gw * xhat;
+          if (param_sums) {
+            acc_dy[k * nvec + jv] += g[k];
+            acc_dy_xhat[k * nvec + jv] += g[k] * xhat;
+          }
         }
       }
     } else {
       for (int64_t j = tid; j < p.D; j += threads) {
         const float w = p.weight.absent() ? 1.f : p.weight.at(param_index(p, base, j));
-        const float gw = convert<float>(dyr[j]) * w;
+        const float g = convert<float>(dyr[j]), xhat = (convert<float>(xr[j]) - mu) * rs;
+        const float gw = g * w;
         sum_gw += gw;
-        sum_gw_xhat += gw * (convert<float>(xr[j]) - mu) * rs;
+        sum_gw_xhat += gw * xhat;
+        if (param_sums) {
+          acc_dy[j] += g;
+          acc_dy_xhat[j] += g * xhat;
+        }
       }
     }
-    block_sum2(sum_gw, sum_gw_xhat);
-    if (tid == 0) {
-      sh_means[0] = sum_gw * inv_d;
-      sh_means[1] = sum_gw_xhat * inv_d;
-    }
-    __syncthreads();
-    const float mean_gw = sh_means[0], mean_gw_xhat = sh_means[1];
+    row_group_sum2(sum_gw, sum_gw_xhat, sh_scratch);
+    const float mean_gw = sum_gw * inv_d, mean_gw_xhat = sum_gw_xhat * inv_d;
     T* dxr = p.dx + r * p.D;
     if (p.vector_ok) {
       for (int64_t j = tid * int64_t(VEC); j < p.D; j += threads * VEC) {
@@ -348,11 +412,32 @@ row_norm_backward_data_block_per_row(RowBackwardParams<T> p) {
         dxr[j] = convert<T>(rs * (convert<float>(dyr[j]) * w - mean_gw - xhat * mean_gw_xhat));
       }
     }
-    __syncthreads();  // sh_means is rewritten for the next row
+  }
+  if (param_sums) {
+    __syncthreads();
+    float* out_dy = p.part_dy + int64_t(blockIdx.x) * p.D;
+    float* out_dy_xhat = p.part_dy_xhat + int64_t(blockIdx.x) * p.D;
+    for (int64_t j = flat; j < p.D; j += block_threads) {
+      const int64_t at = p.vector_ok ? (j % VEC) * nvec + j / VEC : j;
+      float a = 0.f, b = 0.f;
+      for (int g = 0; g < groups; ++g) {
+        a += sh_param_sums[int64_t(g) * 2 * p.D + at];
+        b += sh_param_sums[int64_t(g) * 2 * p.D + p.D + at];
+      }
+      out_dy[j] = a;
+      out_dy_xhat[j] = b;
+    }
   }
 }
 
 // ---- launch shape -------------------------------------------------------------------------------
+
+// The layer-norm backward with parameter sums: shared-memory accumulators of at most this many
+// bytes per block (2 * D floats per row group; with the kernel's static scratch within the 48 KB a
+// launch gets without opting in; rows longer than 5632 floats sum the parameter gradients in
+// channel_grad_sums), and at least this many rows per row group.
+constexpr size_t kMaxParamSumsSmem = 44 * 1024;
+constexpr int64_t kMinRowsPerGroup = 8;
 
 struct RowPlan {
   int threads = 32;
@@ -436,8 +521,45 @@ void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
   p.div_s = FastDivmod(uint32_t(l.S));
   const RowPlan plan = plan_rows(l, VEC, all_aligned16({&a.dx, &a.dy, &a.x}));
   p.vector_ok = plan.vector_ok;
-  row_norm_backward_data_block_per_row<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+  if (!a.sum_dy.defined()) {
+    row_norm_backward_data_rows<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+    EMBER_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  EMBER_INTERNAL_ASSERT(l.groups == 1 && l.S == 1, "layer-norm parameter sums: groups ", l.groups, ", S ", l.S);
+  check_stats_tensor(a.sum_dy, l.D, a.x.device(), "sum_dy");
+  check_stats_tensor(a.sum_dy_xhat, l.D, a.x.device(), "sum_dy_xhat");
+  const size_t slice = size_t(2 * l.D) * sizeof(float);  // one row group's accumulators
+  if (slice > kMaxParamSumsSmem) {
+    // Rows too long for the accumulators: the data pass, then the column sums.
+    row_norm_backward_data_rows<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
+    EMBER_CUDA_LAUNCH_CHECK();
+    channel_grad_sums_kernel().get(DeviceType::CUDA, a.x.dtype())(ChannelGradSumsArgs{
+        a.dy, a.x, Tensor(), a.mean, a.rstd, ChannelLayout{l.rows, l.D, 1, true},
+        StatIndex{1, l.D}, a.sum_dy, a.sum_dy_xhat});
+    return;
+  }
+  // Row groups filling the block (up to kMaxBackwardBlock threads, as the accumulators fit), as
+  // many blocks as are resident but at least kMinRowsPerGroup rows per group, so that the partials
+  // ([blocks, D] twice, written and read back) stay a small part of the bytes moved.
+  const int groups = int(std::clamp<int64_t>(
+      std::min<int64_t>(kMaxBackwardBlock / plan.threads, int64_t(kMaxParamSumsSmem / slice)), 1,
+      kMaxRowGroups));
+  const size_t smem = size_t(groups) * slice;
+  int per_sm = 0;
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, row_norm_backward_data_rows<T>, plan.threads * groups, smem));
+  const int64_t resident = int64_t(std::max(per_sm, 1)) * device_properties(a.x.device().index).sm_count;
+  const int64_t blocks =
+      std::clamp<int64_t>(ceil_div(l.rows, int64_t(groups) * kMinRowsPerGroup), 1, resident);
+  Tensor workspace = empty({2 * blocks * l.D}, DType::f32, a.x.device());
+  p.part_dy = static_cast<float*>(workspace.data_ptr());
+  p.part_dy_xhat = p.part_dy + blocks * l.D;
+  row_norm_backward_data_rows<T><<<unsigned(blocks), dim3(unsigned(plan.threads), unsigned(groups)), smem,
+                                   stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
+  launch_grad_sums_finalize(p.part_dy, p.part_dy_xhat, blocks, l.D, static_cast<float*>(a.sum_dy.data_ptr()),
+                            static_cast<float*>(a.sum_dy_xhat.data_ptr()), stream);
 }
 
 void row_norm_forward_cuda(const RowNormForwardArgs& a) {

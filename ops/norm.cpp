@@ -387,19 +387,27 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
         Tensor dy = grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype);
         dy = dy.contiguous();
         const Tensor& xs = saved_x.unpack();
+        const bool need_sums = need_w || need_b;
+        Tensor sum_dy, sum_dy_xhat;
+        if (need_sums) {
+          const int64_t C = grad_layout.C;
+          const TensorOptions stats_options = TensorOptions(stats_dtype).with_device(device);
+          sum_dy = empty_input ? zeros({C}, stats_options) : empty({C}, stats_options);
+          sum_dy_xhat = empty_input ? zeros({C}, stats_options) : empty({C}, stats_options);
+        }
+        // Layer norm's parameter sums come from the data kernel's pass over dy and x; group
+        // norm's (per channel, over samples and positions) from channel_grad_sums.
+        const bool sums_in_data_pass = need_x && need_sums && layout.groups == 1 && layout.S == 1;
         if (need_x) {
           Tensor dx = empty(x_shape, x_dtype, device);
           if (!empty_input)
             row_norm_backward_data_kernel().get(device.type, x_dtype)(RowNormBackwardArgs{
-                dx, dy, xs, mean, rstd, row_param_for_kernel(saved_w.unpack()), layout});
+                dx, dy, xs, mean, rstd, row_param_for_kernel(saved_w.unpack()), layout,
+                sums_in_data_pass ? sum_dy : Tensor(), sums_in_data_pass ? sum_dy_xhat : Tensor()});
           result[0] = dx;
         }
-        if (need_w || need_b) {
-          const int64_t C = grad_layout.C;
-          const TensorOptions stats_options = TensorOptions(stats_dtype).with_device(device);
-          Tensor sum_dy = empty_input ? zeros({C}, stats_options) : empty({C}, stats_options);
-          Tensor sum_dy_xhat = empty_input ? zeros({C}, stats_options) : empty({C}, stats_options);
-          if (!empty_input)
+        if (need_sums) {
+          if (!empty_input && !sums_in_data_pass)
             channel_grad_sums_kernel().get(device.type, x_dtype)(ChannelGradSumsArgs{
                 dy, xs, Tensor(), mean, rstd, grad_layout, grad_stats, sum_dy, sum_dy_xhat});
           if (need_w) result[1] = param_grad(sum_dy_xhat, param_shape, w_dtype);

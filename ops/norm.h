@@ -227,10 +227,14 @@ EMBER_DECLARE_KERNEL(row_norm_forward_kernel, RowNormForwardKernel)
 // row_norm_backward_data: with w_j = weight[ch(j)] (1 when undefined), xhat_j = (x_j - mean[r]) *
 // rstd[r], a = mean over j of dy_j * w_j and b = mean over j of dy_j * w_j * xhat_j:
 //   dx_j = rstd[r] * (dy_j * w_j - a - xhat_j * b)
+// Layer norm (groups == 1, S == 1) may also ask for the parameter-gradient sums from the same pass
+// over dy and x: sum_dy[j] = sum over rows of dy_j, sum_dy_xhat[j] = sum over rows of dy_j * xhat_j
+// (channel_grad_sums' values, without reading dy and x a second time).
 struct RowNormBackwardArgs {
   Tensor dx;  // output
   Tensor dy, x, mean, rstd, weight;  // weight: as in RowNormForwardArgs
   RowNormLayout layout;
+  Tensor sum_dy, sum_dy_xhat;  // optional outputs, statistics dtype [D]: both or neither
 };
 using RowNormBackwardKernel = void (*)(const RowNormBackwardArgs& args);
 EMBER_DECLARE_KERNEL(row_norm_backward_data_kernel, RowNormBackwardKernel)

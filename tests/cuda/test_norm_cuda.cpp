@@ -403,6 +403,43 @@ TEST_CASE("layer_norm on CUDA: warp-per-row limits, unaligned rows and parameter
   }
 }
 
+TEST_CASE("layer_norm on CUDA: parameter gradients summed in the data pass, many rows" *
+          doctest::skip(!cuda::is_available())) {
+  // The backward sums dy and dy * xhat per feature in each block's shared memory over at least 16
+  // rows and merges the blocks' partials: row counts that leave a short last block, an
+  // unvectorized row (33), rows too long for the accumulators (7000 floats: channel_grad_sums
+  // instead), and weight / bias gradients without an input gradient (channel_grad_sums).
+  struct Case {
+    int64_t rows, D;
+    bool input_grad;
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const Case& cs : {Case{600, 1024, true}, Case{333, 33, true}, Case{17, 768, true},
+                           Case{40, 7000, true}, Case{600, 1024, false}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(cs.rows);
+      CAPTURE(cs.D);
+      CAPTURE(cs.input_grad);
+      Generator gen(Device::cpu(), 5);
+      Tensor x64 = randn({cs.rows, cs.D}, TensorOptions(DType::f64), &gen);
+      Tensor w64 = randn({cs.D}, TensorOptions(DType::f64), &gen);
+      Tensor b64 = randn({cs.D}, TensorOptions(DType::f64), &gen);
+      Tensor gy64 = randn({cs.rows, cs.D}, TensorOptions(DType::f64), &gen);
+      Tensor x = to_gpu(x64, dtype, false, 0);
+      Tensor xg = cs.input_grad ? leaf(x) : x, wg = leaf(to_gpu(w64, DType::f32, false, 0)),
+             bg = leaf(to_gpu(b64, DType::f32, false, 0));
+      Tensor xc = cs.input_grad ? leaf(cpu_f64(x)) : cpu_f64(x), wc = leaf(cpu_f64(wg.detach())),
+             bc = leaf(cpu_f64(bg.detach()));
+      Tensor gy = gy64.to(Device::cuda(), dtype);
+      (layer_norm(xg, {cs.D}, wg, bg) * gy).sum().backward();
+      (layer_norm(xc, {cs.D}, wc, bc) * cpu_f64(gy)).sum().backward();
+      if (cs.input_grad) CHECK(rel_err(xg.grad(), xc.grad()) <= 4 * parity_tolerance(dtype));
+      CHECK(rel_err(wg.grad(), wc.grad()) <= 4 * parity_tolerance(dtype));
+      CHECK(rel_err(bg.grad(), bc.grad()) <= 4 * parity_tolerance(dtype));
+    }
+  }
+}
+
 // ---- the training forward's algorithms (issue 5 item 7) ---------------------------------------
 
 namespace {
