@@ -1,7 +1,8 @@
 // CUDA batch-norm kernels behind the tables of ops/norm.h: batch_norm_stats (batch statistics and
 // the running-statistics update), batch_norm_apply (normalize, optionally + residual and ReLU),
 // channel_grad_sums (the per-channel sums of backward, shared with layer / group norm) and
-// batch_norm_backward_elemt. float32, float16 and bfloat16 inputs, float32 statistics.
+// batch_norm_backward_elemt. float32, float16 and bfloat16 inputs, float32 statistics, weight and
+// bias in float32 or the input's dtype (NormParam: a 16-bit model's parameters need no conversion).
 //
 // Two layouts (ChannelLayout):
 //  - channels-inner ([N*S, C], NHWC and 2-D): a thread owns a vector of 16 bytes of consecutive
@@ -308,8 +309,8 @@ struct ApplyParams {
   const T* residual;  // may be null
   const float* mean;
   const float* invstd;
-  const float* weight;  // may be null (1)
-  const float* bias;    // may be null (0)
+  NormParam<T> weight;  // may be absent (1)
+  NormParam<T> bias;    // may be absent (0)
   int64_t C, rows;      // channels-inner: rows = N * S
   int64_t numel;
   bool vector_ok, relu;
@@ -330,8 +331,8 @@ bn_apply_inner_kernel(ApplyParams<T> p) {
   for (int k = 0; k < VEC; ++k) {
     const int64_t c = k < valid ? c0 + k : c0;
     mean[k] = p.mean[c];
-    scale[k] = p.invstd[c] * (p.weight != nullptr ? p.weight[c] : 1.f);
-    shift[k] = p.bias != nullptr ? p.bias[c] : 0.f;
+    scale[k] = p.invstd[c] * (p.weight.absent() ? 1.f : p.weight.at(c));
+    shift[k] = p.bias.absent() ? 0.f : p.bias.at(c);
   }
   const int64_t step = int64_t(gridDim.y) * blockDim.y;
   int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
@@ -375,8 +376,8 @@ bn_apply_outer_kernel(ApplyParams<T> p) {
     const int64_t i = item * per_item;
     const int64_t c = p.flat.of(i);
     const float m = p.mean[c];
-    const float scale = p.invstd[c] * (p.weight != nullptr ? p.weight[c] : 1.f);
-    const float shift = p.bias != nullptr ? p.bias[c] : 0.f;
+    const float scale = p.invstd[c] * (p.weight.absent() ? 1.f : p.weight.at(c));
+    const float shift = p.bias.absent() ? 0.f : p.bias.at(c);
     float v[VEC], res[VEC];
     const int valid = int(per_item);
     load_floats<T, VEC>(p.x + i, p.vector_ok, valid, v);
@@ -582,7 +583,7 @@ struct BackwardParams {
   const T* gate;  // may be null
   const float* mean;
   const float* invstd;
-  const float* weight;       // may be null (1)
+  NormParam<T> weight;       // may be absent (1)
   const float* sum_dy;       // training only
   const float* sum_dy_xhat;  // training only
   int64_t C, rows, numel;
@@ -602,7 +603,7 @@ __device__ __forceinline__ BackwardCoefficients backward_coefficients(const Back
   BackwardCoefficients k;
   const float invstd = p.invstd[c];
   k.mean = p.mean[c];
-  k.k_out = invstd * (p.weight != nullptr ? p.weight[c] : 1.f);
+  k.k_out = invstd * (p.weight.absent() ? 1.f : p.weight.at(c));
   k.k_mean_dy = p.training ? p.sum_dy[c] * p.inv_count : 0.f;
   k.k_xmu = p.training ? invstd * p.sum_dy_xhat[c] * p.inv_count : 0.f;
   return k;
@@ -838,8 +839,8 @@ void launch_apply(const BatchNormApplyArgs& a, cudaStream_t stream) {
   p.residual = ptr_or_null<const T>(a.residual);
   p.mean = static_cast<const float*>(a.mean.data_ptr());
   p.invstd = static_cast<const float*>(a.invstd.data_ptr());
-  p.weight = ptr_or_null<const float>(a.weight);
-  p.bias = ptr_or_null<const float>(a.bias);
+  p.weight = norm_param<T>(a.weight, a.x.dtype());
+  p.bias = norm_param<T>(a.bias, a.x.dtype());
   p.C = l.C;
   p.rows = l.per_channel();
   p.numel = l.numel();
@@ -898,7 +899,7 @@ void launch_backward_elemt(const BatchNormBackwardArgs& a, cudaStream_t stream) 
   p.gate = ptr_or_null<const T>(a.gate);
   p.mean = static_cast<const float*>(a.mean.data_ptr());
   p.invstd = static_cast<const float*>(a.invstd.data_ptr());
-  p.weight = ptr_or_null<const float>(a.weight);
+  p.weight = norm_param<T>(a.weight, a.dy.dtype());
   p.training = a.training;
   if (a.training) {
     p.sum_dy = static_cast<const float*>(a.sum_dy.data_ptr());

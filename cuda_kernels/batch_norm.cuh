@@ -1,9 +1,9 @@
 // Device-side building blocks of the normalization kernels (cuda_kernels/batch_norm.cu and
 // cuda_kernels/layer_norm.cu): the three CUDA normalization dtypes, 16-byte vector loads and stores
 // converted to float, Welford updates and Chan merges of (mean, M2, count), block-wide reductions
-// in a fixed order (so results are the same run to run), access to parameters of a runtime dtype
-// (running statistics), the contract check of the float32 statistics tensors, and launch-shape
-// helpers.
+// in a fixed order (so results are the same run to run), weight / bias in float32 or the input's
+// dtype (NormParam), access to parameters of a runtime dtype (running statistics), the contract
+// check of the float32 statistics tensors, and launch-shape helpers.
 // Include only from .cu files.
 #pragma once
 #include <cuda_bf16.h>
@@ -155,6 +155,47 @@ __device__ __forceinline__ void block_sum2(float& a, float& b) {
       b += sh_b[w];
     }
   __syncthreads();
+}
+
+// ---- parameters (weight, bias) ------------------------------------------------------------
+
+// A parameter vector (weight or bias, one value per channel) as the kernels read it: float32, or
+// the input's dtype T (a float16 / bfloat16 model's own parameters, read without a conversion
+// kernel first). Null when absent.
+template <typename T>
+struct NormParam {
+  const void* ptr = nullptr;
+  bool in_input_dtype = false;  // T rather than float (uniform over the grid)
+
+  __device__ __forceinline__ bool absent() const { return ptr == nullptr; }
+  __device__ __forceinline__ float at(int64_t i) const {
+    return in_input_dtype ? convert<float>(static_cast<const T*>(ptr)[i])
+                          : static_cast<const float*>(ptr)[i];
+  }
+  // Values i .. i + 3 from one 16-byte (float) or 8-byte (16-bit T) load; 16-byte aligned at i.
+  __device__ __forceinline__ void at4(int64_t i, float* out) const {
+    if (in_input_dtype) {
+      const auto q = *reinterpret_cast<const AlignedVec<T, 4>*>(static_cast<const T*>(ptr) + i);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[k] = convert<float>(q.v[k]);
+    } else {
+      const float4 q = *reinterpret_cast<const float4*>(static_cast<const float*>(ptr) + i);
+      out[0] = q.x;
+      out[1] = q.y;
+      out[2] = q.z;
+      out[3] = q.w;
+    }
+  }
+};
+
+// The kernels' view of parameter tensor t ([C] contiguous) (undefined: absent) of an input of dtype x_dtype.
+template <typename T>
+NormParam<T> norm_param(const Tensor& t, DType x_dtype) {
+  if (!t.defined()) return {};
+  EMBER_INTERNAL_ASSERT(t.dtype() == DType::f32 || t.dtype() == x_dtype,
+                        "norm parameter of dtype ", dtype_name(t.dtype()),
+                        " for input of dtype ", dtype_name(x_dtype));
+  return {t.data_ptr(), t.dtype() != DType::f32};
 }
 
 // ---- the affine tail of batch norm (apply kernels, single-read forward) ----------------------

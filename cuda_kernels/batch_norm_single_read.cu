@@ -68,8 +68,8 @@ struct SingleReadParams {
   const T* x;
   const T* residual;  // may be null
   T* y;
-  const float* weight;  // may be null (1)
-  const float* bias;    // may be null (0)
+  NormParam<T> weight;  // may be absent (1)
+  NormParam<T> bias;    // may be absent (0)
   ChannelStatsOut out;
   int rows;            // values per channel (N * S)
   int C;               // channels; C * sizeof(T) is a multiple of 16
@@ -244,8 +244,8 @@ bn_single_read_kernel(SingleReadParams<T> p) {
     }
     if (j < wave_channels && c < p.C) {
       ch_mean[j] = mean_c;
-      ch_scale[j] = invstd_c * (p.weight != nullptr ? p.weight[c] : 1.f);
-      ch_shift[j] = p.bias != nullptr ? p.bias[c] : 0.f;
+      ch_scale[j] = invstd_c * (p.weight.absent() ? 1.f : p.weight.at(c));
+      ch_shift[j] = p.bias.absent() ? 0.f : p.bias.at(c);
     }
     __syncthreads();
 
@@ -344,8 +344,8 @@ void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& 
   p.x = static_cast<const T*>(a.x.data_ptr());
   p.residual = ptr_or_null<const T>(a.residual);
   p.y = static_cast<T*>(a.y.data_ptr());
-  p.weight = ptr_or_null<const float>(a.weight);
-  p.bias = ptr_or_null<const float>(a.bias);
+  p.weight = norm_param<T>(a.weight, a.x.dtype());
+  p.bias = norm_param<T>(a.bias, a.x.dtype());
   p.out = channel_stats_out(a);
   p.rows = int(a.layout.per_channel());
   p.C = int(a.layout.C);

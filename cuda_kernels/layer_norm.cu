@@ -2,7 +2,7 @@
 // layer norm ([rows, D], parameters per feature) and group norm of NCHW input (rows = N * groups,
 // D = channels per group * S, parameters per channel). The parameter gradients of both run through
 // channel_grad_sums (cuda_kernels/batch_norm.cu). float32, float16 and bfloat16 inputs, float32
-// statistics, parameters in float32 or the input's dtype (RowParam). Outputs are overwritten.
+// statistics, parameters in float32 or the input's dtype (NormParam). Outputs are overwritten.
 //
 // Forward, two kernels:
 //  - warp per row (rows of at most 1024 values, on the 16-byte vector path): the row is loaded
@@ -22,53 +22,14 @@
 namespace ember::cuda::norm {
 namespace {
 
-// A parameter vector (weight or bias, one value per channel) as the kernels read it: float32, or
-// the input's dtype T (a float16 / bfloat16 model's own parameters, read without a conversion
-// kernel first). Null when absent.
-template <typename T>
-struct RowParam {
-  const void* ptr = nullptr;
-  bool in_input_dtype = false;  // T rather than float (uniform over the grid)
-
-  __device__ __forceinline__ bool absent() const { return ptr == nullptr; }
-  __device__ __forceinline__ float at(int64_t i) const {
-    return in_input_dtype ? convert<float>(static_cast<const T*>(ptr)[i])
-                          : static_cast<const float*>(ptr)[i];
-  }
-  // Values i .. i + 3 from one 16-byte (float) or 8-byte (16-bit T) load; 16-byte aligned at i.
-  __device__ __forceinline__ void at4(int64_t i, float* out) const {
-    if (in_input_dtype) {
-      const auto q = *reinterpret_cast<const AlignedVec<T, 4>*>(static_cast<const T*>(ptr) + i);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) out[k] = convert<float>(q.v[k]);
-    } else {
-      const float4 q = *reinterpret_cast<const float4*>(static_cast<const float*>(ptr) + i);
-      out[0] = q.x;
-      out[1] = q.y;
-      out[2] = q.z;
-      out[3] = q.w;
-    }
-  }
-};
-
-// The kernels' view of parameter tensor t (undefined: absent) of an input of dtype x_dtype.
-template <typename T>
-RowParam<T> row_param(const Tensor& t, DType x_dtype) {
-  if (!t.defined()) return {};
-  EMBER_INTERNAL_ASSERT(t.dtype() == DType::f32 || t.dtype() == x_dtype,
-                        "row norm parameter of dtype ", dtype_name(t.dtype()),
-                        " for input of dtype ", dtype_name(x_dtype));
-  return {t.data_ptr(), t.dtype() != DType::f32};
-}
-
 template <typename T>
 struct RowForwardParams {
   T* y;
   float* mean;  // [rows]
   float* rstd;  // [rows]
   const T* x;
-  RowParam<T> weight;  // may be absent (1)
-  RowParam<T> bias;    // may be absent (0)
+  NormParam<T> weight;  // may be absent (1)
+  NormParam<T> bias;    // may be absent (0)
   int64_t rows, D, groups, S, group_channels;  // group_channels = D / S
   float eps;
   bool vector_ok;
@@ -82,7 +43,7 @@ struct RowBackwardParams {
   const T* x;
   const float* mean;
   const float* rstd;
-  RowParam<T> weight;  // may be absent (1)
+  NormParam<T> weight;  // may be absent (1)
   int64_t rows, D, groups, S, group_channels;
   bool vector_ok;
   FastDivmod div_s;
@@ -102,7 +63,7 @@ __device__ __forceinline__ int64_t param_index(const P& p, int64_t base, int64_t
 // VEC parameters for the vector starting at j: per lane when S == 1 (layer norm), else one value
 // for the whole vector (the vector path needs S % VEC == 0, so a vector never spans channels).
 template <int VEC, typename P, typename T>
-__device__ __forceinline__ void load_params(const P& p, const RowParam<T>& param, float fallback,
+__device__ __forceinline__ void load_params(const P& p, const NormParam<T>& param, float fallback,
                                             int64_t base, int64_t j, float (&out)[VEC]) {
   if (param.absent()) {
 #pragma unroll
@@ -202,7 +163,7 @@ inline constexpr int kWarpBlocksPerSm = kVecsPerLane == kMaxVecsPerLane<T> ? 6 :
 // 16-bit dtype) when `aligned` (layer norm, S == 1, parameter pointers 16-byte aligned: base + j
 // is a multiple of VEC >= 4), else as load_params does.
 template <int VEC, typename P, typename T>
-__device__ __forceinline__ void load_params_fast(const P& p, const RowParam<T>& param,
+__device__ __forceinline__ void load_params_fast(const P& p, const NormParam<T>& param,
                                                  float fallback, int64_t base, int64_t j,
                                                  bool aligned, float (&out)[VEC]) {
   if (aligned && !param.absent()) {
@@ -472,8 +433,8 @@ void launch_row_forward(const RowNormForwardArgs& a, cudaStream_t stream) {
   p.mean = static_cast<float*>(a.mean.data_ptr());
   p.rstd = static_cast<float*>(a.rstd.data_ptr());
   p.x = static_cast<const T*>(a.x.data_ptr());
-  p.weight = row_param<T>(a.weight, a.x.dtype());
-  p.bias = row_param<T>(a.bias, a.x.dtype());
+  p.weight = norm_param<T>(a.weight, a.x.dtype());
+  p.bias = norm_param<T>(a.bias, a.x.dtype());
   p.rows = l.rows;
   p.D = l.D;
   p.groups = l.groups;
@@ -512,7 +473,7 @@ void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
   p.x = static_cast<const T*>(a.x.data_ptr());
   p.mean = static_cast<const float*>(a.mean.data_ptr());
   p.rstd = static_cast<const float*>(a.rstd.data_ptr());
-  p.weight = row_param<T>(a.weight, a.x.dtype());
+  p.weight = norm_param<T>(a.weight, a.x.dtype());
   p.rows = l.rows;
   p.D = l.D;
   p.groups = l.groups;

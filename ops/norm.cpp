@@ -121,18 +121,10 @@ Tensor fresh_stats_copy(const Tensor& p, DType stats_dtype) {
   return r;
 }
 
-// A [C] parameter as the kernels want it: contiguous, 1-D, statistics dtype (may alias p).
-Tensor param_for_kernel(const Tensor& p, DType stats_dtype) {
-  if (!p.defined()) return Tensor();
-  Tensor flat = p.reshape({p.numel()});
-  if (flat.dtype() != stats_dtype) return flat.to(stats_dtype);
-  return flat.contiguous();
-}
-
-// A parameter as the row-norm kernels want it: contiguous, 1-D, in the statistics dtype or the
-// input's (both kernels read either; check_param_dtypes allows no other), so a float16 / bfloat16
-// model's parameters need no conversion kernel per call (may alias p).
-Tensor row_param_for_kernel(const Tensor& p) {
+// A parameter as the normalization kernels want it: contiguous, 1-D, in the statistics dtype or
+// the input's (the kernels read either; check_param_dtypes allows no other), so a float16 /
+// bfloat16 model's parameters need no conversion kernel per call (may alias p).
+Tensor param_for_kernel(const Tensor& p) {
   if (!p.defined()) return Tensor();
   return p.reshape({p.numel()}).contiguous();
 }
@@ -246,8 +238,8 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
     xd = dense.t;
     layout = dense.layout;
     Tensor residual_d = tail == BnTail::add_relu ? match_layout(residual.detach(), layout) : Tensor();
-    weight_k = param_for_kernel(weight, stats_dtype);
-    Tensor bias_k = param_for_kernel(bias, stats_dtype);
+    weight_k = param_for_kernel(weight);
+    Tensor bias_k = param_for_kernel(bias);
     y = empty_channel_dense(x.sizes(), x.dtype(), device, layout.channels_inner);
     if (training) {
       mean = empty({C}, stats_dtype, device);
@@ -334,7 +326,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
         if (need_x || need_r) {
           Tensor dx = need_x ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
           Tensor dres = need_r ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
-          Tensor w = param_for_kernel(saved_w.unpack(), stats_dtype);
+          Tensor w = param_for_kernel(saved_w.unpack());
           batch_norm_backward_elemt_kernel().get(device.type, x_dtype)(BatchNormBackwardArgs{
               dx, dres, dy, xs, gate, mean, invstd, w, sum_dy, sum_dy_xhat, layout, training});
           result[0] = dx;
@@ -360,8 +352,8 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
   {
     autograd::NoGradGuard no_grad;
     xd = x.detach().contiguous();
-    weight_k = row_param_for_kernel(weight);
-    Tensor bias_k = row_param_for_kernel(bias);
+    weight_k = param_for_kernel(weight);
+    Tensor bias_k = param_for_kernel(bias);
     y = empty(x.sizes(), x.dtype(), device);
     mean = empty({layout.rows}, stats_dtype, device);
     rstd = empty({layout.rows}, stats_dtype, device);
@@ -402,7 +394,7 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
           Tensor dx = empty(x_shape, x_dtype, device);
           if (!empty_input)
             row_norm_backward_data_kernel().get(device.type, x_dtype)(RowNormBackwardArgs{
-                dx, dy, xs, mean, rstd, row_param_for_kernel(saved_w.unpack()), layout,
+                dx, dy, xs, mean, rstd, param_for_kernel(saved_w.unpack()), layout,
                 sums_in_data_pass ? sum_dy : Tensor(), sums_in_data_pass ? sum_dy_xhat : Tensor()});
           result[0] = dx;
         }

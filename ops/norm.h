@@ -118,7 +118,7 @@ EMBER_DECLARE_KERNEL(batch_norm_stats_kernel, BatchNormStatsKernel)
 
 // batch_norm_apply: y = (x - mean[c]) * invstd[c] * weight[c] + bias[c] (+ residual), then
 // max(0, .) when relu. y, x and residual share x's layout; weight / bias / residual may be
-// undefined.
+// undefined; weight and bias are contiguous [C] in the statistics dtype or x's.
 struct BatchNormApplyArgs {
   Tensor y;  // output
   Tensor x, residual;
@@ -149,7 +149,8 @@ EMBER_DECLARE_KERNEL(channel_grad_sums_kernel, ChannelGradSumsKernel)
 //   training: dx = (g - sum_dy[c] / M - xhat * sum_dy_xhat[c] / M) * invstd[c] * weight[c]
 //   eval:     dx = g * invstd[c] * weight[c]              (sum_dy, sum_dy_xhat unused)
 //   d_residual = g
-// dx and d_residual are each written when defined; weight may be undefined (1).
+// dx and d_residual are each written when defined; weight may be undefined (1), else contiguous
+// [C] in the statistics dtype or dy's.
 struct BatchNormBackwardArgs {
   Tensor dx, d_residual;  // outputs
   Tensor dy, x, gate;
@@ -175,7 +176,7 @@ EMBER_DECLARE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
 // undefined); layout.per_channel() >= 2 and x is not empty (the op handles those cases itself).
 struct BatchNormForwardProblem {
   Tensor x, residual;               // residual: add_relu tail only, else undefined
-  Tensor weight, bias;              // [C] or undefined (1, 0)
+  Tensor weight, bias;              // [C] contiguous (statistics dtype or x's) or undefined (1, 0)
   ChannelLayout layout;
   double eps = 1e-5, momentum = 0.1;
   bool relu = false;
