@@ -1,6 +1,6 @@
-// The op path never synchronizes the host or calls cudaMalloc: a forward and backward of a small
-// model, captured into a CUDA graph on the current stream (allocations from a private pool),
-// replays and gives the eager results.
+// The op path never synchronizes the host or calls cudaMalloc: training steps (a small model with
+// an SGD update; a layer norm) captured into CUDA graphs on a fresh stream (allocations from a
+// private pool) replay and give the eager results.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
@@ -9,12 +9,42 @@
 
 using namespace ember;
 
-TEST_CASE("forward + backward + SGD update can be captured as a CUDA graph" *
-          doctest::skip(!cuda::is_available())) {
+namespace {
+
+// `record()` captured on stream s into a CUDA graph (its allocations from a private pool) and
+// instantiated; launch() replays it on s.
+struct CapturedGraph {
+  cudaStream_t stream;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+
+  template <typename Record>
+  CapturedGraph(Stream& s, Device dev, Record record) : stream(cudaStream_t(s.handle)) {
+    cuda::MemPoolScope scope(dev.index, cuda::new_mem_pool_id());
+    REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    record();
+    REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  }
+  ~CapturedGraph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+  void launch() { REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess); }
+};
+
+// The GPU, a fresh stream made current, and options for tensors on that GPU.
+struct OnFreshStream {
   Device dev = Device::cuda();
   Stream s = new_stream(dev);
-  StreamGuard sg(s);
-  auto opts = TensorOptions().with_device(dev);
+  StreamGuard guard{s};
+  TensorOptions opts = TensorOptions().with_device(dev);
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(OnFreshStream, "forward + backward + SGD update can be captured as a CUDA graph" *
+                  doctest::skip(!cuda::is_available())) {
   manual_seed(3);
   Tensor x = randn({64, 16}, opts), w = (randn({8, 16}, opts) * 0.1).detach().set_requires_grad(true);
   Tensor b = zeros({8}, opts).set_requires_grad(true);
@@ -35,38 +65,24 @@ TEST_CASE("forward + backward + SGD update can be captured as a CUDA graph" *
   step();
   s.synchronize();
   Tensor w_before = w.detach().clone();
-  cuda::MemPoolId pool = cuda::new_mem_pool_id();
-  cudaGraph_t graph = nullptr;
   Tensor captured_loss;
-  {
-    cuda::MemPoolScope scope(dev.index, pool);
-    REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-    captured_loss = step();
-    REQUIRE(cudaStreamEndCapture(cudaStream_t(s.handle), &graph) == cudaSuccess);
-  }
-  cudaGraphExec_t exec = nullptr;
-  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
-  REQUIRE(cudaGraphLaunch(exec, cudaStream_t(s.handle)) == cudaSuccess);
+  CapturedGraph graph(s, dev, [&] { captured_loss = step(); });
+  graph.launch();
   s.synchronize();
   double l1 = captured_loss.item();
-  REQUIRE(cudaGraphLaunch(exec, cudaStream_t(s.handle)) == cudaSuccess);
+  graph.launch();
   s.synchronize();
   double l2 = captured_loss.item();
   CHECK(l2 < l1);  // each replay is a real training step
   CHECK(max_abs_diff(w.detach(), w_before) > 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
-TEST_CASE("layer_norm forward + backward captured as a CUDA graph replays the eager gradients" *
-          doctest::skip(!cuda::is_available())) {
+TEST_CASE_FIXTURE(OnFreshStream,
+                  "layer_norm forward + backward captured as a CUDA graph replays the eager gradients" *
+                      doctest::skip(!cuda::is_available())) {
   // The layer-norm backward sums its parameter gradients in per-block partials (a workspace from
   // the caching allocator, launch shapes from an occupancy query): all of it must record into a
   // graph, and a replay must give what the eager step gave, bit for bit.
-  Device dev = Device::cuda();
-  Stream s = new_stream(dev);
-  StreamGuard sg(s);
-  auto opts = TensorOptions().with_device(dev);
   manual_seed(5);
   const int64_t rows = 300, D = 256;
   Tensor x = randn({rows, D}, opts).set_requires_grad(true);
@@ -82,22 +98,11 @@ TEST_CASE("layer_norm forward + backward captured as a CUDA graph replays the ea
   step();
   s.synchronize();
   const Tensor eager_dx = x.grad().clone(), eager_dg = g.grad().clone(), eager_db = b.grad().clone();
-  cuda::MemPoolId pool = cuda::new_mem_pool_id();
-  cudaGraph_t graph = nullptr;
-  {
-    cuda::MemPoolScope scope(dev.index, pool);
-    REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-    step();
-    REQUIRE(cudaStreamEndCapture(cudaStream_t(s.handle), &graph) == cudaSuccess);
-  }
-  cudaGraphExec_t exec = nullptr;
-  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
-  REQUIRE(cudaGraphLaunch(exec, cudaStream_t(s.handle)) == cudaSuccess);
+  CapturedGraph graph(s, dev, step);
+  graph.launch();
   s.synchronize();
   CHECK(max_abs_diff(x.grad(), eager_dx) == 0);
   CHECK(max_abs_diff(g.grad(), eager_dg) == 0);
   CHECK(max_abs_diff(b.grad(), eager_db) == 0);
   CHECK(max_abs_diff(g.grad(), zeros_like(g)) > 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
