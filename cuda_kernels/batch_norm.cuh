@@ -188,7 +188,8 @@ struct NormParam {
   }
 };
 
-// The kernels' view of parameter tensor t ([C] contiguous) (undefined: absent) of an input of dtype x_dtype.
+// The kernels' view of parameter tensor t ([C], contiguous; undefined: absent) of an input of
+// dtype x_dtype.
 template <typename T>
 NormParam<T> norm_param(const Tensor& t, DType x_dtype) {
   if (!t.defined()) return {};

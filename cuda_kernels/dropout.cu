@@ -2,9 +2,9 @@
 //  - forward: a thread per group of 4 elements (one Philox4x32-10 block, tensor/philox.h, exactly
 //    as the bernoulli fill of cuda_kernels/random.cu draws it, so the CPU kernel's mask is the
 //    same bit for bit), two consecutive groups for 16-bit dtypes: loads the inputs as one
-//    vector, stores the outputs as one vector and the mask bytes as 32-bit words when the
-//    pointers allow; grid-stride loop. Inside a CUDA
-//    graph capture the Philox offset is read from the device, so each replay draws a new mask.
+//    16-byte vector (before the Philox rounds), stores the outputs as one vector and the mask
+//    bytes as 32-bit words when the pointers allow; grid-stride loop. Inside a CUDA graph capture
+//    the Philox offset is read from the device, so each replay draws a new mask.
 //  - backward: grad_input = mask ? grad_output * scale : 0, 16-byte vectors of the gradient with
 //    the matching mask bytes, or a scalar loop for unaligned pointers.
 // One instantiation per floating dtype and kernel; f16/bf16/f32 compute in float, f64 in double.

@@ -318,10 +318,10 @@ inline constexpr int64_t kMaxGridX = 2147483647;
 // threads each take their item and exit, so blocks are placed as SMs free up (a capped grid larger
 // than what is resident at once would leave a second, thinly occupied wave). Such kernels do not
 // loop, so the items must fit one grid: kMaxGridX blocks are 2^39 items (16-byte vectors: far past
-// any device's memory), checked. The dense elementwise
-// and activation kernels take a 16-byte vector per thread this way: on the H200, 2^28 elements,
-// f32 add went 4102-4125 -> 4361-4373 GB/s and f32 gelu 3860 -> 4168-4177 against a grid-stride
-// loop on a full grid (PyTorch 4358 / 4208; bench/RESULTS.md, 2026-11-30 session 17).
+// any device's memory), checked. The dense elementwise and activation kernels take a 16-byte
+// vector per thread this way: on the H200, 2^28 elements, f32 add went 4102-4125 -> 4361-4373
+// GB/s and f32 gelu 3860 -> 4168-4177 against a grid-stride loop on a full grid (PyTorch 4358 /
+// 4208; bench/RESULTS.md, 2026-11-30 session 17).
 inline unsigned blocks_for(int64_t items) {
   const int64_t blocks = std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads);
   EMBER_INTERNAL_ASSERT(blocks <= kMaxGridX, "blocks_for: ", items, " items need ", blocks,

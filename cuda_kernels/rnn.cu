@@ -68,7 +68,6 @@ __device__ __forceinline__ bool step_valid(const int32_t* lengths, int t, int b)
   return lengths == nullptr || t < lengths[b];
 }
 
-
 // ---- cell math (shared by the per-step and the persistent forward kernels) ----------------------
 
 // One LSTM cell: gates i, f, g, o from their pre-activations, the new cell state c = f c_prev + i g

@@ -405,8 +405,8 @@ TEST_CASE("layer_norm on CUDA: warp-per-row limits, unaligned rows and parameter
 
 TEST_CASE("layer_norm on CUDA: parameter gradients summed in the data pass, many rows" *
           doctest::skip(!cuda::is_available())) {
-  // The backward sums dy and dy * xhat per feature in each block's shared memory over at least 16
-  // rows and merges the blocks' partials: row counts that leave a short last block, an
+  // The backward sums dy and dy * xhat per feature in shared memory, each row group over at least
+  // 8 rows, and merges the blocks' partials: row counts that leave a short last block, an
   // unvectorized row (33), rows too long for the accumulators (7000 floats: channel_grad_sums
   // instead), and weight / bias gradients without an input gradient (channel_grad_sums).
   struct Case {
