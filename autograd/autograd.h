@@ -1,25 +1,13 @@
-// The autograd entry points: backward over several roots, grad() without touching .grad, the
-// per-tensor state (AutogradMeta), and the guards of grad_mode.h.
+// The autograd engine's entry points: backward over several roots, grad() without touching .grad,
+// final callbacks. What ops need to record a backward is the graph layer's (autograd/graph/).
 #pragma once
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "tensor/tensor.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 
-struct AutogradMeta {
-  bool requires_grad = false;
-  bool retains_grad = false;
-  Tensor grad;
-  std::shared_ptr<autograd::Node> grad_fn;
-  uint32_t output_nr = 0;
-  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only
-  std::vector<std::pair<int, Tensor::Hook>> hooks;  // leaves: run before accumulation
-  std::vector<Tensor::PostAccumulateHook> post_accumulate_hooks;
-  int next_hook_id = 0;
-};
 
 namespace autograd {
 

@@ -1,11 +1,11 @@
 // Finite-difference gradient checking (fp64, CPU).
-#include "autograd/gradcheck.h"
+#include "ember/autograd/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/ops/ops.h"
 
 namespace ember::autograd {
 

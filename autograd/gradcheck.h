@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember::autograd {
 

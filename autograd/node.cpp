@@ -1,11 +1,11 @@
 // Nodes, saved tensors, gradient edges and record_backward: how ops attach their backward.
-#include "autograd/node.h"
+#include "ember/autograd/graph/node.h"
 
 #include <atomic>
 #include <cmath>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/ops/ops.h"
 
 namespace ember::autograd {
 

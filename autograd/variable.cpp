@@ -1,6 +1,6 @@
 // The autograd methods of Tensor: requires_grad, .grad, grad_fn, hooks, retain_grad, backward.
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -7,7 +7,7 @@
 //                                threads: the first argument, else min(8, hardware threads)
 // Prints one JSON line per case: {"bench":"algo_cache_lookup","ns_per_lookup":...,...}, with the
 // wall time per lookup and the thread's CPU time per lookup (they differ on a shared machine).
-#include "dispatch/algo_cache.h"
+#include "ember/dispatch/algo_cache.h"
 
 #include <atomic>
 #include <chrono>
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "ember.h"
-#include "ops/conv.h"
+#include "ember/ember.h"
+#include "ember/ops/conv.h"
 
 using namespace ember;
 using namespace ember::dispatch;

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "bench/timing.h"
+#include "timing.h"
 
 namespace {
 

@@ -20,11 +20,11 @@
 #include <functional>
 #include <string>
 
-#include "bench/timing.h"
-#include "dispatch/algo_cache.h"
-#include "ember.h"
-#include "ops/conv.h"
-#include "tensor/cuda_check.h"
+#include "timing.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
+#include "ember/ops/conv.h"
+#include "ember/tensor/runtime/cuda_check.h"
 
 using namespace ember;
 using dispatch::Direction;

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/timing.h"
-#include "distributed/ddp.h"
-#include "ember.h"
-#include "nn/graphed_step.h"
-#include "nn/nn.h"
+#include "timing.h"
+#include "ember/distributed/ddp.h"
+#include "ember/ember.h"
+#include "ember/nn/graphed_step.h"
+#include "ember/nn/nn.h"
 #include "resnet/resnet.h"
 
 using namespace ember;

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "bench/timing.h"
-#include "ember.h"
+#include "timing.h"
+#include "ember/ember.h"
 
 using namespace ember;
 

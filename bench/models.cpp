@@ -64,14 +64,14 @@
 #include <cuda_profiler_api.h>
 #endif
 
-#include "dispatch/algo_cache.h"
-#include "distributed/ddp.h"
-#include "distributed/sync_batch_norm.h"
-#include "ember.h"
-#include "nn/checkpoint.h"
-#include "ops/conv.h"
-#include "nn/graphed_step.h"
-#include "nn/nn.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/distributed/ddp.h"
+#include "ember/distributed/sync_batch_norm.h"
+#include "ember/ember.h"
+#include "ember/nn/checkpoint.h"
+#include "ember/ops/conv.h"
+#include "ember/nn/graphed_step.h"
+#include "ember/nn/nn.h"
 #include "resnet/resnet.h"
 
 using namespace ember;

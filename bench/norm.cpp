@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/timing.h"
-#include "ember.h"
-#include "ops/norm.h"
+#include "timing.h"
+#include "ember/ember.h"
+#include "ember/ops/norm.h"
 
 using namespace ember;
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/timing.h"
-#include "ember.h"
-#include "nn/clip_grad.h"
-#include "nn/optim.h"
+#include "timing.h"
+#include "ember/ember.h"
+#include "ember/nn/clip_grad.h"
+#include "ember/nn/optim.h"
 
 using namespace ember;
 

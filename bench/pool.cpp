@@ -19,9 +19,9 @@
 #include <functional>
 #include <string>
 
-#include "bench/timing.h"
-#include "ember.h"
-#include "ops/pooling.h"
+#include "timing.h"
+#include "ember/ember.h"
+#include "ember/ops/pooling.h"
 
 using namespace ember;
 using bench::run_section;

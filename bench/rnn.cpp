@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/algo_cache.h"
-#include "bench/timing.h"
-#include "ember.h"
-#include "nn/checkpoint.h"
-#include "nn/rnn.h"
+#include "ember/dispatch/algo_cache.h"
+#include "timing.h"
+#include "ember/ember.h"
+#include "ember/nn/checkpoint.h"
+#include "ember/nn/rnn.h"
 
 using namespace ember;
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/timing.h"
-#include "ember.h"
-#include "ops/activation.h"
-#include "ops/softmax.h"
+#include "timing.h"
+#include "ember/ember.h"
+#include "ember/ops/activation.h"
+#include "ember/ops/softmax.h"
 
 using namespace ember;
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::bench {
 

@@ -32,8 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ember.h"
-#include "nn/checkpoint.h"
+#include "ember/ember.h"
+#include "ember/nn/checkpoint.h"
 
 using namespace ember;
 using json = nlohmann::json;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "ops/activation.h"
+#include "ember/ops/activation.h"
 
 namespace ember {
 namespace {

@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cpu_kernels/parallel.h"
-#include "dispatch/algorithm.h"
-#include "ops/conv.h"
+#include "ember/cpu_kernels/parallel.h"
+#include "ember/dispatch/algorithm.h"
+#include "ember/ops/conv.h"
 
 namespace ember {
 namespace {

@@ -2,9 +2,9 @@
 // of cpu_kernels/dropout.h over dense tensors. The keep mask is drawn exactly as the CPU
 // random_kernel draws bernoulli(1 - p) (tensor/philox.h: element i takes lane i % 4 of subsequence
 // i / 4), so it matches the CUDA kernel's mask bit for bit.
-#include "cpu_kernels/dropout.h"
+#include "ember/cpu_kernels/dropout.h"
 
-#include "ops/dropout.h"
+#include "ember/ops/dropout.h"
 
 namespace ember {
 namespace {

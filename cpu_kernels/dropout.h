@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "ops/kernels.h"
-#include "tensor/philox.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/tensor/philox.h"
 
 namespace ember::cpu {
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "ops/kernels.h"
+#include "ember/kernel_interface/elementwise.h"
 
 namespace ember {
 namespace {

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/kernels.h"
+#include "ember/kernel_interface/indexing.h"
 
 namespace ember {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "ops/layout.h"
+#include "ember/ops/layout.h"
 
 namespace ember {
 namespace {

@@ -6,7 +6,7 @@
 #include <Eigen/Core>
 #include <vector>
 
-#include "ops/kernels.h"
+#include "ember/kernel_interface/gemm.h"
 
 namespace ember {
 namespace {

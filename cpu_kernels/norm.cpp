@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu_kernels/parallel.h"
-#include "ops/norm.h"
+#include "ember/cpu_kernels/parallel.h"
+#include "ember/ops/norm.h"
 
 namespace ember {
 namespace {

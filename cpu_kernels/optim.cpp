@@ -1,4 +1,4 @@
-// CPU kernels behind the optimizer, GradScaler and gradient-clipping tables (nn/optim_kernels.h).
+// CPU kernels behind the optimizer, GradScaler and gradient-clipping tables (kernel_interface/optim.h).
 // Each is one fused loop per tensor over its dense memory (parameter, gradient and state share one
 // layout, so flat index i is the same element in all of them): the CPU reference that the CUDA
 // multi-tensor kernels are tested against, and the real update on CPU runs. float16/bfloat16/float
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "nn/optim_kernels.h"
+#include "ember/kernel_interface/optim.h"
 
 namespace ember {
 namespace {

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/pooling.h"
+#include "ember/ops/pooling.h"
 
 namespace ember {
 namespace {

@@ -1,4 +1,4 @@
-// The CPU random_kernel (see ops/kernels.h): uniform, normal, bernoulli and randint fills drawn
+// The CPU random_kernel (see kernel_interface/): uniform, normal, bernoulli and randint fills drawn
 // from Philox4x32-10 exactly as the CUDA kernel draws them with cuRAND (tensor/philox.h). Element i
 // of the output, in logical order, takes lane i % 4 of the four values of subsequence i / 4 at the
 // params' offset, so one (seed, offset) gives the same tensor on both backends.
@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/kernels.h"
-#include "tensor/philox.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/tensor/philox.h"
 
 namespace ember {
 namespace {

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/kernels.h"
+#include "ember/kernel_interface/reduce.h"
 
 namespace ember {
 namespace {

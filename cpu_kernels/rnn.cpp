@@ -17,8 +17,8 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu_kernels/dropout.h"
-#include "ops/rnn.h"
+#include "ember/cpu_kernels/dropout.h"
+#include "ember/ops/rnn.h"
 
 namespace ember {
 namespace {

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/softmax.h"
+#include "ember/ops/softmax.h"
 
 namespace ember {
 namespace {

@@ -16,16 +16,17 @@
 #include <sstream>
 #include <vector>
 
-#include "dispatch/algo_cache_impl.h"
-#include "tensor/allocator.h"
-#include "tensor/eager_replay.h"
-#include "tensor/stream.h"
+#include "ember/dispatch/algo_cache_impl.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/runtime/allocator.h"
+#include "ember/tensor/runtime/eager_replay.h"
+#include "ember/tensor/runtime/stream.h"
 
 #ifdef EMBER_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda_kernels/stream_hold.h"
-#include "tensor/cuda_check.h"
+#include "ember/cuda_kernels/common/stream_hold.h"
+#include "ember/tensor/runtime/cuda_check.h"
 #endif
 
 namespace ember::dispatch {
@@ -618,7 +619,7 @@ void log_decision(const AlgoSlot& slot, const AlgoKey& key, const char* how,
 
 // Times one candidate on the scratch problem: one warm-up run, then up to `reps` timed runs.
 // CPU: steady_clock per run, minimum. CUDA: events on the current stream around `reps` runs, mean,
-// enqueued behind a hold kernel (cuda_kernels/stream_hold.h) long enough for the host to enqueue
+// enqueued behind a hold kernel (cuda_kernels/common/stream_hold.h) long enough for the host to enqueue
 // them all, so the runs go back to back and the events time the GPU alone: the steady state of a
 // captured step, where host launch overhead is gone. (Timed at the host's pace, a 10-us problem
 // ranked the single-kernel algorithms above faster ones of two kernels.)
@@ -663,7 +664,7 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
       (void)runs;
 #endif
     };
-    // A run that eager replay (tensor/eager_replay.h) recorded or captured paid one-time host
+    // A run that eager replay (tensor/runtime/eager_replay.h) recorded or captured paid one-time host
     // work and is no warm-up: it runs again (twice at most: recorded, then captured), so the
     // warm-ups and the timed runs replay, as the op does in steady state.
     int replay_setup_runs = 0;

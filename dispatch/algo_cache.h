@@ -25,8 +25,8 @@
 #include <typeinfo>
 #include <vector>
 
-#include "dispatch/algo_key.h"
-#include "dispatch/algorithm.h"
+#include "ember/dispatch/algo_key.h"
+#include "ember/dispatch/algorithm.h"
 
 namespace ember::dispatch {
 

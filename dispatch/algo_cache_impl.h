@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dispatch/algo_cache.h"
+#include "ember/dispatch/algo_cache.h"
 
 namespace ember::dispatch {
 

@@ -13,7 +13,8 @@
 #include <optional>
 #include <sstream>
 
-#include "dispatch/algo_cache_impl.h"
+#include "ember/dispatch/algo_cache_impl.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #ifndef EMBER_VERSION_STRING
 #define EMBER_VERSION_STRING "unknown"

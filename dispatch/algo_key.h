@@ -12,8 +12,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "tensor/device.h"
-#include "tensor/dtype.h"
+#include "ember/tensor/device.h"
+#include "ember/tensor/dtype.h"
 
 namespace ember {
 class Tensor;

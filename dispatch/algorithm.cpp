@@ -1,6 +1,6 @@
 // The algorithm registry's slots: creation on first use, lock-free reads, registration and
 // disabling of algorithms.
-#include "dispatch/algorithm.h"
+#include "ember/dispatch/algorithm.h"
 
 #include <sstream>
 

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "dispatch/algo_key.h"
-#include "dispatch/registry.h"
+#include "ember/dispatch/algo_key.h"
+#include "ember/dispatch/registry.h"
 
 namespace ember::dispatch {
 

@@ -1,5 +1,5 @@
 // The list of kernel tables, for introspection and tests.
-#include "dispatch/registry.h"
+#include "ember/dispatch/registry.h"
 
 namespace ember::dispatch {
 

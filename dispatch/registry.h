@@ -1,5 +1,5 @@
 // The kernel registry: for each op, a table from (device type, dtype) to the kernel that runs it.
-// Tables are declared beside the op (ops/kernels.h), defined once, and filled by registrations that
+// Tables are declared beside the op (kernel_interface/), defined once, and filled by registrations that
 // live beside the kernels themselves (cpu_kernels/*.cpp, cuda_kernels/*.cu), not in a central
 // switch. A missing entry is a not_supported error naming the op, the device and the dtype.
 #pragma once
@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "tensor/device.h"
-#include "tensor/dtype.h"
-#include "tensor/error.h"
+#include "ember/tensor/device.h"
+#include "ember/tensor/dtype.h"
+#include "ember/tensor/error.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 namespace ember::dispatch {
 

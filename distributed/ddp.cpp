@@ -1,11 +1,12 @@
 // DistributedDataParallel's reducer: buckets, hooks, overlap with backward, and the sampler.
-#include "distributed/ddp.h"
+#include "ember/distributed/ddp.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "nn/optim_kernels.h"
-#include "tensor/generator.h"
+#include "ember/kernel_interface/optim.h"
+#include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/runtime/stream.h"
 
 namespace ember::distributed {
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/process_group.h"
-#include "nn/module.h"
+#include "ember/distributed/process_group.h"
+#include "ember/nn/module.h"
 
 namespace ember::distributed {
 

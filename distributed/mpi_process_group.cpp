@@ -1,7 +1,7 @@
 // The MPI backend for CPU tensors (OpenMPI from Debian): blocking collectives on MPI_COMM_WORLD.
 // It is what lets the data-parallel logic run in CI without GPUs (mpirun -np 2).
-#include "distributed/process_group.h"
-#include "ops/ops.h"
+#include "ember/distributed/process_group.h"
+#include "ember/ops/ops.h"
 
 #ifdef EMBER_WITH_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API is all Ember uses

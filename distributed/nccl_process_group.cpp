@@ -2,8 +2,9 @@
 // (capturable). A watchdog thread tracks each collective with an event; one that has not finished
 // within the timeout (or an asynchronous NCCL error) aborts the communicator, so the job ends with
 // an error naming the rank and the op instead of hanging; the next call into the group throws it.
-#include "distributed/process_group.h"
-#include "ops/ops.h"
+#include "ember/distributed/process_group.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/ops/ops.h"
 
 #ifdef EMBER_WITH_NCCL
 #include <nccl.h>
@@ -15,9 +16,9 @@
 #include <mutex>
 #include <thread>
 
-#include "distributed/rendezvous.h"
-#include "tensor/cuda_check.h"
-#include "tensor/cuda_graph.h"
+#include "ember/distributed/rendezvous.h"
+#include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/cuda_graph.h"
 #endif
 
 namespace ember::distributed {

@@ -1,5 +1,6 @@
 // init_process_group and helpers shared by the backends.
-#include "distributed/process_group.h"
+#include "ember/distributed/process_group.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #include <cstdlib>
 #include <string>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember::distributed {
 

@@ -1,5 +1,5 @@
 // TCP rendezvous for the NCCL unique id (see rendezvous.h).
-#include "distributed/rendezvous.h"
+#include "ember/distributed/rendezvous.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/error.h"
+#include "ember/tensor/error.h"
 
 namespace ember::distributed {
 

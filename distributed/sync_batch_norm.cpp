@@ -6,13 +6,13 @@
 // channel_grad_sums take the global mean / invstd as they take local ones; and
 // batch_norm_backward_elemt divides the channel sums by the LOCAL count, so the all-reduced sums
 // are pre-scaled by local_count / global_count to make that quotient the global mean.
-#include "distributed/sync_batch_norm.h"
+#include "ember/distributed/sync_batch_norm.h"
 
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/ops/norm.h"
+#include "ember/ops/ops.h"
 
 namespace ember::distributed {
 

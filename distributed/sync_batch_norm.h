@@ -21,8 +21,8 @@
 #pragma once
 #include <memory>
 
-#include "distributed/process_group.h"
-#include "nn/norm.h"
+#include "ember/distributed/process_group.h"
+#include "ember/nn/norm.h"
 
 namespace ember::distributed {
 

@@ -1,10 +1,10 @@
 // Activation and softmax layers (see activation.h).
-#include "nn/activation.h"
+#include "ember/nn/activation.h"
 
 #include <ostream>
 
-#include "nn/amp.h"
-#include "ops/softmax.h"
+#include "ember/nn/amp.h"
+#include "ember/ops/softmax.h"
 
 namespace ember::nn {
 

@@ -4,9 +4,9 @@
 #pragma once
 #include <string>
 
-#include "nn/module.h"
-#include "nn/options.h"
-#include "ops/activation.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
+#include "ember/ops/activation.h"
 
 namespace ember::nn {
 

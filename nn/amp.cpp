@@ -1,5 +1,5 @@
 // Autocast state (thread-local) and the casting policy helpers of nn/amp.h.
-#include "nn/amp.h"
+#include "ember/nn/amp.h"
 
 namespace ember::nn {
 

@@ -28,7 +28,7 @@
 #pragma once
 #include <vector>
 
-#include "ops/ops.h"
+#include "ember/ops/ops.h"
 
 namespace ember::nn {
 

@@ -1,5 +1,6 @@
 // safetensors reading and writing (atomic), and the training Checkpoint bundle (see checkpoint.h).
-#include "nn/checkpoint.h"
+#include "ember/nn/checkpoint.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,8 +13,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "autograd/grad_mode.h"
-#include "tensor/generator.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/tensor/runtime/generator.h"
 
 namespace ember::nn {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
+#include "ember/nn/module.h"
 
 namespace ember::nn {
 

@@ -1,13 +1,13 @@
 // Gradient clipping (nn/clip_grad.h): the norm and the scaling are fused kernels of
-// nn/optim_kernels.h over the lists of group_grads_by_dtype; the small finishing steps (root of the
+// kernel_interface/optim.h over the lists of group_grads_by_dtype; the small finishing steps (root of the
 // accumulated sum, conversion to float32) are device ops on one-element tensors.
-#include "nn/clip_grad.h"
+#include "ember/nn/clip_grad.h"
 
 #include <cmath>
 
-#include "autograd/autograd.h"
-#include "nn/optim_kernels.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/kernel_interface/optim.h"
+#include "ember/ops/ops.h"
 
 namespace ember::nn {
 

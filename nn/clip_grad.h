@@ -1,13 +1,13 @@
 // Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_, without a host sync:
 // the global norm is computed on the device (deterministic fused multi-tensor partial sums, see
-// grad_norm_kernel in nn/optim_kernels.h), returned as a device tensor, and the clip coefficient
+// grad_norm_kernel in kernel_interface/optim.h), returned as a device tensor, and the clip coefficient
 // min(1, max_norm / (norm + 1e-6)) is computed and applied on the device. So clipping can sit
 // inside a captured CUDA graph, and `clip_grad_norm_(...).item()` is the only sync, if wanted.
 // With GradScaler, unscale_ the optimizer first (see nn/grad_scaler.h).
 #pragma once
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember::nn {
 

@@ -1,5 +1,5 @@
 // Sequential, ModuleList and Functional (see container.h).
-#include "nn/container.h"
+#include "ember/nn/container.h"
 
 #include <ostream>
 

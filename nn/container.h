@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "nn/module.h"
+#include "ember/nn/module.h"
 
 namespace ember::nn {
 

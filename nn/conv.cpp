@@ -1,13 +1,13 @@
 // Conv1d, Conv2d, Conv3d and ConvTranspose2d (see conv.h).
-#include "nn/conv.h"
+#include "ember/nn/conv.h"
 
 #include <cmath>
 #include <ostream>
 
-#include "nn/amp.h"
-#include "nn/init.h"
-#include "ops/conv.h"
-#include "ops/conv_variants.h"
+#include "ember/nn/amp.h"
+#include "ember/nn/init.h"
+#include "ember/ops/conv.h"
+#include "ember/ops/conv_variants.h"
 
 namespace ember::nn {
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/options.h"
-#include "ops/conv.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
+#include "ember/ops/conv.h"
 
 namespace ember::nn {
 

@@ -1,7 +1,8 @@
 // Dataset, TensorDataset and DataLoader (nn/data.h): Philox-seeded epoch orders, worker threads
 // that collate batches ahead into (pinned) host memory, and asynchronous copies to the GPU on a
 // side stream with one batch of prefetch.
-#include "nn/data.h"
+#include "ember/nn/data.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #include <condition_variable>
 #include <cstring>
@@ -12,10 +13,11 @@
 #include <numeric>
 #include <thread>
 
-#include "nn/pinned_memory.h"
-#include "ops/ops.h"
-#include "tensor/philox.h"
-#include "tensor/stream.h"
+#include "ember/nn/pinned_memory.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/philox.h"
+#include "ember/tensor/runtime/stream.h"
+#include "ember/tensor/runtime/allocator.h"
 
 namespace ember::data {
 

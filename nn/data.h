@@ -27,8 +27,8 @@
 #include <optional>
 #include <vector>
 
-#include "nn/options.h"
-#include "tensor/tensor.h"
+#include "ember/nn/options.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember::data {
 

@@ -1,7 +1,7 @@
 // Dataset readers of nn/datasets.h: IDX (MNIST, Fashion-MNIST), CIFAR-10 binary batches and text
 // corpora, read through zlib (gzread reads uncompressed files transparently). Every format error
 // names the file and the byte offset where it was found.
-#include "nn/datasets.h"
+#include "ember/nn/datasets.h"
 
 #include <zlib.h>
 
@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <set>
 
-#include "ops/ops.h"
+#include "ember/ops/ops.h"
 
 namespace ember::data {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/data.h"
+#include "ember/nn/data.h"
 
 namespace ember::data {
 

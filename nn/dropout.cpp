@@ -1,9 +1,9 @@
 // Dropout (see dropout.h).
-#include "nn/dropout.h"
+#include "ember/nn/dropout.h"
 
 #include <ostream>
 
-#include "ops/dropout.h"
+#include "ember/ops/dropout.h"
 
 namespace ember::nn {
 

@@ -2,8 +2,8 @@
 // rest scaled by 1 / (1 - p), drawing from the input device's Philox generator (ops/dropout.h);
 // in eval it returns its input. Runs in the dtype it is given (autocast leaves it alone).
 #pragma once
-#include "nn/module.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
 
 namespace ember::nn {
 

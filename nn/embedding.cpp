@@ -1,10 +1,10 @@
 // Embedding (see embedding.h).
-#include "nn/embedding.h"
+#include "ember/nn/embedding.h"
 
 #include <ostream>
 
-#include "autograd/grad_mode.h"
-#include "nn/init.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/nn/init.h"
 
 namespace ember::nn {
 

@@ -3,8 +3,8 @@
 #pragma once
 #include <optional>
 
-#include "nn/module.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
 
 namespace ember::nn {
 

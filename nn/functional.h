@@ -2,15 +2,15 @@
 // gathered under one name. These are the ops themselves (re-exported, no wrappers), except the
 // losses, which are nn's autocast-aware versions of nn/loss.h.
 #pragma once
-#include "nn/loss.h"
-#include "ops/activation.h"
-#include "ops/conv.h"
-#include "ops/conv_variants.h"
-#include "ops/dropout.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
-#include "ops/pooling.h"
-#include "ops/softmax.h"
+#include "ember/nn/loss.h"
+#include "ember/ops/activation.h"
+#include "ember/ops/conv.h"
+#include "ember/ops/conv_variants.h"
+#include "ember/ops/dropout.h"
+#include "ember/ops/norm.h"
+#include "ember/ops/ops.h"
+#include "ember/ops/pooling.h"
+#include "ember/ops/softmax.h"
 
 namespace ember::nn::functional {
 

@@ -1,9 +1,9 @@
 // GradScaler (nn/grad_scaler.h): loss scaling with the scale, growth tracker and inf/NaN flags in
-// device memory; unscaling and the scale update are fused kernels (nn/optim_kernels.h).
-#include "nn/grad_scaler.h"
+// device memory; unscaling and the scale update are fused kernels (kernel_interface/optim.h).
+#include "ember/nn/grad_scaler.h"
 
-#include "nn/optim_kernels.h"
-#include "tensor/cuda_graph.h"
+#include "ember/kernel_interface/optim.h"
+#include "ember/tensor/runtime/cuda_graph.h"
 
 namespace ember::nn {
 

@@ -20,9 +20,9 @@
 #include <map>
 #include <string>
 
-#include "nn/module.h"
-#include "nn/optim.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/optim.h"
+#include "ember/nn/options.h"
 
 namespace ember::nn {
 

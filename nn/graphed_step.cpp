@@ -1,11 +1,11 @@
 // GraphedStep: warm-up, capture, replay and the shape-keyed LRU cache of graphs.
-#include "nn/graphed_step.h"
+#include "ember/nn/graphed_step.h"
 
 #include <cstdio>
 #include <sstream>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/ops/ops.h"
 
 namespace ember::nn {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cuda_graph.h"
-#include "tensor/tensor.h"
+#include "ember/tensor/runtime/cuda_graph.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember::nn {
 

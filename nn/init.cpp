@@ -1,9 +1,9 @@
 // torch.nn.init for Ember: gains, fans and the in-place initializers (see init.h).
-#include "nn/init.h"
+#include "ember/nn/init.h"
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "ember/autograd/graph/grad_mode.h"
 
 namespace ember::nn::init {
 

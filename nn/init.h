@@ -6,7 +6,7 @@
 #pragma once
 #include <optional>
 
-#include "ops/ops.h"
+#include "ember/ops/ops.h"
 
 namespace ember::nn::init {
 

@@ -1,11 +1,11 @@
 // Linear, Identity and Flatten (see linear.h).
-#include "nn/linear.h"
+#include "ember/nn/linear.h"
 
 #include <cmath>
 #include <ostream>
 
-#include "nn/amp.h"
-#include "nn/init.h"
+#include "ember/nn/amp.h"
+#include "ember/nn/init.h"
 
 namespace ember::nn {
 

@@ -1,7 +1,7 @@
 // Linear (y = x W^T + b), Identity and Flatten, as torch.nn.Linear / Identity / Flatten.
 #pragma once
-#include "nn/module.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
 
 namespace ember::nn {
 

@@ -1,10 +1,10 @@
 // Losses and their module forms (see loss.h).
-#include "nn/loss.h"
+#include "ember/nn/loss.h"
 
 #include <ostream>
 
-#include "autograd/autograd.h"
-#include "nn/amp.h"
+#include "ember/autograd/autograd.h"
+#include "ember/nn/amp.h"
 
 namespace ember::nn {
 

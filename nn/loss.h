@@ -4,9 +4,9 @@
 // BCEWithLogitsLoss). Under autocast every floating input is cast to float32 first (nn/amp.h), so
 // the loss is float32.
 #pragma once
-#include "nn/module.h"
-#include "nn/options.h"
-#include "ops/softmax.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
+#include "ember/ops/softmax.h"
 
 namespace ember::nn {
 

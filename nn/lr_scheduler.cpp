@@ -1,6 +1,6 @@
 // The learning-rate schedules of nn/lr_scheduler.h: closed-form rates per epoch, written into the
 // optimizer's device-resident learning rates by Optimizer::set_lr (a device fill, no host sync).
-#include "nn/lr_scheduler.h"
+#include "ember/nn/lr_scheduler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/optim.h"
+#include "ember/nn/optim.h"
 
 namespace ember::optim {
 

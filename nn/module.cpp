@@ -1,5 +1,5 @@
 // nn::Module: registration, traversal, placement, state dicts and printing.
-#include "nn/module.h"
+#include "ember/nn/module.h"
 
 #include <functional>
 #include <map>

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/autograd.h"
+#include "ember/ops/ops.h"
 
 namespace ember::nn {
 

@@ -1,12 +1,12 @@
 // BatchNorm1d/2d, LayerNorm and GroupNorm (see norm.h).
-#include "nn/norm.h"
+#include "ember/nn/norm.h"
 
 #include <ostream>
 
-#include "autograd/grad_mode.h"
-#include "nn/amp.h"
-#include "nn/init.h"
-#include "ops/norm.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/nn/amp.h"
+#include "ember/nn/init.h"
+#include "ember/ops/norm.h"
 
 namespace ember::nn {
 

@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
 
 namespace ember::nn {
 

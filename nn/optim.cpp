@@ -1,7 +1,7 @@
 // The optimizers of nn/optim.h (parameter groups, device-resident learning rates, state dicts) and
-// the definitions of the kernel tables of nn/optim_kernels.h, whose kernels live in
+// the definitions of the kernel tables of kernel_interface/optim.h, whose kernels live in
 // cpu_kernels/optim.cpp and cuda_kernels/optim.cu.
-#include "nn/optim.h"
+#include "ember/nn/optim.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/optim_kernels.h"
-#include "tensor/cuda_graph.h"
+#include "ember/kernel_interface/optim.h"
+#include "ember/tensor/runtime/cuda_graph.h"
 
 namespace ember {
 EMBER_DEFINE_KERNEL(sgd_kernel, SgdKernel)

@@ -1,7 +1,7 @@
 // Optimizers, as torch.optim: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW
 // (optionally AMSGrad), with parameter groups and state dicts.
 //
-// Each step is a few fused kernel launches per parameter group and dtype (nn/optim_kernels.h), on
+// Each step is a few fused kernel launches per parameter group and dtype (kernel_interface/optim.h), on
 // the CPU one fused loop per tensor. Nothing on the step path synchronizes the host: the learning
 // rate and the momentum (Adam's beta1) of each group live in float64 one-element tensors on the
 // group's device, which the kernels read; the Adam step counts live on the device too. So
@@ -33,8 +33,8 @@
 #include <utility>
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
 
 namespace ember::optim {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.h"
+#include "ember/tensor/error.h"
 
 // Declares option `name` of type T: `auto& name(const T&)` sets it and returns *this,
 // `const T& name() const` reads it. Follow the macro with `= default_value;` where one exists.

@@ -1,13 +1,14 @@
 // The pinned host-memory cache of nn/pinned_memory.h: cudaHostAlloc blocks in power-of-two size
 // classes, handed out again when their tensor dies, never returned to the driver.
-#include "nn/pinned_memory.h"
+#include "ember/nn/pinned_memory.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #include <map>
 #include <mutex>
 #include <unordered_map>
 
 #ifdef EMBER_WITH_CUDA
-#include "tensor/cuda_check.h"
+#include "ember/tensor/runtime/cuda_check.h"
 #endif
 
 namespace ember::data {

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember::data {
 

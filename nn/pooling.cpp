@@ -1,9 +1,9 @@
 // MaxPool2d, AvgPool2d and AdaptiveAvgPool2d (see pooling.h).
-#include "nn/pooling.h"
+#include "ember/nn/pooling.h"
 
 #include <ostream>
 
-#include "ops/pooling.h"
+#include "ember/ops/pooling.h"
 
 namespace ember::nn {
 

@@ -2,8 +2,8 @@
 // ops/pooling.h. Inputs [N, C, H, W] (NCHW or channels_last) or unbatched [C, H, W]; they run in
 // the dtype they are given (autocast leaves them alone).
 #pragma once
-#include "nn/module.h"
-#include "nn/options.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
 
 namespace ember::nn {
 

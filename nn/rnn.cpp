@@ -1,12 +1,12 @@
 // LSTM, GRU and RNN layers (see rnn.h).
-#include "nn/rnn.h"
+#include "ember/nn/rnn.h"
 
 #include <cmath>
 #include <ostream>
 #include <sstream>
 
-#include "nn/amp.h"
-#include "nn/init.h"
+#include "ember/nn/amp.h"
+#include "ember/nn/init.h"
 
 namespace ember::nn {
 

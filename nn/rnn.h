@@ -22,9 +22,9 @@
 #pragma once
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/options.h"
-#include "ops/rnn.h"
+#include "ember/nn/module.h"
+#include "ember/nn/options.h"
+#include "ember/ops/rnn.h"
 
 namespace ember::nn {
 

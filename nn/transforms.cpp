@@ -1,11 +1,11 @@
 // Batch augmentations of nn/transforms.h: byte-level crops and flips (any dtype) and a per-channel
 // normalization, each image's random choice drawn from Philox (seed, image index).
-#include "nn/transforms.h"
+#include "ember/nn/transforms.h"
 
 #include <cstring>
 
-#include "ops/ops.h"
-#include "tensor/philox.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/philox.h"
 
 namespace ember::data {
 

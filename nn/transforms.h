@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/data.h"
+#include "ember/nn/data.h"
 
 namespace ember::data {
 

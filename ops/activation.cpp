@@ -1,9 +1,9 @@
 // leaky_relu, elu, gelu and silu: argument checks, output allocation, the backward node (which
 // saves the input and calls the backward kernel), and the definitions of their kernel tables.
-#include "ops/activation.h"
+#include "ember/ops/activation.h"
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -1,13 +1,13 @@
 // Activations beyond the ones in ops/elementwise.cpp (relu, sigmoid, tanh live there): leaky_relu,
 // elu, gelu (exact erf form and tanh approximation) and silu, each with its backward formula, plus
 // the kernel tables they dispatch to (CPU kernels in cpu_kernels/activation.cpp, CUDA kernels in
-// cuda_kernels/activation.cu). Shapes: the output has the input's shape, dtype and memory format
+// cuda_kernels/elementwise/activation.cu). Shapes: the output has the input's shape, dtype and memory format
 // (channels_last stays channels_last); any strides are accepted. Floating dtypes only.
 #pragma once
 #include <cstdint>
 
-#include "ops/kernels.h"
-#include "tensor/tensor.h"
+#include "ember/kernel_interface/elementwise.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

@@ -2,15 +2,15 @@
 // formula (backward-data, backward-filter and the bias gradient), and the glue to the algorithm
 // cache (ConvProblem keys, slots, running). On CUDA a bias is added in the convolution's epilogue
 // through conv2d_epilogue_kernel (ops/conv_fused.h).
-#include "ops/conv.h"
+#include "ember/ops/conv.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/conv_fused.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/autograd/graph/node.h"
+#include "ember/ops/conv_fused.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -7,8 +7,8 @@
 #include <array>
 #include <cstdint>
 
-#include "dispatch/algo_cache.h"
-#include "tensor/tensor.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

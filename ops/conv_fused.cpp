@@ -1,14 +1,14 @@
 // conv2d_bias_relu (ops/conv_fused.h): the fused CUDA path with its backward, and the composite
 // relu(conv2d(...)) everywhere else (the CPU, and any call conv2d must reject: conv2d then
 // throws its own error message).
-#include "ops/conv_fused.h"
+#include "ember/ops/conv_fused.h"
 
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/autograd/graph/node.h"
+#include "ember/kernel_interface/elementwise.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -5,8 +5,8 @@
 // Differentiable in input, weight and bias (the backward masks the gradient with y > 0, then runs
 // conv2d's backward-data and backward-filter algorithms through the algorithm cache).
 #pragma once
-#include "dispatch/registry.h"
-#include "ops/conv.h"
+#include "ember/dispatch/registry.h"
+#include "ember/ops/conv.h"
 
 namespace ember {
 

@@ -1,15 +1,15 @@
 // conv1d, conv3d and conv_transpose2d (see conv_variants.h): argument checks, output shapes
 // ('same'/'valid' padding included), and the mapping onto conv2d and its ConvProblem directions;
 // conv_transpose2d's backward formula lives beside its forward.
-#include "ops/conv_variants.h"
+#include "ember/ops/conv_variants.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/autograd/graph/node.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

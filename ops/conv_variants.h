@@ -11,7 +11,7 @@
 #include <array>
 #include <cstdint>
 
-#include "ops/conv.h"
+#include "ember/ops/conv.h"
 
 namespace ember {
 

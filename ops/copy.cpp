@@ -4,11 +4,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/autograd.h"
-#include "ops/kernels.h"
-#include "ops/layout.h"
-#include "ops/ops.h"
-#include "tensor/memcpy.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/kernel_interface/elementwise.h"
+#include "ember/ops/layout.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/runtime/memcpy.h"
 
 namespace ember {
 

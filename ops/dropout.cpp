@@ -1,9 +1,9 @@
 // dropout: argument checks, drawing the Philox parameters from the generator, the saved mask and
 // the backward node; and the definitions of the dropout kernel tables.
-#include "ops/dropout.h"
+#include "ember/ops/dropout.h"
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 
@@ -36,7 +36,7 @@ DropoutResult dropout_with_mask(const Tensor& x, double p, bool training, Genera
               " cannot draw the mask of a tensor on ", x.device().str());
   DropoutArgs a;
   a.p = p;
-  a.random = g.reserve(4);  // every subsequence (4 elements) uses its first 4 values
+  a.random = RandomParams{g.reserve(4)};  // every subsequence (4 elements) uses its first 4 values
   a.random.kind = RandomKind::bernoulli;
   a.random.a = 1.0 - p;
   a.input = x.detach().contiguous();

@@ -1,4 +1,4 @@
-// dropout driven by the Philox generator (tensor/generator.h): the keep mask is a pure function of
+// dropout driven by the Philox generator (tensor/runtime/generator.h): the keep mask is a pure function of
 // the generator's (seed, offset), identical on the CPU and on CUDA, so a run is reproducible from
 // the seed and a CPU reference can check the GPU's mask bit for bit. The mask is saved for the
 // backward as bool (1 byte per element): that keeps the backward one elementwise pass and stays
@@ -8,9 +8,9 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/kernels.h"
-#include "tensor/generator.h"
-#include "tensor/tensor.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

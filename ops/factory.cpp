@@ -5,9 +5,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "autograd/autograd.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 
@@ -72,7 +72,7 @@ void fill_random(Tensor& t, RandomKind kind, double a, double b, Generator* gen)
   Generator& g = pick(gen, t.device());
   EMBER_CHECK(g.device().type == t.device().type, "random: a generator for ", g.device().str(),
               " cannot fill a tensor on ", t.device().str());
-  RandomParams p = g.reserve(4);
+  RandomParams p{g.reserve(4)};
   p.kind = kind;
   p.a = a;
   p.b = b;

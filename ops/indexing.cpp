@@ -1,9 +1,9 @@
 // Indexing ops: index_select, gather, scatter_add and embedding, with their backward formulas.
 // Index tensors are int32 or int64; out-of-range indices are errors (on CUDA reported through the
 // device error flag at the next sync point, so no op here waits for the GPU).
-#include "autograd/autograd.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/kernel_interface/indexing.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -1,13 +1,13 @@
 // Dense-layout helpers, nchw_to_nhwc / nhwc_to_nchw and try_fast_layout_copy (see ops/layout.h),
 // and the definition of the layout_transpose_kernel table.
-#include "ops/layout.h"
+#include "ember/ops/layout.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

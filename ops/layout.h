@@ -10,8 +10,8 @@
 #pragma once
 #include <cstdint>
 
-#include "dispatch/registry.h"
-#include "tensor/tensor.h"
+#include "ember/dispatch/registry.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

@@ -1,9 +1,10 @@
 // Matrix products: mm, bmm, matmul (torch.matmul's broadcasting rules), addmm and linear, on the
 // gemm kernel (Eigen on the CPU, cuBLAS on CUDA). Inputs with unit stride in either of their last
 // two dims are used in place (as a transposed operand when needed); others are copied once.
-#include "autograd/autograd.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/kernel_interface/gemm.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/tensor_iter.h"
 
 namespace ember {
 

@@ -8,15 +8,15 @@
 //   batch norm, eval:     dx = g * rstd * w        (the running statistics are constants)
 //   layer / group norm:   dx = rstd * (g w - mean(g w) - xhat * mean(g w xhat)) per row
 //   all:                  dweight = sum(g * xhat),  dbias = sum(g)  over everything but the channel
-#include "ops/norm.h"
+#include "ember/ops/norm.h"
 
 #include <algorithm>
 #include <numeric>
 #include <string>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -1,6 +1,6 @@
 // Normalization: the public ops batch_norm (with the fused ResNet tails batch_norm_relu and
 // batch_norm_add_relu), layer_norm, group_norm and instance_norm, and below them the kernel
-// tables their CPU (cpu_kernels/norm.cpp) and CUDA (cuda_kernels/batch_norm.cu, layer_norm.cu)
+// tables their CPU (cpu_kernels/norm.cpp) and CUDA (cuda_kernels/norm/batch_norm.cu, layer_norm.cu)
 // kernels register into, and the algorithm slot "batch_norm.forward" (BatchNormForwardProblem:
 // the training forward; "two_pass" on every device, "single_read" on CUDA). The ops and their
 // backward formulas live in ops/norm.cpp.
@@ -13,9 +13,9 @@
 #pragma once
 #include <cstdint>
 
-#include "dispatch/algo_cache.h"
-#include "ops/kernels.h"
-#include "tensor/tensor.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/kernel_interface/elementwise.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 
@@ -170,7 +170,7 @@ EMBER_DECLARE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
 //   "two_pass"    (CPU and CUDA) batch_norm_stats_kernel then batch_norm_apply_kernel: x read twice.
 //   "single_read" (CUDA, channels-inner layouts with rows of whole 16-byte vectors, activation
 //                 band fitting in shared memory) one cooperative kernel holding x on chip in
-//                 waves of channels: x read once (cuda_kernels/batch_norm_single_read.cu).
+//                 waves of channels: x read once (cuda_kernels/norm/batch_norm_single_read.cu).
 // Both are deterministic. Tensors are as for the kernels above (x, residual and y dense in
 // `layout`, [C] tensors contiguous in the statistics dtype, running statistics contiguous or
 // undefined); layout.per_channel() >= 2 and x is not empty (the op handles those cases itself).

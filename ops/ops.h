@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "tensor/generator.h"
-#include "tensor/tensor.h"
+#include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

@@ -3,12 +3,12 @@
 // its indices, one byte per output -- or half of one where the device packs them -- when only
 // autograd needs them; average pooling saves nothing but the geometry), and the kernel table
 // definitions.
-#include "ops/pooling.h"
+#include "ember/ops/pooling.h"
 
 #include <array>
 #include <string>
 
-#include "autograd/autograd.h"
+#include "ember/autograd/graph/graph.h"
 
 namespace ember {
 

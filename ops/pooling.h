@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "dispatch/registry.h"
-#include "ops/ops.h"
-#include "tensor/tensor.h"
+#include "ember/dispatch/registry.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

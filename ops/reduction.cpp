@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/autograd.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/kernel_interface/reduce.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

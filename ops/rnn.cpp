@@ -1,14 +1,14 @@
 // lstm / gru / rnn_tanh / rnn_relu: argument checks, layouts (batch_first, unbatched input),
 // lengths, dropout draws, the autograd node that runs the backward algorithm, and the glue to the
 // algorithm cache (RnnProblem keys, slots, the reserve layout).
-#include "ops/rnn.h"
+#include "ember/ops/rnn.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/grad_mode.h"
+#include "ember/autograd/graph/node.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 
@@ -323,7 +323,7 @@ RnnResult rnn_time_major(const Tensor& x, const std::vector<Tensor>& weights, co
                 gen.device().str(), " cannot draw the dropout masks of a tensor on ", device.str());
     for (int64_t l = 1; l < config.num_layers; ++l) {
       // One draw per layer, as ember::dropout on the layer's output would make.
-      RandomParams r = gen.reserve(4);
+      RandomParams r{gen.reserve(4)};
       r.kind = RandomKind::bernoulli;
       r.a = 1.0 - p.dropout;
       p.dropout_random.push_back(r);

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/algo_cache.h"
-#include "ops/kernels.h"
-#include "tensor/generator.h"
-#include "tensor/tensor.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

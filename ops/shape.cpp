@@ -1,6 +1,6 @@
 // Joining and splitting: cat, stack, split, split_with_sizes, chunk (splits are views).
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

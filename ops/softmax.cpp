@@ -7,14 +7,14 @@
 // per row); the backward kernel reads the logits again and writes the gradient. That is 2 reads
 // and 1 write of the logits in all, the minimum when the upstream gradient is not known in the
 // forward; writing the gradient in the forward would add a pass to scale it by that gradient.
-#include "ops/softmax.h"
+#include "ember/ops/softmax.h"
 
 #include <cmath>
 
-#include "autograd/autograd.h"
-#include "ops/layout.h"
-#include "ops/ops.h"
-#include "tensor/device_errors.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/layout.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/runtime/device_errors.h"
 
 namespace ember {
 

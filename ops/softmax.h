@@ -9,9 +9,9 @@
 #pragma once
 #include <cstdint>
 
-#include "dispatch/algo_cache.h"
-#include "dispatch/registry.h"
-#include "tensor/tensor.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/dispatch/registry.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

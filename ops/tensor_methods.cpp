@@ -1,5 +1,5 @@
 // The arithmetic sugar on Tensor (operators and methods), forwarding to the ops in ops/ops.h.
-#include "ops/ops.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/autograd.h"
-#include "ops/ops.h"
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/ops.h"
 
 namespace ember {
 

@@ -1,5 +1,5 @@
 // DType names, sizes and promotion rules.
-#include "tensor/dtype.h"
+#include "ember/tensor/dtype.h"
 
 namespace ember {
 

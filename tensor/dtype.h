@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tensor/error.h"
-#include "tensor/half.h"
+#include "ember/tensor/error.h"
+#include "ember/tensor/half.h"
 
 namespace ember {
 

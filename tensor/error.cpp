@@ -1,5 +1,5 @@
 // ember::Error and the throw helper behind the EMBER_CHECK macros.
-#include "tensor/error.h"
+#include "ember/tensor/error.h"
 
 namespace ember {
 

@@ -1,5 +1,5 @@
 // Tensor metadata, storage creation, raw views and printing.
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
 
 #include <cmath>
 #include <iomanip>

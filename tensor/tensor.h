@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tensor/allocator.h"
-#include "tensor/device.h"
-#include "tensor/dtype.h"
+#include "ember/tensor/allocator.h"
+#include "ember/tensor/device.h"
+#include "ember/tensor/dtype.h"
 
 namespace ember {
 
@@ -41,7 +41,7 @@ Storage new_storage(size_t nbytes, Device device);
 
 struct AutogradMeta;  // autograd/autograd.h
 namespace autograd {
-class Node;  // autograd/node.h
+class Node;  // autograd/graph/node.h
 }
 
 struct TensorImpl {

@@ -1,5 +1,5 @@
 // Broadcasting and the construction of ElementwiseIter (dims sorted and coalesced, byte strides).
-#include "tensor/tensor_iter.h"
+#include "ember/tensor/tensor_iter.h"
 
 #include <algorithm>
 #include <numeric>

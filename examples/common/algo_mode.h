@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
 
 namespace ember::examples {
 

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "distributed/ddp.h"
-#include "ember.h"
+#include "ember/distributed/ddp.h"
+#include "ember/ember.h"
 
 namespace ember::examples {
 

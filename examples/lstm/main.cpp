@@ -16,10 +16,10 @@
 
 #include "common/algo_mode.h"
 #include "common/distributed_setup.h"
-#include "distributed/ddp.h"
-#include "ember.h"
-#include "nn/graphed_step.h"
-#include "nn/nn.h"
+#include "ember/distributed/ddp.h"
+#include "ember/ember.h"
+#include "ember/nn/graphed_step.h"
+#include "ember/nn/nn.h"
 
 using namespace ember;
 

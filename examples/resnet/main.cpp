@@ -14,11 +14,11 @@
 
 #include "common/algo_mode.h"
 #include "common/distributed_setup.h"
-#include "distributed/ddp.h"
-#include "distributed/sync_batch_norm.h"
-#include "ember.h"
-#include "nn/graphed_step.h"
-#include "nn/nn.h"
+#include "ember/distributed/ddp.h"
+#include "ember/distributed/sync_batch_norm.h"
+#include "ember/ember.h"
+#include "ember/nn/graphed_step.h"
+#include "ember/nn/nn.h"
 #include "resnet/resnet.h"
 
 using namespace ember;

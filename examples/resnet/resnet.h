@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "nn/nn.h"
+#include "ember/nn/nn.h"
 
 namespace resnet {
 

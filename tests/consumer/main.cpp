@@ -1,6 +1,6 @@
 // Checks that a program outside Ember's tree can include the umbrella header, link ember::ember
 // and compute with the public API. Exits non-zero when the answer is wrong.
-#include <ember.h>
+#include "ember/ember.h"
 
 #include <cmath>
 #include <exception>

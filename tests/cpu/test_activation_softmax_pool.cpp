@@ -8,11 +8,11 @@
 #include <limits>
 #include <string>
 
-#include "ops/activation.h"
-#include "ops/dropout.h"
-#include "ops/layout.h"
-#include "ops/pooling.h"
-#include "ops/softmax.h"
+#include "ember/ops/activation.h"
+#include "ember/ops/dropout.h"
+#include "ember/ops/layout.h"
+#include "ember/ops/pooling.h"
+#include "ember/ops/softmax.h"
 #include "support/op_table.h"
 
 

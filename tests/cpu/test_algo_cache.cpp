@@ -19,8 +19,8 @@
 #include <sstream>
 #include <thread>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
 
 using namespace ember;
 using namespace ember::dispatch;

@@ -5,8 +5,8 @@
 
 #include <thread>
 
-#include "ember.h"
-#include "nn/nn.h"
+#include "ember/ember.h"
+#include "ember/nn/nn.h"
 
 using namespace ember;
 using nn::OpClass;

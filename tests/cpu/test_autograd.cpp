@@ -2,7 +2,7 @@
 // anomaly mode, in-place ops on non-leaves.
 #include <doctest/doctest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 using namespace ember;
 

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "ember.h"
-#include "nn/nn.h"
+#include "ember/ember.h"
+#include "ember/nn/nn.h"
 
 using namespace ember;
 namespace fs = std::filesystem;

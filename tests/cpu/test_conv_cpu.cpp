@@ -10,9 +10,9 @@
 #include <cstring>
 #include <sstream>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
-#include "ops/conv.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
+#include "ember/ops/conv.h"
 #include "support/conv_cases.h"
 
 using namespace ember;

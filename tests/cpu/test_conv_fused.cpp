@@ -3,9 +3,9 @@
 // errors, which are conv2d's own.
 #include <doctest/doctest.h>
 
-#include "ember.h"
-#include "ops/conv.h"
-#include "ops/conv_fused.h"
+#include "ember/ember.h"
+#include "ember/ops/conv.h"
+#include "ember/ops/conv_fused.h"
 #include "support/op_table.h"
 
 

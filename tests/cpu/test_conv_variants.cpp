@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "ember.h"
-#include "ops/conv_variants.h"
+#include "ember/ember.h"
+#include "ember/ops/conv_variants.h"
 
 using namespace ember;
 

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/kernels.h"
+#include "ember/kernel_interface/elementwise.h"
+#include "ember/kernel_interface/reduce.h"
+#include "ember/kernel_interface/gemm.h"
+#include "ember/kernel_interface/indexing.h"
 
 namespace {
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
-#include "nn/data.h"
-#include "nn/datasets.h"
-#include "nn/transforms.h"
+#include "ember/ember.h"
+#include "ember/nn/data.h"
+#include "ember/nn/datasets.h"
+#include "ember/nn/transforms.h"
 
 using namespace ember;
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // Bad input gets an ember::Error with the right status and a message naming the op and shapes.
 #include <doctest/doctest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 using namespace ember;
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "ember.h"
-#include "nn/nn.h"
+#include "ember/ember.h"
+#include "ember/nn/nn.h"
 #include "support/op_table.h"
 
 

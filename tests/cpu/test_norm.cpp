@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
-#include "ops/norm.h"
+#include "ember/ember.h"
+#include "ember/ops/norm.h"
 #include "support/op_table.h"
 
 

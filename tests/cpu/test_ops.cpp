@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 using namespace ember;
 

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
-#include "nn/clip_grad.h"
-#include "nn/grad_scaler.h"
-#include "nn/lr_scheduler.h"
-#include "nn/optim.h"
+#include "ember/ember.h"
+#include "ember/nn/clip_grad.h"
+#include "ember/nn/grad_scaler.h"
+#include "ember/nn/lr_scheduler.h"
+#include "ember/nn/optim.h"
 
 using namespace ember;
 

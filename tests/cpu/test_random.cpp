@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/kernels.h"
-#include "tensor/generator.h"
-#include "tensor/philox.h"
-#include "tensor/tensor.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/philox.h"
+#include "ember/tensor/tensor.h"
 
 namespace {
 
@@ -342,7 +342,7 @@ TEST_CASE("Generator: reserve hands out and advances (seed, offset)") {
   ember::Generator gen(ember::Device::cpu(), 42);
   CHECK(gen.seed() == 42);
   CHECK(gen.offset() == 0);
-  const ember::RandomParams first = gen.reserve();
+  const ember::PhiloxState first = gen.reserve();
   CHECK(first.seed == 42);
   CHECK(first.offset == 0);
   CHECK(first.device_offset == nullptr);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
-#include "nn/rnn.h"
-#include "ops/rnn.h"
+#include "ember/ember.h"
+#include "ember/nn/rnn.h"
+#include "ember/ops/rnn.h"
 #include "support/op_table.h"
 
 

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 using namespace ember;
 

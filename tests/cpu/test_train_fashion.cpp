@@ -8,9 +8,9 @@
 
 #include <filesystem>
 
-#include "ember.h"
-#include "nn/data.h"
-#include "nn/datasets.h"
+#include "ember/ember.h"
+#include "ember/nn/data.h"
+#include "ember/nn/datasets.h"
 
 using namespace ember;
 namespace fs = std::filesystem;

@@ -3,7 +3,7 @@
 // the same rounded inputs) over awkward shapes (1, 33, 1025, 50000 columns, odd channels,
 // misaligned views, channels_last, bf16), the device-side reporting of
 // out-of-range targets, the CPU / CUDA identity of dropout masks, and pooling's fast paths
-// (cuda_kernels/pooling_fast.cu): where they apply, and CPU parity of their results, gradients and
+// (cuda_kernels/pooling/pooling_nhwc.cu): where they apply, and CPU parity of their results, gradients and
 // max indices on awkward channels_last shapes. Skips without a GPU.
 #include <doctest/doctest.h>
 
@@ -13,16 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "cuda_kernels/pooling_fast.h"
-#include "ops/activation.h"
-#include "ops/dropout.h"
-#include "ops/layout.h"
-#include "ops/pooling.h"
-#include "ops/softmax.h"
+#include "ember/cuda_kernels/pooling/pooling_nhwc.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/ops/activation.h"
+#include "ember/ops/dropout.h"
+#include "ember/ops/layout.h"
+#include "ember/ops/pooling.h"
+#include "ember/ops/softmax.h"
 #include "support/compare.h"
 #include "support/gpu_parity.h"
 #include "support/op_table.h"
-#include "tensor/device_errors.h"
+#include "ember/tensor/runtime/device_errors.h"
 
 
 using namespace ember;

@@ -8,9 +8,9 @@
 
 #include <atomic>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
-#include "tensor/cuda_check.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
+#include "ember/tensor/runtime/cuda_check.h"
 
 using namespace ember;
 using namespace ember::dispatch;

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 using namespace ember;
 

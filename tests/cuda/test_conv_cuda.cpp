@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
-#include "ops/conv.h"
-#include "ops/conv_fused.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
+#include "ember/ops/conv.h"
+#include "ember/ops/conv_fused.h"
 #include "support/compare.h"
 #include "support/conv_cases.h"
 
@@ -565,7 +565,7 @@ TEST_CASE("conv2d CUDA: the heuristic does not send small NCHW fp32 images to im
 
 // The heuristic's picks on the CIFAR ResNet-18 layers (batch 128, bf16 channels_last) where
 // bench_conv measured the GEMM algorithms 1.5-2.3x faster than the implicit-GEMM kernels that the
-// model ranked first before its calibration (cuda_kernels/conv_im2col.cu, conv_implicit_gemm.cu).
+// model ranked first before its calibration (cuda_kernels/conv/im2col.cu, conv_implicit_gemm.cu).
 TEST_CASE("conv2d CUDA: the heuristic sends small bf16 images and 1x1 stride-2 wgrad to GEMMs" *
           doctest::skip(!cuda::is_available())) {
   dispatch::AlgoModeGuard heuristic(AlgoMode::heuristic);

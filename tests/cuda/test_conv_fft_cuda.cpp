@@ -1,4 +1,4 @@
-// conv2d on CUDA, the "fft" algorithm (cuda_kernels/conv_fft.cu) forced in every direction against
+// conv2d on CUDA, the "fft" algorithm (cuda_kernels/conv/fft.cu) forced in every direction against
 // the CPU fp64 reference on random inputs: odd sizes, 7x7 / 9x9 / 11x11 (and 1-row) kernels,
 // batch 1, fp32 (with and without TF32), bf16 and f16, NCHW / channels_last / strided operands;
 // a problem large enough to run in several image chunks against im2col_gemm on the GPU; the op
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
-#include "ops/conv.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
+#include "ember/ops/conv.h"
 #include "support/compare.h"
 
 using namespace ember;

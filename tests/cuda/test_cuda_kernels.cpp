@@ -1,5 +1,5 @@
 // CUDA kernels vs the CPU reference kernels, called straight through the kernel tables of
-// ops/kernels.h (no op-level promotion or autograd): elementwise (unary, binary, where, copy) over
+// kernel_interface/ (no op-level promotion or autograd): elementwise (unary, binary, where, copy) over
 // awkward sizes (1, 7, 1023, 4097, 2^20 + 3 elements) and layouts (transposed, broadcast rows,
 // broadcast scalars, views misaligned by one element, transposed outputs); reductions over
 // [outer, reduce, inner] shapes from reduce = 1 to rows of 2^21; GEMM with transposes, padded
@@ -18,10 +18,14 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/algo_cache.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
-#include "tensor/device_errors.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/kernel_interface/elementwise.h"
+#include "ember/kernel_interface/reduce.h"
+#include "ember/kernel_interface/gemm.h"
+#include "ember/kernel_interface/indexing.h"
+#include "ember/ops/ops.h"
+#include "ember/tensor/runtime/device_errors.h"
 
 using namespace ember;
 

@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "ember.h"
-#include "nn/data.h"
-#include "nn/pinned_memory.h"
-#include "nn/transforms.h"
+#include "ember/ember.h"
+#include "ember/nn/data.h"
+#include "ember/nn/pinned_memory.h"
+#include "ember/nn/transforms.h"
 
 using namespace ember;
 

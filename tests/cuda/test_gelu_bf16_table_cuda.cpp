@@ -1,4 +1,4 @@
-// CUDA test of the bf16 exact-gelu table (gelu_bf16_table_kernel in cuda_kernels/activation.cu):
+// CUDA test of the bf16 exact-gelu table (gelu_bf16_table_kernel in cuda_kernels/elementwise/activation.cu):
 // for every one of the 65536 bf16 values (zeros, subnormals, the table's edges at 2^-12 and 16,
 // inf, NaN), forward and backward results of the dense aligned path (the table) are bit-identical
 // to the strided path (a view starting one element in, computed directly with erff). Skips
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ember.h"
-#include "ops/activation.h"
+#include "ember/ember.h"
+#include "ember/ops/activation.h"
 
 using namespace ember;
 

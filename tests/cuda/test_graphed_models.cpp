@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "ember.h"
-#include "nn/graphed_step.h"
-#include "nn/nn.h"
+#include "ember/ember.h"
+#include "ember/nn/graphed_step.h"
+#include "ember/nn/nn.h"
 
 using namespace ember;
 

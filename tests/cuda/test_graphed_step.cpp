@@ -2,8 +2,8 @@
 // the LRU bound evicts, and an uncapturable step falls back to eager with a message.
 #include <doctest/doctest.h>
 
-#include "ember.h"
-#include "nn/graphed_step.h"
+#include "ember/ember.h"
+#include "ember/nn/graphed_step.h"
 
 using namespace ember;
 

@@ -7,8 +7,8 @@
 #include <functional>
 #include <unistd.h>
 
-#include "ember.h"
-#include "nn/nn.h"
+#include "ember/ember.h"
+#include "ember/nn/nn.h"
 
 using namespace ember;
 

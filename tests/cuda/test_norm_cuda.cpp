@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/compare.h"
-#include "ops/norm.h"
+#include "ember/ops/norm.h"
 #include "support/op_table.h"
 
 

@@ -1,4 +1,4 @@
-// The fused multi-tensor CUDA kernels of cuda_kernels/optim.cu against the CPU kernels (the
+// The fused multi-tensor CUDA kernels of cuda_kernels/optim/optim.cu against the CPU kernels (the
 // reference): SGD / Adam / AdamW over many odd-sized tensors (more tensors than one launch packs,
 // a tensor larger than one launch's chunks, a misaligned view), in float32, bfloat16 and float16;
 // GradScaler unscaling and its inf/NaN flag; clip_grad_norm_. Then the no-host-sync contract: an
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
-#include "nn/clip_grad.h"
-#include "nn/grad_scaler.h"
-#include "nn/lr_scheduler.h"
-#include "nn/optim.h"
+#include "ember/ember.h"
+#include "ember/nn/clip_grad.h"
+#include "ember/nn/grad_scaler.h"
+#include "ember/nn/lr_scheduler.h"
+#include "ember/nn/optim.h"
 
 using namespace ember;
 

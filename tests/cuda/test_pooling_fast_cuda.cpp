@@ -1,8 +1,8 @@
 // CUDA tests of max pooling's index encodings (ops/pooling.h): int64 flat positions, uint8 window
 // taps (what autograd records; packed two a byte where the fast forward runs on whole vectors) and
 // none (no-grad forward). The CPU reference, the generic kernels
-// (cuda_kernels/pooling.cu, reached through NCHW tensors) and the channels_last fast paths
-// (cuda_kernels/pooling_fast.cu: the general and the unrolled 3x3 forward, the per-pixel and the
+// (cuda_kernels/pooling/pooling.cu, reached through NCHW tensors) and the channels_last fast paths
+// (cuda_kernels/pooling/pooling_nhwc.cu: the general and the unrolled 3x3 forward, the per-pixel and the
 // 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
 // and gradients to one another, and gradients within tolerance of the CPU's fp64 ones; over
 // awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode; heights 13, 10 and 7 leave
@@ -20,8 +20,9 @@
 #include <random>
 #include <vector>
 
-#include "cuda_kernels/pooling_fast.h"
-#include "ops/pooling.h"
+#include "ember/cuda_kernels/pooling/pooling_nhwc.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/ops/pooling.h"
 #include "support/compare.h"
 #include "support/gpu_parity.h"
 
@@ -57,7 +58,7 @@ const std::vector<Window2d> kWindows = {
 
 // With uint8 taps (or none: average pooling) and channels filling 16-byte vectors, the backward
 // runs by whole windows where they tile the input (kernel == stride, no padding or dilation), else
-// by 2x2 input tiles where a tile meets at most two windows per dim (cuda_kernels/pooling_fast.cu);
+// by 2x2 input tiles where a tile meets at most two windows per dim (cuda_kernels/pooling/pooling_nhwc.cu);
 // otherwise, and with int64 positions, per input pixel.
 cuda::PoolFastKernel backward_kernel(const Window2d& w, int64_t channels, DType dtype) {
   const int64_t vector = dtype == DType::f32 ? 4 : 8;
@@ -73,7 +74,7 @@ cuda::PoolFastKernel backward_kernel(const Window2d& w, int64_t channels, DType 
                   : cuda::PoolFastKernel::window_nhwc;
 }
 
-// Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling_fast.cu) when the
+// Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling/pooling_nhwc.cu) when the
 // channels fill 16-byte vectors (4 f32, 8 bf16) and the indices are uint8 taps (packed or not) or
 // none.
 bool forward_3x3(const Window2d& w, int64_t channels, DType dtype) {
@@ -439,7 +440,7 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
 TEST_CASE("average pooling divides by the window's count exactly as IEEE division does" *
           doctest::skip(!cuda::is_available())) {
   // The fast kernels divide by a count that is not a power of two with its rounded reciprocal and
-  // one fma correction (CountDivisor in cuda_kernels/pooling_fast.cu), the generic kernels with
+  // one fma correction (CountDivisor in cuda_kernels/pooling/pooling_nhwc.cu), the generic kernels with
   // IEEE division. The backward of disjoint 1 x k windows gives each input pixel dy / k, so every
   // gradient below must come out bit-identical both ways: random float32 bit patterns (every
   // exponent: subnormal quotients, huge values, inf, NaN; the fast kernels divide outside
@@ -473,7 +474,7 @@ TEST_CASE("average pooling divides by the window's count exactly as IEEE divisio
 TEST_CASE("global average pooling backward: dense, strided, broadcast and misaligned gradients" *
           doctest::skip(!cuda::is_available())) {
   // The NHWC backward loads dy[n, :] as 16-byte vectors when its channels are contiguous and
-  // aligned, else element by element (cuda_kernels/pooling_fast.cu); both must give dy / plane.
+  // aligned, else element by element (cuda_kernels/pooling/pooling_nhwc.cu); both must give dy / plane.
   using dispatch::Direction;
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (Shape s : {Shape{3, 16, 5, 7}, Shape{2, 24, 1, 1}, Shape{1, 8, 7, 7}}) {

@@ -11,13 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "cuda_kernels/random.cuh"
-#include "ops/kernels.h"
-#include "tensor/cuda_check.h"
-#include "tensor/generator.h"
-#include "tensor/philox.h"
-#include "tensor/stream.h"
-#include "tensor/tensor.h"
+#include "ember/cuda_kernels/random/random.cuh"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/philox.h"
+#include "ember/tensor/runtime/stream.h"
+#include "ember/tensor/tensor.h"
 
 namespace {
 
@@ -219,7 +220,7 @@ TEST_CASE("CUDA random_kernel: strided outputs and the device-side offset" *
 TEST_CASE("CUDA generator: eager draws advance the host offset; wrong kinds are refused" *
           doctest::skip(!ember::cuda::is_available())) {
   ember::Generator gen(Device::cuda(0), 11);
-  const ember::RandomParams first = gen.reserve();
+  const ember::PhiloxState first = gen.reserve();
   CHECK(first.seed == 11);
   CHECK(first.offset == 0);
   CHECK(first.device_offset == nullptr);

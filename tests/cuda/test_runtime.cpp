@@ -16,11 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/allocator.h"
-#include "tensor/device.h"
-#include "tensor/device_errors.h"
-#include "tensor/error.h"
-#include "tensor/stream.h"
+#include "ember/tensor/runtime/allocator.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/device.h"
+#include "ember/tensor/runtime/device_errors.h"
+#include "ember/tensor/error.h"
+#include "ember/tensor/runtime/stream.h"
 
 using ember::Device;
 using ember::MemoryStats;

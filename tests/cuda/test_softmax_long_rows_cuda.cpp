@@ -1,4 +1,4 @@
-// CUDA tests of the long-row kernels of cuda_kernels/softmax.cu: the cluster_rows softmax
+// CUDA tests of the long-row kernels of cuda_kernels/softmax/softmax.cu: the cluster_rows softmax
 // algorithm (a thread-block cluster per row, sm_90) forced in both directions on row lengths at
 // and around its segment boundaries (8192 values a block forward, 4096 backward) and limits
 // (65536 / 32768), vector and scalar paths, -inf masks, large values and maxima in the last
@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/softmax.h"
+#include "ember/ops/softmax.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "support/compare.h"
 #include "support/gpu_parity.h"
 

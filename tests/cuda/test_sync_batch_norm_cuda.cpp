@@ -13,8 +13,8 @@
 #include <cmath>
 #include <vector>
 
-#include "distributed/sync_batch_norm.h"
-#include "ember.h"
+#include "ember/distributed/sync_batch_norm.h"
+#include "ember/ember.h"
 #include "support/compare.h"
 
 using namespace ember;

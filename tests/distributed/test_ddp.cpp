@@ -2,8 +2,8 @@
 // batch B/2 per rank matching one process at batch B after K steps.
 #include <doctest/doctest.h>
 
-#include "distributed/ddp.h"
-#include "ember.h"
+#include "ember/distributed/ddp.h"
+#include "ember/ember.h"
 
 using namespace ember;
 using distributed::DDPOptions;

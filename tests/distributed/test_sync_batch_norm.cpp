@@ -4,9 +4,9 @@
 // a converted model under DDP at batch B/2 per rank trains like one process at batch B.
 #include <doctest/doctest.h>
 
-#include "distributed/ddp.h"
-#include "distributed/sync_batch_norm.h"
-#include "ember.h"
+#include "ember/distributed/ddp.h"
+#include "ember/distributed/sync_batch_norm.h"
+#include "ember/ember.h"
 
 using namespace ember;
 using distributed::DistributedDataParallel;

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::testing {
 

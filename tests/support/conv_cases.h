@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/conv.h"
+#include "ember/ops/conv.h"
 
 namespace ember::testing {
 

@@ -9,8 +9,8 @@
 #include <functional>
 #include <optional>
 
-#include "dispatch/algo_cache.h"
-#include "ember.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/ember.h"
 #include "support/compare.h"
 
 namespace ember::testing {

@@ -2,7 +2,7 @@
 // logsumexp, gather), trained with plain SGD: the Foundation issue's end-to-end check, run on the
 // CPU in CI and on CUDA on the GPU machine.
 #pragma once
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::testing {
 

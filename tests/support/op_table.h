@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::testing {
 

@@ -4,11 +4,11 @@
 // Class-index targets and class weights are constants made on the input's device inside each
 // function. Dropout draws from a fresh generator with a fixed seed on every call, so gradcheck's
 // repeated evaluations and both devices see the same mask.
-#include "ops/activation.h"
-#include "ops/dropout.h"
-#include "ops/layout.h"
-#include "ops/pooling.h"
-#include "ops/softmax.h"
+#include "ember/ops/activation.h"
+#include "ember/ops/dropout.h"
+#include "ember/ops/layout.h"
+#include "ember/ops/pooling.h"
+#include "ember/ops/softmax.h"
 #include "support/op_table.h"
 
 namespace ember::testing {

@@ -4,9 +4,9 @@
 // CUDA-vs-CPU parity suite. The rows run their convolutions in full fp32 (TF32 off for the call):
 // the parity suite's fp32 tolerance is tighter than TF32 rounding. op_cases_conv() is meant to be
 // chained into op_cases(); tests/cpu/test_conv_fused.cpp also runs these rows directly.
-#include "ops/conv.h"
-#include "ops/conv_fused.h"
-#include "ops/conv_variants.h"
+#include "ember/ops/conv.h"
+#include "ember/ops/conv_fused.h"
+#include "ember/ops/conv_variants.h"
 #include "support/op_table.h"
 
 namespace ember::testing {

@@ -1,7 +1,7 @@
 // Op-table rows for the losses of nn/loss.h (mse_loss, l1_loss, binary_cross_entropy_with_logits,
 // every reduction, weights and pos_weight), for the fp64 gradcheck and CUDA parity suites.
 // The lead chains op_cases_nn() into op_cases(); tests/cpu/test_nn_modules.cpp also runs them.
-#include "nn/loss.h"
+#include "ember/nn/loss.h"
 #include "support/op_table.h"
 
 namespace ember::testing {

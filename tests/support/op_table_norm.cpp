@@ -3,7 +3,7 @@
 // its fused ReLU / residual-add-ReLU tails, layer norm, group norm and instance norm.
 // op_cases_norm() is meant to be chained into op_cases(); tests/cpu/test_norm.cpp and
 // tests/cuda/test_norm_cuda.cpp also run these rows directly.
-#include "ops/norm.h"
+#include "ember/ops/norm.h"
 #include "support/op_table.h"
 
 namespace ember::testing {

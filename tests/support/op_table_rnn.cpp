@@ -5,7 +5,7 @@
 // off for the call): the parity suite's fp32 tolerance is tighter than TF32 rounding.
 // op_cases_rnn() is meant to be chained into op_cases(); tests/cpu/test_rnn.cpp also runs these
 // rows directly.
-#include "ops/rnn.h"
+#include "ember/ops/rnn.h"
 #include "support/op_table.h"
 
 namespace ember::testing {

@@ -1,0 +1,72 @@
+// conv2d_epilogue_kernel on CUDA (ops/conv_fused.h), behind conv2d_bias_relu:
+// y = relu(conv(x, w) + b), or conv(x, w) + b without the ReLU.
+//  - When the algorithm cache picks implicit_gemm for the convolution, the bias and ReLU run in
+//    that kernel's epilogue (no extra pass over y).
+//  - Otherwise the cache's algorithm computes the convolution and one elementwise pass adds the
+//    bias and applies ReLU in place (NCHW or channels_last y; fp32 math, fp64 for f64).
+// ReLU keeps NaN (as torch.relu). The output is OVERWRITTEN.
+#include "ember/cuda_kernels/conv/conv_common.cuh"
+#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/ops/conv_fused.h"
+
+namespace ember::cuda::conv {
+namespace {
+
+// y[i] = y[i] + bias[channel of i], then ReLU when `relu`; the channel is i % K (channels_last)
+// or (i / PQ) % K.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+bias_act_inplace_kernel(T* __restrict__ y, const T* __restrict__ bias, bool relu, int64_t total,
+                        int64_t K, DivideBy by_pq, DivideBy by_k, bool channels_last, bool use32) {
+  using Acc = OpMath<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    int64_t k;
+    if (channels_last) {
+      k = i - by_k.div(i, use32) * K;
+    } else {
+      const int64_t plane = by_pq.div(i, use32);
+      k = plane - by_k.div(plane, use32) * K;
+    }
+    Acc v = convert<Acc>(y[i]);
+    if (bias != nullptr) v += convert<Acc>(bias[k]);
+    y[i] = convert<T>(relu && v < Acc(0) ? Acc(0) : v);
+  }
+}
+
+void bias_act_inplace(const Tensor& y, const Tensor& bias, bool relu) {
+  const bool channels_last = !y.is_contiguous() && y.is_contiguous(MemoryFormat::channels_last);
+  EMBER_INTERNAL_ASSERT(channels_last || y.is_contiguous(),
+                        "conv2d epilogue: the output (shape ", y.shape_str(),
+                        ") must be dense NCHW or channels_last");
+  Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const int64_t total = y.numel(), K = y.size(1), PQ = y.size(2) * y.size(3);
+  const bool use32 = total <= std::numeric_limits<int32_t>::max();
+  const Device dev = y.device();
+  dispatch_conv_dtype<true>(y.dtype(), "epilogue", [&](auto tag) {
+    using T = decltype(tag);
+    bias_act_inplace_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream_of(dev)>>>(
+        static_cast<T*>(y.data_ptr()), b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr,
+        relu, total, K, DivideBy(std::max<int64_t>(PQ, 1), use32), DivideBy(K, use32), channels_last,
+        use32);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void conv2d_epilogue_cuda(const ConvProblem& pr, const Tensor& bias, bool relu) {
+  DeviceGuard device_guard(pr.device());
+  // Fuse into the GEMM's epilogue only when the cache would run implicit_gemm anyway, so forced
+  // algorithms, workspace limits and deterministic mode keep their meaning.
+  if (conv2d_choose(pr).name == "implicit_gemm" && implicit_gemm_forward_fused(pr, bias, relu))
+    return;
+  conv2d_run(pr);
+  if (bias.defined() || relu) bias_act_inplace(pr.output, bias, relu);
+}
+
+}  // namespace
+}  // namespace ember::cuda::conv
+
+namespace ember {
+EMBER_REGISTER_KERNEL(conv2d_epilogue_kernel, CUDA, dispatch::kFloatingTypes,
+                      &cuda::conv::conv2d_epilogue_cuda);
+}  // namespace ember
