@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Ember's test command (the README's, and what CI runs): installs the packages (scripts/setup.sh),
-# builds (scripts/build.sh), runs the ctest suites (CPU ones; CUDA ones skip without a GPU), then
+# checks the layer rules and formatting, builds (scripts/build.sh), runs the ctest suites (CPU ones; CUDA ones skip without a GPU), then
 # checks that Ember can be used from another CMake project, both installed (find_package) and as
 # a subdirectory (add_subdirectory). Ends with one line `summary: N passed, N failed, N skipped`.
 # Environment: EMBER_SKIP_SETUP=1 skips setup; EMBER_SKIP_CONSUMER=1 skips the consumer checks;
@@ -19,14 +19,32 @@ if [[ ${EMBER_SKIP_SETUP:-0} != 1 ]]; then
   bash scripts/setup.sh
 fi
 
+passed=0 failed=0 skipped=0
+failures=()
+
+# Static checks of the tree: the layer rules and file sizes (scripts/check_layers.py) and the
+# formatting (scripts/check_format.sh). Each counts as one test.
+static_check() {
+  local name=$1
+  shift
+  echo "test: $name ..."
+  if "$@"; then
+    ((passed += 1))
+  else
+    ((failed += 1))
+    failures+=("$name")
+  fi
+}
+step "static checks (layers, file sizes, formatting)"
+static_check layers python3 scripts/check_layers.py
+static_check format bash scripts/check_format.sh
+
 step "build (scripts/build.sh into $build_dir)"
 if ! bash scripts/build.sh; then
   echo "test: the build failed (its errors are above); no test was run"
   exit 1
 fi
 
-passed=0 failed=0 skipped=0
-failures=()
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ember-test.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 

@@ -15,6 +15,7 @@
 #include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/cuda_check.h"
 #include "ember/tensor/runtime/stream.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 namespace ember::cuda {
 namespace {

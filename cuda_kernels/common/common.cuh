@@ -22,6 +22,7 @@
 #include "ember/tensor/dtype.h"
 #include "ember/tensor/runtime/stream.h"
 #include "ember/tensor/tensor_iter.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 namespace ember::cuda {
 

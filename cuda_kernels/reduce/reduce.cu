@@ -19,6 +19,7 @@
 
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/kernel_interface/reduce.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 namespace ember::cuda {
 namespace {

@@ -16,6 +16,7 @@
 #include <curand.h>
 
 #include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #endif
 
 namespace ember::cuda {

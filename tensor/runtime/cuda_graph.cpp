@@ -8,6 +8,7 @@
 #include "ember/tensor/runtime/generator.h"
 #ifdef EMBER_WITH_CUDA
 #include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #endif
 
 namespace ember::cuda {
