@@ -97,29 +97,24 @@ struct alignas(sizeof(T) * N) AlignedVec {
 
 // ---- dispatch ---------------------------------------------------------------------------------
 
-#define EMBER_CUDA_DTYPE_CASE(enum_v, type, ...) \
-  case ::ember::DType::enum_v: {                 \
-    using scalar_t = type;                       \
-    __VA_ARGS__();                               \
-    break;                                       \
+// Every dtype dispatch in the CUDA backend has one form: f(T{}) with T the DEVICE type of the
+// runtime dtype (float, double, __half, __nv_bfloat16, int32_t, int64_t, uint8_t, bool); the callee
+// names it as `using scalar_t = decltype(tag);`. dispatch_all_dtypes takes every dtype,
+// dispatch_floating (below) a chosen set of floating ones.
+template <typename F>
+void dispatch_all_dtypes(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
+    case DType::f16: f(__half{}); return;
+    case DType::bf16: f(__nv_bfloat16{}); return;
+    case DType::i32: f(int32_t{}); return;
+    case DType::i64: f(int64_t{}); return;
+    case DType::u8: f(uint8_t{}); return;
+    case DType::boolean: f(bool{}); return;
   }
-
-// Runs the lambda with scalar_t bound to the DEVICE type of `dtype` (__half, __nv_bfloat16, ...).
-#define EMBER_CUDA_DISPATCH_ALL_DTYPES(dtype, op_name, ...)                                    \
-  do {                                                                                         \
-    switch (dtype) {                                                                           \
-      EMBER_CUDA_DTYPE_CASE(f32, float, __VA_ARGS__)                                           \
-      EMBER_CUDA_DTYPE_CASE(f64, double, __VA_ARGS__)                                          \
-      EMBER_CUDA_DTYPE_CASE(f16, __half, __VA_ARGS__)                                          \
-      EMBER_CUDA_DTYPE_CASE(bf16, __nv_bfloat16, __VA_ARGS__)                                  \
-      EMBER_CUDA_DTYPE_CASE(i32, int32_t, __VA_ARGS__)                                         \
-      EMBER_CUDA_DTYPE_CASE(i64, int64_t, __VA_ARGS__)                                         \
-      EMBER_CUDA_DTYPE_CASE(u8, uint8_t, __VA_ARGS__)                                          \
-      EMBER_CUDA_DTYPE_CASE(boolean, bool, __VA_ARGS__)                                        \
-      default:                                                                                 \
-        EMBER_THROW(internal, op_name, ": unknown dtype code ", int(dtype));                   \
-    }                                                                                          \
-  } while (0)
+  EMBER_THROW(internal, op, ": unknown dtype code ", int(dtype));
+}
 
 // The floating dtypes one dispatch_floating call compiles its lambda for. Each one is a template
 // instantiation of the caller's kernels (CI compiles on two cores), so a call site names only the

@@ -353,8 +353,8 @@ void unary_cuda(const ElementwiseIter& iter, UnaryOp op, UnaryParams p) {
                         dtype_name(in_dtype));
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
-  EMBER_CUDA_DISPATCH_ALL_DTYPES(in_dtype, "unary_kernel",
-                                 [&] { launch_unary<scalar_t>(iter, op, p, out_bool, stream); });
+  dispatch_all_dtypes(in_dtype, "unary_kernel", [&](auto tag) {
+    using scalar_t = decltype(tag); launch_unary<scalar_t>(iter, op, p, out_bool, stream); });
 }
 
 // ---- binary -----------------------------------------------------------------------------------
@@ -518,8 +518,8 @@ void binary_cuda(const ElementwiseIter& iter, BinaryOp op, double alpha) {
                         dtype_name(dtype));
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
-  EMBER_CUDA_DISPATCH_ALL_DTYPES(dtype, "binary_kernel",
-                                 [&] { launch_binary<scalar_t>(iter, op, alpha, out_bool, stream); });
+  dispatch_all_dtypes(dtype, "binary_kernel", [&](auto tag) {
+    using scalar_t = decltype(tag); launch_binary<scalar_t>(iter, op, alpha, out_bool, stream); });
 }
 
 // ---- where ------------------------------------------------------------------------------------
@@ -667,7 +667,8 @@ void copy_cuda(const ElementwiseIter& iter) {
     if (try_float_cast(iter, stream)) return;
   }
   const OffsetCalc<2> oc = make_offset_calc<2>(iter);
-  EMBER_CUDA_DISPATCH_ALL_DTYPES(to, "copy_kernel", [&] {
+  dispatch_all_dtypes(to, "copy_kernel", [&](auto tag) {
+    using scalar_t = decltype(tag);
     copy_strided_kernel<scalar_t><<<grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll, iter.device.index,
                                              strided_blocks_per_sm(iter)),
                                     kBlockThreads, 0, stream>>>(

@@ -189,7 +189,8 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
   const int device = out.device().index;
   const bool use32 = total <= std::numeric_limits<int32_t>::max();
   int* flag = device_error_flag(device);
-  EMBER_CUDA_DISPATCH_ALL_DTYPES(out.dtype(), "index_add_kernel", [&] {
+  dispatch_all_dtypes(out.dtype(), "index_add_kernel", [&](auto tag) {
+    using scalar_t = decltype(tag);
     if constexpr (std::is_same_v<scalar_t, uint8_t> || std::is_same_v<scalar_t, bool>) {
       EMBER_THROW(not_supported, "index_add: dtype ", dtype_name(out.dtype()),
                   " is not supported on CUDA; use a floating dtype, int32 or int64");
@@ -332,7 +333,8 @@ void scatter_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src,
   const int device = out.device().index;
   const OffsetCalc<3> oc = make_gather_offsets("scatter_add", index, out, src, dim);
   int* flag = device_error_flag(device);
-  EMBER_CUDA_DISPATCH_ALL_DTYPES(out.dtype(), "scatter_add_kernel", [&] {
+  dispatch_all_dtypes(out.dtype(), "scatter_add_kernel", [&](auto tag) {
+    using scalar_t = decltype(tag);
     if constexpr (std::is_same_v<scalar_t, uint8_t> || std::is_same_v<scalar_t, bool>) {
       EMBER_THROW(not_supported, "scatter_add: dtype ", dtype_name(out.dtype()),
                   " is not supported on CUDA; use a floating dtype, int32 or int64");

@@ -446,7 +446,8 @@ void reduce_cuda(const Tensor& out, const Tensor* indices, const Tensor& in, Red
   }
   DeviceGuard device_guard(in.device());
   cudaStream_t stream = stream_of(in.device());
-  EMBER_CUDA_DISPATCH_ALL_DTYPES(dtype, "reduce_kernel", [&] {
+  dispatch_all_dtypes(dtype, "reduce_kernel", [&](auto tag) {
+    using scalar_t = decltype(tag);
     launch_reduce<scalar_t>(out, indices, in, shape, op, correction, stream);
   });
 }
