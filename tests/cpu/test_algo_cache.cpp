@@ -1,6 +1,6 @@
 // The algorithm registry and AlgoCache on the CPU, choosing: keys, registration, every mode's
 // semantics (heuristic, forced, deterministic, benchmark on scratch outputs with pruning), the
-// workspace limit, the dynamic-shape policy and the settings guards. Algorithms here are fakes
+// workspace limit, the dynamic-shape policy, the settings guards and the benchmark hooks. Algorithms here are fakes
 // (tests/support/algo_cache_fakes.h) registered through the public API on ops of their own, so
 // each test controls exactly what is "fast", "deterministic" or "applicable". The cache's storage,
 // threads, persistence and log are in test_algo_cache_storage.cpp.
@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "ember/dispatch/algo_cache.h"
+#include "ember/dispatch/benchmark_hooks.h"
 #include "ember/ember.h"
 #include "support/algo_cache_fakes.h"
 
@@ -323,6 +324,34 @@ TEST_CASE("benchmark mode: a slow first call (one-time setup) does not prune the
   cache.run(op.slot(), op.key(5), user);
   CHECK(cache.stats().candidates_pruned == 0);
   CHECK(op.choose(cache, 5) == "setup");
+}
+
+namespace {
+std::atomic<int> g_cpu_holds{0};
+std::atomic<int> g_cpu_setup_queries{0};
+}  // namespace
+
+TEST_CASE("benchmark hooks: registered per device type; CPU timing uses none") {
+  const BenchmarkHooks before = benchmark_hooks(DeviceType::CPU);
+  BenchmarkHooks hooks;
+  hooks.hold_stream = [](const Stream&, double) { ++g_cpu_holds; };
+  hooks.setup_events = []() -> int64_t { return ++g_cpu_setup_queries; };
+  set_benchmark_hooks(DeviceType::CPU, hooks);
+  CHECK((benchmark_hooks(DeviceType::CPU).hold_stream == hooks.hold_stream));
+  CHECK((benchmark_hooks(DeviceType::CPU).setup_events == hooks.setup_events));
+
+  FakeOp op({{"slow", 1.0, true, 0, INT64_MAX, fixed_us(1000)},
+             {"fast", 2.0, true, 0, INT64_MAX, fixed_us(0)}});
+  AlgoCache cache;
+  {
+    AlgoModeGuard mode(AlgoMode::benchmark);
+    CHECK(op.choose(cache, 3) == "fast");
+  }
+  CHECK(cache.stats().benchmarks == 1);
+  CHECK(g_cpu_holds == 0);  // steady_clock timing: nothing to hold, no set-up to skip
+  CHECK(g_cpu_setup_queries == 0);
+  set_benchmark_hooks(DeviceType::CPU, before);
+  CHECK((benchmark_hooks(DeviceType::CPU).hold_stream == before.hold_stream));
 }
 
 TEST_CASE("benchmark mode: upgrades heuristic entries; all-failing candidates cache nothing") {
