@@ -261,9 +261,10 @@ struct AlgoCache::Impl {
   uint64_t total_hits();
 
   // Other statistics.
-  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0}, candidates_pruned{0},
-      benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0}, capture_fallbacks{0},
-      forced_choices{0}, workspace_fallbacks{0}, evictions{0}, loaded_entries{0};
+  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0},
+      candidates_pruned{0}, benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0},
+      capture_fallbacks{0}, forced_choices{0}, workspace_fallbacks{0}, evictions{0},
+      loaded_entries{0};
 
   Impl();
 

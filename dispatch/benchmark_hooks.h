@@ -1,6 +1,6 @@
 // Benchmark hooks: what a backend lends the AlgoCache's timing of candidates
-// (dispatch/algo_cache_benchmark.cpp), so that dispatch includes no kernel and no backend. A backend
-// registers its hooks for its device type at library load (the CUDA backend's are in
+// (dispatch/algo_cache_benchmark.cpp), so that dispatch includes no kernel and no backend. A
+// backend registers its hooks for its device type at library load (the CUDA backend's are in
 // cuda_kernels/common/timing_hooks.cpp); a device type without hooks is timed without them.
 #pragma once
 #include <cstdint>

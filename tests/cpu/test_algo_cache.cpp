@@ -1,9 +1,10 @@
 // The algorithm registry and AlgoCache on the CPU, choosing: keys, registration, every mode's
 // semantics (heuristic, forced, deterministic, benchmark on scratch outputs with pruning), the
-// workspace limit, the dynamic-shape policy, the settings guards and the benchmark hooks. Algorithms here are fakes
-// (tests/support/algo_cache_fakes.h) registered through the public API on ops of their own, so
-// each test controls exactly what is "fast", "deterministic" or "applicable". The cache's storage,
-// threads, persistence and log are in test_algo_cache_storage.cpp.
+// workspace limit, the dynamic-shape policy, the settings guards and the benchmark hooks.
+// Algorithms here are fakes (tests/support/algo_cache_fakes.h) registered through the public API
+// on ops of their own, so each test controls exactly what is "fast", "deterministic" or
+// "applicable". The cache's storage, threads, persistence and log are in
+// test_algo_cache_storage.cpp.
 #include <doctest/doctest.h>
 
 #include <atomic>

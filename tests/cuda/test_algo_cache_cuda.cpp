@@ -1,9 +1,9 @@
 // The AlgoCache on a GPU: no benchmarking while the current stream is capturing a CUDA graph (the
 // cached or heuristic choice is used, and the key is benchmarked after the capture), benchmarking
 // with CUDA events on scratch outputs (the caller's output untouched), workspace from the CUDA
-// allocator, keys / cache stamps that carry the GPU's architecture, and the benchmark hooks the CUDA
-// backend registers. The algorithms are fakes registered through the public API: they differ only
-// in how much memory they clear.
+// allocator, keys / cache stamps that carry the GPU's architecture, and the benchmark hooks the
+// CUDA backend registers. The algorithms are fakes registered through the public API: they differ
+// only in how much memory they clear.
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
