@@ -1,6 +1,7 @@
 // Internal to dispatch/algo_cache*.cpp: the AlgoCache's storage (sharded hash maps with an LRU
 // clock and a change epoch, per-thread hit counters, the dynamic-shape policy's per-slot state,
-// statistics) and the helpers the decision code and the persistence code share. Not installed for
+// statistics), the candidates of a decision, and the helpers the files of the cache share (the
+// settings, lookup, miss, benchmark, storage, statistics and persistence code). Not installed for
 // users; include dispatch/algo_cache.h instead.
 #pragma once
 #include <array>
@@ -201,6 +202,19 @@ struct alignas(64) ThreadHitCounter {
   }
 };
 
+// One algorithm of the slot, as seen for one problem.
+struct Candidate {
+  int index;
+  size_t workspace_bytes;
+  double time_ms = -1;  // benchmark result; < 0 when not timed or failed
+  std::string failure;  // why the benchmark run threw
+  bool pruned = false;  // timed once only: already far slower than the fastest so far
+};
+struct CandidateSet {
+  std::vector<Candidate> usable;
+  std::vector<std::string> skipped;  // "name (reason)"
+};
+
 // A key the dynamic-shape policy may reuse, with its benchmarked choice.
 struct BenchmarkedKey {
   AlgoKey key;
@@ -247,9 +261,10 @@ struct AlgoCache::Impl {
   uint64_t total_hits();
 
   // Other statistics.
-  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0}, candidates_pruned{0},
-      benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0}, capture_fallbacks{0},
-      forced_choices{0}, workspace_fallbacks{0}, evictions{0}, loaded_entries{0};
+  std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0},
+      candidates_pruned{0}, benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0},
+      capture_fallbacks{0}, forced_choices{0}, workspace_fallbacks{0}, evictions{0},
+      loaded_entries{0};
 
   Impl();
 
@@ -263,6 +278,21 @@ struct AlgoCache::Impl {
   // Evicts least recently used entries until at most `capacity` remain.
   void evict_to_capacity();
   void remember_benchmarked(int slot_index, const AlgoKey& key, int algorithm);
+
+  // Decisions off the hot path (algo_cache_miss.cpp). The choice AlgoSettings::forced names for
+  // `slot`, validated; index -1 when nothing is forced for it.
+  AlgoCache::Selection forced_choice(const AlgoSlot& slot, const AlgoKey& key,
+                                     const detail::ErasedProblem& p, const AlgoSettings& settings);
+  // A lookup that found no usable entry, or one to re-make: `cached` is the entry's algorithm (-1
+  // when none), `over_limit` whether it needs more workspace than `limit`, `budget` the
+  // dynamic-shape policy's keys per op read by the lookup.
+  AlgoCache::Selection choose_on_miss(const AlgoSlot& slot, const SettingsKey& filed, uint64_t hash,
+                                      const detail::ErasedProblem& p, AlgoMode mode, size_t limit,
+                                      int cached, bool over_limit, int budget);
+  // Times every usable candidate of `set` on scratch outputs (algo_cache_benchmark.cpp), filling
+  // their times and failures; the fastest, or null when none ran.
+  const Candidate* benchmark(const AlgoSlot& slot, const detail::ErasedProblem& p,
+                             CandidateSet& set);
 };
 static_assert(AlgoCache::Impl::kNumShards == 16, "shard_of uses the top 4 bits of the hash");
 
@@ -275,5 +305,29 @@ inline AlgoSlot& slot_of(const AlgoKey& key) {
 void algo_log(const std::string& line);
 // Prints a warning about the algorithm cache to stderr (always, not only when logging).
 void algo_warn(const std::string& message);
+
+// The initial global settings: EMBER_ALGO_MODE, EMBER_ALGO_WORKSPACE_LIMIT, EMBER_ALGO_FORCE
+// (a malformed value is a warning and is ignored).
+AlgoSettings settings_from_environment();
+
+// The enabled algorithms of `slot` that may run `p` (deterministic ones only when asked, within
+// the workspace limit), and the others with the reason they were skipped.
+CandidateSet gather_candidates(const AlgoSlot& slot, const detail::ErasedProblem& p,
+                               bool deterministic_only, size_t workspace_limit);
+// The heuristic: the lowest heuristic_cost; algorithms without an estimate rank after those with
+// one, in registration order. `usable` is not empty.
+const Candidate& heuristic_pick(const AlgoSlot& slot, const detail::ErasedProblem& p,
+                                const std::vector<Candidate>& usable);
+// not_supported: no algorithm of `slot` can run `key`, with the reasons.
+[[noreturn]] void throw_no_candidate(const AlgoSlot& slot, const AlgoKey& key,
+                                     const CandidateSet& set, size_t limit);
+// One decision as one log line: op, key, how it was made, the candidates, the choice.
+void log_decision(const AlgoSlot& slot, const AlgoKey& key, const char* how,
+                  const std::vector<Candidate>& usable, const std::vector<std::string>& skipped,
+                  const std::string& choice);
+// "1.5 MiB"; "unlimited" for kNoWorkspaceLimit.
+std::string format_bytes(size_t bytes);
+// The first line of an exception's message.
+std::string first_line(const char* what);
 
 }  // namespace ember::dispatch

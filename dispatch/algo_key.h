@@ -46,7 +46,7 @@ const char* operand_layout_name(OperandLayout l);
 inline constexpr size_t kNoWorkspaceLimit = std::numeric_limits<size_t>::max();
 // The workspace limit as stored in keys: 0 for 0, 255 for no limit, else 1 + floor(log2(limit)).
 // Limits in one bucket share cache entries; a hit whose workspace exceeds the exact limit is
-// re-checked (see algo_cache.cpp), so bucketing never breaks a limit.
+// re-checked (see algo_cache_lookup.cpp), so bucketing never breaks a limit.
 uint8_t workspace_bucket(size_t limit_bytes);
 
 struct alignas(16) AlgoKey {

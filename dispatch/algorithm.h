@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -137,11 +138,13 @@ AlgorithmHandle register_algorithm(OpId op, Direction direction, DeviceType devi
   static_assert(AlgoProblem<Problem>,
                 "a Problem needs device() and with_scratch_outputs() (see dispatch/algorithm.h)");
   AlgoSlot& slot = algo_slot(op, direction, device_type);
-  // Leaked on purpose: a registration lives as long as the process (static destructors and the
+  // Owned here until the slot has taken it (add throws for a duplicate name or a full slot), then
+  // leaked on purpose: a registration lives as long as the process (static destructors and the
   // exit-time cache save may still consult it).
-  auto* stored = new Algorithm<Problem>(std::move(algorithm));
-  int index =
-      slot.add(stored, typeid(Problem), stored->name, stored->deterministic, bool(stored->run));
+  auto stored = std::make_unique<Algorithm<Problem>>(std::move(algorithm));
+  int index = slot.add(stored.get(), typeid(Problem), stored->name, stored->deterministic,
+                       bool(stored->run));
+  (void)stored.release();  // now the slot's
   return {&slot, index};
 }
 template <typename Problem>

@@ -1,4 +1,4 @@
-// The stream-holding kernel of cuda_kernels/stream_hold.h.
+// The stream-holding kernel of cuda_kernels/common/stream_hold.h.
 #include "ember/cuda_kernels/common/stream_hold.h"
 
 #include <cstdint>

@@ -1,16 +1,19 @@
 // The AlgoCache on a GPU: no benchmarking while the current stream is capturing a CUDA graph (the
 // cached or heuristic choice is used, and the key is benchmarked after the capture), benchmarking
 // with CUDA events on scratch outputs (the caller's output untouched), workspace from the CUDA
-// allocator, and keys / cache stamps that carry the GPU's architecture. The algorithms are fakes
-// registered through the public API: they differ only in how much memory they clear.
+// allocator, keys / cache stamps that carry the GPU's architecture, and the benchmark hooks the
+// CUDA backend registers. The algorithms are fakes registered through the public API: they differ
+// only in how much memory they clear.
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
 #include <atomic>
 
 #include "ember/dispatch/algo_cache.h"
+#include "ember/dispatch/benchmark_hooks.h"
 #include "ember/ember.h"
 #include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/eager_replay.h"
 
 using namespace ember;
 using namespace ember::dispatch;
@@ -162,4 +165,17 @@ TEST_CASE("algo cache (CUDA): keys and cache stamps carry the GPU architecture" 
   CHECK(stamp.cc_major == props.major);
   CHECK(stamp.cuda_runtime_version == props.runtime_version);
   CHECK(stamp.cuda_driver_version == props.driver_version);
+}
+
+TEST_CASE("algo cache (CUDA): the CUDA backend registers its benchmark hooks") {
+  const BenchmarkHooks hooks = benchmark_hooks(DeviceType::CUDA);
+  REQUIRE((hooks.hold_stream != nullptr));
+  REQUIRE((hooks.setup_events != nullptr));
+  CHECK(hooks.setup_events() == cuda::eager_replay_setup_events());
+  if (!cuda::is_available()) return;
+  Stream s = new_stream(Device::cuda());
+  hooks.hold_stream(s, 20000.0);  // 20 ms of GPU time
+  CHECK_FALSE(s.query());         // still held right after the launch
+  s.synchronize();
+  CHECK(s.query());
 }
