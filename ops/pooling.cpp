@@ -155,8 +155,13 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
     const bool taps = !return_indices && window_taps <= kPoolMaxTapsU8;
     problem.indices = taps ? PoolIndices::taps_u8 : PoolIndices::flat_i64;
   }
-  // The encoding follows from the algorithm the cache chooses for this key, in every mode (see
-  // pool_forward_packs_taps), and the backward's key carries it: forward and backward agree.
+  // The forward is chosen for the problem with unpacked taps, in any mode (benchmarked too), and
+  // the encoding follows from that choice: packed where the chosen algorithm applies to the
+  // packed problem (packs_taps). The backward's problem carries the encoding (its key and every
+  // applies() see it), so whichever forward the cache picked, the backward chosen reads what it
+  // wrote: forward and backward agree in every mode, and a forced backward that cannot read it is
+  // an error, never a wrong result. Benchmarking the forward times its candidates writing
+  // unpacked taps (the scratch problem's encoding): a slight handicap to the packing kernels only.
   const dispatch::Algorithm<PoolProblem>& forward = pool_choose(problem);
   if (problem.indices == PoolIndices::taps_u8 && packs_taps(forward, problem)) {
     problem.indices = PoolIndices::taps_packed;

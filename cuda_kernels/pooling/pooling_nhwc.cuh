@@ -113,9 +113,8 @@ void launch_window_kernel(void (*kernel)(Params...), unsigned grid, cudaStream_t
   launch_dependent(kernel, dim3(grid), dim3(kBlockThreads), 0, stream, std::forward<Args>(args)...);
 }
 
-// ---- device helpers of the window kernels -------------------------------------------------------
+// ---- device helpers of the window kernels -----------------------------------------------------
 namespace {
-
 
 // V int64 indices at p (16-byte aligned when V > 1; V is then even).
 template <int V>

@@ -354,6 +354,51 @@ TEST_CASE("max pooling through autograd: compact taps give the int64 path's grad
   }
 }
 
+TEST_CASE("max pooling's tap encoding follows the forward the cache chose, in every mode" *
+          doctest::skip(!cuda::is_available())) {
+  // The forward packs its uint8 taps where the algorithm chosen for it can (window_3x3_nhwc and
+  // window_nhwc on whole vectors); the backward's problem carries the encoding, so every mode and
+  // forced choice must give the heuristic's gradients, or, forcing a backward that cannot read
+  // what the forward wrote, an error.
+  using dispatch::AlgoMode;
+  using dispatch::AlgoSettings;
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const Window2d& w : {kWindows[0], kWindows[5]}) {  // 3x3 stride 2; 2x2 disjoint
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(shape_str(w.kernel));
+      const Tensor input = max_inputs({2, 64, 13, 11}, dtype)[0].contiguous(cl);
+      Tensor dy;
+      auto grad_of = [&](const AlgoSettings& settings) {
+        dispatch::AlgoSettingsGuard guard(settings);
+        Tensor x = input.detach().set_requires_grad(true);
+        Tensor y = max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+        if (!dy.defined())
+          dy = randn(y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype).contiguous(cl);
+        y.backward(dy);
+        return x.grad();
+      };
+      const Tensor expect = grad_of(AlgoSettings{});
+      for (const AlgoSettings& settings :
+           {AlgoSettings{}.with_mode(AlgoMode::benchmark),
+            AlgoSettings{}.with_mode(AlgoMode::deterministic),
+            AlgoSettings{}.force("pooling", "generic"),
+            AlgoSettings{}.force("pooling.forward", "generic"),
+            AlgoSettings{}.force("pooling.forward", "window_nhwc"),
+            AlgoSettings{}.force("pooling.backward", "window_nhwc")}) {
+        const std::string how = settings.forced.empty()
+                                    ? dispatch::algo_mode_name(settings.mode)
+                                    : settings.forced.begin()->first + "=" +
+                                          settings.forced.begin()->second;
+        CAPTURE(how);
+        CHECK(same_values(grad_of(settings), expect));
+      }
+      // The heuristic's forward packs here; the generic backward reads a byte per tap.
+      CHECK_THROWS(grad_of(AlgoSettings{}.force("pooling.backward", "generic")));
+    }
+  }
+}
+
 TEST_CASE("max pooling through autograd: 1-D, 3-D, unbatched and windows over 256 taps" *
           doctest::skip(!cuda::is_available())) {
   // Each runs on the GPU and on the CPU (fp64); values and gradients must agree.
