@@ -1,7 +1,9 @@
-// CPU kernels behind pool_forward_kernel and pool_backward_kernel (ops/pooling.h): max (the first
-// maximum wins ties; a NaN wins over numbers and the last NaN wins, as in PyTorch), average and adaptive average pooling
-// over 5-D strided views, with max pooling's indices as int64 flat positions, uint8 window taps
-// or none (ops/pooling.h). The reference for the CUDA kernels: plain loops, accumulation in double.
+// The CPU pooling algorithm ("direct", the one algorithm of the CPU slots "pooling.forward" and
+// "pooling.backward"; kernel_interface/pooling.h): max (the first maximum wins ties; a NaN wins
+// over numbers and the last NaN wins, as in PyTorch), average and adaptive average pooling over
+// 5-D strided views, with max pooling's indices as int64 flat positions, uint8 window taps or none
+// (packed taps are the CUDA fast kernels' alone). The reference for the CUDA kernels: plain loops,
+// accumulation in double.
 // The backward scatters each output gradient into its window (sequential, so deterministic),
 // where the CUDA kernel gathers: the two formulations check each other.
 #include <algorithm>
@@ -10,7 +12,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "ember/ops/pooling.h"
+#include "ember/dispatch/algorithm.h"
+#include "ember/kernel_interface/pooling.h"
 
 namespace ember {
 namespace {
@@ -168,16 +171,27 @@ void pool_backward_typed(const PoolArgs& a) {
     }
 }
 
-void pool_forward_cpu(const PoolArgs& a) {
-  EMBER_DISPATCH_FLOATING_DTYPES(a.input.dtype(), "pooling", [&] { pool_forward_typed<scalar_t>(a); });
-}
-void pool_backward_cpu(const PoolArgs& a) {
-  EMBER_DISPATCH_FLOATING_DTYPES(a.input.dtype(), "pooling", [&] { pool_backward_typed<scalar_t>(a); });
+dispatch::Algorithm<PoolProblem> direct(bool forward) {
+  dispatch::Algorithm<PoolProblem> a;
+  a.name = "direct";
+  a.deterministic = true;
+  // Every problem but packed taps, which no CPU kernel writes or reads.
+  a.applies = [](const PoolProblem& p) { return p.indices != PoolIndices::taps_packed; };
+  a.run = [forward](const PoolProblem& p, void*) {
+    const PoolArgs& args = p.args;
+    if (forward)
+      EMBER_DISPATCH_FLOATING_DTYPES(args.input.dtype(), "pooling",
+                                     [&] { pool_forward_typed<scalar_t>(args); });
+    else
+      EMBER_DISPATCH_FLOATING_DTYPES(args.input.dtype(), "pooling",
+                                     [&] { pool_backward_typed<scalar_t>(args); });
+  };
+  return a;
 }
 
 }  // namespace
 
-EMBER_REGISTER_KERNEL(pool_forward_kernel, CPU, dispatch::kFloatingTypes, &pool_forward_cpu);
-EMBER_REGISTER_KERNEL(pool_backward_kernel, CPU, dispatch::kFloatingTypes, &pool_backward_cpu);
+EMBER_REGISTER_ALGORITHM(PoolProblem, "pooling", forward, CPU, direct(true));
+EMBER_REGISTER_ALGORITHM(PoolProblem, "pooling", backward, CPU, direct(false));
 
 }  // namespace ember

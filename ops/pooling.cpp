@@ -1,20 +1,20 @@
 // Pooling ops (ops/pooling.h): argument checks, output sizes (PyTorch's rules), output layout
 // (the input's memory format), the 3-D PoolArgs every variant becomes, autograd (max pooling saves
-// its indices, one byte per output -- or half of one where the device packs them -- when only
-// autograd needs them; average pooling saves nothing but the geometry), and the kernel table
-// definitions.
+// its indices, one byte per output -- or half of one where the chosen forward packs them -- when
+// only autograd needs them; average pooling saves nothing but the geometry), and the algorithm
+// cache's glue for PoolProblem (slots, key, choice).
 #include "ember/ops/pooling.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "ember/autograd/graph/graph.h"
 
 namespace ember {
 
-EMBER_DEFINE_KERNEL(pool_forward_kernel, PoolKernel)
-EMBER_DEFINE_KERNEL(pool_backward_kernel, PoolKernel)
-EMBER_DEFINE_KERNEL(pool_packs_taps_kernel, PoolPacksTaps)
+using dispatch::Direction;
 
 namespace {
 
@@ -60,6 +60,17 @@ void strides5(const Tensor& t, int spatial, int64_t (&out)[5]) {
     const int dim = i - (3 - spatial);
     out[2 + i] = dim >= 0 ? t.stride(2 + dim) : 0;
   }
+}
+
+// Whether `forward`, chosen for max pooling `p` with unpacked uint8 taps, writes them packed: the
+// encoding fits and the algorithm applies to the packed problem (the forward kernels that can
+// pack do so wherever they apply to it).
+bool packs_taps(const dispatch::Algorithm<PoolProblem>& forward, const PoolProblem& p) {
+  if (!pool_packed_taps_fit(p.args)) return false;
+  PoolProblem packed = p;
+  packed.indices = PoolIndices::taps_packed;
+  packed.args.packed_taps = true;
+  return forward.applies && forward.applies(packed);
 }
 
 struct PoolResult {
@@ -134,20 +145,37 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
   strides5(x, s.spatial, a.in_strides);
   strides5(a.output, s.spatial, a.out_strides);
   const bool needs_grad = autograd::needs_grad({&x0});
+  PoolProblem problem;  // forward; its indices are allocated once the algorithm is chosen
+  problem.args = a;
   if (s.mode == PoolMode::max && (return_indices || needs_grad)) {
     // Backward alone needs only which tap of its window each output took: one byte instead of
-    // eight (half a byte where the device's forward packs them), written by the forward and read
+    // eight (half a byte where the chosen forward packs them), written by the forward and read
     // by the backward (the user's indices stay int64).
     const int64_t window_taps = a.kernel[0] * a.kernel[1] * a.kernel[2];
     const bool taps = !return_indices && window_taps <= kPoolMaxTapsU8;
-    const auto& packs = pool_packs_taps_kernel();  // it also checks the encoding's limits
-    a.packed_taps = taps && packs.has(x.device().type, x.dtype()) &&
-                    packs.get(x.device().type, x.dtype())(a);
-    Shape index_shape = out_shape;
-    if (a.packed_taps) index_shape[1] /= 2;  // two channels' taps a byte
-    a.indices = empty(index_shape, taps ? DType::u8 : DType::i64, x.device(), format);
+    problem.indices = taps ? PoolIndices::taps_u8 : PoolIndices::flat_i64;
   }
-  if (a.output.numel() > 0) pool_forward_kernel().get(x.device().type, x.dtype())(a);
+  // The forward is chosen for the problem with unpacked taps, in any mode (benchmarked too), and
+  // the encoding follows from that choice: packed where the chosen algorithm applies to the
+  // packed problem (packs_taps). The backward's problem carries the encoding (its key and every
+  // applies() see it), so whichever forward the cache picked, the backward chosen reads what it
+  // wrote: forward and backward agree in every mode, and a forced backward that cannot read it is
+  // an error, never a wrong result. Benchmarking the forward times its candidates writing
+  // unpacked taps (the scratch problem's encoding): a slight handicap to the packing kernels only.
+  const dispatch::Algorithm<PoolProblem>& forward = pool_choose(problem);
+  if (problem.indices == PoolIndices::taps_u8 && packs_taps(forward, problem)) {
+    problem.indices = PoolIndices::taps_packed;
+    problem.args.packed_taps = true;
+  }
+  if (problem.indices != PoolIndices::none) {
+    Shape index_shape = out_shape;
+    if (problem.args.packed_taps) index_shape[1] /= 2;  // two channels' taps a byte
+    problem.args.indices =
+        empty(index_shape, problem.indices == PoolIndices::flat_i64 ? DType::i64 : DType::u8,
+              x.device(), format);
+  }
+  a = problem.args;
+  if (a.output.numel() > 0) forward.run(problem, nullptr);  // no pooling algorithm has workspace
 
   PoolResult r{a.output, a.indices};
   if (unbatched) {
@@ -165,7 +193,7 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
     const int spatial = s.spatial;
     autograd::record_backward(
         op, {x0}, {&r.output},
-        [saved, x_shape, input_shape, dtype, device, format, spatial](
+        [saved, indices = problem.indices, x_shape, input_shape, dtype, device, format, spatial](
             const std::vector<Tensor>& grads, const auto&) {
           PoolArgs b = saved;
           Tensor g = grads[0].dtype() == dtype ? grads[0] : grads[0].to(dtype);
@@ -177,7 +205,13 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
           strides5(g, spatial, b.out_strides);
           b.input = empty(x_shape, dtype, device, format);
           strides5(b.input, spatial, b.in_strides);
-          if (b.input.numel() > 0) pool_backward_kernel().get(device.type, dtype)(b);
+          if (b.input.numel() > 0) {
+            PoolProblem backward;
+            backward.direction = Direction::backward;
+            backward.args = b;
+            backward.indices = indices;
+            pool_run(backward);
+          }
           Tensor grad = b.input;
           if (grad.sizes() != input_shape) grad = grad.view(input_shape);
           return std::vector<Tensor>{grad};
@@ -246,6 +280,94 @@ Tensor adaptive_avg_pool3d(const Tensor& x, const IntList& output_size) {
 }
 Tensor global_avg_pool2d(const Tensor& x) {
   return pool(x, adaptive_spec("global_avg_pool2d", 2, {1})).output;
+}
+
+// ---- algorithm cache glue ---------------------------------------------------------------------
+
+namespace {
+
+uint8_t pointer_alignment(const Tensor& t) {
+  if (!t.defined() || t.numel() == 0) return 16;
+  const auto address = reinterpret_cast<uintptr_t>(t.data_ptr());
+  uint8_t align = 16;
+  while (align > 1 && address % align != 0) align /= 2;
+  return align;
+}
+
+// The operand's layout as the algorithms see it: dense channels_last first (a tensor dense both
+// ways counts as channels_last; the flags in extra[1] keep both), else dense NCHW, else strided.
+dispatch::OperandLayout layout_of(bool dense_cl, bool dense_nchw) {
+  if (dense_cl) return dispatch::OperandLayout::channels_last;
+  return dense_nchw ? dispatch::OperandLayout::contiguous : dispatch::OperandLayout::strided;
+}
+
+}  // namespace
+
+dispatch::OpId pool_op() {
+  static const dispatch::OpId id = dispatch::op_id("pooling");
+  return id;
+}
+
+dispatch::AlgoSlot& pool_slot(Direction direction, DeviceType device_type) {
+  return dispatch::algo_slot(pool_op(), direction, device_type);
+}
+
+dispatch::AlgoKey pool_key(const PoolProblem& p) {
+  const PoolArgs& a = p.args;
+  dispatch::AlgoKey key = dispatch::make_algo_key(pool_op(), p.direction, p.device());
+  key.rank = 5;
+  key.assign(key.input_sizes[0], a.batch);
+  key.assign(key.input_sizes[1], a.channels);
+  key.assign(key.output_sizes[0], a.batch);
+  key.assign(key.output_sizes[1], a.channels);
+  for (int i = 0; i < 3; ++i) {
+    key.assign(key.input_sizes[2 + i], a.in_size[i]);
+    key.assign(key.output_sizes[2 + i], a.out_size[i]);
+    key.assign(key.weight_sizes[i], a.kernel[i]);
+    key.assign(key.stride[i], a.stride[i]);
+    key.assign(key.padding[i], a.padding[i]);
+    key.assign(key.dilation[i], a.dilation[i]);
+  }
+  key.input_dtype = uint8_t(a.input.dtype());
+  key.output_dtype = uint8_t(a.output.dtype());
+  if (a.indices.defined()) key.weight_dtype = uint8_t(a.indices.dtype());
+  const bool in_cl = pool_is_dense(true, a.batch, a.channels, a.in_size, a.in_strides);
+  const bool in_nchw = pool_is_dense(false, a.batch, a.channels, a.in_size, a.in_strides);
+  const bool out_cl = pool_is_dense(true, a.batch, a.channels, a.out_size, a.out_strides);
+  const bool out_nchw = pool_is_dense(false, a.batch, a.channels, a.out_size, a.out_strides);
+  key.input_layout = uint8_t(layout_of(in_cl, in_nchw));
+  key.output_layout = uint8_t(layout_of(out_cl, out_nchw));
+  key.alignment_bytes = std::min({pointer_alignment(a.input), pointer_alignment(a.output),
+                                  pointer_alignment(a.indices)});
+  // Indices at the output's offsets (allocated by the forward in the output's layout; packed
+  // ones at half of them).
+  bool indices_at_output = true;
+  if (a.indices.defined() && !a.packed_taps) {
+    indices_at_output = a.indices.sizes() == a.output.sizes();
+    for (int64_t d = 0; indices_at_output && d < a.output.dim(); ++d)
+      indices_at_output = a.output.size(d) == 1 || a.indices.stride(d) == a.output.stride(d);
+  }
+  key.extra[0] = int32_t(a.mode) | int32_t(p.indices) << 8 | int32_t(a.count_include_pad) << 16 |
+                 int32_t(a.channels_last) << 17 | int32_t(a.packed_taps) << 18;
+  key.extra[1] = int32_t(in_cl) | int32_t(in_nchw) << 1 | int32_t(out_cl) << 2 |
+                 int32_t(out_nchw) << 3 | int32_t(indices_at_output) << 4 |
+                 int32_t(a.out_strides[0] < 0) << 5 | int32_t(a.out_strides[1] < 0) << 6;
+  return key;
+}
+
+const dispatch::Algorithm<PoolProblem>& pool_choose(const PoolProblem& p) {
+  return dispatch::algo_cache().choose(pool_slot(p.direction, p.device().type), pool_key(p), p);
+}
+
+void pool_run(const PoolProblem& p) {
+  EMBER_INTERNAL_ASSERT(p.args.indices.defined() == (p.indices != PoolIndices::none),
+                        "pooling: the indices must be allocated in the problem's encoding");
+  dispatch::algo_cache().run(pool_slot(p.direction, p.device().type), pool_key(p), p);
+}
+
+bool pool_forward_packs_taps(const PoolProblem& p) {
+  return p.direction == Direction::forward && p.indices == PoolIndices::taps_u8 &&
+         packs_taps(pool_choose(p), p);
 }
 
 }  // namespace ember

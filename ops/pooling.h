@@ -1,9 +1,10 @@
 // Pooling: max (with the argmax indices saved for backward), average (count_include_pad,
 // ceil_mode) and adaptive average over 1, 2 or 3 spatial dims, with global average pooling as the
 // fast path of adaptive pooling to size 1. NCHW and channels_last (NHWC / NDHWC) inputs; the
-// output keeps the input's memory format. All of them run one 3-D kernel (1-D and 2-D problems are
-// 3-D problems with unit dims), described below as PoolArgs; CPU kernels live in
-// cpu_kernels/pooling.cpp, CUDA kernels in cuda_kernels/pooling.cu.
+// output keeps the input's memory format. All of them are one 3-D problem (1-D and 2-D problems
+// are 3-D problems with unit dims), described as PoolArgs in kernel_interface/pooling.h; the
+// algorithm cache chooses its algorithm: the CPU one (cpu_kernels/pooling.cpp) or a CUDA one
+// (cuda_kernels/pooling/: channels_last fast kernels, generic 5-D kernels).
 //
 // Sizes follow PyTorch: for each spatial dim, with effective kernel e = dilation * (k - 1) + 1,
 //   out = floor((in + 2 * padding - e) / stride) + 1       (ceil instead of floor with ceil_mode,
@@ -14,7 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "ember/dispatch/registry.h"
+#include "ember/dispatch/algo_cache.h"
+#include "ember/kernel_interface/pooling.h"
 #include "ember/ops/ops.h"
 #include "ember/tensor/tensor.h"
 
@@ -53,54 +55,23 @@ Tensor adaptive_avg_pool3d(const Tensor& x, const IntList& output_size);
 // Mean over all spatial dims, keeping them as size 1: [N, C, H, W] -> [N, C, 1, 1].
 Tensor global_avg_pool2d(const Tensor& x);
 
-// ---- kernel interface -------------------------------------------------------------------------
+// ---- algorithm cache glue ----------------------------------------------------------------------
+// Every pooling call is a PoolProblem (kernel_interface/pooling.h) whose algorithm the algorithm
+// cache chooses in the slot "pooling.forward" or "pooling.backward" of its device type. These are
+// for tests, benchmarks and introspection; the ops above use them too.
 
-enum class PoolMode : uint8_t { max, avg, adaptive_avg };
-
-// One pooling computation over 5-D [N, C, D, H, W] views (unit dims for 1-D and 2-D pooling):
-//   forward:  reads input, writes output (and, for max, indices at the output's offsets, in one
-//             of two encodings chosen by their dtype, see below);
-//   backward: reads output (= dL/doutput) and, for max, indices; writes input (= dL/dinput,
-//             overwritten, not accumulated), each input element gathering from the windows that
-//             contain it (no atomics: deterministic).
-// Max pooling's indices say which input element each output took:
-//   int64: its flat position d * H * W + h * W + w in the input plane (PyTorch's convention, for
-//          users who ask for the indices);
-//   uint8: its tap inside the window, (kd * kernel_h + kh) * kernel_w + kw, the element at
-//          (od * stride - padding + kd * dilation, ...) per dim: autograd's private record, an
-//          eighth of the bytes, usable when the window has at most kPoolMaxTapsU8 taps;
-//   uint8, packed (packed_taps): the same taps, two a byte, where the window has at most
-//          kPoolMaxTapsU4 taps, the output is dense channels_last with an even channel count and
-//          the device's forward writes them so (pool_packs_taps_kernel says): the tap of the output
-//          element at memory offset o is bits 4 * (o % 2) .. +3 of byte o / 2, so the indices are a
-//          [N, C / 2, ...] channels_last tensor. Autograd's record for ResNet's 3x3 stem pool on
-//          the GPU: a sixteenth of int64's bytes, half of uint8's;
-//   undefined (max pooling only when nobody needs them): the forward writes no indices.
-// Strides are in elements, n c d h w order, and may be anything (the tensors' own strides);
-// channels_last says that C is the innermost dim in memory, so kernels walk channels fastest.
-struct PoolArgs {
-  PoolMode mode = PoolMode::max;
-  int64_t batch = 0, channels = 0;
-  int64_t in_size[3] = {1, 1, 1}, out_size[3] = {1, 1, 1};
-  int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, padding[3] = {0, 0, 0},
-          dilation[3] = {1, 1, 1};
-  bool count_include_pad = true;
-  bool channels_last = false;
-  bool packed_taps = false;  // uint8 taps two a byte (above)
-  Tensor input, output, indices;
-  int64_t in_strides[5] = {}, out_strides[5] = {};
-};
-// The most taps (kernel_d * kernel_h * kernel_w) a window may have for uint8 tap indices.
-inline constexpr int64_t kPoolMaxTapsU8 = 256;
-// The most taps a window may have for packed taps (4 bits each).
-inline constexpr int64_t kPoolMaxTapsU4 = 16;
-using PoolKernel = void (*)(const PoolArgs& args);
-EMBER_DECLARE_KERNEL(pool_forward_kernel, PoolKernel)   // selected by the input's dtype
-EMBER_DECLARE_KERNEL(pool_backward_kernel, PoolKernel)  // selected by the gradients' dtype
-// Whether the forward kernel writes the uint8 taps of max pooling `args` (input and output set,
-// indices not yet allocated) packed: false outside the packed encoding's limits (above); registered
-// where a device's kernels can pack (CUDA), absent elsewhere (no packing).
-using PoolPacksTaps = bool (*)(const PoolArgs& args);
-EMBER_DECLARE_KERNEL(pool_packs_taps_kernel, PoolPacksTaps)
+dispatch::OpId pool_op();
+dispatch::AlgoSlot& pool_slot(dispatch::Direction direction, DeviceType device_type);
+// Sizes, dtypes, dense layouts, window, mode, the indices' encoding and the operands' alignment:
+// everything the pooling algorithms' applies() reads.
+dispatch::AlgoKey pool_key(const PoolProblem& problem);
+// The algorithm the cache picks for `problem` under the current settings.
+const dispatch::Algorithm<PoolProblem>& pool_choose(const PoolProblem& problem);
+// Chooses through algo_cache() and runs (the indices allocated in problem.indices' encoding).
+void pool_run(const PoolProblem& problem);
+// For a max pooling forward with uint8 taps not yet allocated (problem.indices == taps_u8):
+// whether the algorithm the cache chooses for it writes them packed (the encoding fits and that
+// algorithm applies to the packed problem), which is what the op allocates and the backward reads.
+bool pool_forward_packs_taps(const PoolProblem& problem);
 
 }  // namespace ember

@@ -1,26 +1,31 @@
-// CUDA kernels behind pool_forward_kernel and pool_backward_kernel (ops/pooling.h): max, average
-// and adaptive average pooling over 5-D strided views (1-D and 2-D pooling have unit dims).
+// The generic CUDA pooling algorithm ("generic", in the algorithm cache's CUDA slots
+// "pooling.forward" and "pooling.backward"; kernel_interface/pooling.h): max, average and adaptive
+// average pooling over 5-D strided views (1-D and 2-D pooling have unit dims), any floating dtype.
 //  - forward: a thread per output element, walking its window; channels_last tensors are walked
 //    channels fastest (coalesced along C), NCHW ones along W. Max pooling keeps the first maximum
 //    and lets NaN win (the last NaN), as PyTorch; averages accumulate in float (double for f64).
-//    Max indices are int64 flat positions, uint8 window taps or not written (ops/pooling.h), a
-//    uniform run-time choice rather than more template instances (packed taps are the fast
-//    paths' alone);
+//    Max indices are int64 flat positions, uint8 window taps or not written
+//    (kernel_interface/pooling.h), a uniform run-time choice rather than more template instances
+//    (packed taps are the channels_last kernels' alone);
 //  - global average pooling of an NCHW tensor (adaptive to size 1, dense planes): a warp per
 //    plane, reading it contiguously;
 //  - backward: a thread per INPUT element gathering from the windows that contain it (no atomics,
 //    so results are deterministic); max pooling compares the saved index with the element's.
 // Gradients are written, never accumulated. Index decompositions use 32-bit multiply-shift
 // division when the loop has fewer than 2^31 elements. Dense channels_last windows and global
-// average pooling take the vectorized fast paths of pooling_fast.cu first.
-#include "ember/cuda_kernels/pooling/pooling_nhwc.h"
+// average pooling have faster algorithms (pooling_nhwc_algorithms.cu), which the heuristic ranks
+// first where they apply.
+// First: cuda_kernels/common/common.cuh uses device_properties without including it.
+#include "ember/tensor/runtime/cuda_device.h"
+
 #include "ember/cuda_kernels/common/row_reduce.cuh"
-#include "ember/ops/pooling.h"
+#include "ember/cuda_kernels/pooling/pooling.h"
+#include "ember/dispatch/algorithm.h"
 
 namespace ember::cuda {
 namespace {
 
-// How max pooling's indices are encoded (ops/pooling.h: the indices' dtype, or none).
+// How max pooling's indices are encoded (kernel_interface/pooling.h: the indices' dtype, or none).
 enum class MaxIndices : uint8_t { none, flat_i64, taps_u8 };
 
 struct PoolDevice {
@@ -298,41 +303,32 @@ void launch_pool_backward(const PoolArgs& a, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-// Packed taps are promised only where the fast path runs both directions (pool_fast_packs_taps).
-void check_not_packed(const PoolArgs& a, const char* direction) {
-  EMBER_INTERNAL_ASSERT(!a.packed_taps, "max pooling ", direction,
-                        ": packed uint8 taps reached the generic CUDA kernel, which reads and "
-                        "writes a byte per tap (pool_packs_taps_kernel promised the channels_last "
-                        "fast path; input ", a.input.shape_str(), ", ", dtype_name(a.input.dtype()),
-                        ")");
-}
-
-void pool_forward_cuda(const PoolArgs& a) {
-  if (a.output.numel() == 0) return;
-  DeviceGuard device_guard(a.input.device());
-  cudaStream_t stream = stream_of(a.input.device());
-  if (pool_fast_forward(a, stream)) return;  // dense channels_last windows, global average
-  check_not_packed(a, "forward");
-  dispatch_floating(a.input.dtype(), "pooling",
-                    [&](auto tag) { launch_pool_forward<decltype(tag)>(a, stream); });
-}
-
-void pool_backward_cuda(const PoolArgs& a) {
-  if (a.input.numel() == 0) return;
-  DeviceGuard device_guard(a.input.device());
-  cudaStream_t stream = stream_of(a.input.device());
-  if (pool_fast_backward(a, stream)) return;
-  check_not_packed(a, "backward");
-  dispatch_floating(a.input.dtype(), "pooling",
-                    [&](auto tag) { launch_pool_backward<decltype(tag)>(a, stream); });
+dispatch::Algorithm<PoolProblem> generic(bool forward) {
+  dispatch::Algorithm<PoolProblem> algo;
+  algo.name = "generic";
+  algo.deterministic = true;  // gathers, no atomics
+  // Every problem but packed taps, which these kernels neither write nor read (a byte per tap).
+  algo.applies = [](const PoolProblem& p) { return p.indices != PoolIndices::taps_packed; };
+  algo.heuristic_cost = [](const PoolProblem&) { return 10.0; };  // after the fast kernels
+  algo.run = [forward](const PoolProblem& p, void*) {
+    const PoolArgs& a = p.args;
+    if ((forward ? a.output : a.input).numel() == 0) return;
+    DeviceGuard device_guard(a.input.device());
+    cudaStream_t stream = stream_of(a.input.device());
+    dispatch_floating(a.input.dtype(), "pooling", [&](auto tag) {
+      if (forward)
+        launch_pool_forward<decltype(tag)>(a, stream);
+      else
+        launch_pool_backward<decltype(tag)>(a, stream);
+    });
+  };
+  return algo;
 }
 
 }  // namespace
 }  // namespace ember::cuda
 
 namespace ember {
-EMBER_REGISTER_KERNEL(pool_forward_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_forward_cuda);
-EMBER_REGISTER_KERNEL(pool_backward_kernel, CUDA, dispatch::kFloatingTypes, &cuda::pool_backward_cuda);
-EMBER_REGISTER_KERNEL(pool_packs_taps_kernel, CUDA, dispatch::kFloatingTypes,
-                      &cuda::pool_fast_packs_taps);
+EMBER_REGISTER_ALGORITHM(PoolProblem, "pooling", forward, CUDA, cuda::generic(true));
+EMBER_REGISTER_ALGORITHM(PoolProblem, "pooling", backward, CUDA, cuda::generic(false));
 }  // namespace ember

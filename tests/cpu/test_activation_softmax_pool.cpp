@@ -7,7 +7,9 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "ember/dispatch/algo_cache.h"
 #include "ember/ops/activation.h"
 #include "ember/ops/dropout.h"
 #include "ember/ops/layout.h"
@@ -232,6 +234,33 @@ TEST_CASE("pooling: hand-computed values, indices, sizes, layouts") {
   CHECK(max_abs_diff(max_pool2d(img.select(0, 1), {2}), max_pool2d(img, {2}).select(0, 1)) == 0);
   Tensor vol = randn({1, 2, 4, 4, 4}, TensorOptions(DType::f64));
   CHECK(max_abs_diff(avg_pool3d(vol, {1, 2, 2}).select(2, 0), avg_pool2d(vol.select(2, 0), {2})) < 1e-12);
+}
+
+TEST_CASE("pooling: the CPU slots are in the algorithm cache, in every mode") {
+  using dispatch::Direction;
+  for (Direction d : {Direction::forward, Direction::backward})
+    CHECK(pool_slot(d, DeviceType::CPU).names() == std::vector<std::string>{"direct"});
+  // Max pooling's taps written by the forward and read by the backward: the same gradients
+  // whichever way the cache chooses.
+  Tensor x = randn({2, 4, 7, 7}, TensorOptions(DType::f64)).contiguous(MemoryFormat::channels_last);
+  auto grad_of = [&](const dispatch::AlgoSettings& settings) {
+    dispatch::AlgoSettingsGuard guard(settings);
+    Tensor xg = x.clone().set_requires_grad(true);
+    (max_pool2d(xg, {3}, {2}, {1}) * x.narrow(2, 0, 4).narrow(3, 0, 4)).sum().backward();
+    return xg.grad();
+  };
+  const Tensor expect = grad_of(dispatch::AlgoSettings{});
+  using dispatch::AlgoMode;
+  for (const dispatch::AlgoSettings& s :
+       {dispatch::AlgoSettings{}.with_mode(AlgoMode::benchmark),
+        dispatch::AlgoSettings{}.with_mode(AlgoMode::deterministic),
+        dispatch::AlgoSettings{}.force("pooling", "direct")})
+    CHECK(max_abs_diff(grad_of(s), expect) == 0);
+  // Packed taps are the CUDA kernels' alone.
+  PoolProblem p;
+  p.args.input = x;
+  p.indices = PoolIndices::taps_packed;
+  CHECK(pool_slot(Direction::forward, DeviceType::CPU).get<PoolProblem>(0).applies(p) == false);
 }
 
 TEST_CASE("pooling: bad arguments") {

@@ -2,9 +2,10 @@
 // nll_loss, pooling, dropout and the NCHW <-> NHWC kernel: parity with the CPU reference (fp64 on
 // the same rounded inputs) over awkward shapes (1, 33, 1025, 50000 columns, odd channels,
 // misaligned views, channels_last, bf16), the device-side reporting of
-// out-of-range targets, the CPU / CUDA identity of dropout masks, and pooling's fast paths
-// (cuda_kernels/pooling/pooling_nhwc.cu): where they apply, and CPU parity of their results, gradients and
-// max indices on awkward channels_last shapes. Skips without a GPU.
+// out-of-range targets, the CPU / CUDA identity of dropout masks, and pooling's channels_last
+// algorithms (cuda_kernels/pooling/): which one the algorithm cache's heuristic picks, and CPU
+// parity of their results, gradients and max indices on awkward channels_last shapes. Skips
+// without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ember/cuda_kernels/pooling/pooling_nhwc.h"
+#include "ember/cuda_kernels/pooling/pooling.h"
+#include "ember/dispatch/algo_cache.h"
 #include "ember/tensor/runtime/cuda_device.h"
 #include "ember/ops/activation.h"
 #include "ember/ops/dropout.h"
@@ -258,8 +260,8 @@ void check_max_indices(const Tensor& x, const IntList& k, const IntList& s, cons
 }
 
 // The PoolArgs ops/pooling.cpp builds for pooling x (rank 4 or 5) into y with kernel k, stride s
-// and padding p in every spatial dim (indices allocated for max pooling), to ask which fast path
-// applies.
+// and padding p in every spatial dim (int64 indices allocated for max pooling), to ask which
+// algorithm the cache picks.
 PoolArgs pool_args(PoolMode mode, const Tensor& x, const Tensor& y, int64_t k, int64_t s,
                    int64_t p) {
   PoolArgs a;
@@ -289,17 +291,34 @@ PoolArgs pool_args(PoolMode mode, const Tensor& x, const Tensor& y, int64_t k, i
   return a;
 }
 
+// The names of the CUDA pooling algorithms (cuda_kernels/pooling/pooling.h).
+namespace PoolAlgo {
+constexpr const char* generic = "generic";
+constexpr const char* window_nhwc = "window_nhwc";
+constexpr const char* window_3x3_nhwc = "window_3x3_nhwc";
+constexpr const char* window_tiles_nhwc = "window_tiles_nhwc";
+constexpr const char* window_avg_tiles_nhwc = "window_avg_tiles_nhwc";
+constexpr const char* window_disjoint_nhwc = "window_disjoint_nhwc";
+constexpr const char* global_nhwc = "global_nhwc";
+constexpr const char* global_nchw = "global_nchw";
+}  // namespace PoolAlgo
+
 }  // namespace
 
 TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_available())) {
-  using cuda::PoolFastKernel;
-  using cuda::PoolFastPlan;
   using dispatch::Direction;
   const MemoryFormat cl = MemoryFormat::channels_last;
-  auto plan = [](const PoolArgs& a, Direction direction) {
-    return cuda::pool_fast_plan(a, direction);
+  // The heuristic's choice (the default settings) and the channels_last kernels' vector width.
+  struct Plan {
+    std::string kernel;
+    int vector;
   };
-  auto is = [](PoolFastPlan p, PoolFastKernel kernel, int vector) {
+  auto plan = [](const PoolArgs& a, Direction direction) {
+    dispatch::AlgoSettingsGuard heuristic{dispatch::AlgoSettings{}};
+    const PoolProblem p = pool_problem(direction, a);
+    return Plan{pool_choose(p).name, cuda::pool_nhwc_vector(p)};
+  };
+  auto is = [](const Plan& p, const char* kernel, int vector) {
     return p.kernel == kernel && p.vector == vector;
   };
   // ResNet's stem pool shape class: 3x3 stride 2 padding 1, 16-byte vectors.
@@ -312,50 +331,50 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
       PoolArgs a = pool_args(mode, x, y, 3, 2, 1);
       // 3x3 windows: the unrolled forward, except max pooling with int64 positions.
       CHECK(is(plan(a, Direction::forward),
-               mode == PoolMode::max ? PoolFastKernel::window_nhwc
-                                     : PoolFastKernel::window_3x3_nhwc,
+               mode == PoolMode::max ? PoolAlgo::window_nhwc
+                                     : PoolAlgo::window_3x3_nhwc,
                vector));
       // Backward: input = dL/dx (channels_last), output = dL/dy. By 2x2 input tiles for
       // average pooling (a block's windows divided into shared memory) and uint8 taps; int64
       // positions keep the per-pixel kernel.
-      const PoolFastKernel tiles = mode == PoolMode::max ? PoolFastKernel::window_tiles_nhwc
-                                                         : PoolFastKernel::window_avg_tiles_nhwc;
+      const char* tiles = mode == PoolMode::max ? PoolAlgo::window_tiles_nhwc
+                                                : PoolAlgo::window_avg_tiles_nhwc;
       PoolArgs b = pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1);
       CHECK(is(plan(b, Direction::backward),
-               mode == PoolMode::max ? PoolFastKernel::window_nhwc : tiles, vector));
+               mode == PoolMode::max ? PoolAlgo::window_nhwc : tiles, vector));
       if (mode == PoolMode::max) {
         b.indices = empty(y.sizes(), DType::u8, kGpu, cl);
-        CHECK(is(plan(b, Direction::backward), PoolFastKernel::window_tiles_nhwc, vector));
+        CHECK(is(plan(b, Direction::backward), PoolAlgo::window_tiles_nhwc, vector));
         // uint8 taps or none: the unrolled forward, one 16-byte vector per thread.
         a.indices = empty(y.sizes(), DType::u8, kGpu, cl);
-        CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_3x3_nhwc, vector));
+        CHECK(is(plan(a, Direction::forward), PoolAlgo::window_3x3_nhwc, vector));
         a.indices = Tensor();
-        CHECK(is(plan(a, Direction::forward), PoolFastKernel::window_3x3_nhwc, vector));
+        CHECK(is(plan(a, Direction::forward), PoolAlgo::window_3x3_nhwc, vector));
       }
       // Windows tiling the input (2x2 stride 2, 3x2 stride 3x2): a thread per window; with
       // padding they overlap the edge, so by tiles.
       Tensor x16 = empty({2, 64, 16, 16}, dtype, kGpu, cl);
       PoolArgs d = pool_args(mode, x16, empty_like(y), 2, 2, 0);
       if (mode == PoolMode::max) d.indices = empty(y.sizes(), DType::u8, kGpu, cl);
-      CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_disjoint_nhwc, vector));
+      CHECK(is(plan(d, Direction::backward), PoolAlgo::window_disjoint_nhwc, vector));
       d.kernel[1] = d.stride[1] = 3;
-      CHECK(is(plan(d, Direction::backward), PoolFastKernel::window_disjoint_nhwc, vector));
+      CHECK(is(plan(d, Direction::backward), PoolAlgo::window_disjoint_nhwc, vector));
       d.kernel[1] = d.stride[1] = 2;
       d.padding[2] = 1;
       CHECK(is(plan(d, Direction::backward), tiles, vector));
       // 3x3 stride 1: a tile meets three window rows, so the per-pixel kernel.
       CHECK(is(plan(pool_args(mode, empty_like(x), empty_like(x), 3, 1, 1), Direction::backward),
-               PoolFastKernel::window_nhwc, vector));
+               PoolAlgo::window_nhwc, vector));
       // Average tiles whose grid would pass CUDA's limit of 65535 blocks along z (images times
       // chunks of up to 16 vectors of channels): per pixel.
       if (mode == PoolMode::avg) {
         Tensor many = empty({70000, 8, 3, 3}, dtype, kGpu, cl);
         PoolArgs m = pool_args(mode, many, empty({70000, 8, 2, 2}, dtype, kGpu, cl), 3, 2, 1);
-        CHECK(is(plan(m, Direction::backward), PoolFastKernel::window_nhwc, vector));
+        CHECK(is(plan(m, Direction::backward), PoolAlgo::window_nhwc, vector));
       }
       // An NCHW gradient of the output: the generic kernel.
       CHECK(plan(pool_args(mode, empty_like(x), y.contiguous(), 3, 2, 1), Direction::backward)
-                .kernel == PoolFastKernel::none);
+                .kernel == PoolAlgo::generic);
     }
     // Channels not a multiple of the vector, or a misaligned start: one element per access.
     // 12 channels fill f32's vectors (4), not bf16's (8): bf16's 3x3 max forward is general.
@@ -364,57 +383,57 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
         pool_args(PoolMode::max, twelve, empty({2, 12, 8, 8}, dtype, kGpu, cl), 3, 2, 1);
     twelve_max.indices = empty({2, 12, 8, 8}, DType::u8, kGpu, cl);
     CHECK(is(plan(twelve_max, Direction::forward),
-             dtype == DType::f32 ? PoolFastKernel::window_3x3_nhwc : PoolFastKernel::window_nhwc,
+             dtype == DType::f32 ? PoolAlgo::window_3x3_nhwc : PoolAlgo::window_nhwc,
              dtype == DType::f32 ? 4 : 1));
     Tensor odd = gpu_randn({2, 67, 15, 15}, dtype).contiguous(cl);
     CHECK(is(plan(pool_args(PoolMode::max, odd, empty({2, 67, 8, 8}, dtype, kGpu, cl), 3, 2, 1),
                   Direction::forward),
-             PoolFastKernel::window_nhwc, 1));
+             PoolAlgo::window_nhwc, 1));
     Tensor shifted = misaligned_channels_last(gpu_randn({2, 64, 15, 15}, dtype));
     REQUIRE(shifted.is_contiguous(cl));
     CHECK(is(plan(pool_args(PoolMode::avg, shifted, y, 3, 2, 1), Direction::forward),
-             PoolFastKernel::window_nhwc, 1));
+             PoolAlgo::window_nhwc, 1));
     // Not dense channels_last (NCHW, a narrowed W), 3-D pooling, adaptive to 2x2: no fast path.
     CHECK(
         plan(pool_args(PoolMode::max, x.contiguous(), y.contiguous(), 3, 2, 1), Direction::forward)
-            .kernel == PoolFastKernel::none);
+            .kernel == PoolAlgo::generic);
     CHECK(plan(pool_args(PoolMode::max, x.narrow(3, 1, 13), empty({2, 64, 8, 7}, dtype, kGpu, cl),
                          3, 2, 1),
                Direction::forward)
-              .kernel == PoolFastKernel::none);
+              .kernel == PoolAlgo::generic);
     Tensor v = gpu_randn({2, 16, 5, 6, 7}, dtype).contiguous(cl);
     CHECK(plan(pool_args(PoolMode::max, v, empty({2, 16, 3, 3, 4}, dtype, kGpu, cl), 3, 2, 1),
                Direction::forward)
-              .kernel == PoolFastKernel::none);
+              .kernel == PoolAlgo::generic);
     CHECK(plan(pool_args(PoolMode::adaptive_avg, x, empty({2, 64, 2, 2}, dtype, kGpu, cl), 1, 1, 0),
                Direction::forward)
-              .kernel == PoolFastKernel::none);
+              .kernel == PoolAlgo::generic);
     // Global average pooling (ResNet's head): channels_last forward and backward, NCHW backward;
     // the NCHW forward keeps pooling.cu's own plane kernel, odd channels the generic one.
     Tensor g = gpu_randn({2, 2048, 7, 7}, dtype).contiguous(cl);
     Tensor pooled = empty({2, 2048, 1, 1}, dtype, kGpu, cl);
     CHECK(is(plan(pool_args(PoolMode::adaptive_avg, g, pooled, 1, 1, 0), Direction::forward),
-             PoolFastKernel::global_nhwc, vector));
+             PoolAlgo::global_nhwc, vector));
     CHECK(is(plan(pool_args(PoolMode::adaptive_avg, empty_like(g), pooled, 1, 1, 0),
                   Direction::backward),
-             PoolFastKernel::global_nhwc, vector));
+             PoolAlgo::global_nhwc, vector));
     CHECK(is(plan(pool_args(PoolMode::adaptive_avg, g.contiguous(), pooled, 1, 1, 0),
                   Direction::backward),
-             PoolFastKernel::global_nchw, vector));
+             PoolAlgo::global_nchw, vector));
     CHECK(plan(pool_args(PoolMode::adaptive_avg, g.contiguous(), pooled.contiguous(), 1, 1, 0),
                Direction::forward)
-              .kernel == PoolFastKernel::none);
+              .kernel == PoolAlgo::generic);
     CHECK(
         plan(pool_args(PoolMode::adaptive_avg, odd, empty({2, 67, 1, 1}, dtype, kGpu, cl), 1, 1, 0),
              Direction::forward)
-            .kernel == PoolFastKernel::none);
+            .kernel == PoolAlgo::generic);
   }
   // float16 and float64 stay on the generic kernels.
   for (DType dtype : {DType::f16, DType::f64}) {
     Tensor x = gpu_randn({2, 64, 15, 15}, dtype).contiguous(cl);
     CHECK(plan(pool_args(PoolMode::max, x, empty({2, 64, 8, 8}, dtype, kGpu, cl), 3, 2, 1),
                Direction::forward)
-              .kernel == PoolFastKernel::none);
+              .kernel == PoolAlgo::generic);
   }
 }
 

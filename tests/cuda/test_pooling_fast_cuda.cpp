@@ -1,16 +1,18 @@
-// CUDA tests of max pooling's index encodings (ops/pooling.h): int64 flat positions, uint8 window
-// taps (what autograd records; packed two a byte where the fast forward runs on whole vectors) and
-// none (no-grad forward). The CPU reference, the generic kernels
-// (cuda_kernels/pooling/pooling.cu, reached through NCHW tensors) and the channels_last fast paths
-// (cuda_kernels/pooling/pooling_nhwc.cu: the general and the unrolled 3x3 forward, the per-pixel and the
-// 2x2-tile backward) must choose the same elements in every encoding, give bit-identical values
+// CUDA tests of max pooling's index encodings (kernel_interface/pooling.h): int64 flat positions,
+// uint8 window taps (what autograd records; packed two a byte where the chosen forward runs on
+// whole vectors) and none (no-grad forward). The CPU reference, the generic kernels
+// (cuda_kernels/pooling/pooling.cu, reached through NCHW tensors) and the channels_last algorithms
+// (cuda_kernels/pooling/: the window loop and the unrolled 3x3 forward, the per-pixel, 2x2-tile
+// and disjoint-window backward), each run as the algorithm cache's heuristic chooses it, must
+// choose the same elements in every encoding, give bit-identical values
 // and gradients to one another, and gradients within tolerance of the CPU's fp64 ones; over
 // awkward shapes (C = 1, 5, 12, 24, 67, padding, dilation, ceil_mode; heights 13, 10 and 7 leave
 // the tiles backward's last band of two tiles 1, 2 and 3 of its 4 pixel rows), ties and NaN, bf16
 // and f32 (C = 12 fills f32's 16-byte vectors, not bf16's). Also: average pooling's fast paths
 // (the backward by tiles in blocks sharing their windows' quotients) are bit-identical to the
-// generic kernels (power-of-two window counts divide by multiplication there), and global average pooling's NHWC backward takes dense, strided, misaligned and
-// broadcast output gradients (vector or element loads). Skips without a GPU.
+// generic kernels (power-of-two window counts divide by multiplication there), and global average
+// pooling's NHWC backward takes dense, strided, misaligned and broadcast output gradients (vector
+// or element loads). Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -18,9 +20,11 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "ember/cuda_kernels/pooling/pooling_nhwc.h"
+#include "ember/cuda_kernels/pooling/pooling.h"
+#include "ember/dispatch/algo_cache.h"
 #include "ember/tensor/runtime/cuda_device.h"
 #include "ember/ops/pooling.h"
 #include "support/compare.h"
@@ -58,25 +62,33 @@ const std::vector<Window2d> kWindows = {
 
 // With uint8 taps (or none: average pooling) and channels filling 16-byte vectors, the backward
 // runs by whole windows where they tile the input (kernel == stride, no padding or dilation), else
-// by 2x2 input tiles where a tile meets at most two windows per dim (cuda_kernels/pooling/pooling_nhwc.cu);
+// by 2x2 input tiles where a tile meets at most two windows per dim (cuda_kernels/pooling/);
 // otherwise, and with int64 positions, per input pixel.
-cuda::PoolFastKernel backward_kernel(const Window2d& w, int64_t channels, DType dtype) {
+const char* backward_kernel(const Window2d& w, int64_t channels, DType dtype) {
   const int64_t vector = dtype == DType::f32 ? 4 : 8;
-  if (channels % vector != 0) return cuda::PoolFastKernel::window_nhwc;
+  if (channels % vector != 0) return "window_nhwc";
   bool disjoint = true, tiles = true;
   for (int dim = 0; dim < 2; ++dim) {
     disjoint = disjoint && at(w.kernel, dim) == at(w.stride, dim) && at(w.padding, dim) == 0 &&
                at(w.dilation, dim) == 1;
     tiles = tiles && (at(w.kernel, dim) - 1) * at(w.dilation, dim) + 2 <= 2 * at(w.stride, dim);
   }
-  return disjoint ? cuda::PoolFastKernel::window_disjoint_nhwc
-         : tiles  ? cuda::PoolFastKernel::window_tiles_nhwc
-                  : cuda::PoolFastKernel::window_nhwc;
+  return disjoint ? "window_disjoint_nhwc" : tiles ? "window_tiles_nhwc" : "window_nhwc";
 }
 
-// Max pooling's forward over 3x3 windows runs unrolled (cuda_kernels/pooling/pooling_nhwc.cu) when the
-// channels fill 16-byte vectors (4 f32, 8 bf16) and the indices are uint8 taps (packed or not) or
-// none.
+// The algorithm the cache's heuristic (the default settings) picks for `a` in `direction`.
+std::string chosen(const PoolArgs& a, dispatch::Direction direction) {
+  dispatch::AlgoSettingsGuard heuristic{dispatch::AlgoSettings{}};
+  return pool_choose(pool_problem(direction, a)).name;
+}
+// The same run (heuristic settings) through the cache.
+void run_chosen(const PoolArgs& a, dispatch::Direction direction) {
+  dispatch::AlgoSettingsGuard heuristic{dispatch::AlgoSettings{}};
+  pool_run(pool_problem(direction, a));
+}
+
+// Max pooling's forward over 3x3 windows runs unrolled (window_3x3_nhwc) when the channels fill
+// 16-byte vectors (4 f32, 8 bf16) and the indices are uint8 taps (packed or not) or none.
 bool forward_3x3(const Window2d& w, int64_t channels, DType dtype) {
   const int64_t vector = dtype == DType::f32 ? 4 : 8;
   return at(w.kernel, 0) == 3 && at(w.kernel, 1) == 3 && channels % vector == 0;
@@ -119,7 +131,7 @@ PoolArgs max_args(const Tensor& x, const Tensor& y, const Window2d& w, DType ind
   return a;
 }
 
-// Runs max pooling's forward kernel of x's device on x with window w: the output in x's layout
+// Runs max pooling's forward algorithm of x's device on x with window w: the output in x's layout
 // and the indices in `index_dtype` (undefined when `with_indices` is false).
 ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype,
                           bool with_indices, bool packed = false) {
@@ -130,11 +142,11 @@ ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype,
   }
   Tensor y = empty(shape_of.sizes(), x.dtype(), x.device(), x.suggest_memory_format());
   PoolArgs a = max_args(x, y, w, index_dtype, with_indices, packed);
-  pool_forward_kernel().get(x.device().type, x.dtype())(a);
+  run_chosen(a, dispatch::Direction::forward);
   return {a.output, a.indices};
 }
 
-// Max pooling's backward kernel: dL/dx for output gradient dy, in x's layout (the kernels read dy
+// Max pooling's backward algorithm: dL/dx for output gradient dy, in x's layout (the kernels read dy
 // at the output's offsets, so in x's layout too, as ops/pooling.cpp arranges).
 Tensor max_backward(const Tensor& x, const Tensor& indices, const Tensor& dy, const Window2d& w,
                     bool packed = false) {
@@ -142,7 +154,7 @@ Tensor max_backward(const Tensor& x, const Tensor& indices, const Tensor& dy, co
   PoolArgs b = max_args(dx, dy.contiguous(x.suggest_memory_format()), w, indices.dtype(), false);
   b.indices = indices;
   b.packed_taps = packed;
-  pool_backward_kernel().get(x.device().type, x.dtype())(b);
+  run_chosen(b, dispatch::Direction::backward);
   return dx;
 }
 
@@ -226,26 +238,19 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               PoolArgs a = max_args(fast_x, probe.values, w, DType::u8, true);
               // 3x3 windows with uint8 taps or none and vectors: the unrolled forward.
               const bool unrolled = forward_3x3(w, channels, dtype);
-              const cuda::PoolFastKernel forward_kernel =
-                  unrolled ? cuda::PoolFastKernel::window_3x3_nhwc
-                           : cuda::PoolFastKernel::window_nhwc;
-              CHECK(cuda::pool_fast_plan(a, Direction::forward).kernel == forward_kernel);
-              CHECK(cuda::pool_fast_plan(max_args(fast_x, probe.values, w, DType::u8, false),
-                                         Direction::forward)
-                        .kernel == forward_kernel);
+              const std::string forward_kernel = unrolled ? "window_3x3_nhwc" : "window_nhwc";
+              CHECK(chosen(a, Direction::forward) == forward_kernel);
+              CHECK(chosen(max_args(fast_x, probe.values, w, DType::u8, false),
+                           Direction::forward) == forward_kernel);
               // Backward: dL/dx, dL/dy in the same layouts; int64 positions never go by windows
               // or tiles.
-              CHECK(cuda::pool_fast_plan(a, Direction::backward).kernel ==
-                    backward_kernel(w, channels, dtype));
+              CHECK(chosen(a, Direction::backward) == backward_kernel(w, channels, dtype));
               PoolArgs flat = max_args(fast_x, probe.values, w, DType::i64, true);
-              CHECK(cuda::pool_fast_plan(flat, Direction::backward).kernel ==
-                    cuda::PoolFastKernel::window_nhwc);
-              CHECK(cuda::pool_fast_plan(flat, Direction::forward).kernel ==
-                    cuda::PoolFastKernel::window_nhwc);
+              CHECK(chosen(flat, Direction::backward) == "window_nhwc");
+              CHECK(chosen(flat, Direction::forward) == "window_nhwc");
               if (channels > 1) {
                 PoolArgs g = max_args(generic_x, probe.values.contiguous(), w, DType::u8, true);
-                CHECK(cuda::pool_fast_plan(g, Direction::forward).kernel ==
-                      cuda::PoolFastKernel::none);
+                CHECK(chosen(g, Direction::forward) == "generic");
               }
             }
             const ValuesIndices cpu_flat = max_forward(cpu_x, w, DType::i64, true);
@@ -277,12 +282,18 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               CHECK(same_values(max_forward(x, w, DType::u8, false).values, cpu_flat.values));
               if (!fast) continue;
               // Packed taps: where the forward runs on whole vectors of an even channel count
-              // (every window here has at most 16 taps), as ops/pooling.cpp asks the device.
+              // (every window here has at most 16 taps), as ops/pooling.cpp asks the cache.
               const int64_t vector = dtype == DType::f32 ? 4 : 8;
               const bool packable = channels % vector == 0;
-              CHECK(pool_packs_taps_kernel().get(kGpu.type, dtype)(
-                        max_args(x, cpu_flat.values.to(kGpu, dtype).contiguous(cl), w, DType::u8,
-                                 false)) == packable);
+              {
+                dispatch::AlgoSettingsGuard heuristic{dispatch::AlgoSettings{}};
+                PoolProblem unallocated = pool_problem(
+                    Direction::forward,
+                    max_args(x, cpu_flat.values.to(kGpu, dtype).contiguous(cl), w, DType::u8,
+                             false));
+                unallocated.indices = PoolIndices::taps_u8;
+                CHECK(pool_forward_packs_taps(unallocated) == packable);
+              }
               if (!packable) continue;
               const ValuesIndices p = max_forward(x, w, DType::u8, true, /*packed=*/true);
               CHECK(same_values(p.values, cpu_flat.values));
@@ -292,9 +303,8 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               const Tensor off = misaligned_channels_last(x_dy);
               PoolArgs b = max_args(x, off, w, DType::u8, false, true);
               b.indices = p.indices;
-              CHECK(cuda::pool_fast_plan(b, Direction::backward).kernel ==
-                    cuda::PoolFastKernel::window_nhwc);
-              CHECK(cuda::pool_fast_plan(b, Direction::backward).vector == 1);
+              CHECK(chosen(b, Direction::backward) == "window_nhwc");
+              CHECK(cuda::pool_nhwc_vector(pool_problem(Direction::backward, b)) == 1);
               CHECK(same_values(max_backward(x, p.indices, off, w, true), first_dx));
             }
           }
@@ -340,6 +350,51 @@ TEST_CASE("max pooling through autograd: compact taps give the int64 path's grad
           }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("max pooling's tap encoding follows the forward the cache chose, in every mode" *
+          doctest::skip(!cuda::is_available())) {
+  // The forward packs its uint8 taps where the algorithm chosen for it can (window_3x3_nhwc and
+  // window_nhwc on whole vectors); the backward's problem carries the encoding, so every mode and
+  // forced choice must give the heuristic's gradients, or, forcing a backward that cannot read
+  // what the forward wrote, an error.
+  using dispatch::AlgoMode;
+  using dispatch::AlgoSettings;
+  const MemoryFormat cl = MemoryFormat::channels_last;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const Window2d& w : {kWindows[0], kWindows[5]}) {  // 3x3 stride 2; 2x2 disjoint
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(shape_str(w.kernel));
+      const Tensor input = max_inputs({2, 64, 13, 11}, dtype)[0].contiguous(cl);
+      Tensor dy;
+      auto grad_of = [&](const AlgoSettings& settings) {
+        dispatch::AlgoSettingsGuard guard(settings);
+        Tensor x = input.detach().set_requires_grad(true);
+        Tensor y = max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+        if (!dy.defined())
+          dy = randn(y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype).contiguous(cl);
+        y.backward(dy);
+        return x.grad();
+      };
+      const Tensor expect = grad_of(AlgoSettings{});
+      for (const AlgoSettings& settings :
+           {AlgoSettings{}.with_mode(AlgoMode::benchmark),
+            AlgoSettings{}.with_mode(AlgoMode::deterministic),
+            AlgoSettings{}.force("pooling", "generic"),
+            AlgoSettings{}.force("pooling.forward", "generic"),
+            AlgoSettings{}.force("pooling.forward", "window_nhwc"),
+            AlgoSettings{}.force("pooling.backward", "window_nhwc")}) {
+        const std::string how = settings.forced.empty()
+                                    ? dispatch::algo_mode_name(settings.mode)
+                                    : settings.forced.begin()->first + "=" +
+                                          settings.forced.begin()->second;
+        CAPTURE(how);
+        CHECK(same_values(grad_of(settings), expect));
+      }
+      // The heuristic's forward packs here; the generic backward reads a byte per tap.
+      CHECK_THROWS(grad_of(AlgoSettings{}.force("pooling.backward", "generic")));
     }
   }
 }
@@ -440,12 +495,12 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
 TEST_CASE("average pooling divides by the window's count exactly as IEEE division does" *
           doctest::skip(!cuda::is_available())) {
   // The fast kernels divide by a count that is not a power of two with its rounded reciprocal and
-  // one fma correction (CountDivisor in cuda_kernels/pooling/pooling_nhwc.cu), the generic kernels with
-  // IEEE division. The backward of disjoint 1 x k windows gives each input pixel dy / k, so every
-  // gradient below must come out bit-identical both ways: random float32 bit patterns (every
-  // exponent: subnormal quotients, huge values, inf, NaN; the fast kernels divide outside
-  // 2^-64..2^100) and random mantissas in [1, 2) (the correction's case); counts over 2^16 take
-  // the division (a few rows of them).
+  // one fma correction (CountDivisor in cuda_kernels/pooling/pooling_nhwc.cuh), the generic
+  // kernels with IEEE division. The backward of disjoint 1 x k windows gives each input pixel
+  // dy / k, so every gradient below must come out bit-identical both ways: random float32 bit
+  // patterns (every exponent: subnormal quotients, huge values, inf, NaN; the fast kernels divide
+  // outside 2^-64..2^100) and random mantissas in [1, 2) (the correction's case); counts over 2^16
+  // take the division (a few rows of them).
   std::mt19937 rng(15);
   constexpr int64_t kRows = 1 << 15, kChannels = 8;  // 2^18 gradients per count
   std::vector<double> values(size_t(kRows * kChannels));
@@ -474,7 +529,8 @@ TEST_CASE("average pooling divides by the window's count exactly as IEEE divisio
 TEST_CASE("global average pooling backward: dense, strided, broadcast and misaligned gradients" *
           doctest::skip(!cuda::is_available())) {
   // The NHWC backward loads dy[n, :] as 16-byte vectors when its channels are contiguous and
-  // aligned, else element by element (cuda_kernels/pooling/pooling_nhwc.cu); both must give dy / plane.
+  // aligned, else element by element (cuda_kernels/pooling/pooling_global.cu); both must give
+  // dy / plane.
   using dispatch::Direction;
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (Shape s : {Shape{3, 16, 5, 7}, Shape{2, 24, 1, 1}, Shape{1, 8, 7, 7}}) {
@@ -510,9 +566,8 @@ TEST_CASE("global average pooling backward: dense, strided, broadcast and misali
         a.out_strides[1] = dy.stride(1);
         a.out_strides[3] = dy.stride(2);
         a.out_strides[4] = dy.stride(3);
-        CHECK(cuda::pool_fast_plan(a, Direction::backward).kernel ==
-              cuda::PoolFastKernel::global_nhwc);
-        pool_backward_kernel().get(kGpu.type, dtype)(a);
+        CHECK(chosen(a, Direction::backward) == "global_nhwc");
+        run_chosen(a, Direction::backward);
         // dy / plane rounded once to dtype, broadcast over the plane.
         const Tensor expect = (cpu_f64(dy) / double(plane)).to(dtype).expand(s);
         CHECK(same_values(dx, expect));
