@@ -1,7 +1,7 @@
 // Foundation benchmarks (GPU): a large elementwise add against the copy bandwidth, GEMMs through
 // Ember's cuBLAS wrapper, and the host cost of issuing one tiny CUDA op from C++. The PyTorch
-// side is bench/foundation.py; scripts/gpu_run.sh runs both in one session and bench/report.py
-// prints the ratios. Prints one JSON line per measurement.
+// side is bench/foundation.py; scripts/gpu_run.sh runs both in one invocation and
+// scripts/bench_report.py prints the ratios. Prints one JSON line per measurement.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

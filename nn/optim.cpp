@@ -1,6 +1,6 @@
 // The optimizers of nn/optim.h (parameter groups, device-resident learning rates, state dicts) and
 // the definitions of the kernel tables of kernel_interface/optim.h, whose kernels live in
-// cpu_kernels/optim.cpp and cuda_kernels/optim.cu.
+// cpu_kernels/optim.cpp and cuda_kernels/optim/optim.cu.
 #include "ember/nn/optim.h"
 
 #include <algorithm>

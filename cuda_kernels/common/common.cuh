@@ -315,9 +315,8 @@ inline constexpr int64_t kMaxGridX = 2147483647;
 // than what is resident at once would leave a second, thinly occupied wave). Such kernels do not
 // loop, so the items must fit one grid: kMaxGridX blocks are 2^39 items (16-byte vectors: far past
 // any device's memory), checked. The dense elementwise and activation kernels take a 16-byte
-// vector per thread this way: on the H200, 2^28 elements, f32 add went 4102-4125 -> 4361-4373
-// GB/s and f32 gelu 3860 -> 4168-4177 against a grid-stride loop on a full grid (PyTorch 4358 /
-// 4208; bench/RESULTS.md, 2026-11-30 session 17).
+// vector per thread this way: on large tensors it streams faster than a grid-stride loop over a
+// full grid (docs/perf-notes.md, "Elementwise and activations").
 inline unsigned blocks_for(int64_t items) {
   const int64_t blocks = std::max<int64_t>(1, (items + kBlockThreads - 1) / kBlockThreads);
   EMBER_INTERNAL_ASSERT(blocks <= kMaxGridX, "blocks_for: ", items, " items need ", blocks,
@@ -410,9 +409,8 @@ inline bool operand_is_broadcast_scalar(const ElementwiseIter& iter, int op) {
 
 // Blocks per SM for a strided loop: a dense or broadcast innermost dim streams like a contiguous
 // loop and wants many threads; an operand read across rows (a transposed input) does better with
-// few accesses in flight. Measured on an H200 (f32 add of 2^28 elements, 4 elements per thread):
-// transposed input 1.08 / 1.31 / 0.80 TB/s at 1 / 2 / 4 blocks per SM; a misaligned flat add
-// wants 32 per SM.
+// few accesses in flight: 2 blocks per SM for such an operand beat both 1 and 4, while a
+// misaligned flat add wants 32 (docs/perf-notes.md, "Elementwise and activations").
 inline int strided_blocks_per_sm(const ElementwiseIter& iter) {
   if (iter.ndim == 0) return kBlocksPerSm;
   for (int k = 0; k < iter.num_operands; ++k) {

@@ -7,8 +7,9 @@
 // Users: the batch-norm kernels, launched dependent (the statistics, finalize and apply kernels,
 // the backward's sums, finalize and elementwise kernels each follow one another); the implicit
 // GEMM convolutions, which allow dependents (the batch norm after a convolution); the pooling fast
-// paths (cuda_kernels/pooling/pooling_nhwc.cu: window and global-average kernels). On the H200 the BN part
-// took the graphed CIFAR ResNet-18 step 2.856 -> 2.843 ms and eager batch-norm calls 2-10%.
+// paths (cuda_kernels/pooling/pooling_nhwc.cu: window and global-average kernels). Chains of
+// short kernels gain most: the batch-norm calls and the graphed step that runs them
+// (docs/perf-notes.md, "Normalization").
 // Works in stream capture (the graph keeps the programmatic edge). Include only from .cu files.
 #pragma once
 #include <cuda_runtime.h>

@@ -18,13 +18,13 @@
 namespace ember::cuda {
 namespace {
 
-// The contiguous kernels take one 16-byte vector per thread and exit (blocks_for). On the H200,
-// 2^28 elements: bf16 add 370 us (4357 GB/s), f32 737 us, where one vector per grid-stride
-// iteration over 32 blocks per SM took 394 / 785 us (PyTorch 369 / 739 us).
+// The contiguous kernels take one 16-byte vector per thread and exit (blocks_for): faster on large
+// tensors than one vector per grid-stride iteration, which left them a few percent under
+// PyTorch's add (docs/perf-notes.md, "Elementwise and activations").
 
 // Resident blocks per SM the unary and binary contiguous kernels are compiled for: all 2048
-// threads (32 registers) for f32, f16 and bf16 (bf16 add at 35 registers, 6 blocks, ran at 4268
-// GB/s on the H200, 4357 at 8); kBlocksPerSm for the others (16 bool or uint8 values a vector, or
+// threads (32 registers) for f32, f16 and bf16 (unbounded, bf16 add took 35 registers and 6
+// blocks and streamed slower); kBlocksPerSm for the others (16 bool or uint8 values a vector, or
 // doubles).
 template <typename T>
 inline constexpr int kContiguousBlocksPerSm =
