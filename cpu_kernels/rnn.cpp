@@ -70,7 +70,7 @@ LayerWeights<T> layer_weights(const RnnProblem& p, int64_t l, int64_t d) {
   return w;
 }
 
-// The time of forward step s, and the state slots it reads and writes (see ops/rnn.h).
+// The time of forward step s, and the state slots it reads and writes (see kernel_interface/rnn.h).
 struct StepSlots {
   int64_t t, prev, next;
 };

@@ -213,8 +213,9 @@ struct BackwardParams {
   FlatChannel flat;
 };
 
-// dx = (g - k_mean_dy - (x - mean) * k_xmu) * k_out (see batch_norm_backward_elemt in ops/norm.h:
-// k_mean_dy = sum_dy / M, k_xmu = invstd * sum_dy_xhat / M, k_out = invstd * weight).
+// dx = (g - k_mean_dy - (x - mean) * k_xmu) * k_out (see batch_norm_backward_elemt in
+// kernel_interface/norm.h: k_mean_dy = sum_dy / M, k_xmu = invstd * sum_dy_xhat / M,
+// k_out = invstd * weight).
 struct BackwardCoefficients {
   float mean, k_mean_dy, k_xmu, k_out;
 };

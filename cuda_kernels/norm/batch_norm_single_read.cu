@@ -1,6 +1,6 @@
-// "single_read": the CUDA training forward of batch norm that reads x once (ops/norm.h's slot
-// "batch_norm.forward", beside two_pass's statistics + apply, which read it twice). Channels-inner
-// layouts (NHWC, [N, C]) whose rows are whole 16-byte vectors.
+// "single_read": the CUDA training forward of batch norm that reads x once (the slot
+// "batch_norm.forward" of kernel_interface/norm.h, beside two_pass's statistics + apply, which read
+// it twice). Channels-inner layouts (NHWC, [N, C]) whose rows are whole 16-byte vectors.
 //
 // One cooperative launch, a block of kSingleThreads per SM, walks the channels in waves: a wave is
 // a column band of `wave_vecs` 16-byte vectors of every row (32 bytes or more: whole DRAM

@@ -1,4 +1,4 @@
-// Recurrent ops on CUDA (cuda_kernels/rnn/rnn.cu) against the CPU reference (cpu_kernels/rnn.cpp, in
+// Recurrent ops on CUDA (cuda_kernels/rnn/) against the CPU reference (cpu_kernels/rnn.cpp, in
 // fp64 on the same rounded inputs): outputs, h_n, c_n and every gradient, float32 (TF32 off and
 // on) and bfloat16, for LSTM / GRU / RNN with several layers (the wavefront schedule),
 // bidirectional, proj_size, lengths, batch_first, dropout (the same Philox masks as the CPU) and
