@@ -65,9 +65,9 @@ Tensor instance_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& b
                      bool use_input_stats = true, double momentum = 0.1, double eps = 1e-5);
 
 // A weight, bias or running statistic ([C] or normalized_shape) as the normalization kernels take
-// it: contiguous and 1-D, in its own dtype, which check_param_dtypes limits to the statistics dtype
-// or the input's; the kernels read either, so a float16 / bfloat16 model's parameters need no
-// conversion kernel per call. May alias p; undefined for an undefined p.
+// it: contiguous and 1-D, in its own dtype, which the ops limit to the statistics dtype or the
+// input's; the kernels read either, so a float16 / bfloat16 model's parameters need no conversion
+// kernel per call. May alias p; undefined for an undefined p. Also used by SyncBatchNorm.
 Tensor norm_param_for_kernel(const Tensor& p);
 
 }  // namespace ember
