@@ -1,8 +1,9 @@
-// CPU kernels of the normalization tables (ops/norm.h): batch-norm statistics, apply and
-// backward, the per-channel gradient sums shared by batch / layer / group norm, and the row
-// kernels of layer and group norm. The reference for the CUDA kernels, so they favour accuracy:
-// every value is accumulated in double, and variances are two-pass (the mean first, then the sum
-// of squared deviations from it), never a sum and a sum of squares. Statistics are stored in the
+// CPU kernels of the normalization tables (kernel_interface/norm.h): batch-norm statistics, apply
+// and backward, the per-channel gradient sums shared by batch / layer / group norm, and the row
+// kernels of layer and group norm; and the registration of the CPU's "two_pass" training forward.
+// The reference for the CUDA kernels, so they favour accuracy: every value is accumulated in
+// double, and variances are two-pass (the mean first, then the sum of squared deviations from
+// it), never a sum and a sum of squares. Statistics are stored in the
 // statistics dtype (float64 for float64 inputs, else float32). Outputs are overwritten.
 // The batch-norm kernels split the channels into blocks across threads (cpu_kernels/parallel.h)
 // on large tensors and walk a block's elements in memory order (for_each_element_of); a channel's
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "ember/cpu_kernels/parallel.h"
-#include "ember/ops/norm.h"
+#include "ember/kernel_interface/norm.h"
 
 namespace ember {
 namespace {
@@ -365,5 +366,8 @@ EMBER_REGISTER_KERNEL(batch_norm_backward_elemt_kernel, CPU, dispatch::kFloating
 EMBER_REGISTER_KERNEL(row_norm_forward_kernel, CPU, dispatch::kFloatingTypes, &row_norm_forward_cpu);
 EMBER_REGISTER_KERNEL(row_norm_backward_data_kernel, CPU, dispatch::kFloatingTypes,
                       &row_norm_backward_data_cpu);
+// The training forward's only CPU algorithm: the statistics kernel, then the apply kernel.
+EMBER_REGISTER_ALGORITHM(BatchNormForwardProblem, "batch_norm", forward, CPU,
+                         batch_norm_two_pass_algorithm());
 
 }  // namespace ember

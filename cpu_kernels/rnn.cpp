@@ -1,5 +1,5 @@
-// The CPU reference of the rnn op (ops/rnn.h) on Eigen, registered as the algorithm "eigen" of the
-// slots rnn.forward and rnn.backward. Structure (the CUDA algorithms mirror it):
+// The CPU reference of the rnn op (kernel_interface/rnn.h) on Eigen, registered as the algorithm
+// "eigen" of the slots rnn.forward and rnn.backward. Structure (the CUDA algorithms mirror it):
 //   forward, per layer and direction: the input projection of all T steps as one GEMM
 //     ([T * B, in] x [in, G * H]); per step one recurrent GEMM ([B, H_out] x [H_out, G * H]), the
 //     pointwise gate math (saving what backward needs into the reserve), the projection GEMM
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ember/cpu_kernels/dropout.h"
-#include "ember/ops/rnn.h"
+#include "ember/kernel_interface/rnn.h"
 
 namespace ember {
 namespace {
@@ -70,7 +70,7 @@ LayerWeights<T> layer_weights(const RnnProblem& p, int64_t l, int64_t d) {
   return w;
 }
 
-// The time of forward step s, and the state slots it reads and writes (see ops/rnn.h).
+// The time of forward step s, and the state slots it reads and writes (see kernel_interface/rnn.h).
 struct StepSlots {
   int64_t t, prev, next;
 };

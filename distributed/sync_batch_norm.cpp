@@ -1,5 +1,7 @@
 // Synchronized batch norm (see sync_batch_norm.h): the op with its backward, on the batch norm
-// kernel tables of ops/norm.h plus two collectives, and the module and converter on top.
+// kernel tables of kernel_interface/norm.h plus two collectives, and the module and converter on
+// top. Parameters reach the kernels as the plain op passes them (norm_param_for_kernel: a float16
+// / bfloat16 model's own parameters, without a conversion per call).
 //
 // Why the kernels fit unchanged: batch_norm_stats gives the local (mean, invstd), from which the
 // biased variance is recovered as 1 / invstd^2 - eps (as PyTorch's SyncBatchNorm does); apply and
@@ -44,13 +46,6 @@ ChannelDense to_channel_dense(const Tensor& x) {
 // t (of x's shape) in the memory format the kernels were given x in.
 Tensor in_format(const Tensor& t, MemoryFormat format) {
   return t.is_contiguous(format) ? t : t.contiguous(format);
-}
-
-// A [C] parameter as the kernels want it: contiguous, 1-D, statistics dtype (may alias p).
-Tensor param_for_kernel(const Tensor& p, DType stats_dtype) {
-  if (!p.defined()) return Tensor();
-  Tensor flat = p.reshape({p.numel()});
-  return flat.dtype() == stats_dtype ? flat.contiguous() : flat.to(stats_dtype);
 }
 
 void check_arguments(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
@@ -161,8 +156,8 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
     if (count > 0) {
       Tensor residual_d = residual.defined() ? in_format(residual.detach(), dense.format) : Tensor();
       batch_norm_apply_kernel().get(device.type, x.dtype())(BatchNormApplyArgs{
-          y, xd, residual_d, mean, invstd, param_for_kernel(weight, stats_dtype),
-          param_for_kernel(bias, stats_dtype), layout, relu});
+          y, xd, residual_d, mean, invstd, norm_param_for_kernel(weight),
+          norm_param_for_kernel(bias), layout, relu});
     }
   }
 
@@ -206,7 +201,7 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
           Tensor dx = need_x ? empty(x_shape, x_dtype, device, format) : Tensor();
           Tensor dres = need_r ? empty(x_shape, x_dtype, device, format) : Tensor();
           batch_norm_backward_elemt_kernel().get(device.type, x_dtype)(BatchNormBackwardArgs{
-              dx, dres, dy, xs, gate, mean, invstd, param_for_kernel(saved_w.unpack(), stats_dtype),
+              dx, dres, dy, xs, gate, mean, invstd, norm_param_for_kernel(saved_w.unpack()),
               sums.narrow(0, 0, C), sums.narrow(0, C, C), layout, true});
           result[0] = dx;
           result[3] = dres;

@@ -1,6 +1,6 @@
 // Normalization ops (batch_norm and its fused ReLU / residual-add-ReLU tails, layer_norm,
 // group_norm, instance_norm): argument checks, layouts, running statistics, and each op's backward
-// formula beside its forward. The arithmetic is in the kernel tables of ops/norm.h.
+// formula beside its forward. The arithmetic is in the kernel tables of kernel_interface/norm.h.
 //
 // Backward formulas (M values per statistic, xhat = (x - mean) * rstd, g = the incoming gradient,
 // gated by the saved output for the ReLU tails):
@@ -20,17 +20,7 @@
 
 namespace ember {
 
-EMBER_DEFINE_KERNEL(batch_norm_stats_kernel, BatchNormStatsKernel)
-EMBER_DEFINE_KERNEL(batch_norm_apply_kernel, BatchNormApplyKernel)
-EMBER_DEFINE_KERNEL(channel_grad_sums_kernel, ChannelGradSumsKernel)
-EMBER_DEFINE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
-EMBER_DEFINE_KERNEL(row_norm_forward_kernel, RowNormForwardKernel)
-EMBER_DEFINE_KERNEL(row_norm_backward_data_kernel, RowNormBackwardKernel)
-
-DType norm_stats_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
-
 using Grads = std::vector<Tensor>;
-using dispatch::Direction;
 
 namespace {
 
@@ -119,14 +109,6 @@ Tensor fresh_stats_copy(const Tensor& p, DType stats_dtype) {
   Tensor r = empty({p.numel()}, stats_dtype, p.device());
   r.copy_(p.reshape({p.numel()}));
   return r;
-}
-
-// A parameter as the normalization kernels want it: contiguous, 1-D, in the statistics dtype or
-// the input's (the kernels read either; check_param_dtypes allows no other), so a float16 /
-// bfloat16 model's parameters need no conversion kernel per call (may alias p).
-Tensor param_for_kernel(const Tensor& p) {
-  if (!p.defined()) return Tensor();
-  return p.reshape({p.numel()}).contiguous();
 }
 
 // The gradient of a parameter, from a statistics-dtype [C] result.
@@ -238,8 +220,8 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
     xd = dense.t;
     layout = dense.layout;
     Tensor residual_d = tail == BnTail::add_relu ? match_layout(residual.detach(), layout) : Tensor();
-    weight_k = param_for_kernel(weight);
-    Tensor bias_k = param_for_kernel(bias);
+    weight_k = norm_param_for_kernel(weight);
+    Tensor bias_k = norm_param_for_kernel(bias);
     y = empty_channel_dense(x.sizes(), x.dtype(), device, layout.channels_inner);
     if (training) {
       mean = empty({C}, stats_dtype, device);
@@ -326,7 +308,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
         if (need_x || need_r) {
           Tensor dx = need_x ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
           Tensor dres = need_r ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
-          Tensor w = param_for_kernel(saved_w.unpack());
+          Tensor w = norm_param_for_kernel(saved_w.unpack());
           batch_norm_backward_elemt_kernel().get(device.type, x_dtype)(BatchNormBackwardArgs{
               dx, dres, dy, xs, gate, mean, invstd, w, sum_dy, sum_dy_xhat, layout, training});
           result[0] = dx;
@@ -352,8 +334,8 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
   {
     autograd::NoGradGuard no_grad;
     xd = x.detach().contiguous();
-    weight_k = param_for_kernel(weight);
-    Tensor bias_k = param_for_kernel(bias);
+    weight_k = norm_param_for_kernel(weight);
+    Tensor bias_k = norm_param_for_kernel(bias);
     y = empty(x.sizes(), x.dtype(), device);
     mean = empty({layout.rows}, stats_dtype, device);
     rstd = empty({layout.rows}, stats_dtype, device);
@@ -394,7 +376,7 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
           Tensor dx = empty(x_shape, x_dtype, device);
           if (!empty_input)
             row_norm_backward_data_kernel().get(device.type, x_dtype)(RowNormBackwardArgs{
-                dx, dy, xs, mean, rstd, param_for_kernel(saved_w.unpack()), layout,
+                dx, dy, xs, mean, rstd, norm_param_for_kernel(saved_w.unpack()), layout,
                 sums_in_data_pass ? sum_dy : Tensor(), sums_in_data_pass ? sum_dy_xhat : Tensor()});
           result[0] = dx;
         }
@@ -412,82 +394,12 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
 
 }  // namespace
 
-// ---- the training forward's algorithm slot -----------------------------------------------------
-
-BatchNormForwardProblem BatchNormForwardProblem::with_scratch_outputs() const {
-  BatchNormForwardProblem scratch = *this;
-  scratch.y = empty_channel_dense(y.sizes(), y.dtype(), y.device(), layout.channels_inner);
-  scratch.save_mean = empty_like(save_mean);
-  scratch.save_invstd = empty_like(save_invstd);
-  if (running_mean.defined()) {
-    scratch.running_mean = running_mean.clone();
-    scratch.running_var = running_var.clone();
-  }
-  return scratch;
-}
-
-dispatch::OpId batch_norm_op() {
-  static const dispatch::OpId id = dispatch::op_id("batch_norm");
-  return id;
-}
-
-dispatch::AlgoSlot& batch_norm_forward_slot(DeviceType device_type) {
-  return dispatch::algo_slot(batch_norm_op(), Direction::forward, device_type);
-}
-
-dispatch::AlgoKey batch_norm_forward_key(const BatchNormForwardProblem& p) {
-  using Operand = dispatch::AlgoKey::Operand;
-  dispatch::AlgoKey key = dispatch::make_algo_key(batch_norm_op(), Direction::forward, p.device());
-  key.describe(Operand::input, p.x);
-  key.describe(Operand::output, p.y);
-  // The residual is x's shape and dtype: describing it as the weight operand adds its layout and
-  // lowers the key's alignment to its own.
-  if (p.residual.defined()) key.describe(Operand::weight, p.residual);
-  key.extra[0] = p.layout.channels_inner ? 1 : 0;
-  key.extra[1] = p.residual.defined() ? 2 : (p.relu ? 1 : 0);
-  key.extra[2] = (p.weight.defined() ? 1 : 0) | (p.bias.defined() ? 2 : 0) |
-                 (p.running_mean.defined() ? 4 : 0);
-  key.extra[3] = p.running_mean.defined() ? int32_t(p.running_mean.dtype()) : -1;
-  return key;
-}
-
-const dispatch::Algorithm<BatchNormForwardProblem>& batch_norm_forward_choose(
-    const BatchNormForwardProblem& p) {
-  return dispatch::algo_cache().choose(batch_norm_forward_slot(p.device().type),
-                                       batch_norm_forward_key(p), p);
-}
-
-void batch_norm_forward_run(const BatchNormForwardProblem& p) {
-  dispatch::algo_cache().run(batch_norm_forward_slot(p.device().type), batch_norm_forward_key(p), p);
-}
-
-dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm() {
-  dispatch::Algorithm<BatchNormForwardProblem> a;
-  a.name = "two_pass";
-  a.deterministic = true;
-  // Bytes moved (x read twice, y written, the residual read), plus three launches (statistics,
-  // their merge, apply) counted as 2 MB each.
-  a.heuristic_cost = [](const BatchNormForwardProblem& p) {
-    const double bytes = double(p.layout.numel()) * double(element_size(p.x.dtype()));
-    return bytes * (p.residual.defined() ? 4.0 : 3.0) + 3 * 2e6;
-  };
-  a.run = [](const BatchNormForwardProblem& p, void*) {
-    const Device device = p.device();
-    batch_norm_stats_kernel().get(device.type, p.x.dtype())(BatchNormStatsArgs{
-        p.x, p.layout, p.eps, p.momentum, p.save_mean, p.save_invstd, p.running_mean,
-        p.running_var});
-    batch_norm_apply_kernel().get(device.type, p.x.dtype())(
-        BatchNormApplyArgs{p.y, p.x, p.residual, p.save_mean, p.save_invstd, p.weight, p.bias,
-                           p.layout, p.relu});
-  };
-  return a;
-}
-
-// CUDA registers the same algorithm in cuda_kernels/batch_norm.cu.
-EMBER_REGISTER_ALGORITHM(BatchNormForwardProblem, "batch_norm", forward, CPU,
-                         batch_norm_two_pass_algorithm());
-
 // ---- public ops -------------------------------------------------------------------------------
+
+Tensor norm_param_for_kernel(const Tensor& p) {
+  if (!p.defined()) return Tensor();
+  return p.reshape({p.numel()}).contiguous();
+}
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,

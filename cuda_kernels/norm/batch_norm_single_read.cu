@@ -1,6 +1,6 @@
-// "single_read": the CUDA training forward of batch norm that reads x once (ops/norm.h's slot
-// "batch_norm.forward", beside two_pass's statistics + apply, which read it twice). Channels-inner
-// layouts (NHWC, [N, C]) whose rows are whole 16-byte vectors.
+// "single_read": the CUDA training forward of batch norm that reads x once (the slot
+// "batch_norm.forward" of kernel_interface/norm.h, beside two_pass's statistics + apply, which read
+// it twice). Channels-inner layouts (NHWC, [N, C]) whose rows are whole 16-byte vectors.
 //
 // One cooperative launch, a block of kSingleThreads per SM, walks the channels in waves: a wave is
 // a column band of `wave_vecs` 16-byte vectors of every row (32 bytes or more: whole DRAM
@@ -19,17 +19,16 @@
 //      issues the next wave's loads into the same slots.
 // Bytes moved: x read once, y written once (two_pass: x twice); the price is one grid barrier and
 // one partial merge per wave, and the next wave's loads wait for them. The heuristic takes it when
-// the whole activation fits in one wave (every batch-norm layer of CIFAR ResNet-18 at batch 128):
-// 128x64x32x32 bf16 25.6 us against two_pass's 28.5, 128x512x4x4 18.7 against 23.6 (H200: one
-// launch instead of three). Activations several times the shared memory need narrow bands:
-// 256x64x56x56 float32 runs 8 waves of 32 bytes per row (25.7 MB in 132 x 195 KB), and since the
-// L2 fetches 64 bytes per miss such a band reads the bytes of two passes; it measured 488-496 us
-// against two_pass's 163, so two_pass keeps those.
+// the whole activation fits in one wave (every batch-norm layer of CIFAR ResNet-18 at batch 128),
+// where it beats two_pass (one launch instead of three). Activations several times the shared
+// memory need narrow bands (a 256x64x56x56 float32 activation runs 8 waves of 32 bytes per row),
+// and since the L2 fetches 64 bytes per miss such a band reads the bytes of two passes and is
+// several times slower than two_pass, so two_pass keeps those.
 #include <cooperative_groups.h>
 
 #include <algorithm>
 
-#include "ember/cuda_kernels/norm/batch_norm.cuh"
+#include "ember/cuda_kernels/norm/norm.cuh"
 #include "ember/cuda_kernels/common/cp_async.cuh"
 #include "ember/dispatch/algorithm.h"
 
@@ -70,7 +69,7 @@ struct SingleReadParams {
   T* y;
   NormParam<T> weight;  // may be absent (1)
   NormParam<T> bias;    // may be absent (0)
-  ChannelStatsOut out;
+  ChannelStatsOut<T> out;
   int rows;            // values per channel (N * S)
   int C;               // channels; C * sizeof(T) is a multiple of 16
   int row_vecs;        // 16-byte vectors per row: C / kVec<T>
@@ -276,7 +275,7 @@ bn_single_read_kernel(SingleReadParams<T> p) {
   }
 }
 
-// ---- plan ----------------------------------------------------------------------------------------
+// ---- plan ---------------------------------------------------------------------------------------
 
 // The wave layout of a problem, or wave_vecs == 0 when single_read does not apply.
 struct SingleReadPlan {
@@ -346,7 +345,7 @@ void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& 
   p.y = static_cast<T*>(a.y.data_ptr());
   p.weight = norm_param<T>(a.weight, a.x.dtype());
   p.bias = norm_param<T>(a.bias, a.x.dtype());
-  p.out = channel_stats_out(a);
+  p.out = channel_stats_out<T>(a);
   p.rows = int(a.layout.per_channel());
   p.C = int(a.layout.C);
   p.row_vecs = p.C / kVec<T>;
@@ -370,13 +369,12 @@ dispatch::Algorithm<BatchNormForwardProblem> single_read_algorithm() {
   a.workspace_bytes = [](const BatchNormForwardProblem& p) {
     return size_t(2) * size_t(plan_for(p).blocks) * size_t(p.layout.C) * sizeof(float);
   };
-  // two_pass's units (ops/norm.cpp, bytes moved; a launch counts as 2 MB): x read once, y written,
-  // the residual read; one launch and one grid barrier (4 MB), one more barrier per wave for bands
-  // wider than kWalkChannels (2 MB); every wave after the first as 40 MB
-  // (~10 us: its loads start only after the barrier and merge of the wave before; H200, session 12:
-  // 128x64x32x32 bf16 in one wave 24.9 us against two_pass's 28.0; float32 in two waves 41.7
-  // against 32.8; 256x64x56x56 float32 in eight 32-byte waves 496 against 164 -- the L2 fetches 64
-  // bytes per miss, so a 32-byte band moves the bytes of two passes).
+  // two_pass's units (kernel_interface/norm.cpp, bytes moved; a launch counts as 2 MB): x read
+  // once, y written, the residual read; one launch and one grid barrier (4 MB), one more barrier
+  // per wave for bands wider than kWalkChannels (2 MB); every wave after the first as 40 MB (its
+  // loads start only after the barrier and merge of the wave before, so a wave costs about as
+  // much as moving 40 MB; the L2 fetches 64 bytes per miss, so a 32-byte band moves the bytes of
+  // two passes).
   a.heuristic_cost = [](const BatchNormForwardProblem& p) {
     const double bytes = double(p.layout.numel()) * double(element_size(p.x.dtype()));
     const SingleReadPlan plan = plan_for(p);

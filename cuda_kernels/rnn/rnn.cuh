@@ -1,8 +1,9 @@
-// Launchers of the CUDA kernels behind the rnn op's algorithms (cuda_kernels/rnn/rnn.cu): the fused
-// per-step pointwise kernels (forward and backward), the projection helpers, dropout between
-// layers, state conversions, and the persistent recurrent kernels (forward and backward). T is
-// the device element type (float or __nv_bfloat16); pre-activations, cell states and gradient
-// carries are float32.
+// The face of the CUDA rnn family: launchers of the kernels behind the rnn op's algorithms
+// (registered in cuda_kernels/rnn/rnn.cu): the fused per-step pointwise kernels (forward and
+// backward), the projection helpers, dropout between layers and state conversions
+// (cuda_kernels/rnn/step_kernels.cu), and the persistent recurrent kernels, forward and backward
+// (cuda_kernels/rnn/persistent.cu). T is the device element type (float or __nv_bfloat16);
+// pre-activations, cell states and gradient carries are float32.
 // Row-major shapes are given on every pointer; B = batch, H = hidden_size, Ho = output size
 // (proj_size or H), P = proj_size, G = gates per unit, S = saved gate values per unit.
 // Include only from .cu files.
@@ -12,7 +13,8 @@
 
 #include <cstdint>
 
-#include "ember/ops/rnn.h"
+#include "ember/kernel_interface/random.h"
+#include "ember/kernel_interface/rnn.h"
 
 namespace ember::cuda::rnn {
 

@@ -1,4 +1,4 @@
-// Recurrent ops on CUDA (cuda_kernels/rnn/rnn.cu) against the CPU reference (cpu_kernels/rnn.cpp, in
+// Recurrent ops on CUDA (cuda_kernels/rnn/) against the CPU reference (cpu_kernels/rnn.cpp, in
 // fp64 on the same rounded inputs): outputs, h_n, c_n and every gradient, float32 (TF32 off and
 // on) and bfloat16, for LSTM / GRU / RNN with several layers (the wavefront schedule),
 // bidirectional, proj_size, lengths, batch_first, dropout (the same Philox masks as the CPU) and
@@ -282,11 +282,11 @@ TEST_CASE("rnn cuda: dtypes: float16 runs through float32, float64 is refused" *
   }
 }
 
-// The heuristic (no timing) ranks by the cost models fitted to bench_rnn's forced timings on the
-// H200: cuBLAS-per-step for the 512->1024 and 256->512 forwards (persistent measured 27.9 vs
-// 2.9 ms and 13.7 vs 2.6 ms) and for the f32 256->512 backward (4.75 vs 3.81 ms); persistent for
-// the small 128->256 backward (0.31 vs 0.75 ms). Shapes of bench/rnn.cpp; on another GPU the plans
-// (units per block) differ, so only an H100/H200-sized chip is checked.
+// The heuristic (no timing) ranks by the cost models fitted to bench_rnn's forced timings on a
+// 132-SM GPU: cuBLAS-per-step for the 512->1024 and 256->512 forwards and for the f32 256->512
+// backward; persistent for the small 128->256 backward (the measured winners; numbers in
+// docs/perf-notes.md). Shapes of bench/rnn.cpp; on another GPU the plans (units per block)
+// differ, so only an H100/H200-sized chip is checked.
 TEST_CASE("rnn cuda: the heuristic's cost models rank the measured winner first" *
           doctest::skip(!cuda::is_available())) {
   if (cuda::device_properties(0).sm_count != 132) {

@@ -1,8 +1,9 @@
-// Device-side building blocks of the normalization kernels (cuda_kernels/norm/batch_norm.cu and
-// cuda_kernels/norm/layer_norm.cu): the three CUDA normalization dtypes, 16-byte vector loads and stores
-// converted to float, Welford updates and Chan merges of (mean, M2, count), block-wide reductions
-// in a fixed order (so results are the same run to run), weight / bias in float32 or the input's
-// dtype (NormParam), access to parameters of a runtime dtype (running statistics), the contract
+// The face of the CUDA normalization family: device-side building blocks of the batch-norm
+// (batch_norm_stats.cu, batch_norm_apply.cu, batch_norm_backward.cu, batch_norm_single_read.cu)
+// and layer-norm (layer_norm.cu) kernels: the three CUDA normalization dtypes, 16-byte vector
+// loads and stores converted to float, Welford updates and Chan merges of (mean, M2, count),
+// block-wide reductions in a fixed order (so results are the same run to run), parameters in
+// float32 or the input's dtype (NormParam: weight, bias and the running statistics), the contract
 // check of the float32 statistics tensors, and launch-shape helpers.
 // Include only from .cu files.
 #pragma once
@@ -14,7 +15,7 @@
 #include <initializer_list>
 
 #include "ember/cuda_kernels/common/common.cuh"
-#include "ember/ops/norm.h"
+#include "ember/kernel_interface/norm.h"
 
 namespace ember::cuda::norm {
 
@@ -157,14 +158,14 @@ __device__ __forceinline__ void block_sum2(float& a, float& b) {
   __syncthreads();
 }
 
-// ---- parameters (weight, bias) ------------------------------------------------------------
+// ---- parameters (weight, bias, running statistics) ---------------------------------------------
 
-// A parameter vector (weight or bias, one value per channel) as the kernels read it: float32, or
-// the input's dtype T (a float16 / bfloat16 model's own parameters, read without a conversion
-// kernel first). Null when absent.
+// A parameter vector (weight, bias or a running statistic, one value per channel) as the kernels
+// read it: float32, or the input's dtype T (a float16 / bfloat16 model's own parameters, read
+// without a conversion kernel first). Null when absent.
 template <typename T>
 struct NormParam {
-  const void* ptr = nullptr;
+  void* ptr = nullptr;          // written only for the running statistics (store)
   bool in_input_dtype = false;  // T rather than float (uniform over the grid)
 
   __device__ __forceinline__ bool absent() const { return ptr == nullptr; }
@@ -185,6 +186,11 @@ struct NormParam {
       out[2] = q.z;
       out[3] = q.w;
     }
+  }
+  // Writes value i (rounded to nearest for a 16-bit T): the running statistics' update in place.
+  __device__ __forceinline__ void store(int64_t i, float v) const {
+    if (in_input_dtype) static_cast<T*>(ptr)[i] = convert<T>(v);
+    else static_cast<float*>(ptr)[i] = v;
   }
 };
 
@@ -226,36 +232,19 @@ __device__ __forceinline__ void load_residual(const T* residual, int64_t off, bo
   }
 }
 
-// ---- parameters of a runtime dtype (running statistics) ---------------------------------------
-
-__device__ __forceinline__ float load_param(const void* p, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::f16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case DType::f64: return float(static_cast<const double*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void store_param(void* p, DType dtype, int64_t i, float v) {
-  switch (dtype) {
-    case DType::f16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = double(v); break;
-    default: static_cast<float*>(p)[i] = v; break;
-  }
-}
+// ---- batch statistics outputs ------------------------------------------------------------------
 
 // Where a kernel writes the batch statistics of its channels: save_mean, save_invstd and, when
-// running_mean is not null, the momentum update of the running statistics. The statistics
-// finalize kernel and the single-read forward both carry one (filled by channel_stats_out).
+// running_mean is not absent, the momentum update of the running statistics (float32 or T, as
+// weight and bias). The statistics finalize kernel and the single-read forward both carry one
+// (filled by channel_stats_out).
+template <typename T>
 struct ChannelStatsOut {
   float eps = 0.f, momentum = 0.f;
   float* save_mean = nullptr;
   float* save_invstd = nullptr;
-  void* running_mean = nullptr;  // null: no update
-  void* running_var = nullptr;
-  DType running_dtype = DType::f32;
+  NormParam<T> running_mean;  // absent: no update
+  NormParam<T> running_var;
 
   // 1 / sqrt(M2 / count + eps): the inverse standard deviation `store` saves.
   __device__ __forceinline__ float invstd(float m2, int64_t count) const {
@@ -266,30 +255,27 @@ struct ChannelStatsOut {
   __device__ __forceinline__ void store(int64_t c, float mean, float m2, int64_t count) const {
     save_mean[c] = mean;
     save_invstd[c] = invstd(m2, count);
-    if (running_mean != nullptr) {
+    if (!running_mean.absent()) {
       const float unbiased_var = m2 / float(count - 1);
-      const float rm = load_param(running_mean, running_dtype, c);
-      const float rv = load_param(running_var, running_dtype, c);
-      store_param(running_mean, running_dtype, c, (1.f - momentum) * rm + momentum * mean);
-      store_param(running_var, running_dtype, c, (1.f - momentum) * rv + momentum * unbiased_var);
+      const float rm = running_mean.at(c);
+      const float rv = running_var.at(c);
+      running_mean.store(c, (1.f - momentum) * rm + momentum * mean);
+      running_var.store(c, (1.f - momentum) * rv + momentum * unbiased_var);
     }
   }
 };
 
 // The statistics outputs of a training forward's arguments (BatchNormStatsArgs or
-// BatchNormForwardProblem: eps, momentum, save_mean, save_invstd, optional running statistics).
-template <typename Args>
-inline ChannelStatsOut channel_stats_out(const Args& a) {
-  ChannelStatsOut o;
+// BatchNormForwardProblem: x, eps, momentum, save_mean, save_invstd, optional running statistics).
+template <typename T, typename Args>
+inline ChannelStatsOut<T> channel_stats_out(const Args& a) {
+  ChannelStatsOut<T> o;
   o.eps = float(a.eps);
   o.momentum = float(a.momentum);
   o.save_mean = static_cast<float*>(a.save_mean.data_ptr());
   o.save_invstd = static_cast<float*>(a.save_invstd.data_ptr());
-  if (a.running_mean.defined()) {
-    o.running_mean = a.running_mean.data_ptr();
-    o.running_var = a.running_var.data_ptr();
-    o.running_dtype = a.running_mean.dtype();
-  }
+  o.running_mean = norm_param<T>(a.running_mean, a.x.dtype());
+  o.running_var = norm_param<T>(a.running_var, a.x.dtype());
   return o;
 }
 
@@ -332,7 +318,8 @@ inline bool fits_fast_divmod(int64_t max_dividend) {
 
 // Sums the [splits, C] partials part_dy / part_dy_xhat of each channel over the splits, in one
 // fixed order, into sum_dy / sum_dy_xhat [C] (channel_grad_sums' last step; also the layer-norm
-// backward's parameter gradients). Launched dependent on `stream` (cuda_kernels/norm/batch_norm.cu).
+// backward's parameter gradients). Launched dependent on `stream`
+// (cuda_kernels/norm/batch_norm_backward.cu).
 void launch_grad_sums_finalize(const float* part_dy, const float* part_dy_xhat, int64_t splits,
                                int64_t C, float* sum_dy, float* sum_dy_xhat, cudaStream_t stream);
 
