@@ -33,10 +33,18 @@ struct LoadedTensors {
 
 // Writes `tensors` (any device, dtype among the eight above, any strides: each is copied to a
 // contiguous CPU tensor first) and `metadata` to `path` atomically. Names must be unique and
-// non-empty, and "__metadata__" is reserved.
+// non-empty, and "__metadata__" is reserved. With `checksums`, the metadata entry "ember.crc32"
+// holds the CRC-32 of every tensor's bytes (a JSON object: name -> 8 hex digits), which
+// load_checkpoint verifies; other readers ignore it. The temporary file is named
+// ".<name>.tmp.<pid>.<random token>", so a restarted process (same pid) never collides with one
+// left by a killed write; each successful save removes such leftovers of the same target whose
+// process is gone.
 void save_checkpoint(const std::string& path, const NamedTensors& tensors,
-                     const CheckpointMetadata& metadata = {});
-// Reads a safetensors file (written by Ember or by any safetensors writer).
+                     const CheckpointMetadata& metadata = {}, bool checksums = true);
+// Reads a safetensors file (written by Ember or by any safetensors writer). JSON nesting deeper
+// than 64 levels and tensors over the element limit (kMaxNumel) are rejected; when the metadata
+// holds "ember.crc32", each listed tensor's data is checked against it (a mismatch is an
+// ember::Error naming the tensor) and the entry is not returned in `metadata`.
 LoadedTensors load_checkpoint(const std::string& path);
 
 // Shorthands: a module's state_dict to a file, and a file into a module (strict as in
