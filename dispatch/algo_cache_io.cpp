@@ -130,8 +130,8 @@ void read_int_array(const json& j, const char* field, Int* out, int n) {
     throw std::runtime_error(std::string("key field '") + field + "' is not an array of " +
                              std::to_string(n) + " integers");
   for (int i = 0; i < n; ++i)
-    out[i] = Int(strict_int(a[i], std::string("key field ") + field, std::numeric_limits<Int>::min(),
-                            std::numeric_limits<Int>::max()));
+    out[i] = Int(strict_int(a[i], std::string("key field ") + field,
+                            std::numeric_limits<Int>::min(), std::numeric_limits<Int>::max()));
 }
 
 json key_to_json(const AlgoKey& k) {
@@ -265,7 +265,8 @@ int64_t newer_format_version(const std::string& path) {
     const json doc = json::parse(text);
     if (!doc.is_object() || doc.value("format", std::string()) != kFormatName) return 0;
     const json& v = doc.at("format_version");
-    if (v.is_number_unsigned()) return v.get<uint64_t>() > uint64_t(kFormatVersion) ? 1 + kFormatVersion : 0;
+    if (v.is_number_unsigned())  // beyond int64: certainly newer
+      return v.get<uint64_t>() > uint64_t(kFormatVersion) ? 1 + kFormatVersion : 0;
     if (v.is_number_integer() && v.get<int64_t>() > kFormatVersion) return v.get<int64_t>();
   } catch (const std::exception&) {
   }
@@ -304,9 +305,10 @@ void AlgoCache::save(const std::string& path) const {
   json entries = json::array();
   for (Row& r : rows) entries.push_back(std::move(r.entry));
   if (const int64_t newer = newer_format_version(path); newer > 0)
-    EMBER_THROW(not_supported, "algorithm cache: not saving to '", path, "': it has format version ",
-                newer, ", newer than this Ember's ", kFormatVersion, ", and a newer Ember's file is "
-                "never overwritten; point EMBER_ALGO_CACHE at another file or upgrade Ember");
+    EMBER_THROW(not_supported, "algorithm cache: not saving to '", path, "': it has format ",
+                "version ", newer, ", newer than this Ember's ", kFormatVersion, ", and a newer ",
+                "Ember's file is never overwritten; point EMBER_ALGO_CACHE at another file or ",
+                "upgrade Ember");
   json doc{{"format", kFormatName},
            {"format_version", kFormatVersion},
            {"stamp", stamp_to_json(current_algo_cache_stamp())},
@@ -335,7 +337,8 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
 
   if (json_nesting_depth(text) > kMaxJsonDepth)
     return reject("it nests JSON deeper than " + std::to_string(kMaxJsonDepth) +
-                  " levels, so it is corrupt or hostile; it will be rewritten when this process saves");
+                  " levels, so it is corrupt or hostile; it will be rewritten when this process "
+                  "saves");
   json doc;
   try {
     doc = json::parse(text);

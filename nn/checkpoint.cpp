@@ -159,10 +159,14 @@ std::set<std::string>& in_flight() {
 std::string unique_token() {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t seed = [] {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
-           uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-           uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    uint64_t s = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                 uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    try {
+      std::random_device rd;
+      s ^= (uint64_t(rd()) << 32) ^ uint64_t(rd());
+    } catch (const std::exception&) {  // no entropy source: the clocks alone still differ
+    }
+    return s;
   }();
   uint64_t x = seed + 0x9E3779B97F4A7C15ull * (counter.fetch_add(1) + 1);  // splitmix64
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

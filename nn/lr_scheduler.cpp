@@ -67,8 +67,8 @@ std::string LRScheduler::state_json() const {
 
 void LRScheduler::load_state_json(const std::string& text) {
   json j;
-  EMBER_CHECK(json_nesting_depth(text) <= kMaxJsonDepth, name(), ".load_state_json: the state nests "
-              "deeper than ", kMaxJsonDepth, " levels; it is corrupt");
+  EMBER_CHECK(json_nesting_depth(text) <= kMaxJsonDepth, name(), ".load_state_json: the state ",
+              "nests deeper than ", kMaxJsonDepth, " levels; it is corrupt");
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {

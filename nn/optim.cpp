@@ -321,18 +321,20 @@ void check_complete(const std::string& op, const std::string& name,
       for (const std::string& n : names) {
         const bool have = seen.count({index, n}) > 0;
         if (!have && expected.count(index)) {
-          if (count++ < 10) missing += (missing.empty() ? "" : ", ") + ("state." + std::to_string(index) + "." + n);
+          if (count++ < 10)
+            missing += (missing.empty() ? "" : ", ") + ("state." + std::to_string(index) + "." + n);
         } else if (have && !expected.count(index)) {
-          EMBER_THROW(bad_param, op, ": unexpected entry 'state.", index, ".", n, "': the config says ",
-                      "parameter ", index, " had no state; pass strict=false to load it anyway");
+          EMBER_THROW(bad_param, op, ": unexpected entry 'state.", index, ".", n, "': the config ",
+                      "says parameter ", index, " had no state; pass strict=false to load it anyway");
         }
       }
     }
   if (count > 10) missing += ", ... (" + std::to_string(count) + " in all)";
-  EMBER_CHECK(missing.empty(), op, ": missing state entries: ", missing, ". The state is partial, ",
-              "so resuming would diverge; pass strict=false to recreate the missing state as zeros");
-  EMBER_CHECK(listed || !keeps_state || !seen.empty(), op, ": no optimizer state was given (and no ",
-              "config listing which parameters have state); loading it would wipe this ", name,
+  EMBER_CHECK(missing.empty(), op, ": missing state entries: ", missing, ". The state is ",
+              "partial, so resuming would diverge; pass strict=false to recreate the missing ",
+              "state as zeros");
+  EMBER_CHECK(listed || !keeps_state || !seen.empty(), op, ": no optimizer state was given (and ",
+              "no config listing which parameters have state); loading it would wipe this ", name,
               "'s state. Pass the saved state_dict() and config_json(), or strict=false to reset");
 }
 }  // namespace
