@@ -22,6 +22,8 @@
 #include <set>
 
 #include "ember/autograd/graph/grad_mode.h"
+#include "ember/nn/lr_scheduler.h"
+#include "ember/nn/optim.h"
 #include "ember/tensor/json_depth.h"
 #include "ember/tensor/runtime/generator.h"
 
@@ -627,6 +629,31 @@ Checkpoint Checkpoint::load(const std::string& path) {
     }
   }
   return ck;
+}
+
+void Checkpoint::restore(Module& model_, optim::Optimizer* optimizer_, optim::LRScheduler* scheduler_,
+                         bool strict) const {
+  EMBER_CHECK(!strict || !scheduler_ || !scheduler.empty(), "Checkpoint::restore: the checkpoint "
+              "holds no scheduler state; pass no scheduler, or strict=false to keep its state");
+  // Each loader validates everything before it changes anything; the model goes last, and a
+  // refusal there puts the optimizer and scheduler back as they were.
+  NamedTensors optimizer_before;
+  std::string config_before, scheduler_before;
+  if (optimizer_) {
+    optimizer_before = optimizer_->state_dict();  // a load swaps in new tensors: these stay intact
+    config_before = optimizer_->config_json();
+  }
+  if (scheduler_) scheduler_before = scheduler_->state_json();
+  try {
+    if (optimizer_) optimizer_->load_state_dict(optimizer, optimizer_config, strict);
+    if (scheduler_ && !scheduler.empty()) scheduler_->load_state_json(scheduler);
+    model_.load_state_dict(model, strict);
+  } catch (...) {
+    if (optimizer_) optimizer_->load_state_dict(optimizer_before, config_before, /*strict=*/false);
+    if (scheduler_) scheduler_->load_state_json(scheduler_before);
+    throw;
+  }
+  restore_rng_state(rng);
 }
 
 }  // namespace ember::nn

@@ -22,6 +22,11 @@
 
 #include "ember/nn/module.h"
 
+namespace ember::optim {
+class Optimizer;    // nn/optim.h
+class LRScheduler;  // nn/lr_scheduler.h
+}  // namespace ember::optim
+
 namespace ember::nn {
 
 using CheckpointMetadata = std::map<std::string, std::string>;
@@ -80,8 +85,7 @@ void restore_rng_state(const std::vector<RngState>& states);
 //   ck.save("run/last.safetensors");
 //   ...
 //   auto ck = nn::Checkpoint::load("run/last.safetensors");
-//   model->load_state_dict(ck.model);  opt.load_state_dict(ck.optimizer, ck.optimizer_config);
-//   sched.load_state_json(ck.scheduler);  nn::restore_rng_state(ck.rng);  step = ck.step;
+//   ck.restore(*model, &opt, &sched);  step = ck.step;
 struct Checkpoint {
   static constexpr const char* kOptimizerPrefix = "optimizer.";
   static constexpr const char* kGradScalerPrefix = "grad_scaler.";
@@ -98,6 +102,13 @@ struct Checkpoint {
   void save(const std::string& path) const;
   // Model tensors are the entries without an "optimizer." or "grad_scaler." prefix.
   static Checkpoint load(const std::string& path);
+  // Resumes from this bundle: the optimizer's state and config and the scheduler's state (each
+  // when given), the model's state, then the RNG state. All or nothing: when any part is refused
+  // (another model's checkpoint, partial optimizer state, a corrupt scheduler entry), the model,
+  // optimizer and scheduler are left as they were. `strict` as in Module::load_state_dict and
+  // Optimizer::load_state_dict; a missing scheduler state is an error unless it is false.
+  void restore(Module& model, optim::Optimizer* optimizer = nullptr,
+               optim::LRScheduler* scheduler = nullptr, bool strict = true) const;
 };
 
 namespace detail {

@@ -388,6 +388,82 @@ TEST_CASE("F6: a huge parameter index is an ember::Error and a failed load chang
   CHECK(lin->weight.to_vector() == w);
 }
 
+TEST_CASE("F6: Checkpoint::restore is all or nothing across model, optimizer and scheduler") {
+  auto make = [](double lr) {
+    struct Run {
+      nn::Linear model{nn::Linear(3, 2)};
+      std::unique_ptr<optim::Adam> opt;
+      std::unique_ptr<optim::StepLR> sched;
+    };
+    auto r = std::make_unique<Run>();
+    r->opt = std::make_unique<optim::Adam>(r->model->parameters(), optim::AdamOptions(lr));
+    r->sched = std::make_unique<optim::StepLR>(*r->opt, 3);
+    return r;
+  };
+  auto train = [](auto& r, int steps) {
+    for (int s = 0; s < steps; ++s) {
+      Tensor loss = r->model->forward(ones({4, 3})).pow(2).sum();
+      r->opt->zero_grad();
+      loss.backward();
+      r->opt->step();
+      r->sched->step();
+    }
+  };
+  auto saved = make(0.01);
+  train(saved, 4);
+  nn::Checkpoint ck;
+  ck.model = saved->model->state_dict();
+  ck.optimizer = saved->opt->state_dict();
+  ck.optimizer_config = saved->opt->config_json();
+  ck.scheduler = saved->sched->state_json();
+  ck.rng = nn::capture_rng_state();
+
+  auto other = make(0.5);
+  train(other, 1);
+  const std::vector<double> weight = other->model->weight.to_vector();
+  const std::string sched_state = other->sched->state_json();
+  const std::string opt_config = other->opt->config_json();
+  const std::vector<double> exp_avg = other->opt->state_dict().at(1).second.to_vector();
+  auto unchanged = [&] {
+    CHECK(other->model->weight.to_vector() == weight);
+    CHECK(other->sched->state_json() == sched_state);
+    CHECK(other->opt->config_json() == opt_config);
+    CHECK(other->opt->lr() == 0.5);
+    CHECK(other->opt->state_dict().at(1).second.to_vector() == exp_avg);
+  };
+  {  // a hostile optimizer key: an ember::Error, and the model was not touched
+    nn::Checkpoint bad = ck;
+    bad.optimizer.emplace_back("state.99999999999999999999999.exp_avg", zeros({2, 3}));
+    CHECK(contains(error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
+                   "99999999999999999999999"));
+    unchanged();
+  }
+  {  // another model's weights: refused last, the optimizer and scheduler are put back
+    nn::Checkpoint bad = ck;
+    bad.model.at(1).second = zeros({7});
+    CHECK(contains(error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
+                   "bias"));
+    unchanged();
+  }
+  {  // a corrupt scheduler entry
+    nn::Checkpoint bad = ck;
+    bad.scheduler = nested(100000);
+    (void)error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); });
+    unchanged();
+    bad.scheduler.clear();
+    CHECK(contains(error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
+                   "no scheduler state"));
+    unchanged();
+  }
+  ck.restore(*other->model, other->opt.get(), other->sched.get());
+  CHECK(other->model->weight.to_vector() == saved->model->weight.to_vector());
+  CHECK(other->sched->state_json() == saved->sched->state_json());
+  CHECK(other->opt->lr() == saved->opt->lr());
+  train(saved, 2);
+  train(other, 2);
+  CHECK(other->model->weight.to_vector() == saved->model->weight.to_vector());
+}
+
 TEST_CASE("scheduler state: malformed JSON changes nothing") {
   Tensor p = ones({2}).set_requires_grad(true);
   optim::SGD sgd({p}, optim::SGDOptions(0.1));
