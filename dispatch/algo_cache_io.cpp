@@ -6,14 +6,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "ember/dispatch/algo_cache_impl.h"
+#include "ember/tensor/json_depth.h"
 #include "ember/tensor/runtime/cuda_device.h"
 
 #ifndef EMBER_VERSION_STRING
@@ -68,6 +72,18 @@ json stamp_to_json(const AlgoCacheStamp& s) {
               {"cpu_model", s.cpu_model}};
 }
 
+// An integer JSON value in [lo, hi] (hi >= 0). Floats (2.5, 1e300), booleans and numbers out of
+// range are rejected, never truncated or wrapped: a file holding them is corrupt.
+int64_t strict_int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+                        : v.is_number_integer() ? v.get<int64_t>() >= lo && v.get<int64_t>() <= hi
+                                                : false;
+  if (!in_range)
+    throw std::runtime_error("'" + field + "' holds " + v.dump() + ", not an integer in [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v.get<int64_t>();
+}
+
 AlgoCacheStamp stamp_from_json(const json& j) {
   AlgoCacheStamp s;
   s.ember_version = j.at("ember_version").get<std::string>();
@@ -75,10 +91,12 @@ AlgoCacheStamp stamp_from_json(const json& j) {
   const json& cc = j.at("compute_capability");
   if (!cc.is_array() || cc.size() != 2)
     throw std::runtime_error("compute_capability is not [major, minor]");
-  s.cc_major = cc[0].get<int>();
-  s.cc_minor = cc[1].get<int>();
-  s.cuda_runtime_version = j.at("cuda_runtime_version").get<int>();
-  s.cuda_driver_version = j.at("cuda_driver_version").get<int>();
+  s.cc_major = int(strict_int(cc[0], "compute_capability", 0, 255));
+  s.cc_minor = int(strict_int(cc[1], "compute_capability", 0, 255));
+  s.cuda_runtime_version = int(strict_int(j.at("cuda_runtime_version"), "cuda_runtime_version", 0,
+                                          std::numeric_limits<int32_t>::max()));
+  s.cuda_driver_version = int(strict_int(j.at("cuda_driver_version"), "cuda_driver_version", 0,
+                                         std::numeric_limits<int32_t>::max()));
   s.cpu_model = j.at("cpu_model").get<std::string>();
   return s;
 }
@@ -111,13 +129,9 @@ void read_int_array(const json& j, const char* field, Int* out, int n) {
   if (!a.is_array() || int(a.size()) != n)
     throw std::runtime_error(std::string("key field '") + field + "' is not an array of " +
                              std::to_string(n) + " integers");
-  for (int i = 0; i < n; ++i) {
-    const int64_t v = a[i].get<int64_t>();
-    if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max())
-      throw std::runtime_error(std::string("key field '") + field + "' holds " + std::to_string(v) +
-                               ", out of its range");
-    out[i] = Int(v);
-  }
+  for (int i = 0; i < n; ++i)
+    out[i] = Int(strict_int(a[i], std::string("key field ") + field,
+                            std::numeric_limits<Int>::min(), std::numeric_limits<Int>::max()));
 }
 
 json key_to_json(const AlgoKey& k) {
@@ -152,10 +166,7 @@ json key_to_json(const AlgoKey& k) {
 
 template <typename T>
 T small_int(const json& j, const char* field, int64_t max) {
-  int64_t v = j.at(field).get<int64_t>();
-  if (v < 0 || v > max)
-    throw std::runtime_error(std::string("key field '") + field + "' out of range");
-  return T(v);
+  return T(strict_int(j.at(field), std::string("key field ") + field, 0, max));
 }
 
 // Throws (std::exception) for any malformed field; the caller turns that into "corrupt file".
@@ -186,8 +197,8 @@ std::optional<AlgoKey> key_from_json(const json& j) {
   const json& cc = j.at("compute_capability");
   if (!cc.is_array() || cc.size() != 2)
     throw std::runtime_error("compute_capability is not [major, minor]");
-  k.cc_major = uint8_t(cc[0].get<int>());
-  k.cc_minor = uint8_t(cc[1].get<int>());
+  k.cc_major = uint8_t(strict_int(cc[0], "key field compute_capability", 0, 255));
+  k.cc_minor = uint8_t(strict_int(cc[1], "key field compute_capability", 0, 255));
   k.sm_count = small_int<uint16_t>(j, "sm_count", 65535);
   read_int_array(j, "input", k.input_sizes, AlgoKey::kMaxDims);
   read_int_array(j, "weight", k.weight_sizes, AlgoKey::kMaxDims);
@@ -195,12 +206,8 @@ std::optional<AlgoKey> key_from_json(const json& j) {
   read_int_array(j, "stride", k.stride, AlgoKey::kMaxSpatialDims);
   read_int_array(j, "padding", k.padding, AlgoKey::kMaxSpatialDims);
   read_int_array(j, "dilation", k.dilation, AlgoKey::kMaxSpatialDims);
-  {
-    const int64_t groups = j.at("groups").get<int64_t>();
-    if (groups < 0 || groups > std::numeric_limits<int32_t>::max())
-      throw std::runtime_error("key field 'groups' out of range");
-    k.groups = int32_t(groups);
-  }
+  k.groups = int32_t(strict_int(j.at("groups"), "key field groups", 0,
+                                std::numeric_limits<int32_t>::max()));
   read_int_array(j, "extra", k.extra, AlgoKey::kNumExtra);
   if (!op) return std::nullopt;
   k.op = *op;
@@ -245,6 +252,26 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     ::close(dfd);
   }
 }
+// The format version of the cache file at `path` when a newer Ember wrote it (this one must not
+// overwrite it: that Ember's timings would be lost), else 0.
+int64_t newer_format_version(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  if (json_nesting_depth(text) > kMaxJsonDepth) return 0;
+  try {
+    const json doc = json::parse(text);
+    if (!doc.is_object() || doc.value("format", std::string()) != kFormatName) return 0;
+    const json& v = doc.at("format_version");
+    if (v.is_number_unsigned())  // beyond int64: certainly newer
+      return v.get<uint64_t>() > uint64_t(kFormatVersion) ? 1 + kFormatVersion : 0;
+    if (v.is_number_integer() && v.get<int64_t>() > kFormatVersion) return v.get<int64_t>();
+  } catch (const std::exception&) {
+  }
+  return 0;
+}
 }  // namespace
 
 AlgoCacheStamp current_algo_cache_stamp() {
@@ -277,6 +304,11 @@ void AlgoCache::save(const std::string& path) const {
             [](const Row& a, const Row& b) { return a.sort_key < b.sort_key; });
   json entries = json::array();
   for (Row& r : rows) entries.push_back(std::move(r.entry));
+  if (const int64_t newer = newer_format_version(path); newer > 0)
+    EMBER_THROW(not_supported, "algorithm cache: not saving to '", path, "': it has format ",
+                "version ", newer, ", newer than this Ember's ", kFormatVersion, ", and a newer ",
+                "Ember's file is never overwritten; point EMBER_ALGO_CACHE at another file or ",
+                "upgrade Ember");
   json doc{{"format", kFormatName},
            {"format_version", kFormatVersion},
            {"stamp", stamp_to_json(current_algo_cache_stamp())},
@@ -303,6 +335,10 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
   buffer << in.rdbuf();
   std::string text = buffer.str();
 
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    return reject("it nests JSON deeper than " + std::to_string(kMaxJsonDepth) +
+                  " levels, so it is corrupt or hostile; it will be rewritten when this process "
+                  "saves");
   json doc;
   try {
     doc = json::parse(text);
@@ -316,17 +352,22 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
   try {
     if (!doc.is_object() || doc.value("format", std::string()) != kFormatName)
       return reject("it is not an Ember algorithm cache (no \"format\": \"ember-algo-cache\")");
-    int version = doc.at("format_version").get<int>();
+    const int64_t version = strict_int(doc.at("format_version"), "format_version", 0,
+                                       std::numeric_limits<int64_t>::max());
     if (version != kFormatVersion)
       return reject("it has format version " + std::to_string(version) + ", this Ember reads " +
-                    std::to_string(kFormatVersion));
+                    std::to_string(kFormatVersion) +
+                    (version > kFormatVersion ? " (it is kept: this process will not overwrite it)"
+                                              : ""));
     file_stamp = stamp_from_json(doc.at("stamp"));
     const json& entries = doc.at("entries");
     if (!entries.is_array()) throw std::runtime_error("\"entries\" is not an array");
     for (const json& e : entries) {
       std::optional<AlgoKey> key = key_from_json(e.at("key"));
       e.at("algorithm").get<std::string>();
-      e.at("time_ms").get<double>();
+      const json& t = e.at("time_ms");
+      if (!t.is_number() || !(t.get<double>() >= 0) || t.get<double>() > double(FLT_MAX))
+        throw std::runtime_error("'time_ms' holds " + t.dump() + ", not a time in milliseconds");
       parsed.emplace_back(key, e);
     }
   } catch (const std::exception& e) {

@@ -2,18 +2,29 @@
 #include "ember/nn/checkpoint.h"
 #include "ember/tensor/runtime/cuda_device.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 
 #include "ember/autograd/graph/grad_mode.h"
+#include "ember/nn/lr_scheduler.h"
+#include "ember/nn/optim.h"
+#include "ember/tensor/json_depth.h"
 #include "ember/tensor/runtime/generator.h"
 
 namespace ember::nn {
@@ -30,6 +41,9 @@ using OrderedJson = nlohmann::ordered_json;
 // keeps a corrupt length from asking for an absurd allocation.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
+// Metadata entry of Ember-written files: a JSON object mapping tensor names to the CRC-32 (8 hex
+// digits) of their bytes. Verified on load and not returned with the caller's metadata.
+constexpr const char* kChecksumKey = "ember.crc32";
 
 thread_local int64_t tls_fail_after_bytes = -1;
 
@@ -132,17 +146,90 @@ Tensor host_contiguous(const Tensor& t) {
   return c.is_contiguous() ? c : c.contiguous();
 }
 
+// Temporaries of this process still being written (their names), so that cleaning stale ones
+// never removes a save in flight on another thread.
+std::mutex& in_flight_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::string>& in_flight() {
+  static std::set<std::string>* s = new std::set<std::string>();  // leaked: saves at exit
+  return *s;
+}
+
+// A token that differs across restarts of a process with the same pid (pid 1 in a container).
+std::string unique_token() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t seed = [] {
+    uint64_t s = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                 uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    try {
+      std::random_device rd;
+      s ^= (uint64_t(rd()) << 32) ^ uint64_t(rd());
+    } catch (const std::exception&) {  // no entropy source: the clocks alone still differ
+    }
+    return s;
+  }();
+  uint64_t x = seed + 0x9E3779B97F4A7C15ull * (counter.fetch_add(1) + 1);  // splitmix64
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+// Removes the temporaries ".<base>.tmp.<pid>.<token>" of earlier saves to the same target that
+// can no longer finish: their process is gone, or it is this process and no thread is writing
+// them (a previous life of the same pid, or a write that was killed). Best effort.
+void remove_stale_temporaries(const std::string& dir, const std::string& base) {
+  const std::string prefix = "." + base + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  const long me = long(::getpid());
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (end == name.c_str() + prefix.size() || *end != '.' || pid <= 0) continue;
+    bool gone = false;
+    if (pid == me) {
+      std::lock_guard<std::mutex> lock(in_flight_mutex());
+      gone = in_flight().count(name) == 0;
+    } else {
+      gone = ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
+    }
+    if (gone) stale.push_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& name : stale) ::unlink(((dir == "/" ? "" : dir) + "/" + name).c_str());
+}
+
 void write_atomically(const std::string& path, const std::string& header,
                       const std::vector<Tensor>& blobs) {
   auto [dir, base] = split_path(path);
   EMBER_CHECK(!base.empty(), "save_checkpoint: '", path, "' names a folder, not a file");
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = (dir == "/" ? "" : dir) + "/." + base + ".tmp." + std::to_string(::getpid()) +
-                          "." + std::to_string(counter.fetch_add(1));
+  const std::string tmp_name =
+      "." + base + ".tmp." + std::to_string(::getpid()) + "." + unique_token();
+  const std::string tmp = (dir == "/" ? "" : dir) + "/" + tmp_name;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex());
+    in_flight().insert(tmp_name);
+  }
+  struct Done {
+    const std::string& name;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(in_flight_mutex());
+      in_flight().erase(name);
+    }
+  } done{tmp_name};
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
   if (fd.get() < 0)
     EMBER_THROW(execution_failed, "save_checkpoint: cannot create the temporary file '", tmp, "' for '",
-                path, "': ", errno_text(), "; check that the folder exists and is writable");
+                path, "': ", errno_text(), "; check that the folder '", dir,
+                "' exists and is writable and that the disk has room");
   try {
     TempFileWriter w(fd.get(), tmp, path);
     uint64_t header_len = header.size();
@@ -166,6 +253,22 @@ void write_atomically(const std::string& path, const std::string& header,
   if (dfd.get() < 0 || ::fsync(dfd.get()) != 0)
     EMBER_THROW(execution_failed, "save_checkpoint: '", path, "' was written, but syncing its folder '",
                 dir, "' failed: ", errno_text());
+  remove_stale_temporaries(dir, base);
+}
+
+// The CRC-32 of a tensor's bytes, as 8 hex digits.
+std::string crc32_hex(const Tensor& t) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef* p = static_cast<const Bytef*>(t.data_ptr());
+  for (size_t left = t.nbytes(); left > 0;) {
+    const uInt chunk = uInt(std::min<size_t>(left, size_t(1) << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    left -= chunk;
+  }
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08lx", static_cast<unsigned long>(crc & 0xFFFFFFFFul));
+  return text;
 }
 
 // Reads exactly n bytes at `offset`, or throws naming the file and where it fell short.
@@ -210,13 +313,15 @@ HeaderEntry parse_entry(const std::string& path, const std::string& name, const 
                  "\", which Ember does not read (it reads F32, F64, F16, BF16, I32, I64, U8, BOOL)");
   auto sh = v.find("shape");
   if (sh == v.end() || !sh->is_array()) header_error(path, "tensor '", name, "' has no \"shape\" array");
-  uint64_t numel = 1;
+  uint64_t numel = 1, bound = 1;  // bound counts sizes of 0 as 1, as Ember's element limit does
   for (const Json& d : *sh) {
     if (!d.is_number_unsigned())
       header_error(path, "tensor '", name, "' has shape ", sh->dump(), ": sizes must be non-negative integers");
     uint64_t s = d.get<uint64_t>();
-    if (s > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, s, &numel))
-      header_error(path, "tensor '", name, "' has shape ", sh->dump(), ", whose size overflows");
+    if (s > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, s, &numel) ||
+        __builtin_mul_overflow(bound, std::max<uint64_t>(s, 1), &bound) || bound > uint64_t(kMaxNumel))
+      header_error(path, "tensor '", name, "' has shape ", sh->dump(), ", whose size overflows or "
+                   "exceeds the limit of 2^48 elements per tensor");
     e.shape.push_back(int64_t(s));
   }
   auto off = v.find("data_offsets");
@@ -242,13 +347,11 @@ CheckpointWriteFault::CheckpointWriteFault(int64_t fail_after_bytes) : prev_(tls
 CheckpointWriteFault::~CheckpointWriteFault() { tls_fail_after_bytes = prev_; }
 }  // namespace detail
 
-void save_checkpoint(const std::string& path, const NamedTensors& tensors, const CheckpointMetadata& metadata) {
+void save_checkpoint(const std::string& path, const NamedTensors& tensors, const CheckpointMetadata& metadata,
+                     bool checksums) {
   OrderedJson header = OrderedJson::object();
-  if (!metadata.empty()) {
-    OrderedJson meta = OrderedJson::object();
-    for (auto& [k, v] : metadata) meta[k] = v;
-    header[kMetadataKey] = meta;
-  }
+  header[kMetadataKey] = OrderedJson::object();  // placeholder: keeps the metadata first
+  OrderedJson crcs = OrderedJson::object();
   std::vector<Tensor> blobs;
   blobs.reserve(tensors.size());
   uint64_t offset = 0;
@@ -264,7 +367,16 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors, const
     entry["data_offsets"] = {offset, offset + c.nbytes()};
     offset += c.nbytes();
     header[name] = std::move(entry);
+    if (checksums) crcs[name] = crc32_hex(c);
     blobs.push_back(std::move(c));
+  }
+  CheckpointMetadata meta = metadata;
+  meta.erase(kChecksumKey);  // a stale value (from a loaded file) never describes these tensors
+  if (checksums) meta[kChecksumKey] = crcs.dump();
+  if (meta.empty()) {
+    header.erase(kMetadataKey);
+  } else {
+    for (auto& [k, v] : meta) header[kMetadataKey][k] = v;
   }
   std::string text;
   try {
@@ -300,6 +412,9 @@ LoadedTensors load_checkpoint(const std::string& path) {
   std::string text(header_len, '\0');
   read_exact(fd.get(), path, text.data(), header_len, 8);
   if (text[0] != '{') header_error(path, "the header at byte 8 does not start with '{'");
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    header_error(path, "the JSON header nests deeper than ", kMaxJsonDepth, " levels (a corrupt or ",
+                 "hostile file; safetensors headers nest 3 levels)");
   Json header;
   try {
     header = Json::parse(text);
@@ -345,9 +460,38 @@ LoadedTensors load_checkpoint(const std::string& path) {
     header_error(path, "the tensors end at byte ", data_start + expected, " but the file has ", file_size,
                  " bytes (trailing data)");
 
+  // Checksums of Ember-written files (absent from other writers' files: nothing to verify then).
+  std::map<std::string, std::string> crcs;
+  if (auto it = out.metadata.find(kChecksumKey); it != out.metadata.end()) {
+    Json j;
+    try {
+      if (json_nesting_depth(it->second) <= kMaxJsonDepth) j = Json::parse(it->second);
+    } catch (const Json::parse_error&) {
+    }
+    if (!j.is_object()) header_error(path, "metadata \"", kChecksumKey, "\" is not a JSON object of checksums");
+    for (auto c = j.begin(); c != j.end(); ++c) {
+      const bool hex = c.value().is_string() && c.value().get<std::string>().size() == 8 &&
+                       c.value().get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (!hex) header_error(path, "metadata \"", kChecksumKey, "\" holds ", c.value().dump(), " for tensor '",
+                             c.key(), "', not 8 lowercase hex digits");
+      const bool known = std::any_of(entries.begin(), entries.end(),
+                                     [&](const HeaderEntry& e) { return e.name == c.key(); });
+      if (!known) header_error(path, "metadata \"", kChecksumKey, "\" names tensor '", c.key(), "', which the file lacks");
+      crcs[c.key()] = c.value().get<std::string>();
+    }
+    out.metadata.erase(it);
+  }
+
   for (const HeaderEntry& e : entries) {
     Tensor t = empty(e.shape, e.dtype, Device::cpu());
     if (t.nbytes() > 0) read_exact(fd.get(), path, t.data_ptr(), t.nbytes(), data_start + e.begin);
+    if (auto c = crcs.find(e.name); c != crcs.end()) {
+      const std::string actual = crc32_hex(t);
+      EMBER_CHECK(actual == c->second, "load_checkpoint: '", path, "': the data of tensor '", e.name,
+                  "' (bytes [", data_start + e.begin, ", ", data_start + e.end, ")) does not match ",
+                  "its checksum (CRC-32 ", actual, ", the file says ", c->second, "): the file is "
+                  "corrupt; restore it from a copy or an earlier checkpoint");
+    }
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
@@ -457,6 +601,8 @@ Checkpoint Checkpoint::load(const std::string& path) {
       ck.step = int64_t(s);
     } else if (k == kRngKey) {
       Json arr;
+      EMBER_CHECK(json_nesting_depth(v) <= kMaxJsonDepth, "Checkpoint::load: '", path, "': metadata ",
+                  kRngKey, " nests deeper than ", kMaxJsonDepth, " levels; the file is corrupt");
       try {
         arr = Json::parse(v);
       } catch (const Json::parse_error& e) {
@@ -483,6 +629,31 @@ Checkpoint Checkpoint::load(const std::string& path) {
     }
   }
   return ck;
+}
+
+void Checkpoint::restore(Module& model_, optim::Optimizer* optimizer_, optim::LRScheduler* scheduler_,
+                         bool strict) const {
+  EMBER_CHECK(!strict || !scheduler_ || !scheduler.empty(), "Checkpoint::restore: the checkpoint "
+              "holds no scheduler state; pass no scheduler, or strict=false to keep its state");
+  // Each loader validates everything before it changes anything; the model goes last, and a
+  // refusal there puts the optimizer and scheduler back as they were.
+  NamedTensors optimizer_before;
+  std::string config_before, scheduler_before;
+  if (optimizer_) {
+    optimizer_before = optimizer_->state_dict();  // a load swaps in new tensors: these stay intact
+    config_before = optimizer_->config_json();
+  }
+  if (scheduler_) scheduler_before = scheduler_->state_json();
+  try {
+    if (optimizer_) optimizer_->load_state_dict(optimizer, optimizer_config, strict);
+    if (scheduler_ && !scheduler.empty()) scheduler_->load_state_json(scheduler);
+    model_.load_state_dict(model, strict);
+  } catch (...) {
+    if (optimizer_) optimizer_->load_state_dict(optimizer_before, config_before, /*strict=*/false);
+    if (scheduler_) scheduler_->load_state_json(scheduler_before);
+    throw;
+  }
+  restore_rng_state(rng);
 }
 
 }  // namespace ember::nn

@@ -22,6 +22,11 @@
 
 #include "ember/nn/module.h"
 
+namespace ember::optim {
+class Optimizer;    // nn/optim.h
+class LRScheduler;  // nn/lr_scheduler.h
+}  // namespace ember::optim
+
 namespace ember::nn {
 
 using CheckpointMetadata = std::map<std::string, std::string>;
@@ -33,10 +38,18 @@ struct LoadedTensors {
 
 // Writes `tensors` (any device, dtype among the eight above, any strides: each is copied to a
 // contiguous CPU tensor first) and `metadata` to `path` atomically. Names must be unique and
-// non-empty, and "__metadata__" is reserved.
+// non-empty, and "__metadata__" is reserved. With `checksums`, the metadata entry "ember.crc32"
+// holds the CRC-32 of every tensor's bytes (a JSON object: name -> 8 hex digits), which
+// load_checkpoint verifies; other readers ignore it. The temporary file is named
+// ".<name>.tmp.<pid>.<random token>", so a restarted process (same pid) never collides with one
+// left by a killed write; each successful save removes such leftovers of the same target whose
+// process is gone.
 void save_checkpoint(const std::string& path, const NamedTensors& tensors,
-                     const CheckpointMetadata& metadata = {});
-// Reads a safetensors file (written by Ember or by any safetensors writer).
+                     const CheckpointMetadata& metadata = {}, bool checksums = true);
+// Reads a safetensors file (written by Ember or by any safetensors writer). JSON nesting deeper
+// than 64 levels and tensors over the element limit (kMaxNumel) are rejected; when the metadata
+// holds "ember.crc32", each listed tensor's data is checked against it (a mismatch is an
+// ember::Error naming the tensor) and the entry is not returned in `metadata`.
 LoadedTensors load_checkpoint(const std::string& path);
 
 // Shorthands: a module's state_dict to a file, and a file into a module (strict as in
@@ -72,8 +85,7 @@ void restore_rng_state(const std::vector<RngState>& states);
 //   ck.save("run/last.safetensors");
 //   ...
 //   auto ck = nn::Checkpoint::load("run/last.safetensors");
-//   model->load_state_dict(ck.model);  opt.load_state_dict(ck.optimizer, ck.optimizer_config);
-//   sched.load_state_json(ck.scheduler);  nn::restore_rng_state(ck.rng);  step = ck.step;
+//   ck.restore(*model, &opt, &sched);  step = ck.step;
 struct Checkpoint {
   static constexpr const char* kOptimizerPrefix = "optimizer.";
   static constexpr const char* kGradScalerPrefix = "grad_scaler.";
@@ -90,6 +102,13 @@ struct Checkpoint {
   void save(const std::string& path) const;
   // Model tensors are the entries without an "optimizer." or "grad_scaler." prefix.
   static Checkpoint load(const std::string& path);
+  // Resumes from this bundle: the optimizer's state and config and the scheduler's state (each
+  // when given), the model's state, then the RNG state. All or nothing: when any part is refused
+  // (another model's checkpoint, partial optimizer state, a corrupt scheduler entry), the model,
+  // optimizer and scheduler are left as they were. `strict` as in Module::load_state_dict and
+  // Optimizer::load_state_dict; a missing scheduler state is an error unless it is false.
+  void restore(Module& model, optim::Optimizer* optimizer = nullptr,
+               optim::LRScheduler* scheduler = nullptr, bool strict = true) const;
 };
 
 namespace detail {

@@ -91,7 +91,8 @@ uint32_t big_endian_u32(const uint8_t* p) {
 std::string find_file(const std::string& folder, const std::string& name, const char* dataset) {
   for (const std::string& candidate : {name + ".gz", name}) {
     const fs::path p = fs::path(folder) / candidate;
-    if (fs::is_regular_file(p)) return p.string();
+    std::error_code ec;  // an unreadable folder reads as "not there", not as a filesystem_error
+    if (fs::is_regular_file(p, ec)) return p.string();
   }
   EMBER_THROW(bad_param, dataset, ": neither '", (fs::path(folder) / name).string(), ".gz' nor '",
               (fs::path(folder) / name).string(), "' exists; point the reader at the folder that "
@@ -135,15 +136,19 @@ Tensor read_idx(const std::string& path) {
   std::vector<uint8_t> dims_bytes(size_t(ndim) * 4);
   file.read_exact(dims_bytes.data(), dims_bytes.size(), "the IDX dimension sizes");
   Shape shape;
-  uint64_t numel = 1;
+  uint64_t numel = 1, bound = 1;
   for (int d = 0; d < ndim; ++d) {
     const uint32_t size = big_endian_u32(&dims_bytes[size_t(d) * 4]);
     EMBER_CHECK(size <= uint32_t(INT32_MAX), file.where(4 + uint64_t(d) * 4), ": dimension ", d,
                 " has the impossible size ", size);
     shape.push_back(int64_t(size));
+    // Checked, so that a product that wraps (to 0, say) cannot pass; sizes of 0 count as 1 here,
+    // as in the tensor's strides, and the count itself is the product below.
+    EMBER_CHECK(!__builtin_mul_overflow(bound, std::max<uint64_t>(size, 1), &bound) &&
+                    bound <= (uint64_t(1) << 40),
+                file.where(4 + uint64_t(d) * 4), ": the header declares more than 2^40 elements (",
+                shape_str(shape), "...); the file is corrupt");
     numel *= size;
-    EMBER_CHECK(numel <= (uint64_t(1) << 40), file.where(4 + uint64_t(d) * 4), ": the header "
-                "declares more than 2^40 elements (", shape_str(shape), "...); the file is corrupt");
   }
   const uint64_t data_start = file.offset();
   const uint64_t data_bytes = numel * file_elem;
@@ -167,7 +172,9 @@ Tensor read_idx(const std::string& path) {
   const uint8_t* p = raw.data();
   const int64_t n = int64_t(numel);
   switch (magic[2]) {
-    case 0x08: std::memcpy(out.data_ptr(), p, size_t(n)); break;
+    case 0x08:
+      if (n > 0) std::memcpy(out.data_ptr(), p, size_t(n));  // both pointers are null when n == 0
+      break;
     case 0x09: {
       int32_t* o = out.data<int32_t>();
       for (int64_t i = 0; i < n; ++i) o[i] = int32_t(int8_t(p[i]));
@@ -271,17 +278,23 @@ TextCorpus::TextCorpus(const std::string& path, const TextCorpusOptions& options
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     std::vector<fs::path> entries;
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
+    // increment(ec), not a range-for: its operator++ throws std::filesystem_error.
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::directory_entry& entry = *it;
       const std::string name = entry.path().filename().string();
       if (name.empty() || name[0] == '.' || entry.path().extension() == ".dat") continue;
-      if (!fs::is_regular_file(entry.path(), ec)) continue;  // follows symlinks
+      std::error_code file_ec;
+      if (!fs::is_regular_file(entry.path(), file_ec)) continue;  // follows symlinks
       entries.push_back(entry.path());
     }
     EMBER_CHECK(!ec, "TextCorpus: cannot list '", path, "' (", ec.message(), ")");
     std::sort(entries.begin(), entries.end());
     std::set<fs::path> seen;
-    for (const fs::path& p : entries)
-      if (seen.insert(fs::exists(p) ? fs::canonical(p) : p).second) files_.push_back(p.string());
+    for (const fs::path& p : entries) {
+      std::error_code canon_ec;
+      const fs::path canon = fs::canonical(p, canon_ec);
+      if (seen.insert(canon_ec ? p : canon).second) files_.push_back(p.string());
+    }
   } else {
     EMBER_CHECK(fs::is_regular_file(path, ec), "TextCorpus: '", path, "' is neither a file nor a "
                 "folder; give a text file or a folder of them");

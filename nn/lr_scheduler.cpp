@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ember/tensor/json_depth.h"
+
 namespace ember::optim {
 
 namespace {
@@ -65,6 +67,8 @@ std::string LRScheduler::state_json() const {
 
 void LRScheduler::load_state_json(const std::string& text) {
   json j;
+  EMBER_CHECK(json_nesting_depth(text) <= kMaxJsonDepth, name(), ".load_state_json: the state ",
+              "nests deeper than ", kMaxJsonDepth, " levels; it is corrupt");
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
@@ -79,7 +83,8 @@ void LRScheduler::load_state_json(const std::string& text) {
               j["type"].dump(), " scheduler");
   std::vector<double> base;
   for (const json& v : j["base_lrs"]) {
-    EMBER_CHECK(v.is_number(), name(), ".load_state_json: base_lrs must be numbers, got ", v.dump());
+    EMBER_CHECK(v.is_number() && v.get<double>() >= 0, name(), ".load_state_json: base_lrs must be "
+                "non-negative numbers, got ", v.dump());
     base.push_back(v.get<double>());
   }
   EMBER_CHECK(base.size() == base_lrs_.size(), name(), ".load_state_json: the state has ",

@@ -192,6 +192,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       unexpected.push_back(n);
       continue;
     }
+    EMBER_CHECK(v.defined(), "load_state_dict: entry '", n, "' is an undefined tensor");
     EMBER_CHECK(it->second.sizes() == v.sizes(), "load_state_dict: size mismatch for '", n,
                 "': the checkpoint has shape ", v.shape_str(), " but the model has ",
                 it->second.shape_str());

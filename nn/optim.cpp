@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "ember/kernel_interface/optim.h"
+#include "ember/tensor/json_depth.h"
 #include "ember/tensor/runtime/cuda_graph.h"
 
 namespace ember {
@@ -287,14 +289,63 @@ std::string Optimizer::config_json() const {
     entry["params"] = indices;
     groups.push_back(entry);
   }
-  return json{{"type", name()}, {"param_groups", groups}}.dump();
+  // The parameters that have state, so that a strict load can tell a missing entry from a
+  // parameter that never took a step.
+  std::vector<size_t> stateful;
+  for (size_t i = 0; i < state_.size(); ++i)
+    if (!state_[i].empty()) stateful.push_back(i);
+  return json{{"type", name()}, {"param_groups", groups}, {"stateful", stateful}}.dump();
 }
 
-void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& config) {
+namespace {
+// load_state_dict's strict check: the entries `seen` against the optimizer's groups (`layout`:
+// each group's parameter count and state names) and the parsed config (null when none).
+void check_complete(const std::string& op, const std::string& name,
+                    const std::vector<std::pair<size_t, std::vector<std::string>>>& layout,
+                    const std::set<std::pair<size_t, std::string>>& seen, const json& config) {
+  // Which parameters must have state: those the saving optimizer listed, else (a config without
+  // the list, or none) those that have any entry, and at least one when the optimizer keeps state.
+  std::set<size_t> expected;
+  const bool listed = config.is_object() && config.contains("stateful");
+  if (listed) {
+    for (const json& i : config["stateful"]) expected.insert(size_t(i.get<uint64_t>()));
+  } else {
+    for (const auto& [index, state_name] : seen) expected.insert(index);
+  }
+  std::string missing;
+  size_t count = 0, index = 0;
+  bool keeps_state = false;
+  for (const auto& [size, names] : layout)
+    for (size_t i = 0; i < size; ++i, ++index) {
+      keeps_state = keeps_state || !names.empty();
+      for (const std::string& n : names) {
+        const bool have = seen.count({index, n}) > 0;
+        if (!have && expected.count(index)) {
+          if (count++ < 10)
+            missing += (missing.empty() ? "" : ", ") + ("state." + std::to_string(index) + "." + n);
+        } else if (have && !expected.count(index)) {
+          EMBER_THROW(bad_param, op, ": unexpected entry 'state.", index, ".", n, "': the config ",
+                      "says parameter ", index, " had no state; pass strict=false to load it anyway");
+        }
+      }
+    }
+  if (count > 10) missing += ", ... (" + std::to_string(count) + " in all)";
+  EMBER_CHECK(missing.empty(), op, ": missing state entries: ", missing, ". The state is ",
+              "partial, so resuming would diverge; pass strict=false to recreate the missing ",
+              "state as zeros");
+  EMBER_CHECK(listed || !keeps_state || !seen.empty(), op, ": no optimizer state was given (and ",
+              "no config listing which parameters have state); loading it would wipe this ", name,
+              "'s state. Pass the saved state_dict() and config_json(), or strict=false to reset");
+}
+}  // namespace
+
+void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& config, bool strict) {
   const std::string op = name() + ".load_state_dict";
   // ---- validate the config's layout ----
   json parsed;
   if (!config.empty()) {
+    EMBER_CHECK(json_nesting_depth(config) <= kMaxJsonDepth, op, ": the optimizer config nests ",
+                "deeper than ", kMaxJsonDepth, " levels; it is corrupt");
     try {
       parsed = json::parse(config);
     } catch (const json::exception& e) {
@@ -317,6 +368,14 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
                   " has ", entry["params"].size(), " parameters in the state but ",
                   groups_[g].params.size(), " here");
     }
+    if (parsed.contains("stateful")) {
+      const json& st = parsed["stateful"];
+      EMBER_CHECK(st.is_array(), op, ": the config's \"stateful\" is not a list of parameter indices");
+      for (const json& i : st)
+        EMBER_CHECK(i.is_number_unsigned() && i.get<uint64_t>() < state_.size(), op,
+                    ": the config's \"stateful\" lists ", i.dump(), ", not a parameter index below ",
+                    state_.size());
+    }
   }
   // The state names allowed depend on the options (amsgrad, momentum), which the config may
   // change: apply the config first and restore the previous one if anything does not fit.
@@ -336,6 +395,7 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
     Tensor value;
   };
   std::vector<Entry> entries;
+  std::vector<ParamState> fresh(state_.size());
   try {
     if (!config.empty()) apply_config(parsed["param_groups"]);
     std::set<std::pair<size_t, std::string>> seen;
@@ -346,10 +406,12 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
       for (size_t k = prefix.size(); digits && k < dot; ++k) digits = std::isdigit(uint8_t(key[k])) != 0;
       EMBER_CHECK(digits && dot + 1 < key.size(), op, ": unexpected entry '", key,
                   "'; optimizer state entries are named \"state.<parameter index>.<name>\"");
-      const size_t index = std::stoul(key.substr(prefix.size(), dot - prefix.size()));
-      const std::string state_name = key.substr(dot + 1);
-      EMBER_CHECK(index < state_.size(), op, ": entry '", key, "' names parameter ", index,
+      size_t index = 0;
+      const auto [end, ec] = std::from_chars(key.data() + prefix.size(), key.data() + dot, index);
+      EMBER_CHECK(ec == std::errc() && end == key.data() + dot && index < state_.size(), op,
+                  ": entry '", key, "' names parameter ", key.substr(prefix.size(), dot - prefix.size()),
                   " but this optimizer has ", state_.size(), " parameters");
+      const std::string state_name = key.substr(dot + 1);
       size_t g = 0;
       while (index >= groups_[g].first_index + groups_[g].params.size()) ++g;
       const std::vector<std::string> names = state_names(g);
@@ -370,15 +432,26 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
       EMBER_CHECK(seen.insert({index, state_name}).second, op, ": entry '", key, "' appears twice");
       entries.push_back({index, state_name, value});
     }
+    if (strict) {
+      std::vector<std::pair<size_t, std::vector<std::string>>> layout;  // (size, state names)
+      for (size_t g = 0; g < groups_.size(); ++g) layout.emplace_back(groups_[g].params.size(), state_names(g));
+      check_complete(op, name(), layout, seen, parsed);
+    }
+    // Copies into new tensors first: nothing of the optimizer changes until all of them exist.
+    for (const Entry& e : entries) {
+      size_t g = 0;
+      while (e.index >= groups_[g].first_index + groups_[g].params.size()) ++g;
+      const Tensor& p = groups_[g].params[e.index - groups_[g].first_index];
+      Tensor target = e.name == "step" ? empty({}, DType::f32, p.device())
+                                       : empty_with_layout(p, p.dtype(), p.device());
+      target.copy_(e.name == "step" ? e.value.reshape({}) : e.value);
+      fresh[e.index].emplace_back(e.name, target);
+    }
   } catch (...) {
     if (!config.empty()) apply_config(json::parse(previous_config)["param_groups"]);
     throw;
   }
-  for (ParamState& s : state_) s.clear();
-  for (const Entry& e : entries) {
-    Tensor target = state(e.index, e.name);
-    target.copy_(e.name == "step" ? e.value.reshape({}) : e.value);
-  }
+  state_.swap(fresh);
 }
 
 // ---- SGD ----------------------------------------------------------------------------------------

@@ -76,10 +76,15 @@ class Optimizer {
 
   // Tensor state and non-tensor state, see the file comment. load_state_dict validates everything
   // (names, parameter indices, shapes, the JSON's group layout) before changing anything, converts
-  // tensors to each parameter's device and dtype, and restores learning rates and hyperparameters.
+  // tensors to each parameter's device and dtype, and restores learning rates and hyperparameters;
+  // a failed load changes nothing. Strict (the default): every parameter that had state when it
+  // was saved (config_json lists them; without a config, every parameter with an entry) must have
+  // all of its entries, and an empty state is an error; strict=false recreates missing state as
+  // zeros on the next step.
   NamedTensors state_dict() const;
   std::string config_json() const;
-  void load_state_dict(const NamedTensors& state, const std::string& config_json = "");
+  void load_state_dict(const NamedTensors& state, const std::string& config_json = "",
+                       bool strict = true);
 
  protected:
   Optimizer() = default;

@@ -22,12 +22,19 @@ Tensor empty(const Shape& sizes, const TensorOptions& o) {
   return finish(empty(sizes, o.dtype, o.device, o.memory_format), o);
 }
 Tensor full(const Shape& sizes, double value, const TensorOptions& o) {
+  checked_numel(sizes, "full");
   Tensor t = empty(sizes, o.dtype, o.device, o.memory_format);
   t.fill_(value);
   return finish(t, o);
 }
-Tensor zeros(const Shape& sizes, const TensorOptions& o) { return full(sizes, 0.0, o); }
-Tensor ones(const Shape& sizes, const TensorOptions& o) { return full(sizes, 1.0, o); }
+Tensor zeros(const Shape& sizes, const TensorOptions& o) {
+  checked_numel(sizes, "zeros");  // so that an error names the op called
+  return full(sizes, 0.0, o);
+}
+Tensor ones(const Shape& sizes, const TensorOptions& o) {
+  checked_numel(sizes, "ones");
+  return full(sizes, 1.0, o);
+}
 Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
 Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 Tensor full_like(const Tensor& t, double value) {
@@ -46,8 +53,9 @@ Tensor from_data(const void* data, DType data_dtype, const Shape& sizes, const T
 }
 
 Tensor from_vector(const std::vector<double>& values, const Shape& sizes, const TensorOptions& o) {
-  EMBER_CHECK(int64_t(values.size()) == shape_numel(sizes), "from_vector: ", values.size(),
-              " values do not fill shape ", shape_str(sizes), " (", shape_numel(sizes), " elements)");
+  const int64_t n = checked_numel(sizes, "from_vector");
+  EMBER_CHECK(int64_t(values.size()) == n, "from_vector: ", values.size(),
+              " values do not fill shape ", shape_str(sizes), " (", n, " elements)");
   return from_data(values.data(), DType::f64, sizes, o);
 }
 
@@ -55,10 +63,16 @@ Tensor arange(double start, double end, double step, const TensorOptions& o) {
   EMBER_CHECK(step != 0, "arange: step must be nonzero");
   EMBER_CHECK((end - start) / step >= 0, "arange: the range [", start, ", ", end,
               ") is empty or has the wrong sign for step ", step);
-  const int64_t n = int64_t(std::ceil((end - start) / step));
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + double(i) * step;
-  return from_vector(v, {n}, o);
+  const double count = std::ceil((end - start) / step);
+  EMBER_CHECK(std::isfinite(start) && std::isfinite(end) && count <= double(kMaxNumel),
+              "arange: the range [", start, ", ", end, ") with step ", step, " has ", count,
+              " elements, over the limit of 2^48 elements per tensor (or is not finite)");
+  const int64_t n = int64_t(count);
+  // Filled in a tensor, not a std::vector, so that running out of memory is an ember::Error.
+  Tensor v = empty({n}, DType::f64, Device::cpu());
+  double* p = static_cast<double*>(v.data_ptr());
+  for (int64_t i = 0; i < n; ++i) p[i] = start + double(i) * step;
+  return from_data(p, DType::f64, {n}, o);
 }
 Tensor arange(double end, const TensorOptions& o) { return arange(0, end, 1, o); }
 
@@ -90,12 +104,14 @@ void fill_random(Tensor& t, RandomKind kind, double a, double b, Generator* gen)
 
 Tensor rand(const Shape& sizes, const TensorOptions& o, Generator* gen) {
   EMBER_CHECK(is_floating(o.dtype), "rand: needs a floating dtype, got ", dtype_name(o.dtype));
+  checked_numel(sizes, "rand");
   Tensor t = empty(sizes, o.dtype, o.device, o.memory_format);
   fill_random(t, RandomKind::uniform, 0, 1, gen);
   return finish(t, o);
 }
 Tensor randn(const Shape& sizes, const TensorOptions& o, Generator* gen) {
   EMBER_CHECK(is_floating(o.dtype), "randn: needs a floating dtype, got ", dtype_name(o.dtype));
+  checked_numel(sizes, "randn");
   Tensor t = empty(sizes, o.dtype, o.device, o.memory_format);
   fill_random(t, RandomKind::normal, 0, 1, gen);
   return finish(t, o);
@@ -104,6 +120,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOption
   EMBER_CHECK(high > low, "randint: high (", high, ") must be greater than low (", low, ")");
   EMBER_CHECK(high - low <= (int64_t(1) << 32), "randint: the range [", low, ", ", high,
               ") is wider than 2^32, which the Philox mapping does not cover; split the range");
+  checked_numel(sizes, "randint");
   Tensor t = empty(sizes, o.dtype, o.device, o.memory_format);
   fill_random(t, RandomKind::randint, double(low), double(high), gen);
   return t;

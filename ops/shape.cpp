@@ -23,7 +23,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (int64_t j = 0; j < t.dim(); ++j)
       EMBER_CHECK(j == d || t.size(j) == first.size(j), "cat: tensor ", i, " has shape ",
                   t.shape_str(), " which does not match ", first.shape_str(), " except in dim ", d);
-    total += t.size(d);
+    EMBER_CHECK(!__builtin_add_overflow(total, t.size(d), &total), "cat: the sizes in dim ", d,
+                " of the tensors overflow (tensor ", i, " has shape ", t.shape_str(), ")");
   }
   shape[size_t(d)] = total;
   Tensor out = empty(shape, dt, first.device(), first.suggest_memory_format());
@@ -66,7 +67,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 std::vector<Tensor> split_with_sizes(const Tensor& a, const Shape& sizes, int64_t dim) {
   const int64_t d = wrap_dim(dim, a.dim(), "split_with_sizes");
   int64_t total = 0;
-  for (int64_t s : sizes) total += s;
+  for (int64_t s : sizes)
+    EMBER_CHECK(s >= 0 && !__builtin_add_overflow(total, s, &total), "split_with_sizes: sizes ",
+                shape_str(sizes), " must be non-negative and sum to the size ", a.size(d), " of dim ",
+                d, " of ", a.shape_str());
   EMBER_CHECK(total == a.size(d), "split_with_sizes: sizes ", shape_str(sizes), " sum to ", total,
               " but dim ", d, " of ", a.shape_str(), " has size ", a.size(d));
   std::vector<Tensor> out;

@@ -53,7 +53,11 @@ Shape infer_shape(const char* op, const Tensor& t, const Shape& shape) {
       infer = int64_t(i);
     } else {
       EMBER_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(shape));
-      known *= out[i];
+      EMBER_CHECK(!__builtin_mul_overflow(known, std::max<int64_t>(out[i], 1), &known) &&
+                      known <= kMaxNumel,
+                  op, ": shape ", shape_str(shape), " exceeds the limit of 2^48 elements per "
+                  "tensor; it is invalid for a tensor of ", t.numel(), " elements");
+      if (out[i] == 0) known = 0;
     }
   }
   if (infer >= 0) {
@@ -61,7 +65,7 @@ Shape infer_shape(const char* op, const Tensor& t, const Shape& shape) {
                 " is invalid for a tensor of ", t.numel(), " elements (", t.shape_str(), ")");
     out[size_t(infer)] = t.numel() / known;
   }
-  EMBER_CHECK(shape_numel(out) == t.numel(), op, ": shape ", shape_str(shape),
+  EMBER_CHECK(checked_numel(out, op) == t.numel(), op, ": shape ", shape_str(shape),
               " is invalid for a tensor of ", t.numel(), " elements (", t.shape_str(), ")");
   return out;
 }
@@ -135,8 +139,10 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sz = sizes(), st = strides();
-  sz[size_t(d)] = (end - start + step - 1) / step;
-  st[size_t(d)] *= step;
+  sz[size_t(d)] = end == start ? 0 : (end - start - 1) / step + 1;  // no overflow for a huge step
+  // A step beyond the size leaves at most one element, whose stride is unused: capping it keeps
+  // the product from overflowing.
+  st[size_t(d)] *= std::min<int64_t>(step, std::max<int64_t>(n, 1));
   Tensor out = make_view(*this, sz, st, offset() + start * strides()[size_t(d)]);
   Shape in = sizes();
   DType dt = dtype();
@@ -153,7 +159,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   const int64_t n = sizes()[size_t(d)];
   if (start < 0) start += n;
-  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start,
+  EMBER_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: start ", start,
               " and length ", length, " are out of range for dimension ", d, " of size ", n,
               " (shape ", shape_str(), ")");
   return slice(d, start, start + length);
@@ -176,6 +182,9 @@ Tensor Tensor::expand(const Shape& shape) const {
   for (int64_t i = nd - 1; i >= 0; --i) {
     int64_t j = i - (nd - dim());
     int64_t target = shape[size_t(i)];
+    EMBER_CHECK(target >= -1, "expand: invalid size ", target, " at dim ", i, " of the target ",
+                ::ember::shape_str(shape), "; sizes must be >= 0, or -1 to keep a size of ",
+                shape_str());
     if (j >= 0) {
       int64_t have = sizes()[size_t(j)];
       if (target == -1) target = have;
@@ -185,12 +194,15 @@ Tensor Tensor::expand(const Shape& shape) const {
       sz[size_t(i)] = target;
       st[size_t(i)] = have == target ? strides()[size_t(j)] : 0;
     } else {
-      EMBER_CHECK(target >= 0, "expand: -1 is not allowed for new leading dims");
+      EMBER_CHECK(target >= 0, "expand: -1 is not allowed for the new leading dim ", i,
+                  " of the target ", ::ember::shape_str(shape), " (shape ", shape_str(),
+                  "); give its size");
       sz[size_t(i)] = target;
       st[size_t(i)] = 0;
     }
   }
   if (sz == sizes()) return *this;
+  checked_numel(sz, "expand");
   Tensor out = make_view(*this, sz, st, offset());
   Shape in = sizes();
   record_view("expand", *this, out, [in](const auto& g, const auto&) {

@@ -1,6 +1,7 @@
 // Tensor metadata, storage creation, raw views and printing.
 #include "ember/tensor/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <ostream>
@@ -21,11 +22,23 @@ Storage new_storage(size_t nbytes, Device device) {
   return std::make_shared<StorageImpl>(allocate(nbytes, device), nbytes, device);
 }
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
+int64_t checked_numel(const Shape& s, const char* op) {
+  int64_t n = 1, clamped = 1;
+  for (int64_t d : s) {
+    if (d < 0) [[unlikely]]
+      EMBER_THROW(bad_param, op, ": negative size ", d, " in ", shape_str(s),
+                  "; sizes must be >= 0");
+    if (__builtin_mul_overflow(clamped, std::max<int64_t>(d, 1), &clamped) ||
+        clamped > kMaxNumel) [[unlikely]]
+      EMBER_THROW(bad_param, op, ": the sizes ", shape_str(s), " exceed Ember's limit of 2^48 "
+                  "elements per tensor (kMaxNumel, counting a size of 0 as 1); check the sizes "
+                  "for a wrong or overflowed value");
+    n *= d;  // cannot overflow: n <= clamped <= kMaxNumel
+  }
   return n;
 }
+
+int64_t shape_numel(const Shape& s) { return checked_numel(s, "numel"); }
 
 std::string shape_str(const Shape& s) {
   std::string r = "[";
@@ -44,6 +57,7 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 }
 
 Shape contiguous_strides(const Shape& sizes, MemoryFormat format) {
+  checked_numel(sizes, "contiguous_strides");  // the strides below then cannot overflow
   const int64_t nd = int64_t(sizes.size());
   Shape st(sizes.size());
   if (format == MemoryFormat::channels_last && (nd == 4 || nd == 5)) {
@@ -70,11 +84,9 @@ Shape contiguous_strides(const Shape& sizes, MemoryFormat format) {
 }
 
 Tensor empty(const Shape& sizes, DType dtype, Device device, MemoryFormat format) {
-  for (int64_t d : sizes)
-    EMBER_CHECK(d >= 0, "empty: negative size in ", shape_str(sizes));
+  const int64_t n = checked_numel(sizes, "empty");  // also bounds the strides and nbytes
   if (format == MemoryFormat::preserve) format = MemoryFormat::contiguous;
   auto impl = std::make_shared<TensorImpl>();
-  const int64_t n = shape_numel(sizes);
   impl->storage = new_storage(size_t(n) * element_size(dtype), device);
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes, format);

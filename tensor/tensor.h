@@ -182,7 +182,16 @@ std::string shape_str(const Shape& s);
 
 // Contiguous strides for `sizes` in `format` (channels_last needs 4 dims, NHWC order; 5 dims NDHWC).
 Shape contiguous_strides(const Shape& sizes, MemoryFormat format = MemoryFormat::contiguous);
-int64_t shape_numel(const Shape& s);
+
+// The element limit: a tensor holds at most 2^48 elements (2^51 bytes at 8 bytes an element, more
+// than any machine's memory), so that element counts, byte counts, strides and offsets computed
+// from valid sizes never overflow int64. The product of the sizes, with 0 counted as 1 (which the
+// contiguous strides of an empty tensor need), must stay within it.
+constexpr int64_t kMaxNumel = int64_t(1) << 48;
+// The number of elements of `s`; throws bad_param naming `op` and the sizes when a size is
+// negative or the count exceeds kMaxNumel.
+int64_t checked_numel(const Shape& s, const char* op);
+int64_t shape_numel(const Shape& s);  // checked_numel(s, "numel")
 // Wraps a possibly negative dim into [0, ndim); throws bad_param naming `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op = "");
 
