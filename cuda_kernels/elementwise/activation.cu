@@ -1,7 +1,7 @@
-// CUDA kernels behind activation_kernel and activation_backward_kernel (ops/activation.h):
-// leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and backward. The same two paths as
-// the elementwise kernels (cuda_kernels/elementwise/elementwise.cu), built from the helpers of
-// elementwise.cuh:
+// CUDA kernels behind activation_kernel and activation_backward_kernel
+// (kernel_interface/activation.h): leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and
+// backward. The same two paths as the elementwise kernels
+// (cuda_kernels/elementwise/elementwise.cu), built from the helpers of elementwise.cuh:
 //  - contiguous: every operand dense in loop order and 16-byte aligned: a thread per 16-byte
 //    vector (blocks_for), the n % vector tail done by the first threads; one kernel per dtype and
 //    direction, the op a uniform switch around op-specialized code; exact gelu on bf16 looks its
@@ -12,7 +12,7 @@
 //    switch per element.
 // f16/bf16/f32 compute in float, f64 in double. Gradients are written, never accumulated.
 #include "ember/cuda_kernels/common/common.cuh"
-#include "ember/ops/activation.h"
+#include "ember/kernel_interface/activation.h"
 
 namespace ember::cuda {
 namespace {

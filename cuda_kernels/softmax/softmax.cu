@@ -42,7 +42,7 @@
 #include <algorithm>
 
 #include "ember/cuda_kernels/common/row_reduce.cuh"
-#include "ember/ops/softmax.h"
+#include "ember/kernel_interface/softmax.h"
 #include "ember/tensor/runtime/device_errors.h"
 
 namespace ember::cuda {
