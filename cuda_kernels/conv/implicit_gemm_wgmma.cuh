@@ -26,7 +26,7 @@
 #include <cstdint>
 
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
-#include "ember/cuda_kernels/common/mbarrier.cuh"
+#include "ember/cuda_kernels/common/tma.cuh"
 
 namespace ember::cuda::conv::igemm {
 

@@ -22,9 +22,8 @@ namespace {
 // erf/tanh/exp forms cost 20-40 instructions per element, which for bf16 is about the budget of a
 // thread at copy bandwidth, so the op is a template parameter of the per-vector code (no
 // per-element switch). Backward holds a second vector (g) and spills at 32 registers: 6 blocks
-// (40 registers). f64 computes in double: 4 blocks. On the H200, 2^28 f32 elements: gelu 515 us
-// and silu 509 us with a thread per vector, against 556 / 551 us for one vector per grid-stride
-// iteration over a full grid of 8 blocks per SM (PyTorch 510 / 510 us).
+// (40 registers). f64 computes in double: 4 blocks. A thread per vector is faster than one vector
+// per grid-stride iteration over a full grid of 8 blocks per SM.
 template <typename T, bool Backward>
 inline constexpr int kContiguousBlocksPerSm = std::is_same_v<T, double> ? 4 : (Backward ? 6 : 8);
 
@@ -209,8 +208,7 @@ activation_contiguous_kernel(ActivationOp op, OpMath<T> param, T* out, const T* 
 // ---- exact gelu on bf16 through a per-block table ---------------------------------------------
 //
 // erff costs about 30 instructions per element (two polynomials chosen by selects, an ex2), and
-// with 8 bf16 values per 16-byte vector the erf gelu ran issue-bound below 80% of the copy
-// bandwidth. A bf16 input has only 256 values per binade, so each block first tabulates the op
+// with 8 bf16 values per 16-byte vector the erf gelu is issue-bound, well below copy bandwidth. A bf16 input has only 256 values per binade, so each block first tabulates the op
 // for every bf16 value with 2^-12 <= |x| < 16 (4096 entries; forward the rounded bf16 result,
 // backward the float derivative), then does a table lookup per element (a few integer
 // instructions and a shared-memory load). The entries come from the same activation_forward /

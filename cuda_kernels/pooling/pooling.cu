@@ -14,7 +14,7 @@
 // division when the loop has fewer than 2^31 elements. Dense channels_last windows and global
 // average pooling take the vectorized fast paths of pooling_fast.cu first.
 #include "ember/cuda_kernels/pooling/pooling_nhwc.h"
-#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/cuda_kernels/common/reduce.cuh"
 #include "ember/ops/pooling.h"
 
 namespace ember::cuda {

@@ -37,7 +37,7 @@
 #include <type_traits>
 
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
-#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/cuda_kernels/common/reduce.cuh"
 
 namespace ember::cuda {
 namespace {

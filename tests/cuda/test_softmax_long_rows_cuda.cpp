@@ -120,7 +120,7 @@ TEST_CASE("softmax long rows: the heuristic's picks for many long rows" *
     dispatch::AlgoModeGuard heuristic(dispatch::AlgoMode::heuristic);
     return softmax_choose(p).name;
   };
-  // cluster_rows where it measured fastest: the f32 backward of rows over 8192 values, and the
+  // cluster_rows where its heuristic puts it first: the f32 backward of rows over 8192 values, and the
   // f32 forward of rows the ring does not take (see their heuristic_cost).
   CHECK(pick(8192, 32768, dispatch::Direction::backward) == kCluster);
   CHECK(pick(8192, 32772, dispatch::Direction::forward) == kCluster);
