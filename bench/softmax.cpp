@@ -1,10 +1,10 @@
 // Softmax-family benchmarks (GPU): softmax / log_softmax forward and backward over the last dim,
 // each registered softmax algorithm on its own, the fused cross_entropy forward+backward, the
-// activations and dropout, on the shapes of shared/ANCHORS.md. The PyTorch side is bench/softmax.py (same
-// bench/shape keys). GBps counts the minimum bytes (each input read once, each output written
-// once). Inputs are deterministic functions of the index (x = 4 sin(0.001 i), target
-// (7919 r) mod C), identical in both scripts, and every line carries a checksum that the PyTorch
-// line must match before its time means anything. Prints one JSON line per measurement.
+// activations and dropout, on the shapes of shared/ANCHORS.md. The PyTorch side is bench/softmax.py
+// (same bench/shape keys). GBps counts the minimum bytes (each input read once, each output written
+// once). Inputs are deterministic functions of the index (x = 4 sin(0.001 i), target (7919 r) mod
+// C), identical in both scripts, and every line carries a checksum that the PyTorch line must match
+// before its time means anything. Prints one JSON line per measurement.
 #include <algorithm>
 #include <cstdio>
 #include <string>

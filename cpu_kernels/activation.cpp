@@ -1,13 +1,13 @@
-// CPU kernels behind activation_kernel and activation_backward_kernel (ops/activation.h):
-// leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and backward, for every floating
-// dtype. They are the reference the CUDA kernels are tested against, so they use the exact library
-// math (std::erf, std::tanh, std::expm1). float16/bfloat16 compute in float and round once; float
-// in float; double in double. The loop walks the ElementwiseIter's dims (innermost last, byte
-// strides), with a flat loop when every operand is dense.
+// CPU kernels behind activation_kernel and activation_backward_kernel
+// (kernel_interface/activation.h): leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and
+// backward, for every floating dtype. They are the reference the CUDA kernels are tested against,
+// so they use the exact library math (std::erf, std::tanh, std::expm1). float16/bfloat16 compute in
+// float and round once; float in float; double in double. The loop walks the ElementwiseIter's dims
+// (innermost last, byte strides), with a flat loop when every operand is dense.
 #include <cmath>
 #include <type_traits>
 
-#include "ember/ops/activation.h"
+#include "ember/kernel_interface/activation.h"
 
 namespace ember {
 namespace {

@@ -1,10 +1,10 @@
-// CPU kernels behind dropout_kernel and dropout_backward_kernel (ops/dropout.h): the element loops
-// of cpu_kernels/dropout.h over dense tensors. The keep mask is drawn exactly as the CPU
-// random_kernel draws bernoulli(1 - p) (tensor/philox.h: element i takes lane i % 4 of subsequence
-// i / 4), so it matches the CUDA kernel's mask bit for bit.
+// CPU kernels behind dropout_kernel and dropout_backward_kernel (kernel_interface/dropout.h): the
+// element loops of cpu_kernels/dropout.h over dense tensors. The keep mask is drawn exactly as the
+// CPU random_kernel draws bernoulli(1 - p) (tensor/philox.h: element i takes lane i % 4 of
+// subsequence i / 4), so it matches the CUDA kernel's mask bit for bit.
 #include "ember/cpu_kernels/dropout.h"
 
-#include "ember/ops/dropout.h"
+#include "ember/kernel_interface/dropout.h"
 
 namespace ember {
 namespace {

@@ -1,11 +1,11 @@
-// CPU kernel behind layout_transpose_kernel (ops/layout.h): a batched transpose of dense memory in
-// square cache blocks, so that both the reads and the writes of a block stay within a few cache
-// lines per row. Values are moved as element-sized words, so one instantiation serves every dtype
-// of a size.
+// CPU kernel behind layout_transpose_kernel (kernel_interface/layout.h): a batched transpose of
+// dense memory in square cache blocks, so that both the reads and the writes of a block stay within
+// a few cache lines per row. Values are moved as element-sized words, so one instantiation serves
+// every dtype of a size.
 #include <algorithm>
 #include <cstdint>
 
-#include "ember/ops/layout.h"
+#include "ember/kernel_interface/layout.h"
 
 namespace ember {
 namespace {

@@ -1,16 +1,16 @@
-// CPU kernels of ops/softmax.h: the softmax / log_softmax algorithm ("rowwise", forward and
-// backward, registered in the algorithm cache's CPU slots) and the fused cross-entropy / nll_loss
-// forward and backward kernels. They are the reference the CUDA kernels are tested against, so
-// they accumulate in double for every dtype. Memory is [outer, dim, inner]; for inner > 1 a block
-// of `inner` columns is processed side by side so the inner loops run over contiguous memory.
-// Gradients are written, never accumulated.
+// CPU kernels of kernel_interface/softmax.h: the softmax / log_softmax algorithm ("rowwise",
+// forward and backward, registered in the algorithm cache's CPU slots) and the fused cross-entropy
+// / nll_loss forward and backward kernels. They are the reference the CUDA kernels are tested
+// against, so they accumulate in double for every dtype. Memory is [outer, dim, inner]; for
+// inner > 1 a block of `inner` columns is processed side by side so the inner loops run over
+// contiguous memory. Gradients are written, never accumulated.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
-#include "ember/ops/softmax.h"
+#include "ember/kernel_interface/softmax.h"
 
 namespace ember {
 namespace {

@@ -1,25 +1,12 @@
 // leaky_relu, elu, gelu and silu: argument checks, output allocation, the backward node (which
-// saves the input and calls the backward kernel), and the definitions of their kernel tables.
+// saves the input and calls the backward kernel). The kernel tables are in
+// kernel_interface/activation.h.
 #include "ember/ops/activation.h"
 
 #include "ember/autograd/graph/graph.h"
 #include "ember/ops/ops.h"
 
 namespace ember {
-
-EMBER_DEFINE_KERNEL(activation_kernel, ActivationKernel)
-EMBER_DEFINE_KERNEL(activation_backward_kernel, ActivationKernel)
-
-const char* activation_op_name(ActivationOp op) {
-  switch (op) {
-    case ActivationOp::leaky_relu: return "leaky_relu";
-    case ActivationOp::elu: return "elu";
-    case ActivationOp::gelu: return "gelu";
-    case ActivationOp::gelu_tanh: return "gelu(approximate=tanh)";
-    case ActivationOp::silu: return "silu";
-  }
-  return "activation";
-}
 
 namespace {
 

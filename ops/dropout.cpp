@@ -1,14 +1,11 @@
 // dropout: argument checks, drawing the Philox parameters from the generator, the saved mask and
-// the backward node; and the definitions of the dropout kernel tables.
+// the backward node. The kernel tables are kernel_interface/dropout.h.
 #include "ember/ops/dropout.h"
 
 #include "ember/autograd/graph/graph.h"
 #include "ember/ops/ops.h"
 
 namespace ember {
-
-EMBER_DEFINE_KERNEL(dropout_kernel, DropoutKernel)
-EMBER_DEFINE_KERNEL(dropout_backward_kernel, DropoutBackwardKernel)
 
 namespace {
 

@@ -1,14 +1,15 @@
-// dropout driven by the Philox generator (tensor/runtime/generator.h): the keep mask is a pure function of
-// the generator's (seed, offset), identical on the CPU and on CUDA, so a run is reproducible from
-// the seed and a CPU reference can check the GPU's mask bit for bit. The mask is saved for the
-// backward as bool (1 byte per element): that keeps the backward one elementwise pass and stays
-// correct whatever happens to the generator between forward and backward (graph captures that
-// split forward and backward, reseeding), at the cost of a 1-byte write and read per element.
-// CPU kernels live in cpu_kernels/dropout.cpp, CUDA kernels in cuda_kernels/dropout.cu.
+// dropout driven by the Philox generator (tensor/runtime/generator.h): the keep mask is a pure
+// function of the generator's (seed, offset), identical on the CPU and on CUDA, so a run is
+// reproducible from the seed and a CPU reference can check the GPU's mask bit for bit. The mask is
+// saved for the backward as bool (1 byte per element): that keeps the backward one elementwise pass
+// and stays correct whatever happens to the generator between forward and backward (graph captures
+// that split forward and backward, reseeding), at the cost of a 1-byte write and read per element.
+// The kernel tables are kernel_interface/dropout.h (CPU kernels in cpu_kernels/dropout.cpp, CUDA
+// kernels in cuda_kernels/elementwise/dropout.cu).
 #pragma once
 #include <cstdint>
 
-#include "ember/kernel_interface/random.h"
+#include "ember/kernel_interface/dropout.h"
 #include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/tensor.h"
 
@@ -29,25 +30,5 @@ struct DropoutResult {
 // dropout that also returns the keep mask (tests, and ops that fuse dropout with a neighbour).
 DropoutResult dropout_with_mask(const Tensor& x, double p, bool training = true,
                                 Generator* gen = nullptr);
-
-// ---- kernel interface -------------------------------------------------------------------------
-
-// Forward: input, output (input's dtype) and mask (bool) are dense contiguous tensors of one
-// shape; writes mask[i] = keep(i) and output[i] = keep(i) ? input[i] * scale : 0, with
-// scale = 1 / (1 - p) (0 when p == 1), computed in float (double for f64). `random` holds the
-// generator's seed and offset (and device offset inside a graph capture).
-struct DropoutArgs {
-  Tensor input, output, mask;
-  double p = 0.5;
-  RandomParams random;
-};
-using DropoutKernel = void (*)(const DropoutArgs& args);
-EMBER_DECLARE_KERNEL(dropout_kernel, DropoutKernel)  // selected by the input's dtype
-
-// Backward: grad_input[i] = mask[i] ? grad_output[i] * scale : 0; all dense contiguous, the
-// gradients of one dtype (which selects the kernel). grad_input is written, not accumulated.
-using DropoutBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& grad_output,
-                                       const Tensor& mask, double scale);
-EMBER_DECLARE_KERNEL(dropout_backward_kernel, DropoutBackwardKernel)
 
 }  // namespace ember

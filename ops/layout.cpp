@@ -1,5 +1,4 @@
-// Dense-layout helpers, nchw_to_nhwc / nhwc_to_nchw and try_fast_layout_copy (see ops/layout.h),
-// and the definition of the layout_transpose_kernel table.
+// Dense-layout helpers, nchw_to_nhwc / nhwc_to_nchw and try_fast_layout_copy (see ops/layout.h).
 #include "ember/ops/layout.h"
 
 #include <algorithm>
@@ -10,8 +9,6 @@
 #include "ember/ops/ops.h"
 
 namespace ember {
-
-EMBER_DEFINE_KERNEL(layout_transpose_kernel, LayoutTransposeKernel)
 
 bool is_dense_layout(const Tensor& t) {
   if (t.numel() == 0) return true;

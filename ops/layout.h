@@ -7,10 +7,11 @@
 //    kernel (shared-memory tiles on CUDA, cache blocks on the CPU);
 //  - try_fast_layout_copy: the same kernel as a copy path for ops/copy.cpp (Tensor::contiguous,
 //    copy_ and to(MemoryFormat) between the two formats).
+// The transpose kernel's table is kernel_interface/layout.h.
 #pragma once
 #include <cstdint>
 
-#include "ember/dispatch/registry.h"
+#include "ember/kernel_interface/layout.h"
 #include "ember/tensor/tensor.h"
 
 namespace ember {
@@ -38,15 +39,5 @@ Tensor nhwc_to_nchw(const Tensor& x);
 // are not both), copies src into dst with the tiled transpose kernel and returns true. Otherwise
 // does nothing and returns false. No autograd and no version bump (the caller does both).
 bool try_fast_layout_copy(const Tensor& dst, const Tensor& src);
-
-// ---- kernel interface -------------------------------------------------------------------------
-
-// Batched transpose of dense memory: dst[b][c][r] = src[b][r][c] for src [batch, rows, cols] and
-// dst [batch, cols, rows], both starting at their data_ptr(). NCHW -> NHWC is rows = C,
-// cols = H*W; NHWC -> NCHW is rows = H*W, cols = C. Selected by the dtype (any; the kernels move
-// element-sized words).
-using LayoutTransposeKernel = void (*)(const Tensor& dst, const Tensor& src, int64_t batch,
-                                       int64_t rows, int64_t cols);
-EMBER_DECLARE_KERNEL(layout_transpose_kernel, LayoutTransposeKernel)
 
 }  // namespace ember

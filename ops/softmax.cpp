@@ -1,7 +1,7 @@
-// softmax / log_softmax (argument checks, the [outer, dim, inner] view of dense memory, autograd,
-// the algorithm-cache glue of SoftmaxProblem) and the fused cross_entropy / nll_loss (checks,
-// layouts, reductions with PyTorch's semantics, autograd), plus the definitions of the
-// cross-entropy kernel tables and the registration of the out-of-range-target device error.
+// softmax / log_softmax (argument checks, the [outer, dim, inner] view of dense memory, autograd)
+// and the fused cross_entropy / nll_loss (checks, layouts, reductions with PyTorch's semantics,
+// autograd), plus the registration of the out-of-range-target device error. SoftmaxProblem's
+// algorithm slots and the cross-entropy kernel tables are defined in kernel_interface/softmax.cpp.
 //
 // Cross-entropy design: the forward kernel reads each row once and saves its log-sum-exp (4 bytes
 // per row); the backward kernel reads the logits again and writes the gradient. That is 2 reads
@@ -20,9 +20,6 @@ namespace ember {
 
 using dispatch::Direction;
 
-EMBER_DEFINE_KERNEL(cross_entropy_forward_kernel, CrossEntropyForwardKernel)
-EMBER_DEFINE_KERNEL(cross_entropy_backward_kernel, CrossEntropyBackwardKernel)
-
 namespace {
 
 std::string describe_class_out_of_range(int64_t index, int64_t classes) {
@@ -36,14 +33,6 @@ const bool g_registered_class_error = [] {
                               &describe_class_out_of_range);
   return true;
 }();
-
-uint8_t pointer_alignment(const Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return 16;
-  const auto address = reinterpret_cast<uintptr_t>(t.data_ptr());
-  uint8_t align = 16;
-  while (align > 1 && address % align != 0) align /= 2;
-  return align;
-}
 
 // ---- softmax ----------------------------------------------------------------------------------
 
@@ -273,47 +262,6 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
   (void)g_registered_class_error;
   return class_loss(log_probs, target,
                     {"nll_loss", o.weight, o.ignore_index, 0.0, o.reduction, true});
-}
-
-// ---- softmax kernel interface -----------------------------------------------------------------
-
-SoftmaxProblem SoftmaxProblem::with_scratch_outputs() const {
-  SoftmaxProblem scratch = *this;
-  scratch.output = empty_with_layout_of(output, output.dtype());
-  return scratch;
-}
-
-dispatch::OpId softmax_op() {
-  static const dispatch::OpId id = dispatch::op_id("softmax");
-  return id;
-}
-
-dispatch::AlgoSlot& softmax_slot(Direction direction, DeviceType device_type) {
-  return dispatch::algo_slot(softmax_op(), direction, device_type);
-}
-
-dispatch::AlgoKey softmax_key(const SoftmaxProblem& p) {
-  dispatch::AlgoKey key = dispatch::make_algo_key(softmax_op(), p.direction, p.device());
-  key.rank = 3;
-  key.assign(key.input_sizes[0], p.outer);
-  key.assign(key.input_sizes[1], p.dim_size);
-  key.assign(key.input_sizes[2], p.inner);
-  key.input_dtype = uint8_t(p.input.dtype());
-  key.output_dtype = uint8_t(p.output.dtype());
-  uint8_t align = std::min(pointer_alignment(p.input), pointer_alignment(p.output));
-  if (p.grad_output.defined()) align = std::min(align, pointer_alignment(p.grad_output));
-  key.alignment_bytes = align;
-  key.extra[0] = p.log ? 1 : 0;
-  return key;
-}
-
-const dispatch::Algorithm<SoftmaxProblem>& softmax_choose(const SoftmaxProblem& p) {
-  return dispatch::algo_cache().choose(softmax_slot(p.direction, p.device().type), softmax_key(p),
-                                       p);
-}
-
-void softmax_run(const SoftmaxProblem& p) {
-  dispatch::algo_cache().run(softmax_slot(p.direction, p.device().type), softmax_key(p), p);
 }
 
 }  // namespace ember

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/device.h"
 #include "ember/tensor/dtype.h"
 #include "ember/tensor/runtime/stream.h"

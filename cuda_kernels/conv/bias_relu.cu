@@ -6,7 +6,7 @@
 //    bias and applies ReLU in place (NCHW or channels_last y; fp32 math, fp64 for f64).
 // ReLU keeps NaN (as torch.relu). The output is OVERWRITTEN.
 #include "ember/cuda_kernels/conv/conv_common.cuh"
-#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/cuda_kernels/common/reduce.cuh"
 #include "ember/ops/conv_fused.h"
 
 namespace ember::cuda::conv {

@@ -16,7 +16,7 @@
 #include <algorithm>
 
 #include "ember/cuda_kernels/conv/conv_common.cuh"
-#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/cuda_kernels/common/reduce.cuh"
 
 namespace ember::cuda::conv {
 namespace {

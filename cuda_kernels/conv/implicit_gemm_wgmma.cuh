@@ -26,7 +26,7 @@
 #include <cstdint>
 
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
-#include "ember/cuda_kernels/common/mbarrier.cuh"
+#include "ember/cuda_kernels/common/tma.cuh"
 
 namespace ember::cuda::conv::igemm {
 
@@ -127,7 +127,7 @@ EMBER_WGMMA_OP(float, 64, "m64n64k8.f32.tf32.tf32", EMBER_WGMMA_D32, EMBER_WGMMA
                "%32, %33", "1, 1")
 #undef EMBER_WGMMA_OP
 
-// The warp-specialized kernel's stage barriers are cuda_kernels/common/mbarrier.cuh's; a producer thread
+// The warp-specialized kernel's stage barriers are cuda_kernels/common/tma.cuh's; a producer thread
 // arrives on one once every cp.async it issued so far has landed (counted among the barrier's
 // expected arrivals: noinc).
 __device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {

@@ -1,7 +1,7 @@
-// CUDA kernels behind activation_kernel and activation_backward_kernel (ops/activation.h):
-// leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and backward. The same two paths as
-// the elementwise kernels (cuda_kernels/elementwise/elementwise.cu), built from the helpers of
-// elementwise.cuh:
+// CUDA kernels behind activation_kernel and activation_backward_kernel
+// (kernel_interface/activation.h): leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and
+// backward. The same two paths as the elementwise kernels
+// (cuda_kernels/elementwise/elementwise.cu), built from the helpers of elementwise.cuh:
 //  - contiguous: every operand dense in loop order and 16-byte aligned: a thread per 16-byte
 //    vector (blocks_for), the n % vector tail done by the first threads; one kernel per dtype and
 //    direction, the op a uniform switch around op-specialized code; exact gelu on bf16 looks its
@@ -12,7 +12,7 @@
 //    switch per element.
 // f16/bf16/f32 compute in float, f64 in double. Gradients are written, never accumulated.
 #include "ember/cuda_kernels/common/common.cuh"
-#include "ember/ops/activation.h"
+#include "ember/kernel_interface/activation.h"
 
 namespace ember::cuda {
 namespace {
@@ -22,9 +22,8 @@ namespace {
 // erf/tanh/exp forms cost 20-40 instructions per element, which for bf16 is about the budget of a
 // thread at copy bandwidth, so the op is a template parameter of the per-vector code (no
 // per-element switch). Backward holds a second vector (g) and spills at 32 registers: 6 blocks
-// (40 registers). f64 computes in double: 4 blocks. On the H200, 2^28 f32 elements: gelu 515 us
-// and silu 509 us with a thread per vector, against 556 / 551 us for one vector per grid-stride
-// iteration over a full grid of 8 blocks per SM (PyTorch 510 / 510 us).
+// (40 registers). f64 computes in double: 4 blocks. A thread per vector is faster than one vector
+// per grid-stride iteration over a full grid of 8 blocks per SM.
 template <typename T, bool Backward>
 inline constexpr int kContiguousBlocksPerSm = std::is_same_v<T, double> ? 4 : (Backward ? 6 : 8);
 
@@ -209,8 +208,7 @@ activation_contiguous_kernel(ActivationOp op, OpMath<T> param, T* out, const T* 
 // ---- exact gelu on bf16 through a per-block table ---------------------------------------------
 //
 // erff costs about 30 instructions per element (two polynomials chosen by selects, an ex2), and
-// with 8 bf16 values per 16-byte vector the erf gelu ran issue-bound below 80% of the copy
-// bandwidth. A bf16 input has only 256 values per binade, so each block first tabulates the op
+// with 8 bf16 values per 16-byte vector the erf gelu is issue-bound, well below copy bandwidth. A bf16 input has only 256 values per binade, so each block first tabulates the op
 // for every bf16 value with 2^-12 <= |x| < 16 (4096 entries; forward the rounded bf16 result,
 // backward the float derivative), then does a table lookup per element (a few integer
 // instructions and a shared-memory load). The entries come from the same activation_forward /

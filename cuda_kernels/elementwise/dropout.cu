@@ -1,7 +1,7 @@
-// CUDA kernels behind dropout_kernel and dropout_backward_kernel (ops/dropout.h).
+// CUDA kernels behind dropout_kernel and dropout_backward_kernel (kernel_interface/dropout.h).
 //  - forward: a thread per group of 4 elements (one Philox4x32-10 block, tensor/philox.h, exactly
-//    as the bernoulli fill of cuda_kernels/random/random.cu draws it, so the CPU kernel's mask is the
-//    same bit for bit), two consecutive groups for 16-bit dtypes: loads the inputs as one
+//    as the bernoulli fill of cuda_kernels/random/random.cu draws it, so the CPU kernel's mask is
+//    the same bit for bit), two consecutive groups for 16-bit dtypes: loads the inputs as one
 //    16-byte vector (before the Philox rounds), stores the outputs as one vector and the mask
 //    bytes as 32-bit words when the pointers allow; grid-stride loop. Inside a CUDA graph capture
 //    the Philox offset is read from the device, so each replay draws a new mask.
@@ -9,7 +9,7 @@
 //    the matching mask bytes, or a scalar loop for unaligned pointers.
 // One instantiation per floating dtype and kernel; f16/bf16/f32 compute in float, f64 in double.
 #include "ember/cuda_kernels/common/common.cuh"
-#include "ember/ops/dropout.h"
+#include "ember/kernel_interface/dropout.h"
 #include "ember/tensor/philox.h"
 
 namespace ember::cuda {

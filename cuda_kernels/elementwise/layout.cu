@@ -1,11 +1,11 @@
-// CUDA kernel behind layout_transpose_kernel (ops/layout.h), the NCHW <-> NHWC conversion: a
-// batched transpose through 32 x 32 shared-memory tiles (one column of padding against bank
-// conflicts), so that both the global reads (along src rows) and the global writes (along dst
-// rows) are coalesced. A block of 32 x 8 threads moves one tile per iteration of a grid-stride loop
-// over (batch, tile row, tile column). Values move as element-sized words: one instantiation per
-// element size (1, 2, 4, 8 bytes) serves every dtype.
+// CUDA kernel behind layout_transpose_kernel (kernel_interface/layout.h), the NCHW <-> NHWC
+// conversion: a batched transpose through 32 x 32 shared-memory tiles (one column of padding
+// against bank conflicts), so that both the global reads (along src rows) and the global writes
+// (along dst rows) are coalesced. A block of 32 x 8 threads moves one tile per iteration of a
+// grid-stride loop over (batch, tile row, tile column). Values move as element-sized words: one
+// instantiation per element size (1, 2, 4, 8 bytes) serves every dtype.
 #include "ember/cuda_kernels/common/common.cuh"
-#include "ember/ops/layout.h"
+#include "ember/kernel_interface/layout.h"
 
 namespace ember::cuda {
 namespace {

@@ -15,10 +15,7 @@
 // division when the loop has fewer than 2^31 elements. Dense channels_last windows and global
 // average pooling have faster algorithms (pooling_nhwc_algorithms.cu), which the heuristic ranks
 // first where they apply.
-// First: cuda_kernels/common/common.cuh uses device_properties without including it.
-#include "ember/tensor/runtime/cuda_device.h"
-
-#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/cuda_kernels/common/reduce.cuh"
 #include "ember/cuda_kernels/pooling/pooling.h"
 #include "ember/dispatch/algorithm.h"
 

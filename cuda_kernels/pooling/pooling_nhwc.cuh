@@ -11,11 +11,8 @@
 #include <limits>
 #include <type_traits>
 
-// First: cuda_kernels/common/common.cuh uses device_properties without including it.
-#include "ember/tensor/runtime/cuda_device.h"
-
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
-#include "ember/cuda_kernels/common/row_reduce.cuh"
+#include "ember/cuda_kernels/common/reduce.cuh"
 #include "ember/cuda_kernels/pooling/pooling.h"
 
 namespace ember::cuda {

@@ -1,8 +1,8 @@
-// CUDA test of the bf16 exact-gelu table (gelu_bf16_table_kernel in cuda_kernels/elementwise/activation.cu):
-// for every one of the 65536 bf16 values (zeros, subnormals, the table's edges at 2^-12 and 16,
-// inf, NaN), forward and backward results of the dense aligned path (the table) are bit-identical
-// to the strided path (a view starting one element in, computed directly with erff). Skips
-// without a GPU.
+// CUDA test of the bf16 exact-gelu table (gelu_bf16_table_kernel in
+// cuda_kernels/elementwise/activation.cu): for every one of the 65536 bf16 values (zeros,
+// subnormals, the table's edges at 2^-12 and 16, inf, NaN), forward and backward results of the
+// dense aligned path (the table) are bit-identical to the strided path (a view starting one element
+// in, computed directly with erff). Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>

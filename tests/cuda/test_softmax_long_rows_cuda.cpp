@@ -1,14 +1,14 @@
-// CUDA tests of the long-row kernels of cuda_kernels/softmax/softmax.cu: the cluster_rows softmax
-// algorithm (a thread-block cluster per row, sm_90) forced in both directions on row lengths at
-// and around its segment boundaries (8192 values a block forward, 4096 backward) and limits
-// (65536 / 32768), vector and scalar paths, -inf masks, large values and maxima in the last
-// segment; the block_tma_ring forward (a block per SM, rows streamed through a shared-memory ring
-// of 16 KiB chunks, sm_90) forced on rows around its chunk boundaries and limit (32768), with
-// enough rows per block that the ring wraps several times, and on the same masks and values;
-// which algorithm the heuristic picks for 32768-value rows; and the cross-entropy
-// backward's row tiles (1024 vectors a tile) on class counts around the tile size, with ignored
-// rows, weights, label smoothing and misaligned logits. Parity with the CPU reference in fp64 on
-// the same rounded inputs. Skips without a GPU.
+// CUDA tests of the long-row kernels of cuda_kernels/softmax/ (cluster.cu, ring.cu,
+// cross_entropy.cu): the cluster_rows softmax algorithm (a thread-block cluster per row, sm_90)
+// forced in both directions on row lengths at and around its segment boundaries (8192 values a
+// block forward, 4096 backward) and limits (65536 / 32768), vector and scalar paths, -inf masks,
+// large values and maxima in the last segment; the block_tma_ring forward (a block per SM, rows
+// streamed through a shared-memory ring of 16 KiB chunks, sm_90) forced on rows around its chunk
+// boundaries and limit (32768), with enough rows per block that the ring wraps several times, and
+// on the same masks and values; which algorithm the heuristic picks for 32768-value rows; and the
+// cross-entropy backward's row tiles (1024 vectors a tile) on class counts around the tile size,
+// with ignored rows, weights, label smoothing and misaligned logits. Parity with the CPU reference
+// in fp64 on the same rounded inputs. Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -120,7 +120,7 @@ TEST_CASE("softmax long rows: the heuristic's picks for many long rows" *
     dispatch::AlgoModeGuard heuristic(dispatch::AlgoMode::heuristic);
     return softmax_choose(p).name;
   };
-  // cluster_rows where it measured fastest: the f32 backward of rows over 8192 values, and the
+  // cluster_rows where its heuristic puts it first: the f32 backward of rows over 8192 values, and the
   // f32 forward of rows the ring does not take (see their heuristic_cost).
   CHECK(pick(8192, 32768, dispatch::Direction::backward) == kCluster);
   CHECK(pick(8192, 32772, dispatch::Direction::forward) == kCluster);

@@ -1,8 +1,8 @@
-// Device building blocks of the softmax-family kernels (cuda_kernels/softmax/softmax.cu), usable by any
-// kernel that reduces rows: warp and block reductions whose result reaches every thread, the
-// online-softmax statistics (running max and a sum rescaled whenever the max grows, so a row's
-// max and sum of exponentials come out of one read), and sm_90 bulk copies (TMA) of global memory
-// into shared memory with the mbarriers that count their arrival. Include only from .cu files.
+// Device building blocks of kernels that reduce rows (the softmax family, pooling, convolution
+// epilogues): fast exp/log in the accumulation type, warp and block reductions whose result
+// reaches every thread, and the online-softmax statistics (MaxSum: a running max and a sum
+// rescaled whenever the max grows, so a row's max and sum of exponentials come out of one read).
+// Include only from .cu files.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,8 +10,6 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
-
-#include "ember/cuda_kernels/common/mbarrier.cuh"
 
 #include "ember/cuda_kernels/common/common.cuh"
 
@@ -24,7 +22,7 @@ inline constexpr int kWarpSize = 32;
 // (relative error about 2^-22 + |x| 2^-24; -inf -> 0, NaN -> NaN; results below 2^-126 flush to
 // 0). __expf is the same approximation without ftz, which costs a compare and two predicated
 // multiplies more per call (for subnormal results): 5 instructions instead of 2, most of the
-// arithmetic of a long-row softmax forward (with expf, bf16 rows of 32768 ran at 1.8 TB/s).
+// arithmetic of a long-row softmax forward, which then falls well short of memory speed.
 inline constexpr float kLog2e = 1.4426950408889634f;
 // 2^x, one MUFU.EX2 (ftz: results below 2^-126 flush to 0).
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -146,51 +144,6 @@ __device__ __forceinline__ MaxSum<A> block_maxsum(MaxSum<A> s, MaxSum<A>* scratc
   __syncthreads();
   s = lane < warps ? scratch[lane] : maxsum_identity<A>();
   return warp_maxsum(s);
-}
-
-// ---- bulk copies into shared memory (sm_90) -----------------------------------------------------
-// A shared-memory barrier (mbarrier) counts a copy's arrival: the issuing thread arrives once and
-// declares the bytes to expect, the TMA engine completes the phase when they have landed, and a
-// waiter spins on the phase's parity (0, 1, 0, ... for successive uses). `bar` and `dst` are
-// shared-memory addresses (__cvta_generic_to_shared). Use only in sm_90 device code.
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return uint32_t(__cvta_generic_to_shared(p));
-}
-
-// After mbarrier_init (cuda_kernels/common/mbarrier.cuh) of the slots' barriers, bulk_barrier_init_fence()
-// makes them visible to the TMA engine (the async proxy), and the block synchronizes before another
-// thread uses them.
-__device__ __forceinline__ void bulk_barrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// An L2 policy for data read once: its lines are evicted first.
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
-// Orders this thread's view of shared memory (and what a block barrier made visible to it: other
-// threads' reads of a buffer) before the bulk copies it starts next, which write through the
-// async proxy: a buffer is refilled only after everyone's reads of it.
-__device__ __forceinline__ void bulk_refill_fence() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global `src` to shared
-// `dst`; the phase of `bar` in progress completes when they have landed.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar, uint64_t policy) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-      : "memory");
 }
 
 }  // namespace ember::cuda
