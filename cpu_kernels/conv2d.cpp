@@ -11,7 +11,7 @@
 //   direct       a loop nest over the output (or the gradient), no workspace
 // Both are deterministic: every output element is summed in a fixed order that does not depend on
 // the number of threads. Every direction OVERWRITES the tensor it writes (see ConvProblem in
-// ops/conv.h). float16/bfloat16 never reach here: the op computes them in fp32.
+// kernel_interface/conv.h). float16/bfloat16 never reach here: the op computes them in fp32.
 #include <immintrin.h>
 
 #include <Eigen/Core>
@@ -23,7 +23,7 @@
 
 #include "ember/cpu_kernels/parallel.h"
 #include "ember/dispatch/algorithm.h"
-#include "ember/ops/conv.h"
+#include "ember/kernel_interface/conv.h"
 
 namespace ember {
 namespace {

@@ -348,7 +348,7 @@ struct Plan {
 };
 
 Plan plan_of(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   Plan p{};
   const Tensor& act = pr.output;  // y (forward) or dy (backward)
   if (pr.direction == Direction::backward_filter) {
@@ -402,13 +402,13 @@ Plan plan_of(const ConvProblem& pr) {
 }
 
 // The weight's [K, Cg, R, S] element strides in a [K][w_ld] buffer with the plan's J order.
-Shape weight_buffer_strides(const ConvShape& d, const Plan& plan) {
+Shape weight_buffer_strides(const ConvDims& d, const Plan& plan) {
   if (plan.taps_outer) return {plan.w_ld, 1, d.S * d.Cg, d.Cg};
   return {plan.w_ld, d.R * d.S, d.S, 1};
 }
 
 UnfoldArgs unfold_args(const ConvProblem& pr, const Plan& plan, int64_t n0, int64_t nc) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   UnfoldArgs a{};
   a.n0 = n0;
   a.Nc = int(nc);
@@ -437,7 +437,7 @@ UnfoldArgs unfold_args(const ConvProblem& pr, const Plan& plan, int64_t n0, int6
 // The 16-byte channel-vector kernels apply: NHWC col with (r, s, c) columns over a channels_last
 // activation with 16-byte aligned channel vectors.
 bool vector_path(const ConvProblem& pr, const Plan& plan) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t vec = 16 / int64_t(pr.input.element_size());
   return plan.pixels_major && plan.taps_outer && dense_as(pr.input, Form::nhwc) &&
          d.Cg % vec == 0 && reinterpret_cast<uintptr_t>(pr.input.data_ptr()) % 16 == 0;
@@ -460,7 +460,7 @@ GemmArgs gemm_base(const ConvProblem& pr) {
 
 template <typename T>
 void run_im2col_gemm_typed(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -628,7 +628,7 @@ size_t im2col_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; }
 // time): 16-bit pixel-major GEMMs over several taps measured ~0.85x the estimate (CIFAR's 4x4 and
 // ResNet's 7x7 3x3 forward: 0.51-0.62x), fp32 backward_filter from NCHW activations 1.3-2.5x.
 double im2col_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   constexpr double kFullEfficiencyColumns = 512;
   const double gemm_efficiency =
@@ -651,7 +651,7 @@ double im2col_cost_us(const ConvProblem& pr) {
 
 bool im2col_applies(const ConvProblem& pr) {
   // Kernels index within a chunk in 32 bits: one image's col and input must fit.
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const double per_image_col =
       double(d.G) * double(round_up(d.Cg * d.R * d.S, kRowAlignElements)) * double(d.P * d.Q);
   return per_image_col < double(kMaxChunkElements) &&

@@ -269,7 +269,7 @@ wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C
 template <typename T>
 void reduce_wgrad_splits(const ConvProblem& pr, const float* partial, int64_t splits,
                          int64_t Cpart, cudaStream_t stream) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t total = d.K * d.RS() * d.C;
   // About four splits per walker.
   const int walkers = int(std::clamp<int64_t>((splits + 3) / 4, 1, kReduceMaxWalkers));
@@ -410,7 +410,7 @@ FpropTileInfo fprop_tile_info(FpropTile tile) {
 // Whether the fprop kernel can load 16-byte chunks: the channels it reduces over (C forward, K
 // backward_data) come in whole vectors. Otherwise only the general path runs the problem.
 bool fprop_vector_path(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t csrc = pr.direction == Direction::backward_data ? d.K : d.C;
   return csrc % vector_elems(pr.input.dtype()) == 0;
 }
@@ -439,7 +439,7 @@ int64_t fprop_resident_blocks(const FpropTileInfo& t, DType dtype) {
 // `fixed`: the tile to use (a vector-path problem), else the wave model picks. `split`: split
 // the reduction (taps x channel blocks) so that the blocks fill the SMs (a fixed tile only).
 FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool split = false) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   FpropPlan f{};
   f.backward_data = pr.direction == Direction::backward_data;
   f.phases_h = f.backward_data ? d.sh : 1;
@@ -609,7 +609,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   EMBER_CHECK(!split || (!bias.defined() && !relu), "implicit_gemm: split-K has no epilogue");
   EMBER_CHECK(!halo || (!bias.defined() && !relu && !split),
               "implicit_gemm_halo: no epilogue and no split-K");
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FpropPlan f = fprop_plan(pr, fixed, split);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -733,7 +733,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
 }
 
 bool fprop_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   if (!tensor_core_dtype(pr) || d.G != 1 || operand_alignment(pr) != 16) return false;
   // The gather keeps a row's out-of-image taps in one 32-bit mask (FpropGather).
   if (d.R > igemm::kMaxGatherTaps || d.S > igemm::kMaxGatherTaps) return false;
@@ -763,7 +763,7 @@ size_t fprop_workspace(const ConvProblem& pr) { return fprop_plan(pr, std::nullo
 // zero padding of channels and of partial tiles is wasted work; a strided backward_data runs one
 // GEMM per phase (kMaxFpropPhases per launch); the general path loads element by element.
 double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FpropPlan f = fprop_plan(pr, fixed);
   const int64_t bm = f.tile.bm, bn = f.tile.bn;
   const double tiles_m = double((f.M_phase + bm - 1) / bm * bm) / double(f.M_phase);
@@ -813,7 +813,7 @@ double split_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
 // (C forward, K backward_data) in whole 64-channel blocks (no zero channels in the halo rows);
 // pixel indices plus a halo of one image row stay far below 2^31.
 bool halo_fprop_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const DType t = pr.input.dtype();
   const int64_t csrc = pr.direction == Direction::backward_data ? d.K : d.C;
   return (t == DType::bf16 || t == DType::f16) && fprop_applies(pr) && d.R == 3 && d.S == 3 &&
@@ -826,7 +826,7 @@ bool halo_fprop_applies(const ConvProblem& pr) {
 // a reason to prefer it; the benchmark mode times it. Its own estimate: the 256x64 tile's
 // padding waste at the efficiency of the 64x64-warp tiles.
 double halo_fprop_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FpropPlan f = fprop_plan(pr, std::nullopt);
   const int64_t bm = igemm::kHaloFpropBM, bn = igemm::kHaloFpropBN;
   const double waste = double((f.M + bm - 1) / bm * bm) / double(f.M) *
@@ -860,7 +860,7 @@ struct WgradPlan {
 
 // `fixed`: the tile to use, else 128x128 when K >= 128.
 WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   WgradPlan w{};
   w.big = fixed ? *fixed == WgradTile::big : d.K >= 128;
   w.bm = w.big ? 128 : 64;
@@ -904,7 +904,7 @@ void launch_wgrad(const WgradParams& p, const WgradPlan& w, cudaStream_t stream,
 
 void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic,
                std::optional<WgradTile> fixed) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const WgradPlan w = wgrad_plan(pr, atomic, fixed);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -959,7 +959,7 @@ void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, b
 // Any C (padded channels are staged with 32-bit indices: NHW * vectors below 2^31); K in whole
 // 16-byte vectors (dy is read in them).
 bool wgrad_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t vec = vector_elems(pr.input.dtype());
   const int64_t cpad = (d.C + vec - 1) / vec * vec;
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
@@ -976,7 +976,7 @@ bool wgrad_applies(const ConvProblem& pr) {
 constexpr double kWgradMeasuredOverModel = 1.4;
 
 double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const WgradPlan w = wgrad_plan(pr, atomic, fixed);
   const double waste = double(w.grid_m * w.bm) / double(d.K) *
                        double(w.grid_n * w.bn) / double(d.RS() * d.C);
@@ -1003,7 +1003,7 @@ struct HaloWgradPlan {
 };
 
 HaloWgradPlan halo_wgrad_plan(const ConvProblem& pr, bool atomic) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   HaloWgradPlan h{};
   h.grid_m = (d.K + igemm::kHaloBM - 1) / igemm::kHaloBM;
   h.grid_n = d.R * (d.C / igemm::kHaloChannels);
@@ -1030,7 +1030,7 @@ size_t halo_wgrad_workspace(const ConvProblem& pr, bool atomic) {
 // 1 across (output pixel m reads x pixel m + const); whole 64-channel chunks of x; pixel indices
 // plus a shift of up to one image stay below 2^31.
 bool halo_wgrad_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const DType t = pr.input.dtype();
   return (t == DType::bf16 || t == DType::f16) && wgrad_applies(pr) &&
          d.S == igemm::kHaloTaps && d.sh == 1 && d.sw == 1 && d.dw == 1 && d.pw == 1 &&
@@ -1039,7 +1039,7 @@ bool halo_wgrad_applies(const ConvProblem& pr) {
 }
 
 void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -1086,7 +1086,7 @@ void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_byt
 // ratio; elsewhere like a fixed-tile variant (just behind "implicit_gemm"), left to the
 // benchmark mode.
 double halo_wgrad_cost_us(const ConvProblem& pr, bool atomic) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   if (d.NPQ() >= 10000) return 0.6 * wgrad_cost_us(pr, atomic, std::nullopt);
   const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
   const double waste = double(h.grid_m * igemm::kHaloBM) / double(d.K);
@@ -1103,14 +1103,23 @@ const std::vector<DType> kSixteenBitTypes = {DType::f16, DType::bf16};
 
 const std::vector<DType> kTensorCoreTypes = {DType::f32, DType::f16, DType::bf16};
 
+// The wave model's tile, with the problem's epilogue (forward; none for backward_data) when
+// fprop_fuses_epilogue holds (register_conv_algorithm passes it only then).
 void run_fprop_auto(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  run_fprop(pr, workspace, workspace_bytes, Tensor(), false, std::nullopt);
+  run_fprop(pr, workspace, workspace_bytes, pr.epilogue.bias, pr.epilogue.relu, std::nullopt);
+}
+// The kernel's epilogue reads a dense bias of the problem's dtype on its device.
+bool fprop_fuses_epilogue(const ConvProblem& pr) {
+  const Tensor& bias = pr.epilogue.bias;
+  return pr.direction == Direction::forward &&
+         (!bias.defined() || (bias.dtype() == pr.input.dtype() && bias.device() == pr.device() &&
+                              bias.is_contiguous()));
 }
 double fprop_cost_auto_us(const ConvProblem& pr) { return fprop_cost_us(pr, std::nullopt); }
 
 const auto implicit_gemm_forward = register_conv_algorithm(
     {"implicit_gemm", Direction::forward, true, kTensorCoreTypes, fprop_applies, fprop_workspace,
-     fprop_cost_auto_us, run_fprop_auto});
+     fprop_cost_auto_us, run_fprop_auto, fprop_fuses_epilogue});
 const auto implicit_gemm_backward_data = register_conv_algorithm(
     {"implicit_gemm", Direction::backward_data, true, kTensorCoreTypes, fprop_applies,
      fprop_workspace, fprop_cost_auto_us, run_fprop_auto});
@@ -1213,20 +1222,5 @@ bool register_fixed_tile_algorithms() {
 const bool fixed_tile_algorithms_registered = register_fixed_tile_algorithms();
 
 }  // namespace
-
-bool implicit_gemm_forward_fused(const ConvProblem& pr, const Tensor& bias, bool relu) {
-  if (pr.direction != Direction::forward || !uniform_cuda_dtype(pr, kTensorCoreTypes) ||
-      !fprop_applies(pr))
-    return false;
-  if (bias.defined() &&
-      (bias.dtype() != pr.input.dtype() || bias.device() != pr.device() || !bias.is_contiguous()))
-    return false;
-  DeviceGuard device_guard(pr.device());
-  const size_t bytes = fprop_workspace(pr);
-  Tensor workspace;
-  if (bytes > 0) workspace = empty({int64_t(bytes)}, DType::u8, pr.device());
-  run_fprop(pr, bytes > 0 ? workspace.data_ptr() : nullptr, bytes, bias, relu, std::nullopt);
-  return true;
-}
 
 }  // namespace ember::cuda::conv

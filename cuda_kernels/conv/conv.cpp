@@ -1,6 +1,6 @@
-// Host-side helpers of the CUDA conv2d algorithms (see conv_common.h): problem sizes, dense forms
-// and staging into workspace memory, the GEMM wrappers (fp32-output and pointer-array variants
-// for split-K partials), the cost model and registration.
+// Host-side helpers of the CUDA conv2d algorithms (cuda_kernels/conv/conv.h): dense forms and
+// staging into workspace memory, the GEMM wrappers (fp32-output and pointer-array variants for
+// split-K partials), the cost model and registration (with the epilogue's two paths).
 #include "ember/cuda_kernels/conv/conv.h"
 
 #include <algorithm>
@@ -185,10 +185,16 @@ dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec) {
   };
   if (spec.workspace_bytes) a.workspace_bytes = spec.workspace_bytes;
   if (spec.cost_us) a.heuristic_cost = spec.cost_us;
-  a.run = [run = spec.run, workspace_bytes = spec.workspace_bytes](const ConvProblem& pr,
-                                                                    void* workspace) {
+  a.run = [run = spec.run, workspace_bytes = spec.workspace_bytes,
+           fuses = spec.fuses_epilogue](const ConvProblem& pr, void* workspace) {
     DeviceGuard device_guard(pr.device());
-    run(pr, workspace, workspace_bytes ? workspace_bytes(pr) : 0);
+    const size_t bytes = workspace_bytes ? workspace_bytes(pr) : 0;
+    if (!pr.epilogue.active() || (fuses && fuses(pr))) {
+      run(pr, workspace, bytes);
+      return;
+    }
+    run(pr.without_epilogue(), workspace, bytes);
+    apply_conv_epilogue(pr);
   };
   return dispatch::register_algorithm<ConvProblem>(conv2d_op(), spec.direction, DeviceType::CUDA,
                                                    std::move(a));
