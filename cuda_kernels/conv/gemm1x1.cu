@@ -394,8 +394,8 @@ size_t gemm1x1_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; 
 // Memory-bound at small channel counts, math-bound at large ones; staging and the strided
 // gather/scatter cost a read and a write each. A strided forward or filter gradient of a
 // channels_last x reads only its sampled pixels, whole runs of channels: 1/(sh*sw) of its bytes
-// (an NCHW x is charged whole: gathering its samples measured 1.4x im2col_gemm on ResNet-50's
-// fp32 1x1 stride 2, 207 against 145 us, which keeps im2col_gemm ranked first there).
+// (an NCHW x is charged whole: gathering its samples is slower than im2col_gemm on strided 1x1
+// layers, which keeps im2col_gemm ranked first there).
 double gemm1x1_cost_us(const ConvProblem& pr) {
   const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
