@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "ember/cuda_kernels/blas/blas.h"
 #include "ember/tensor/runtime/cuda_check.h"
@@ -176,7 +177,8 @@ double math_time_us(double macs, DType dtype, bool allow_tf32, double efficiency
 
 double memory_time_us(double bytes) { return bytes / 4.0e12 * 1e6; }
 
-dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec) {
+dispatch::AlgorithmHandle register_conv_algorithm(
+    ConvAlgorithmSpec spec, std::function<bool(const ConvProblem&)> fuses_epilogue) {
   dispatch::Algorithm<ConvProblem> a;
   a.name = spec.name;
   a.deterministic = spec.deterministic;
@@ -186,7 +188,7 @@ dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec) {
   if (spec.workspace_bytes) a.workspace_bytes = spec.workspace_bytes;
   if (spec.cost_us) a.heuristic_cost = spec.cost_us;
   a.run = [run = spec.run, workspace_bytes = spec.workspace_bytes,
-           fuses = spec.fuses_epilogue](const ConvProblem& pr, void* workspace) {
+           fuses = std::move(fuses_epilogue)](const ConvProblem& pr, void* workspace) {
     DeviceGuard device_guard(pr.device());
     const size_t bytes = workspace_bytes ? workspace_bytes(pr) : 0;
     if (!pr.epilogue.active() || (fuses && fuses(pr))) {

@@ -102,10 +102,11 @@ inline constexpr double kLaunchUs = 4.0;  // a kernel or cuBLAS call's fixed cos
 // A CUDA conv2d algorithm: the common precondition (a CUDA problem whose three operands share a
 // dtype among `dtypes`) is checked before `applies`; `run` executes with the problem's device
 // current. Registered in the (conv2d, direction, CUDA) slot at library load.
-// A forward problem's epilogue (ConvProblem::epilogue): where `fuses_epilogue` says so for the
-// problem, `run` gets it and applies it in its own kernel; otherwise `run` gets the problem
-// without it and the registration applies it afterwards with apply_conv_epilogue. Either way it
-// is the same algorithm, chosen once, with the workspace the cache allocated for it.
+// A forward problem's epilogue (ConvProblem::epilogue): where the algorithm's `fuses_epilogue`
+// holds for the problem, `run` gets it and applies it in its own kernel; otherwise (and always
+// without one) `run` gets the problem without it and the registration applies it afterwards with
+// apply_conv_epilogue. Either way it is the same algorithm, chosen once, with the workspace the
+// cache allocated for it.
 struct ConvAlgorithmSpec {
   const char* name = "";
   Direction direction = Direction::forward;
@@ -115,9 +116,9 @@ struct ConvAlgorithmSpec {
   std::function<size_t(const ConvProblem&)> workspace_bytes;
   std::function<double(const ConvProblem&)> cost_us;
   std::function<void(const ConvProblem&, void* workspace, size_t workspace_bytes)> run;
-  std::function<bool(const ConvProblem&)> fuses_epilogue;  // null: never
 };
-dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec);
+dispatch::AlgorithmHandle register_conv_algorithm(
+    ConvAlgorithmSpec spec, std::function<bool(const ConvProblem&)> fuses_epilogue = {});
 
 // Applies pr.epilogue to pr.output (a forward problem's output holding the convolution) in one
 // pass over it (cuda_kernels/conv/epilogue.cu; conv2d_epilogue_kernel on CUDA).

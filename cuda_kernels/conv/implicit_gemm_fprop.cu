@@ -645,7 +645,8 @@ double fprop_cost_auto_us(const ConvProblem& pr) { return fprop_cost_us(pr, std:
 
 const auto implicit_gemm_forward = register_conv_algorithm(
     {"implicit_gemm", Direction::forward, true, kTensorCoreTypes, fprop_applies, fprop_workspace,
-     fprop_cost_auto_us, run_fprop_auto, fprop_fuses_epilogue});
+     fprop_cost_auto_us, run_fprop_auto},
+    fprop_fuses_epilogue);
 const auto implicit_gemm_backward_data = register_conv_algorithm(
     {"implicit_gemm", Direction::backward_data, true, kTensorCoreTypes, fprop_applies,
      fprop_workspace, fprop_cost_auto_us, run_fprop_auto});
