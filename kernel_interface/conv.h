@@ -55,7 +55,7 @@ struct ConvProblem {
   // there applies it, in its own kernel where it can (the algorithm declares so), else with
   // conv2d_epilogue_kernel after the convolution. Not part of the algorithm-cache key: the choice
   // is the convolution's.
-  ConvEpilogue epilogue;
+  ConvEpilogue epilogue = {};
 
   Device device() const { return input.device(); }
   // The tensor this direction writes.
