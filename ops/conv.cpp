@@ -1,7 +1,7 @@
 // conv2d: argument checks, 'same'/'valid' padding, output shape and memory format, autograd
-// formula (backward-data, backward-filter and the bias gradient), and the glue to the algorithm
-// cache (ConvProblem keys, slots, running). On CUDA a bias is added in the convolution's epilogue
-// through conv2d_epilogue_kernel (ops/conv_fused.h).
+// formula (backward-data, backward-filter and the bias gradient), and running its algorithms
+// through the algorithm cache. Where the device's algorithms take an epilogue
+// (conv2d_epilogue_kernel is registered), a bias is added by the algorithm that runs.
 #include "ember/ops/conv.h"
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 
 #include "ember/autograd/graph/grad_mode.h"
 #include "ember/autograd/graph/node.h"
-#include "ember/ops/conv_fused.h"
 #include "ember/ops/ops.h"
 
 namespace ember {
@@ -82,15 +81,18 @@ namespace {
 // The CPU algorithms read dense NCHW tensors.
 Tensor dense_for(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t; }
 
-// The forward with its bias: fused into the convolution's epilogue on CUDA (the implicit-GEMM
-// kernel's when the cache picks it, else one pass over the output), a separate add elsewhere.
+// The forward with its bias: in the algorithm's epilogue where the device's algorithms take one
+// (in its kernel when the algorithm the cache picks can, else one pass over the output), a
+// separate add elsewhere.
 void run_forward_with_bias(const ConvProblem& forward, const Tensor& bias) {
   const Device device = forward.device();
   const bool nonempty =
       forward.input.numel() > 0 && forward.weight.numel() > 0 && forward.output.numel() > 0;
-  if (bias.defined() && nonempty && device.is_cuda() &&
+  if (bias.defined() && nonempty &&
       conv2d_epilogue_kernel().has(device.type, forward.output.dtype())) {
-    conv2d_epilogue_kernel().get(device.type, forward.output.dtype())(forward, bias, false);
+    ConvProblem with_bias = forward;
+    with_bias.epilogue = {bias, false};
+    conv2d_run(with_bias);
     return;
   }
   conv2d_run_or_zero(forward);
@@ -107,14 +109,6 @@ MemoryFormat conv_result_memory_format(const Tensor& input, const Tensor& weight
   const bool channels_last = input.suggest_memory_format() == MemoryFormat::channels_last ||
                              weight.suggest_memory_format() == MemoryFormat::channels_last;
   return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
-}
-
-const char* conv_padding_mode_name(ConvPaddingMode mode) {
-  switch (mode) {
-    case ConvPaddingMode::valid: return "valid";
-    case ConvPaddingMode::same: return "same";
-    default: return "explicit";
-  }
 }
 
 ResolvedConv2dPadding resolve_conv2d_padding(const char* op, const Tensor& input,
@@ -150,79 +144,7 @@ ResolvedConv2dPadding resolve_conv2d_padding(const char* op, const Tensor& input
 bool conv_allow_tf32() { return g_conv_allow_tf32.load(std::memory_order_relaxed); }
 void set_conv_allow_tf32(bool allow) { g_conv_allow_tf32 = allow; }
 
-// ---- kernel interface -------------------------------------------------------------------------
-
-const Tensor& ConvProblem::written() const {
-  switch (direction) {
-    case Direction::backward_data:
-      return input;
-    case Direction::backward_filter:
-      return weight;
-    default:
-      return output;
-  }
-}
-
-ConvDims conv_dims(const ConvProblem& pr) {
-  ConvDims d{};
-  d.N = pr.input.size(0);
-  d.C = pr.input.size(1);
-  d.H = pr.input.size(2);
-  d.W = pr.input.size(3);
-  d.K = pr.weight.size(0);
-  d.R = pr.weight.size(2);
-  d.S = pr.weight.size(3);
-  d.P = pr.output.size(2);
-  d.Q = pr.output.size(3);
-  d.G = pr.params.groups;
-  d.Cg = d.C / d.G;
-  d.Kg = d.K / d.G;
-  d.sh = pr.params.stride[0];
-  d.sw = pr.params.stride[1];
-  d.ph = pr.params.padding[0];
-  d.pw = pr.params.padding[1];
-  d.dh = pr.params.dilation[0];
-  d.dw = pr.params.dilation[1];
-  return d;
-}
-
-ConvProblem ConvProblem::with_scratch_outputs() const {
-  ConvProblem scratch = *this;
-  switch (direction) {
-    case Direction::backward_data:
-      scratch.input = empty_like(input);
-      break;
-    case Direction::backward_filter:
-      scratch.weight = empty_like(weight);
-      break;
-    default:
-      scratch.output = empty_like(output);
-      break;
-  }
-  return scratch;
-}
-
-dispatch::OpId conv2d_op() {
-  static const dispatch::OpId id = dispatch::op_id("conv2d");
-  return id;
-}
-
-dispatch::AlgoSlot& conv2d_slot(Direction direction, DeviceType device_type) {
-  return dispatch::algo_slot(conv2d_op(), direction, device_type);
-}
-
-dispatch::AlgoKey conv2d_key(const ConvProblem& pr) {
-  dispatch::AlgoKey key = dispatch::make_algo_key(conv2d_op(), pr.direction, pr.device());
-  key.describe(pr.input, pr.weight, pr.output);
-  for (int i = 0; i < 2; ++i) {
-    key.assign(key.stride[i], pr.params.stride[i]);
-    key.assign(key.padding[i], pr.params.padding[i]);
-    key.assign(key.dilation[i], pr.params.dilation[i]);
-  }
-  key.assign(key.groups, pr.params.groups);
-  key.allow_tf32 = pr.allow_tf32;
-  return key;
-}
+// ---- running its algorithms ------------------------------------------------------------------
 
 const dispatch::Algorithm<ConvProblem>& conv2d_choose(const ConvProblem& pr) {
   return dispatch::algo_cache().choose(conv2d_slot(pr.direction, pr.device().type), conv2d_key(pr),

@@ -1,6 +1,6 @@
-// conv2d_bias_relu (ops/conv_fused.h): the fused CUDA path with its backward, and the composite
-// relu(conv2d(...)) everywhere else (the CPU, and any call conv2d must reject: conv2d then
-// throws its own error message).
+// conv2d_bias_relu (ops/conv_fused.h): the fused path (the convolution with a bias + ReLU
+// epilogue) with its backward, and the composite relu(conv2d(...)) everywhere else (the CPU, and
+// any call conv2d must reject: conv2d then throws its own error message).
 #include "ember/ops/conv_fused.h"
 
 #include <vector>
@@ -12,18 +12,17 @@
 
 namespace ember {
 
-EMBER_DEFINE_KERNEL(conv2d_epilogue_kernel, ConvEpilogueKernel)
-
 namespace {
 
 using dispatch::Direction;
 
-// True on a GPU with a fused kernel for the input's dtype and no empty operand; everything else
+// True where the device's conv algorithms take an epilogue for the input's dtype and no operand
+// is empty; everything else
 // goes through the composite relu(conv2d(...)). The arguments themselves are checked by conv2d's
 // own check_conv2d either way, so there is one set of checks and messages.
 bool fused_path_applies(const Tensor& x, const Tensor& w) {
-  return x.defined() && w.defined() && x.device().is_cuda() &&
-         conv2d_epilogue_kernel().has(DeviceType::CUDA, x.dtype()) && x.numel() > 0 &&
+  return x.defined() && w.defined() &&
+         conv2d_epilogue_kernel().has(x.device().type, x.dtype()) && x.numel() > 0 &&
          w.numel() > 0;
 }
 
@@ -55,9 +54,10 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
     x = input.detach();
     w = weight.detach();
     out = empty(out_shape, dtype, device, format);
-    conv2d_epilogue_kernel().get(device.type, dtype)(
-        ConvProblem{Direction::forward, x, w, out, p, tf32}, has_bias ? bias.detach() : Tensor(),
-        true);
+    // One cache lookup: the chosen algorithm runs with the cache's workspace and applies the
+    // epilogue (in its kernel where it can).
+    conv2d_run(ConvProblem{Direction::forward, x, w, out, p, tf32,
+                           ConvEpilogue{has_bias ? bias.detach() : Tensor(), true}});
   }
 
   if (record) {

@@ -1,8 +1,9 @@
-// Host-side pieces shared by the CUDA conv2d algorithms (cuda_kernels/conv_*.cu): the problem's
-// sizes, the two dense forms the kernels compute in (NCHW/KCRS and NHWC/KRSC) with staging of
-// operands that are in neither form into the algorithm's workspace, a row-major GEMM on cuBLAS,
-// a rough cost model for the heuristic, and the helper every algorithm registers through.
-// Include only from sources compiled with CUDA (cuda_kernels/).
+// The face of the CUDA convolution family (cuda_kernels/conv/): the host-side pieces its conv2d
+// algorithms share and what another family may use: the two dense forms the kernels compute in
+// (NCHW/KCRS and NHWC/KRSC) with staging of operands that are in neither form into the
+// algorithm's workspace, row-major GEMMs on cuBLAS, a rough cost model for the heuristic, the
+// epilogue pass, and the helper every algorithm registers through. Include only from sources
+// compiled with CUDA (cuda_kernels/).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,16 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "ember/ops/conv.h"
+#include "ember/kernel_interface/conv.h"
 #include "ember/kernel_interface/gemm.h"
 
 namespace ember::cuda::conv {
 
 using dispatch::Direction;
-
-// The sizes of one problem (input [N, C, H, W], weight [K, Cg, R, S], output [N, K, P, Q]).
-using ConvShape = ConvDims;  // ops/conv.h
-inline ConvShape shape_of(const ConvProblem& pr) { return conv_dims(pr); }
 
 // The dense forms the kernels compute in. For activations nchw is NCHW-contiguous and nhwc is
 // channels_last; for weights [K, Cg, R, S] nchw is KCRS and nhwc is KRSC (channels_last).
@@ -105,6 +102,11 @@ inline constexpr double kLaunchUs = 4.0;  // a kernel or cuBLAS call's fixed cos
 // A CUDA conv2d algorithm: the common precondition (a CUDA problem whose three operands share a
 // dtype among `dtypes`) is checked before `applies`; `run` executes with the problem's device
 // current. Registered in the (conv2d, direction, CUDA) slot at library load.
+// A forward problem's epilogue (ConvProblem::epilogue): where the algorithm's `fuses_epilogue`
+// holds for the problem, `run` gets it and applies it in its own kernel; otherwise (and always
+// without one) `run` gets the problem without it and the registration applies it afterwards with
+// apply_conv_epilogue. Either way it is the same algorithm, chosen once, with the workspace the
+// cache allocated for it.
 struct ConvAlgorithmSpec {
   const char* name = "";
   Direction direction = Direction::forward;
@@ -115,11 +117,11 @@ struct ConvAlgorithmSpec {
   std::function<double(const ConvProblem&)> cost_us;
   std::function<void(const ConvProblem&, void* workspace, size_t workspace_bytes)> run;
 };
-dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec);
+dispatch::AlgorithmHandle register_conv_algorithm(
+    ConvAlgorithmSpec spec, std::function<bool(const ConvProblem&)> fuses_epilogue = {});
 
-// The forward through the implicit-GEMM kernel with the fused epilogue y = conv + bias, then ReLU
-// when `relu` (cuda_kernels/conv/implicit_gemm.cu; bias may be undefined). Returns false, having
-// done nothing, when that algorithm does not apply to the problem.
-bool implicit_gemm_forward_fused(const ConvProblem& pr, const Tensor& bias, bool relu);
+// Applies pr.epilogue to pr.output (a forward problem's output holding the convolution) in one
+// pass over it (cuda_kernels/conv/epilogue.cu; conv2d_epilogue_kernel on CUDA).
+void apply_conv_epilogue(const ConvProblem& pr);
 
 }  // namespace ember::cuda::conv

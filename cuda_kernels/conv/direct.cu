@@ -31,7 +31,7 @@ struct DirectArgs {
 };
 
 DirectArgs direct_args(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   DirectArgs a{};
   a.N = d.N, a.C = d.C, a.H = d.H, a.W = d.W, a.K = d.K, a.R = d.R, a.S = d.S, a.P = d.P,
   a.Q = d.Q, a.Cg = d.Cg, a.Kg = d.Kg;
@@ -188,7 +188,7 @@ void run_direct(const ConvProblem& pr, void*, size_t) {
 // block-per-element reduction is worse still.
 double direct_cost_us(const ConvProblem& pr) {
   const double efficiency = pr.direction == Direction::backward_filter ? 0.01 : 0.03;
-  return math_time_us(shape_of(pr).macs(), DType::f32, false, efficiency) + kLaunchUs;
+  return math_time_us(conv_dims(pr).macs(), DType::f32, false, efficiency) + kLaunchUs;
 }
 
 const auto direct_forward = register_conv_algorithm(
@@ -360,7 +360,7 @@ struct DepthwiseLaunch {
 };
 
 DepthwiseLaunch depthwise_launch(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t vec = 16 / int64_t(pr.input.element_size());
   const int64_t cv = d.C / vec;
   const unsigned bx = unsigned(std::min<int64_t>(cv, 32));
@@ -383,7 +383,7 @@ DepthwiseLaunch depthwise_launch(const ConvProblem& pr) {
 }
 
 bool depthwise_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t vec = 16 / int64_t(pr.input.element_size());
   return d.depthwise() && d.RS() <= kDepthwiseMaxTaps && d.C % vec == 0 &&
          d.C / vec <= 65535 * 32 && operand_alignment(pr) == 16 &&
@@ -398,14 +398,14 @@ size_t depthwise_workspace(const ConvProblem& pr) {
   } else {
     plan.add(staging_bytes(pr.input, Form::nhwc));
     plan.add(staging_bytes(pr.output, Form::nhwc));
-    const ConvShape d = shape_of(pr);
+    const ConvDims d = conv_dims(pr);
     plan.add(size_t(depthwise_launch(pr).splits) * size_t(d.RS() * d.C) * sizeof(float));
   }
   return plan.bytes;
 }
 
 void run_depthwise(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   WorkspaceArena arena(workspace, workspace_bytes);
   const DepthwiseLaunch l = depthwise_launch(pr);
   cudaStream_t stream = stream_of(pr.device());

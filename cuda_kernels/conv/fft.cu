@@ -68,7 +68,7 @@ struct FftSizes {
   int64_t Cmax;    // max(C, K): planes per image of the larger activation
 };
 
-FftSizes sizes_of(const ConvShape& d) {
+FftSizes sizes_of(const ConvDims& d) {
   FftSizes z{};
   // A 1-row problem (conv1d) needs no transform along H; Wf >= 2 keeps every real transform proper.
   z.Hf = d.H + 2 * d.ph == 1 ? 1 : smooth_size(d.H + 2 * d.ph, false);
@@ -200,7 +200,7 @@ struct PlanKeys {
 };
 
 PlanKeys plan_keys(const ConvProblem& pr, const FftSizes& z) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int device = pr.device().index;
   PlanKeys k;
   k.chunk_sizes[0] = z.chunk;
@@ -218,7 +218,7 @@ PlanKeys plan_keys(const ConvProblem& pr, const FftSizes& z) {
 
 // Whether every plan the problem runs exists already.
 bool plans_exist(const ConvProblem& pr) {
-  const PlanKeys k = plan_keys(pr, sizes_of(shape_of(pr)));
+  const PlanKeys k = plan_keys(pr, sizes_of(conv_dims(pr)));
   CufftPlanCache& cache = plan_cache();
   if (cache.find(k.filter) == nullptr) return false;
   for (int i = 0; i < 2; ++i)
@@ -240,7 +240,7 @@ struct FftLayout {
 };
 
 FftLayout layout_of(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   FftLayout l;
   l.z = sizes_of(d);
   const FftSizes& z = l.z;
@@ -380,7 +380,7 @@ void spectrum_gemm(const SpectrumGemm& g) {
 // ---- the algorithm ----------------------------------------------------------------------------
 
 bool fft_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   if (!(d.G == 1 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.dw == 1 &&
         std::max(d.R, d.S) >= kMinKernelExtent))
     return false;
@@ -393,7 +393,7 @@ bool fft_applies(const ConvProblem& pr) {
 size_t fft_workspace(const ConvProblem& pr) { return layout_of(pr).workspace; }
 
 void run_fft(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FftLayout l = layout_of(pr);
   const FftSizes& z = l.z;
   const Device dev = pr.device();
@@ -470,7 +470,7 @@ void run_fft(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
 // by its transform, whose spectrum (strided, about two passes) is read or written by the GEMM,
 // and the inverse reads a spectrum and writes a plane that the extraction reads.
 double fft_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FftSizes z = sizes_of(d);
   const double planes = double(d.N * d.C + d.K * d.C + d.N * d.K);
   const double plane_bytes = 4.0 * double(z.Hf * z.Wf), spectrum_bytes = 8.0 * double(z.F);

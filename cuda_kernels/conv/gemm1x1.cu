@@ -23,7 +23,7 @@
 namespace ember::cuda::conv {
 namespace {
 
-bool strided(const ConvShape& d) { return d.sh != 1 || d.sw != 1; }
+bool strided(const ConvDims& d) { return d.sh != 1 || d.sw != 1; }
 
 constexpr int64_t kMaxInt32 = (int64_t(1) << 31) - 1;
 // Products per image slice in the NCHW filter gradient hold at least this many pixels.
@@ -132,7 +132,7 @@ bool nhwc_vectors(const Tensor& t, int64_t vectors_total) {
 }
 
 // The input positions a strided 1x1 convolution reads: a [N, C, P, Q] view of x (or of dx).
-Tensor subsampled(const Tensor& t, const ConvShape& d) {
+Tensor subsampled(const Tensor& t, const ConvDims& d) {
   if (!strided(d)) return t;
   return t.slice(2, 0, d.H, d.sh).slice(3, 0, d.W, d.sw);
 }
@@ -148,7 +148,7 @@ struct Plan {
 
 // The NCHW filter gradient as per-image products: its slices per image, or 0 when the NHWC form
 // (staging both activations) is used instead.
-int64_t nchw_filter_slices(const ConvProblem& pr, const ConvShape& d) {
+int64_t nchw_filter_slices(const ConvProblem& pr, const ConvDims& d) {
   const DType t = pr.input.dtype();
   if (pr.direction != Direction::backward_filter || strided(d) || d.G != 1 || t == DType::f64 ||
       !dense_as(pr.input, Form::nchw) || !dense_as(pr.output, Form::nchw))
@@ -165,7 +165,7 @@ int64_t nchw_filter_slices(const ConvProblem& pr, const ConvShape& d) {
 }
 
 Plan plan_of(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   Plan p{};
   p.slices = nchw_filter_slices(pr, d);
   if (p.slices > 0) {
@@ -204,7 +204,7 @@ Plan plan_of(const ConvProblem& pr) {
 }
 
 // compact (dense channels_last [N, C, P, Q]) = x[:, :, ::sh, ::sw].
-void gather_subsampled(const Tensor& x, const Tensor& compact, const ConvShape& d) {
+void gather_subsampled(const Tensor& x, const Tensor& compact, const ConvDims& d) {
   // Test emptiness on the elements, not on the vector count: with fewer channels than a 16-byte
   // vector holds (5 bf16 channels), C / vec is 0 yet every element must still be copied.
   if (compact.numel() == 0) return;
@@ -228,7 +228,7 @@ void gather_subsampled(const Tensor& x, const Tensor& compact, const ConvShape& 
 }
 
 // dx = compact on the stride grid, zero elsewhere, each element written once.
-void scatter_subsampled(const Tensor& compact, const Tensor& dx, const ConvShape& d) {
+void scatter_subsampled(const Tensor& compact, const Tensor& dx, const ConvDims& d) {
   if (dx.numel() == 0) return;
   const int64_t vec = 16 / int64_t(dx.element_size());
   const int64_t vectors = dx.numel() / vec;  // the 16-byte path's vectors, when C % vec == 0
@@ -255,7 +255,7 @@ void scatter_subsampled(const Tensor& compact, const Tensor& dx, const ConvShape
 
 // The NCHW filter gradient as image-slice products into fp32 partials, summed into dW.
 void run_nchw_filter_slices(const ConvProblem& pr, const Plan& plan, WorkspaceArena& arena) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Device dev = pr.device();
   const size_t es = pr.input.element_size();
   const int64_t products = d.N * plan.slices, PQ = d.PQ(), L = plan.slice_pixels;
@@ -300,7 +300,7 @@ void run_nchw_filter_slices(const ConvProblem& pr, const Plan& plan, WorkspaceAr
 }
 
 void run_gemm1x1(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   WorkspaceArena arena(workspace, workspace_bytes);
   if (plan.slices > 0) {
@@ -385,7 +385,7 @@ void run_gemm1x1(const ConvProblem& pr, void* workspace, size_t workspace_bytes)
 }
 
 bool gemm1x1_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   return d.R == 1 && d.S == 1 && d.ph == 0 && d.pw == 0;
 }
 
@@ -394,10 +394,10 @@ size_t gemm1x1_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; 
 // Memory-bound at small channel counts, math-bound at large ones; staging and the strided
 // gather/scatter cost a read and a write each. A strided forward or filter gradient of a
 // channels_last x reads only its sampled pixels, whole runs of channels: 1/(sh*sw) of its bytes
-// (an NCHW x is charged whole: gathering its samples measured 1.4x im2col_gemm on ResNet-50's
-// fp32 1x1 stride 2, 207 against 145 us, which keeps im2col_gemm ranked first there).
+// (an NCHW x is charged whole: gathering its samples is slower than im2col_gemm on strided 1x1
+// layers, which keeps im2col_gemm ranked first there).
 double gemm1x1_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   double x_bytes = double(pr.input.nbytes());
   if (pr.direction != Direction::backward_data && dense_as(pr.input, Form::nhwc) &&

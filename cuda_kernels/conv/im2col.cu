@@ -39,29 +39,23 @@ constexpr int64_t kRowAlignElements = 8;
 // Split-K slices of the filter gradient hold at least this many pixels each.
 constexpr int64_t kMinSplitRows = 1024;
 // The filter gradient splits only when each of its 128x128 output tiles reduces over at least this
-// many pixels (the 7x7 RGB stem's [64, 147] at batch 64: 401K): below it one cuBLAS GEMM was
-// faster on every CIFAR ResNet-18 layer (H200, bf16, session 9 run 5, unsplit vs the previous
-// 2-128 slices: 4x4x512 3x3 25.6 vs 41.9 us, 8x8x256 3x3 36.1 vs 40.3, 8x8 512 s2 14.4 vs 25.1,
-// the 3->64 stem at 131K pixels per tile 37.4 vs 292 in 8 slices). Run 6 found the 7x7 stem
-// itself unsplit faster too (bf16 0.476 vs 0.507 ms in 132 slices; it runs implicit_gemm, 0.36).
+// many pixels (the 7x7 RGB stem's [64, 147] at batch 64: 401K): below it one unsplit cuBLAS GEMM
+// is faster than the sliced ones (the partials' traffic and the extra reduction outweigh the
+// added parallelism), on small-image layers and on the 7x7 stem alike.
 constexpr int64_t kMinSplitPixelsPerTile = int64_t(1) << 18;
 // The unfold kernels stream memory: more resident blocks than the grid-stride default.
 constexpr int kStreamBlocksPerSm = 8;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-// Flat-index decomposition with fast 32-bit divmods (all dividends below 2^31).
-struct Divider {
-  FastDivmod fd;
-  Divider() = default;
-  // Empty dims (no work) get divisor 1 so the magic numbers stay defined.
-  explicit Divider(int64_t d) : fd(uint32_t(std::max<int64_t>(d, 1))) {}
-  // q = n / d, returns n % d.
-  __device__ __forceinline__ int split(int n, int& q) const {
-    q = int(fd.div(uint32_t(n)));
-    return n - q * int(fd.divisor);
-  }
-};
+// Flat-index decomposition with common.cuh's FastDivmod (all dividends below 2^31). Empty dims
+// (no work) get divisor 1 so the magic numbers stay defined.
+FastDivmod divisor_of(int64_t d) { return FastDivmod(uint32_t(std::max<int64_t>(d, 1))); }
+// q = n / d, returns n % d.
+__device__ __forceinline__ int split(const FastDivmod& d, int n, int& q) {
+  q = int(d.div(uint32_t(n)));
+  return n - q * int(d.divisor);
+}
 
 struct UnfoldArgs {
   int64_t n0;  // first image of the chunk
@@ -73,21 +67,21 @@ struct UnfoldArgs {
   bool taps_outer;    // J order (r, s, c), else (c, r, s)
   bool channels_fastest;  // col2im: walk dx with channels innermost (NHWC dx)
   // Divisors of the index maps.
-  Divider d_J, d_M, d_PQ, d_Q, d_R, d_S, d_RS, d_Cg, d_G, d_C, d_W, d_H;
-  Divider d_group_vecs, d_pixel_vecs;  // 16-byte channel vectors per group / per pixel
-  Divider d_row_vecs;                  // 16-byte vectors per pixels-major col row (col_ld / VEC)
-  Divider d_sh, d_sw;                  // strides, for the col2im tap search
+  FastDivmod d_J, d_M, d_PQ, d_Q, d_R, d_S, d_RS, d_Cg, d_G, d_C, d_W, d_H;
+  FastDivmod d_group_vecs, d_pixel_vecs;  // 16-byte channel vectors per group / per pixel
+  FastDivmod d_row_vecs;                  // 16-byte vectors per pixels-major col row (col_ld / VEC)
+  FastDivmod d_sh, d_sw;                  // strides, for the col2im tap search
 };
 
 // (c, r, s) of unfold column j.
 __device__ __forceinline__ void unfold_tap(const UnfoldArgs& a, int j, int& c, int& r, int& s) {
   int t;
   if (a.taps_outer) {
-    c = a.d_Cg.split(j, t);  // j = (r * S + s) * Cg + c
-    s = a.d_S.split(t, r);
+    c = split(a.d_Cg, j, t);  // j = (r * S + s) * Cg + c
+    s = split(a.d_S, t, r);
   } else {
-    s = a.d_S.split(j, t);  // j = (c * R + r) * S + s
-    r = a.d_R.split(t, c);
+    s = split(a.d_S, j, t);  // j = (c * R + r) * S + s
+    r = split(a.d_R, t, c);
   }
 }
 
@@ -106,17 +100,17 @@ __global__ void __launch_bounds__(kBlockThreads)
     int64_t at;
     if (a.pixels_major) {
       int gm, m, pq;
-      j = a.d_J.split(idx, gm);
-      m = a.d_M.split(gm, g);
-      pq = a.d_PQ.split(m, n);
-      q = a.d_Q.split(pq, p);
+      j = split(a.d_J, idx, gm);
+      m = split(a.d_M, gm, g);
+      pq = split(a.d_PQ, m, n);
+      q = split(a.d_Q, pq, p);
       at = int64_t(g * a.M + m) * a.col_ld + j;
     } else {
       int t, t2, pq;
-      pq = a.d_PQ.split(idx, t);
-      j = a.d_J.split(t, t2);
-      g = a.d_G.split(t2, n);
-      q = a.d_Q.split(pq, p);
+      pq = split(a.d_PQ, idx, t);
+      j = split(a.d_J, t, t2);
+      g = split(a.d_G, t2, n);
+      q = split(a.d_Q, pq, p);
       at = idx;
     }
     int c, r, s;
@@ -141,12 +135,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int step = int(gridDim.x) * blockDim.x;
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int t, rs, gm, g, n, p, r;
-    const int cv = a.d_group_vecs.split(idx, t);  // vector within the group's channels
-    rs = a.d_RS.split(t, gm);
-    const int m = a.d_M.split(gm, g);
-    const int pq = a.d_PQ.split(m, n);
-    const int q = a.d_Q.split(pq, p);
-    const int s = a.d_S.split(rs, r);
+    const int cv = split(a.d_group_vecs, idx, t);  // vector within the group's channels
+    rs = split(a.d_RS, t, gm);
+    const int m = split(a.d_M, gm, g);
+    const int pq = split(a.d_PQ, m, n);
+    const int q = split(a.d_Q, pq, p);
+    const int s = split(a.d_S, rs, r);
     const int h = p * a.sh - a.ph + r * a.dh, w = q * a.sw - a.pw + s * a.dw;
     Vec v;
     if (h >= 0 && h < a.H && w >= 0 && w < a.W) {
@@ -176,12 +170,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int step = int(gridDim.x) * blockDim.x;
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int gm, g, n, p, t, r;
-    const int v = a.d_row_vecs.split(idx, gm);  // col element idx * VEC is row gm, column v * VEC
-    const int m = a.d_M.split(gm, g);
-    const int pq = a.d_PQ.split(m, n);
-    const int q = a.d_Q.split(pq, p);
-    int c = a.d_Cg.split(v * VEC, t);  // first column = (r * S + s) * Cg + c; r >= R past J
-    int s = a.d_S.split(t, r);
+    const int v = split(a.d_row_vecs, idx, gm);  // col element idx * VEC is row gm, column v * VEC
+    const int m = split(a.d_M, gm, g);
+    const int pq = split(a.d_PQ, m, n);
+    const int q = split(a.d_Q, pq, p);
+    int c = split(a.d_Cg, v * VEC, t);  // first column = (r * S + s) * Cg + c; r >= R past J
+    int s = split(a.d_S, t, r);
     const int h0 = p * a.sh - a.ph, w0 = q * a.sw - a.pw;
     const T* image = x + (a.n0 + n) * (int64_t(a.H) * a.W * a.C) + g * a.Cg;
     Vec out;
@@ -204,12 +198,12 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // The output position along one axis that tap t of input coordinate i feeds, or -1.
-__device__ __forceinline__ int tap_source(int i, int t, const Divider& stride, int pad, int dil,
+__device__ __forceinline__ int tap_source(int i, int t, const FastDivmod& stride, int pad, int dil,
                                           int limit) {
   const int num = i + pad - t * dil;
   if (num < 0) return -1;
   int o;
-  return stride.split(num, o) == 0 && o < limit ? o : -1;
+  return split(stride, num, o) == 0 && o < limit ? o : -1;
 }
 
 // The tap walk of every col2im kernel: calls visit(r, s, p, q) for each filter tap (r, s) through
@@ -243,16 +237,16 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int n, c, h, w, t, t2;
     if (a.channels_fastest) {
-      c = a.d_C.split(idx, t);
-      w = a.d_W.split(t, t2);
-      h = a.d_H.split(t2, n);
+      c = split(a.d_C, idx, t);
+      w = split(a.d_W, t, t2);
+      h = split(a.d_H, t2, n);
     } else {
-      w = a.d_W.split(idx, t);
-      h = a.d_H.split(t, t2);
-      c = a.d_C.split(t2, n);
+      w = split(a.d_W, idx, t);
+      h = split(a.d_H, t, t2);
+      c = split(a.d_C, t2, n);
     }
     int g;
-    const int ci = a.d_Cg.split(c, g);
+    const int ci = split(a.d_Cg, c, g);
     Acc acc = 0;
     for_each_tap_reaching(a, h, w, [&](int r, int s, int p, int q) {
       const int j = unfold_column(a, ci, r, s);
@@ -277,11 +271,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int step = int(gridDim.x) * blockDim.x;
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int pix, t, n, h, g;
-    const int cv = a.d_pixel_vecs.split(idx, pix);  // vector among the C / VEC of a pixel
-    const int w = a.d_W.split(pix, t);
-    h = a.d_H.split(t, n);
+    const int cv = split(a.d_pixel_vecs, idx, pix);  // vector among the C / VEC of a pixel
+    const int w = split(a.d_W, pix, t);
+    h = split(a.d_H, t, n);
     const int c0 = cv * VEC;
-    const int ci = a.d_Cg.split(c0, g);
+    const int ci = split(a.d_Cg, c0, g);
     Acc acc[VEC];
 #pragma unroll
     for (int i = 0; i < VEC; ++i) acc[i] = 0;
@@ -312,8 +306,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int step = int(gridDim.x) * blockDim.x;
   for (int idx = int(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     int t, n;
-    const int w = a.d_W.split(idx, t);
-    const int h = a.d_H.split(t, n);
+    const int w = split(a.d_W, idx, t);
+    const int h = split(a.d_H, t, n);
     Acc acc[kPixelFoldChannels];
 #pragma unroll
     for (int i = 0; i < kPixelFoldChannels; ++i) acc[i] = 0;
@@ -348,7 +342,7 @@ struct Plan {
 };
 
 Plan plan_of(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   Plan p{};
   const Tensor& act = pr.output;  // y (forward) or dy (backward)
   if (pr.direction == Direction::backward_filter) {
@@ -402,13 +396,13 @@ Plan plan_of(const ConvProblem& pr) {
 }
 
 // The weight's [K, Cg, R, S] element strides in a [K][w_ld] buffer with the plan's J order.
-Shape weight_buffer_strides(const ConvShape& d, const Plan& plan) {
+Shape weight_buffer_strides(const ConvDims& d, const Plan& plan) {
   if (plan.taps_outer) return {plan.w_ld, 1, d.S * d.Cg, d.Cg};
   return {plan.w_ld, d.R * d.S, d.S, 1};
 }
 
 UnfoldArgs unfold_args(const ConvProblem& pr, const Plan& plan, int64_t n0, int64_t nc) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   UnfoldArgs a{};
   a.n0 = n0;
   a.Nc = int(nc);
@@ -423,21 +417,21 @@ UnfoldArgs unfold_args(const ConvProblem& pr, const Plan& plan, int64_t n0, int6
   a.taps_outer = plan.taps_outer;
   a.channels_fastest = pr.input.suggest_memory_format() == MemoryFormat::channels_last;
   const int vec = int(16 / pr.input.element_size());
-  a.d_J = Divider(a.J), a.d_M = Divider(a.M), a.d_PQ = Divider(d.P * d.Q), a.d_Q = Divider(a.Q);
-  a.d_R = Divider(a.R), a.d_S = Divider(a.S), a.d_RS = Divider(a.R * a.S), a.d_Cg = Divider(a.Cg),
-  a.d_G = Divider(a.G);
-  a.d_C = Divider(a.C), a.d_W = Divider(a.W), a.d_H = Divider(a.H);
-  a.d_group_vecs = Divider(a.Cg % vec == 0 ? a.Cg / vec : 1);
-  a.d_pixel_vecs = Divider(a.C % vec == 0 ? a.C / vec : 1);
-  a.d_row_vecs = Divider(a.col_ld / vec);
-  a.d_sh = Divider(a.sh), a.d_sw = Divider(a.sw);
+  a.d_J = divisor_of(a.J), a.d_M = divisor_of(a.M), a.d_PQ = divisor_of(d.P * d.Q);
+  a.d_Q = divisor_of(a.Q), a.d_R = divisor_of(a.R), a.d_S = divisor_of(a.S);
+  a.d_RS = divisor_of(a.R * a.S), a.d_Cg = divisor_of(a.Cg), a.d_G = divisor_of(a.G);
+  a.d_C = divisor_of(a.C), a.d_W = divisor_of(a.W), a.d_H = divisor_of(a.H);
+  a.d_group_vecs = divisor_of(a.Cg % vec == 0 ? a.Cg / vec : 1);
+  a.d_pixel_vecs = divisor_of(a.C % vec == 0 ? a.C / vec : 1);
+  a.d_row_vecs = divisor_of(a.col_ld / vec);
+  a.d_sh = divisor_of(a.sh), a.d_sw = divisor_of(a.sw);
   return a;
 }
 
 // The 16-byte channel-vector kernels apply: NHWC col with (r, s, c) columns over a channels_last
 // activation with 16-byte aligned channel vectors.
 bool vector_path(const ConvProblem& pr, const Plan& plan) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t vec = 16 / int64_t(pr.input.element_size());
   return plan.pixels_major && plan.taps_outer && dense_as(pr.input, Form::nhwc) &&
          d.Cg % vec == 0 && reinterpret_cast<uintptr_t>(pr.input.data_ptr()) % 16 == 0;
@@ -460,7 +454,7 @@ GemmArgs gemm_base(const ConvProblem& pr) {
 
 template <typename T>
 void run_im2col_gemm_typed(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -621,14 +615,11 @@ size_t im2col_workspace(const ConvProblem& pr) { return plan_of(pr).workspace; }
 // The unfold writes and the GEMM reads col (R*S times the input), plus staging copies, plus the
 // GEMMs at about 60% of the math peak, plus one launch per chunk and group. The image-major
 // layout (NCHW activations) runs one GEMM per image with P*Q columns; below ~512 columns cuBLAS
-// falls well short of that (H200, bench_conv fp32 NCHW 3x3: 52 TFLOP/s at 7x7, 49 columns,
-// against the pixel-major bf16 GEMM's 469), so their efficiency scales with P*Q / 512. Then a
-// calibration to bench_conv on the H200 (three runs, 2026-11-29 19:46-20:09, 87 layer x direction
-// rows; replayed offline, the heuristic's picks went from 1.06x to 1.02x the best algorithm's
-// time): 16-bit pixel-major GEMMs over several taps measured ~0.85x the estimate (CIFAR's 4x4 and
-// ResNet's 7x7 3x3 forward: 0.51-0.62x), fp32 backward_filter from NCHW activations 1.3-2.5x.
+// falls well short of that, so their efficiency scales with P*Q / 512. Then a calibration to
+// measured times: 16-bit pixel-major GEMMs over several taps run faster than the estimate (x0.85),
+// fp32 backward_filter from NCHW activations slower (x1.5).
 double im2col_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   constexpr double kFullEfficiencyColumns = 512;
   const double gemm_efficiency =
@@ -651,7 +642,7 @@ double im2col_cost_us(const ConvProblem& pr) {
 
 bool im2col_applies(const ConvProblem& pr) {
   // Kernels index within a chunk in 32 bits: one image's col and input must fit.
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const double per_image_col =
       double(d.G) * double(round_up(d.Cg * d.R * d.S, kRowAlignElements)) * double(d.P * d.Q);
   return per_image_col < double(kMaxChunkElements) &&

@@ -1,4 +1,4 @@
-// The fprop implicit GEMM (forward and backward-data, conv_implicit_gemm.cuh) on Hopper's warpgroup
+// The fprop implicit GEMM (forward and backward-data, implicit_gemm.cuh) on Hopper's warpgroup
 // MMA: wgmma.mma_async reads both operands straight from shared memory, so no warp spends issue
 // slots on ldmatrix or per-fragment MMAs, and TF32 runs at the tensor core's TF32 rate instead of
 // mma.sync's.
@@ -20,7 +20,7 @@
 // fp32 operands run as TF32 (the MMA ignores the low 13 mantissa bits: truncation, where the
 // mma.sync kernels round to nearest). Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the
 // host launches it only where wgmma_compiled() and the device is compute capability 9.0. Include
-// only from cuda_kernels/conv/implicit_gemm.cu, after conv_implicit_gemm.cuh.
+// only from cuda_kernels/conv/implicit_gemm_launch.cu, after implicit_gemm.cuh.
 #pragma once
 
 #include <cstdint>

@@ -145,7 +145,7 @@ struct Plan {
 };
 
 Plan plan_of(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   Plan p{};
   p.transposed = pr.direction == Direction::backward_data;
   p.Cin = p.transposed ? d.K : d.C;
@@ -171,7 +171,7 @@ Plan plan_of(const ConvProblem& pr) {
 }
 
 bool winograd_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const bool shape_ok = d.G == 1 && d.R == 3 && d.S == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 &&
                         d.dw == 1;
   if (!shape_ok) return false;
@@ -180,7 +180,7 @@ bool winograd_applies(const ConvProblem& pr) {
 }
 
 void run_winograd(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -234,7 +234,7 @@ size_t winograd_workspace(const ConvProblem& pr) { return plan_of(pr).workspace;
 // 16 fp32 GEMMs with 4/9 of the direct multiplies on CUDA cores, plus the transforms' traffic
 // (V and M written and read once).
 double winograd_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const Plan plan = plan_of(pr);
   const double tiles = double(d.N * plan.TP * plan.TQ);
   const double gemm_macs = 16.0 * tiles * double(plan.Cin) * double(plan.Kout);

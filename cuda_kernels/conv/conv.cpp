@@ -1,10 +1,11 @@
-// Host-side helpers of the CUDA conv2d algorithms (see conv_common.h): problem sizes, dense forms
-// and staging into workspace memory, the GEMM wrappers (fp32-output and pointer-array variants
-// for split-K partials), the cost model and registration.
+// Host-side helpers of the CUDA conv2d algorithms (cuda_kernels/conv/conv.h): dense forms and
+// staging into workspace memory, the GEMM wrappers (fp32-output and pointer-array variants for
+// split-K partials), the cost model and registration (with the epilogue's two paths).
 #include "ember/cuda_kernels/conv/conv.h"
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "ember/cuda_kernels/blas/blas.h"
 #include "ember/tensor/runtime/cuda_check.h"
@@ -176,7 +177,8 @@ double math_time_us(double macs, DType dtype, bool allow_tf32, double efficiency
 
 double memory_time_us(double bytes) { return bytes / 4.0e12 * 1e6; }
 
-dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec) {
+dispatch::AlgorithmHandle register_conv_algorithm(
+    ConvAlgorithmSpec spec, std::function<bool(const ConvProblem&)> fuses_epilogue) {
   dispatch::Algorithm<ConvProblem> a;
   a.name = spec.name;
   a.deterministic = spec.deterministic;
@@ -185,10 +187,16 @@ dispatch::AlgorithmHandle register_conv_algorithm(ConvAlgorithmSpec spec) {
   };
   if (spec.workspace_bytes) a.workspace_bytes = spec.workspace_bytes;
   if (spec.cost_us) a.heuristic_cost = spec.cost_us;
-  a.run = [run = spec.run, workspace_bytes = spec.workspace_bytes](const ConvProblem& pr,
-                                                                    void* workspace) {
+  a.run = [run = spec.run, workspace_bytes = spec.workspace_bytes,
+           fuses = std::move(fuses_epilogue)](const ConvProblem& pr, void* workspace) {
     DeviceGuard device_guard(pr.device());
-    run(pr, workspace, workspace_bytes ? workspace_bytes(pr) : 0);
+    const size_t bytes = workspace_bytes ? workspace_bytes(pr) : 0;
+    if (!pr.epilogue.active() || (fuses && fuses(pr))) {
+      run(pr, workspace, bytes);
+      return;
+    }
+    run(pr.without_epilogue(), workspace, bytes);
+    apply_conv_epilogue(pr);
   };
   return dispatch::register_algorithm<ConvProblem>(conv2d_op(), spec.direction, DeviceType::CUDA,
                                                    std::move(a));

@@ -1,6 +1,7 @@
-// implicit_gemm: conv2d on tensor cores without an im2col buffer (kernels in
-// conv_implicit_gemm.cuh), registered in the algorithm cache for bf16, f16 and f32 (as TF32, so
-// only when the problem allows TF32), groups == 1:
+// implicit_gemm, forward and backward_data: conv2d on tensor cores without an im2col buffer
+// (kernels in implicit_gemm.cuh, implicit_gemm_halo_fprop.cuh and implicit_gemm_wgmma.cuh,
+// launched from implicit_gemm_launch.cu), registered in the algorithm cache for bf16, f16 and f32
+// (as TF32, so only when the problem allows TF32), groups == 1:
 //   forward / backward_data  "implicit_gemm": the fprop kernel. The filter is packed once per call
 //       into the workspace as [Nout][R][S][Cpad] (forward: W as KRSC), zero-padded to whole
 //       channel blocks; a forward with a KRSC weight whose C is a multiple of the block uses the
@@ -19,65 +20,58 @@
 //       reduction (taps x channel blocks) split over blockIdx.y into fp32 partials, summed in a
 //       fixed order by a second kernel, where the tile's blocks alone leave SMs idle (ResNet's
 //       7x7 / 14x14 layers: 3136 / 12544 rows); ranked behind "implicit_gemm" likewise.
-//   backward_filter  "implicit_gemm": split-K over output pixels, every split writing an fp32
-//       partial into the workspace, then a reduce kernel summing the splits in a fixed order
-//       (deterministic); "implicit_gemm_atomic": the splits atomically add into one fp32 buffer
-//       (not deterministic). Tiles: 128x128 when K >= 128, else 64x128, over columns tap*C + c.
-//       Needs K a multiple of 8 (16-bit) / 4 (fp32); x with another C is staged as NHWC with zero
-//       channels up to the next multiple (the 3-channel stem: 4 fp32 / 8 bf16 channels), columns
-//       tap*Cpad + c, and the reduction drops the padded channels.
-//       "implicit_gemm_wgrad_64x128", "implicit_gemm_wgrad_128x128": the deterministic split-K
-//       with that tile fixed, for the benchmark mode; the heuristic ranks them behind it.
-//   backward_filter  "implicit_gemm_wgrad_halo" (deterministic), "implicit_gemm_wgrad_halo_atomic":
-//       bf16/f16, stride 1, 3-wide 'same' rows (S = 3, pw = 1, output as large as the input), C a
-//       multiple of 64 (ResNet's 3x3 layers): a block takes the three taps of one filter row and
-//       reads them from ONE shared halo of x rows instead of gathering x per tap (2.5x fewer
-//       bytes per MAC than the 64x128 tile); ranked behind "implicit_gemm" for the benchmark mode
-//       to time.
 //   forward / backward_data  "implicit_gemm_halo": bf16/f16, 3x3, stride 1, dilation 1, padding 1,
 //       the reduced channels (C forward, K backward_data) a multiple of 64 (ResNet's 3x3 layers):
 //       256 destination pixels x 64 channels per block, each stage (filter row r, 64 channels)
 //       loading the strip's source rows once with a halo for the three taps instead of gathering
 //       them per tap (55 MACs per byte loaded against 21-43 for the tiles above); no bias/ReLU
-//       epilogue (implicit_gemm_forward_fused never picks it); ranked behind "implicit_gemm" for
+//       epilogue in its kernel (the epilogue pass follows it); ranked behind "implicit_gemm" for
 //       the benchmark mode to time.
 //   forward / backward_data  "implicit_gemm_wgmma_256x128", "implicit_gemm_wgmma_128x128",
 //       "implicit_gemm_wgmma_128x64", "implicit_gemm_wgmma_128x128_splitk": the fprop GEMM on
-//       Hopper's warpgroup MMA (conv_implicit_gemm_wgmma.cuh; sm_90a builds on compute
+//       Hopper's warpgroup MMA (implicit_gemm_wgmma.cuh; sm_90a builds on compute
 //       capability 9.0 devices only), vector path only, same plan, packing and staging as the
 //       tiles above.
 //   forward / backward_data  "implicit_gemm_wgmma_ws_256x128", "implicit_gemm_wgmma_ws_128x128":
 //       the same GEMM warp-specialized (a producer warpgroup gathers, two consumer warpgroups
 //       multiply; mbarriers between them), for the benchmark mode to time.
 // Activations not in channels_last are staged into the workspace (and written back). Every
-// direction OVERWRITES the tensor it writes. implicit_gemm_forward_fused (conv_common.h) runs the
-// forward with a bias + ReLU epilogue for conv2d_bias_relu.
+// direction OVERWRITES the tensor it writes. "implicit_gemm" forward applies a problem's bias +
+// ReLU epilogue in its kernel (the other tiles leave it to the epilogue pass).
 #include <algorithm>
 #include <limits>
 #include <optional>
 #include <vector>
 
-#include "ember/cuda_kernels/conv/conv_common.cuh"
-#include "ember/cuda_kernels/conv/implicit_gemm.cuh"
+#include "ember/cuda_kernels/conv/implicit_gemm_host.cuh"
+#include "ember/cuda_kernels/conv/implicit_gemm_halo_fprop.cuh"
 #include "ember/cuda_kernels/conv/implicit_gemm_wgmma.cuh"
 
 namespace ember::cuda::conv {
+
+// Splits of `k_tiles` for a grid of `grid` tiles on `slots` resident blocks: the fewest whose
+// blocks fill the slots to 90% counting the last partial wave, else the best fill, trying up to
+// four waves' worth; each split walks at least 6 k-tiles (twice a pipeline). Every split gets
+// at least one k-tile.
+void split_k(int64_t grid, int64_t k_tiles, int64_t slots, int64_t& tiles_per_split,
+             int64_t& splits) {
+  const int64_t max_splits = std::min<int64_t>(std::max<int64_t>(1, k_tiles / 6), 65535);
+  const int64_t tried = std::min<int64_t>(max_splits, 4 * ((slots + grid - 1) / grid));
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= tried; ++s) {
+    const int64_t blocks = grid * s;
+    const double fill = double(blocks) / double((blocks + slots - 1) / slots * slots);
+    if (fill > best_fill) best_fill = fill, best = s;
+    if (fill >= 0.9) break;
+  }
+  tiles_per_split = (k_tiles + best - 1) / best;
+  splits = (k_tiles + tiles_per_split - 1) / tiles_per_split;
+}
+
 namespace {
 
 using igemm::FpropParams;
-using igemm::WgradParams;
-
-int vector_elems(DType t) { return int(16 / element_size(t)); }
-int block_k_elems(DType t) {  // fprop channels per stage
-  return int(igemm::kFpropRowBytes / element_size(t));
-}
-
-bool tensor_core_dtype(const ConvProblem& pr) {
-  const DType t = pr.input.dtype();
-  return t == DType::bf16 || t == DType::f16 || (t == DType::f32 && pr.allow_tf32);
-}
-
-// ---- filter packing and split reduction -------------------------------------------------------
 
 // ---- backward-data phases ---------------------------------------------------------------------
 // Along one axis, dx[h] = sum over taps r of dy[(h + pad - r*dil) / stride] W[r], over the taps
@@ -185,8 +179,7 @@ pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws
 // tap, read as 16-byte vectors along W's c and written as 16-byte vectors along the packed i, the
 // transpose in shared memory (rows of kPackVecTile + 4 / sizeof(T) elements: an odd number of 32-bit
 // words, so a column read touches distinct banks but for one 2-way pair). ResNet's 3x3
-// backward_data packs its filter every step: the scalar 32 x 32 tiles took 5.5 us for a bf16
-// 256x256x3x3 filter and 12.8 for 512x512x3x3, this kernel 4.2 for the former (ncu, H200).
+// backward_data packs its filter every step, where the scalar 32 x 32 tiles are slower.
 constexpr int kPackVecTile = 64;
 template <typename T>
 __global__ void __launch_bounds__(kPackThreads)
@@ -232,102 +225,6 @@ pack_filter_transposed_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws2,
   }
 }
 
-// dw[k, c, r, s] = the sum over z < splits of partial[z][k][(r*S + s)*Cpart + c], for the C
-// channels of dw (Cpart >= C: the partials of zero-padded channels are dropped). Block (32 outputs,
-// blockDim.y split walkers), one block per 32 outputs: walker w adds splits w, w + blockDim.y, ...
-// in order (its loads coalesced along the outputs, several in flight), then the walkers' sums are
-// added in order of w: a fixed order, so the result is the same run to run. One thread per output
-// adding all its splits was latency-bound: 10.5 us for the 79 halo-wgrad splits of a 64x64x3x3
-// filter (H200).
-constexpr int kReduceOutputs = 32;
-constexpr int kReduceMaxWalkers = 32;
-template <typename T>
-__global__ void __launch_bounds__(kReduceOutputs * kReduceMaxWalkers)
-wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C, int64_t Cpart,
-                    int64_t S, int64_t RS, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
-                    T* __restrict__ dw, int64_t total) {
-  __shared__ float sums[kReduceMaxWalkers][kReduceOutputs];
-  const int lane = int(threadIdx.x), walker = int(threadIdx.y), walkers = int(blockDim.y);
-  const int64_t split_elems = total / C * Cpart;  // K * RS * Cpart
-  const int64_t idx = int64_t(blockIdx.x) * kReduceOutputs + lane;
-  const int64_t c = idx % C, tap = (idx / C) % RS, k = idx / (C * RS);
-  float sum = 0.f;
-  if (idx < total) {
-    const float* src = partial + (k * RS + tap) * Cpart + c;
-#pragma unroll 4
-    for (int64_t z = walker; z < splits; z += walkers) sum += src[z * split_elems];
-  }
-  sums[walker][lane] = sum;
-  __syncthreads();
-  if (walker == 0 && idx < total) {
-    for (int w = 1; w < walkers; ++w) sum += sums[w][lane];
-    dw[k * ws0 + c * ws1 + (tap / S) * ws2 + (tap % S) * ws3] = convert<T>(sum);
-  }
-}
-
-// Sums the splits' fp32 partials (laid out with Cpart channels) into pr.weight (any strides).
-template <typename T>
-void reduce_wgrad_splits(const ConvProblem& pr, const float* partial, int64_t splits,
-                         int64_t Cpart, cudaStream_t stream) {
-  const ConvShape d = shape_of(pr);
-  const int64_t total = d.K * d.RS() * d.C;
-  // About four splits per walker.
-  const int walkers = int(std::clamp<int64_t>((splits + 3) / 4, 1, kReduceMaxWalkers));
-  const int64_t blocks = (total + kReduceOutputs - 1) / kReduceOutputs;
-  EMBER_CHECK(blocks <= int64_t(std::numeric_limits<int32_t>::max()), "conv2d backward_filter: ",
-              total, " filter elements are too many for one reduction grid");
-  wgrad_reduce_kernel<T><<<unsigned(blocks), dim3(kReduceOutputs, unsigned(walkers)), 0, stream>>>(
-      partial, splits, d.C, Cpart, d.S, d.RS(), pr.weight.stride(0), pr.weight.stride(1),
-      pr.weight.stride(2), pr.weight.stride(3), static_cast<T*>(pr.weight.data_ptr()), total);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
-
-// out[n][h][w][c] for c < Cpad = x[n, c, h, w] (any strides) for c < C, else zero: the filter
-// gradient's x as NHWC with whole 16-byte channel vectors. One thread per 16-byte vector.
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads)
-stage_padded_nhwc_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2,
-                         int64_t xs3, int C, int H, int W, int vectors_per_pixel,
-                         FastDivmod div_vectors, FastDivmod div_w, FastDivmod div_h,
-                         T* __restrict__ out, int64_t total) {
-  constexpr int VEC = 16 / int(sizeof(T));
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
-    const int pix = int(div_vectors.div(uint32_t(idx)));  // total < 2^31
-    const int c0 = (int(idx) - pix * vectors_per_pixel) * VEC;
-    const int nh = int(div_w.div(uint32_t(pix)));
-    const int w = pix - nh * W;
-    const int n = int(div_h.div(uint32_t(nh)));
-    const int h = nh - n * H;
-    const T* src = x + n * xs0 + h * xs2 + w * xs3;
-    alignas(16) T vals[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      vals[e] = c0 + e < C ? src[(c0 + e) * xs1] : convert<T>(0.0f);
-    *reinterpret_cast<uint4*>(out + int64_t(idx) * VEC) = *reinterpret_cast<const uint4*>(vals);
-  }
-}
-
-// Splits of `k_tiles` for a grid of `grid` tiles on `slots` resident blocks: the fewest whose
-// blocks fill the slots to 90% counting the last partial wave, else the best fill, trying up to
-// four waves' worth; each split walks at least 6 k-tiles (twice a pipeline). Every split gets
-// at least one k-tile.
-void split_k(int64_t grid, int64_t k_tiles, int64_t slots, int64_t& tiles_per_split,
-             int64_t& splits) {
-  const int64_t max_splits = std::min<int64_t>(std::max<int64_t>(1, k_tiles / 6), 65535);
-  const int64_t tried = std::min<int64_t>(max_splits, 4 * ((slots + grid - 1) / grid));
-  int64_t best = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= tried; ++s) {
-    const int64_t blocks = grid * s;
-    const double fill = double(blocks) / double((blocks + slots - 1) / slots * slots);
-    if (fill > best_fill) best_fill = fill, best = s;
-    if (fill >= 0.9) break;
-  }
-  tiles_per_split = (k_tiles + best - 1) / best;
-  splits = (k_tiles + tiles_per_split - 1) / tiles_per_split;
-}
-
 // The sum over splits of fp32 partials [splits][total], in order of z, as T: split-K fprop.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -343,11 +240,6 @@ fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
 
 // ---- fprop (forward, backward_data) -----------------------------------------------------------
 
-enum class FpropTile : uint8_t {
-  wide, square, narrow, small, general, wgmma_wide, wgmma_square, wgmma_narrow, wgmma_ws_wide,
-  wgmma_ws_square
-};
-
 // A tile's shape and its throughput per SM relative to the best tile: warp tiles of 64x32 and
 // 32x32 read more shared memory per MMA than 64x64 ones. Blocks per SM (shared memory 192, 96,
 // 72, 48 KiB): 1, 2, 3, 4, i.e. 8, 8, 12, 16 warps (TF32: at most 2 blocks).
@@ -360,8 +252,7 @@ constexpr FpropTileInfo kFpropTiles[] = {{FpropTile::wide, 256, 128, 1.0},
                                          {FpropTile::square, 128, 128, 0.95},
                                          {FpropTile::narrow, 128, 64, 0.8},
                                          {FpropTile::small, 64, 64, 0.5}};
-constexpr int kGeneralTile = 64;  // the element-load path's square tile
-// The wgmma kernel's tiles (conv_implicit_gemm_wgmma.cuh): blocks of 8 warps, one per SM (n128)
+// The wgmma kernel's tiles (implicit_gemm_wgmma.cuh): blocks of 8 warps, one per SM (n128)
 // or two (128x64: 64-channel outputs, where an n128 tile would compute half padding). Their
 // relative speed here is the cost model's (as the wide mma.sync tile's); the wave model below
 // scales it by wgmma_speedup.
@@ -372,13 +263,10 @@ constexpr FpropTileInfo kWgmmaFpropTiles[] = {{FpropTile::wgmma_wide, 256, 128, 
                                               {FpropTile::wgmma_narrow, 128, 64, 0.9},
                                               {FpropTile::wgmma_ws_wide, 256, 128, 1.0},
                                               {FpropTile::wgmma_ws_square, 128, 128, 1.0}};
-// Per-SM throughput of a wgmma tile over the mma.sync tile of the same shape, measured with
-// bench_conv on the H200 (2026-11-29, ResNet-50 layers at batch 64, grids of a whole wave or
-// more): 16-bit 1.1-1.5x (28x28 3x3 forward 334 vs 223 TFLOP/s, 1x1 s2 177 vs 158), TF32
-// 1.4-1.8x (28x28 3x3 132 vs 82, 14x14 134 vs 96).
+// Per-SM throughput of a wgmma tile over the mma.sync tile of the same shape (grids of a whole
+// wave or more): TF32 gains more than 16-bit types, as mma.sync runs TF32 below the tensor
+// cores' TF32 rate.
 double wgmma_speedup(DType dtype) { return dtype == DType::f32 ? 1.8 : 1.4; }
-// 192 KiB of stages per SM each: one wide or square block, two narrow ones.
-constexpr int kWgmmaWideStages = 4, kWgmmaSquareStages = 6, kWgmmaNarrowStages = 4;
 
 bool is_wgmma_tile(FpropTile tile) {
   return tile == FpropTile::wgmma_wide || tile == FpropTile::wgmma_square ||
@@ -410,7 +298,7 @@ FpropTileInfo fprop_tile_info(FpropTile tile) {
 // Whether the fprop kernel can load 16-byte chunks: the channels it reduces over (C forward, K
 // backward_data) come in whole vectors. Otherwise only the general path runs the problem.
 bool fprop_vector_path(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const int64_t csrc = pr.direction == Direction::backward_data ? d.K : d.C;
   return csrc % vector_elems(pr.input.dtype()) == 0;
 }
@@ -439,7 +327,7 @@ int64_t fprop_resident_blocks(const FpropTileInfo& t, DType dtype) {
 // `fixed`: the tile to use (a vector-path problem), else the wave model picks. `split`: split
 // the reduction (taps x channel blocks) so that the blocks fill the SMs (a fixed tile only).
 FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool split = false) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   FpropPlan f{};
   f.backward_data = pr.direction == Direction::backward_data;
   f.phases_h = f.backward_data ? d.sh : 1;
@@ -509,98 +397,6 @@ int64_t fprop_launches(const FpropPlan& f) {
   return (f.phases_h * f.phases_w + igemm::kMaxFpropPhases - 1) / igemm::kMaxFpropPhases;
 }
 
-// The grid of an fprop kernel with BM x BN tiles: the tiles along x (fprop_block_origin), the
-// split-K slices along y (one unless the plan split), the backward-data phases along z.
-dim3 fprop_grid(const FpropParams& p, int bm, int bn) {
-  const int64_t blocks = int64_t((p.M + bm - 1) / bm) * ((p.Nout + bn - 1) / bn);
-  const int64_t splits = (p.k_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
-  return dim3{unsigned(blocks), unsigned(std::max<int64_t>(splits, 1)),  // a phase without taps: 1
-              unsigned(p.phases)};
-}
-
-template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK = false>
-void launch_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel =
-      igemm::implicit_gemm_fprop_kernel<T, BM, BN, WM, WN, STAGES, kVec, kSplitK>;
-  constexpr int smem = igemm::fprop_smem_bytes<BM, BN, STAGES>();
-  // The largest carveout, so that as many blocks as the tile was sized for fit on one SM.
-  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  kernel<<<fprop_grid(p, BM, BN), igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T, int BM, int BN, int STAGES, bool kSplitK>
-void launch_wgmma_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_kernel<T, BM, BN, STAGES, kSplitK>;
-  constexpr int smem = igemm::wgmma_fprop_smem_bytes<BM, BN, STAGES>();
-  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  kernel<<<fprop_grid(p, BM, BN), igemm::kWgmmaThreads, smem, stream>>>(p);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T, int BM, int BN, int STAGES>
-void launch_wgmma_ws_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_fprop_wgmma_ws_kernel<T, BM, BN, STAGES>;
-  constexpr int smem = igemm::wgmma_ws_smem_bytes<BM, BN, STAGES>();
-  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  kernel<<<fprop_grid(p, BM, BN), igemm::kWgmmaWsThreads, smem, stream>>>(p);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
-
-// `split`: the split-K build of the tile (square, small and wgmma_square only:
-// kSplitFpropAlgorithms).
-template <typename T>
-void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStream_t stream,
-                       int device) {
-  if (split) {
-    EMBER_CHECK(tile == FpropTile::square || tile == FpropTile::small ||
-                    tile == FpropTile::wgmma_square,
-                "implicit_gemm: no split-K build of fprop tile ", int(tile));
-    if (tile == FpropTile::wgmma_square) {
-      launch_wgmma_fprop<T, 128, 128, kWgmmaSquareStages, true>(p, stream, device);
-    } else if (tile == FpropTile::square) {
-      launch_fprop<T, 128, 128, 64, 64, 3, true, true>(p, stream, device);
-    } else {
-      launch_fprop<T, 64, 64, 32, 32, 3, true, true>(p, stream, device);
-    }
-    return;
-  }
-  switch (tile) {
-    case FpropTile::wide: launch_fprop<T, 256, 128, 64, 64, 4, true>(p, stream, device); break;
-    case FpropTile::square: launch_fprop<T, 128, 128, 64, 64, 3, true>(p, stream, device); break;
-    case FpropTile::narrow: launch_fprop<T, 128, 64, 64, 32, 3, true>(p, stream, device); break;
-    case FpropTile::small: launch_fprop<T, 64, 64, 32, 32, 3, true>(p, stream, device); break;
-    case FpropTile::general:
-      launch_fprop<T, kGeneralTile, kGeneralTile, 32, 32, 3, false>(p, stream, device);
-      break;
-    case FpropTile::wgmma_wide:
-      launch_wgmma_fprop<T, 256, 128, kWgmmaWideStages, false>(p, stream, device);
-      break;
-    case FpropTile::wgmma_square:
-      launch_wgmma_fprop<T, 128, 128, kWgmmaSquareStages, false>(p, stream, device);
-      break;
-    case FpropTile::wgmma_narrow:
-      launch_wgmma_fprop<T, 128, 64, kWgmmaNarrowStages, false>(p, stream, device);
-      break;
-    case FpropTile::wgmma_ws_wide:
-      launch_wgmma_ws_fprop<T, 256, 128, kWgmmaWideStages>(p, stream, device);
-      break;
-    case FpropTile::wgmma_ws_square:
-      launch_wgmma_ws_fprop<T, 128, 128, kWgmmaSquareStages>(p, stream, device);
-      break;
-  }
-}
-
-// The halo kernel (one 256 x 64 tile, 8 warps, one block per SM; never split).
-template <typename T>
-void launch_halo_fprop(const FpropParams& p, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_halo_fprop_kernel<T>;
-  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  kernel<<<fprop_grid(p, igemm::kHaloFpropBM, igemm::kHaloFpropBN), igemm::kHaloFpropThreads,
-           igemm::kHaloFpropSmemBytes, stream>>>(p);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
-
 // Runs forward or backward_data with the `fixed` tile (else the wave model's); `bias` (forward
 // only, may be undefined) and `relu` form the fused epilogue; `split`: split-K (no epilogue);
 // `halo`: the halo kernel (halo_fprop_applies; no epilogue).
@@ -609,7 +405,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   EMBER_CHECK(!split || (!bias.defined() && !relu), "implicit_gemm: split-K has no epilogue");
   EMBER_CHECK(!halo || (!bias.defined() && !relu && !split),
               "implicit_gemm_halo: no epilogue and no split-K");
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FpropPlan f = fprop_plan(pr, fixed, split);
   WorkspaceArena arena(workspace, workspace_bytes);
   const Device dev = pr.device();
@@ -733,7 +529,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
 }
 
 bool fprop_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   if (!tensor_core_dtype(pr) || d.G != 1 || operand_alignment(pr) != 16) return false;
   // The gather keeps a row's out-of-image taps in one 32-bit mask (FpropGather).
   if (d.R > igemm::kMaxGatherTaps || d.S > igemm::kMaxGatherTaps) return false;
@@ -763,7 +559,7 @@ size_t fprop_workspace(const ConvProblem& pr) { return fprop_plan(pr, std::nullo
 // zero padding of channels and of partial tiles is wasted work; a strided backward_data runs one
 // GEMM per phase (kMaxFpropPhases per launch); the general path loads element by element.
 double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FpropPlan f = fprop_plan(pr, fixed);
   const int64_t bm = f.tile.bm, bn = f.tile.bn;
   const double tiles_m = double((f.M_phase + bm - 1) / bm * bm) / double(f.M_phase);
@@ -784,10 +580,6 @@ double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
          double(fprop_launches(f) + (f.pack_filter ? 1 : 0)) * kLaunchUs;
 }
 
-// A fixed-tile variant's estimate is above the auto-picking algorithm's (whose choice among the
-// same tiles it is meant to check), so the heuristic keeps choosing that one; the benchmark mode
-// times every variant.
-constexpr double kFixedTileCostFactor = 1.01;
 
 double fixed_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
   return std::max(fprop_cost_us(pr, tile), fprop_cost_us(pr, std::nullopt)) *
@@ -813,7 +605,7 @@ double split_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
 // (C forward, K backward_data) in whole 64-channel blocks (no zero channels in the halo rows);
 // pixel indices plus a halo of one image row stay far below 2^31.
 bool halo_fprop_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const DType t = pr.input.dtype();
   const int64_t csrc = pr.direction == Direction::backward_data ? d.K : d.C;
   return (t == DType::bf16 || t == DType::f16) && fprop_applies(pr) && d.R == 3 && d.S == 3 &&
@@ -826,7 +618,7 @@ bool halo_fprop_applies(const ConvProblem& pr) {
 // a reason to prefer it; the benchmark mode times it. Its own estimate: the 256x64 tile's
 // padding waste at the efficiency of the 64x64-warp tiles.
 double halo_fprop_cost_us(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
+  const ConvDims d = conv_dims(pr);
   const FpropPlan f = fprop_plan(pr, std::nullopt);
   const int64_t bm = igemm::kHaloFpropBM, bn = igemm::kHaloFpropBN;
   const double waste = double((f.M + bm - 1) / bm * bm) / double(f.M) *
@@ -837,308 +629,27 @@ double halo_fprop_cost_us(const ConvProblem& pr) {
   return std::max(own, fprop_cost_us(pr, std::nullopt)) * kFixedTileCostFactor;
 }
 
-// ---- wgrad (backward_filter) ------------------------------------------------------------------
-
-// wgrad tiles, rows (output channels) x columns (tap*C + c): 128x128 (4 warps of 64x64) when
-// K >= 128, else 64x128 (4 warps of 32x64); either runs any problem (partial row tiles are
-// masked). A stage holds 128 bytes of each pixel row, for any dtype; 3 stages of the first take
-// 102 KiB, 4 of the second 104 KiB: 2 blocks per SM.
-constexpr int kWgradStagesBig = 3;
-constexpr int kWgradStagesShort = 4;
-enum class WgradTile : uint8_t { short_rows, big };  // 64x128, 128x128
-
-struct WgradPlan {
-  bool big;  // 128x128 tiles, else 64x128
-  int bm, bn;
-  // C rounded up to whole 16-byte vectors; when above C, x is staged with zero channels up to it
-  // (the stem's C = 3) and the columns are tap * Cpad + c.
-  int64_t Cpad;
-  bool pad_channels;
-  int64_t grid_m, grid_n, k_tiles, tiles_per_split, splits;
-  size_t padded_x_bytes, partial_bytes, staging_bytes;
-};
-
-// `fixed`: the tile to use, else 128x128 when K >= 128.
-WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
-  const ConvShape d = shape_of(pr);
-  WgradPlan w{};
-  w.big = fixed ? *fixed == WgradTile::big : d.K >= 128;
-  w.bm = w.big ? 128 : 64;
-  w.bn = 128;
-  const int64_t vec = vector_elems(pr.input.dtype());
-  w.Cpad = (d.C + vec - 1) / vec * vec;
-  w.pad_channels = w.Cpad != d.C;
-  w.grid_m = (d.K + w.bm - 1) / w.bm;
-  w.grid_n = (d.RS() * w.Cpad + w.bn - 1) / w.bn;
-  const int64_t rows = igemm::wgrad_rows(int(pr.input.element_size()));
-  w.k_tiles = (d.NPQ() + rows - 1) / rows;
-  split_k(w.grid_m * w.grid_n, w.k_tiles, 2 * sm_count(pr.device()), w.tiles_per_split,
-          w.splits);
-  w.partial_bytes =
-      size_t(atomic ? 1 : w.splits) * size_t(d.K * d.RS() * w.Cpad) * sizeof(float);
-  w.padded_x_bytes = w.pad_channels ? size_t(d.NHW() * w.Cpad) * pr.input.element_size() : 0;
-  WorkspacePlan ws;
-  ws.add(w.pad_channels ? w.padded_x_bytes : staging_bytes(pr.input, Form::nhwc));
-  ws.add(staging_bytes(pr.output, Form::nhwc));
-  w.staging_bytes = ws.bytes;
-  return w;
-}
-
-size_t wgrad_workspace(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
-  const WgradPlan w = wgrad_plan(pr, atomic, fixed);
-  WorkspacePlan ws;
-  ws.add(w.staging_bytes);
-  ws.add(w.partial_bytes);
-  return ws.bytes;
-}
-
-template <typename T, int BM, int BN, int WM, int WN, int STAGES>
-void launch_wgrad(const WgradParams& p, const WgradPlan& w, cudaStream_t stream, int device) {
-  constexpr auto kernel = igemm::implicit_gemm_wgrad_kernel<T, BM, BN, WM, WN, STAGES>;
-  constexpr int smem = igemm::wgrad_smem_bytes<T, BM, BN, STAGES>();
-  opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(device);
-  const dim3 grid(unsigned(w.grid_m), unsigned(w.grid_n), unsigned(w.splits));
-  kernel<<<grid, igemm::TileShape<BM, BN, WM, WN>::kThreads, smem, stream>>>(p);
-  EMBER_CUDA_LAUNCH_CHECK();
-}
-
-void run_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic,
-               std::optional<WgradTile> fixed) {
-  const ConvShape d = shape_of(pr);
-  const WgradPlan w = wgrad_plan(pr, atomic, fixed);
-  WorkspaceArena arena(workspace, workspace_bytes);
-  const Device dev = pr.device();
-  cudaStream_t stream = stream_of(dev);
-  Tensor x;  // unless the channels are padded: those are staged in the dtype dispatch below
-  void* padded_x = nullptr;
-  if (w.pad_channels) {
-    padded_x = arena.take(w.padded_x_bytes);
-  } else {
-    x = stage_read(pr.input, Form::nhwc, arena);
-  }
-  Tensor dy = stage_read(pr.output, Form::nhwc, arena);
-  auto* partial = static_cast<float*>(arena.take(w.partial_bytes));
-  if (atomic) EMBER_CUDA_CHECK(cudaMemsetAsync(partial, 0, w.partial_bytes, stream));
-
-  WgradParams p{};
-  p.dy = dy.data_ptr();
-  p.x = w.pad_channels ? padded_x : x.data_ptr();
-  p.partial = partial;
-  p.atomic = atomic;
-  p.N = int(d.N), p.H = int(d.H), p.W = int(d.W), p.C = int(w.Cpad), p.K = int(d.K), p.P = int(d.P),
-  p.Q = int(d.Q), p.R = int(d.R), p.S = int(d.S);
-  p.sh = int(d.sh), p.sw = int(d.sw), p.ph = int(d.ph), p.pw = int(d.pw), p.dh = int(d.dh),
-  p.dw = int(d.dw);
-  p.NPQ = int(d.NPQ());
-  p.k_tiles = int(w.k_tiles);
-  p.tiles_per_split = int(w.tiles_per_split);
-  p.div_pq = FastDivmod(uint32_t(d.P * d.Q));
-  p.div_q = FastDivmod(uint32_t(d.Q));
-
-  dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {
-    using T = decltype(tag);
-    if (w.pad_channels) {
-      const int vectors_per_pixel = int(w.Cpad / vector_elems(pr.input.dtype()));
-      const int64_t total = d.NHW() * vectors_per_pixel;
-      stage_padded_nhwc_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
-          static_cast<const T*>(pr.input.data_ptr()), pr.input.stride(0), pr.input.stride(1),
-          pr.input.stride(2), pr.input.stride(3), int(d.C), int(d.H), int(d.W), vectors_per_pixel,
-          FastDivmod(uint32_t(vectors_per_pixel)), FastDivmod(uint32_t(d.W)),
-          FastDivmod(uint32_t(d.H)), static_cast<T*>(padded_x), total);
-      EMBER_CUDA_LAUNCH_CHECK();
-    }
-    if (w.big) {
-      launch_wgrad<T, 128, 128, 64, 64, kWgradStagesBig>(p, w, stream, dev.index);
-    } else {
-      launch_wgrad<T, 64, 128, 32, 64, kWgradStagesShort>(p, w, stream, dev.index);
-    }
-    reduce_wgrad_splits<T>(pr, partial, atomic ? 1 : w.splits, w.Cpad, stream);
-  });
-}
-
-// Any C (padded channels are staged with 32-bit indices: NHW * vectors below 2^31); K in whole
-// 16-byte vectors (dy is read in them).
-bool wgrad_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
-  const int64_t vec = vector_elems(pr.input.dtype());
-  const int64_t cpad = (d.C + vec - 1) / vec * vec;
-  constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 256;
-  return tensor_core_dtype(pr) && d.G == 1 && operand_alignment(pr) == 16 && d.K % vec == 0 &&
-         d.NPQ() < kMaxIndex && d.NHW() * cpad < (int64_t(1) << 40) &&
-         (cpad == d.C || d.NHW() * (cpad / vec) < kMaxIndex) &&
-         (d.RS() * cpad + 127) / 128 <= 65535;
-}
-
-// The wgrad kernels (these tiles and the halo kernel) measured 1.4-2.3x their estimates on every
-// bench_conv row (H200, 2026-11-29 19:46-20:09, both dtypes), where gemm_1x1's and im2col_gemm's
-// were within ~0.65-1.3x; scaling theirs by this puts the 1x1 stride-2 and small-image (8x8, 4x4)
-// backward_filter picks on gemm_1x1 / im2col_gemm, which ran them 1.2-2.3x faster.
-constexpr double kWgradMeasuredOverModel = 1.4;
-
-double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
-  const ConvShape d = shape_of(pr);
-  const WgradPlan w = wgrad_plan(pr, atomic, fixed);
-  const double waste = double(w.grid_m * w.bm) / double(d.K) *
-                       double(w.grid_n * w.bn) / double(d.RS() * d.C);
-  // Partials: written once per split and read back by the reduction (atomics: read-modify-write).
-  const double partial_traffic = atomic ? 3.0 * double(w.partial_bytes) * double(w.splits)
-                                        : 2.0 * double(w.partial_bytes);
-  return kWgradMeasuredOverModel *
-         (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, w.big ? 0.45 : 0.35) +
-          memory_time_us(partial_traffic + 2.0 * double(w.staging_bytes)) + 2 * kLaunchUs);
-}
-
-double fixed_wgrad_cost_us(const ConvProblem& pr, WgradTile tile) {
-  return std::max(wgrad_cost_us(pr, false, tile), wgrad_cost_us(pr, false, std::nullopt)) *
-         kFixedTileCostFactor;
-}
-
-// ---- halo wgrad (backward_filter of stride-1 'same' 3-wide convolutions, 16-bit) -------------
-
-// The kernel's grid: 64 output channels x (filter row, 64-channel chunk) x splits, 2 blocks per
-// SM (73.5 KiB of shared memory each).
-struct HaloWgradPlan {
-  int64_t grid_m, grid_n, k_tiles, tiles_per_split, splits;
-  size_t partial_bytes, staging_bytes;
-};
-
-HaloWgradPlan halo_wgrad_plan(const ConvProblem& pr, bool atomic) {
-  const ConvShape d = shape_of(pr);
-  HaloWgradPlan h{};
-  h.grid_m = (d.K + igemm::kHaloBM - 1) / igemm::kHaloBM;
-  h.grid_n = d.R * (d.C / igemm::kHaloChannels);
-  h.k_tiles = (d.NPQ() + igemm::kHaloPixels - 1) / igemm::kHaloPixels;
-  split_k(h.grid_m * h.grid_n, h.k_tiles, igemm::kHaloBlocksPerSm * sm_count(pr.device()),
-          h.tiles_per_split, h.splits);
-  h.partial_bytes = size_t(atomic ? 1 : h.splits) * size_t(d.K * d.RS() * d.C) * sizeof(float);
-  WorkspacePlan ws;
-  ws.add(staging_bytes(pr.input, Form::nhwc));
-  ws.add(staging_bytes(pr.output, Form::nhwc));
-  h.staging_bytes = ws.bytes;
-  return h;
-}
-
-size_t halo_wgrad_workspace(const ConvProblem& pr, bool atomic) {
-  const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
-  WorkspacePlan ws;
-  ws.add(h.staging_bytes);
-  ws.add(h.partial_bytes);
-  return ws.bytes;
-}
-
-// bf16/f16; stride 1 with the output as large as the input and taps 3 wide, dilation 1, padding
-// 1 across (output pixel m reads x pixel m + const); whole 64-channel chunks of x; pixel indices
-// plus a shift of up to one image stay below 2^31.
-bool halo_wgrad_applies(const ConvProblem& pr) {
-  const ConvShape d = shape_of(pr);
-  const DType t = pr.input.dtype();
-  return (t == DType::bf16 || t == DType::f16) && wgrad_applies(pr) &&
-         d.S == igemm::kHaloTaps && d.sh == 1 && d.sw == 1 && d.dw == 1 && d.pw == 1 &&
-         d.P == d.H && d.Q == d.W && d.C % igemm::kHaloChannels == 0 &&
-         d.R * (d.C / igemm::kHaloChannels) <= 65535 && d.NPQ() < (int64_t(1) << 30);
-}
-
-void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic) {
-  const ConvShape d = shape_of(pr);
-  const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
-  WorkspaceArena arena(workspace, workspace_bytes);
-  const Device dev = pr.device();
-  cudaStream_t stream = stream_of(dev);
-  Tensor x = stage_read(pr.input, Form::nhwc, arena);
-  Tensor dy = stage_read(pr.output, Form::nhwc, arena);
-  auto* partial = static_cast<float*>(arena.take(h.partial_bytes));
-  if (atomic) EMBER_CUDA_CHECK(cudaMemsetAsync(partial, 0, h.partial_bytes, stream));
-
-  igemm::HaloWgradParams p{};
-  p.dy = dy.data_ptr();
-  p.x = x.data_ptr();
-  p.partial = partial;
-  p.atomic = atomic;
-  p.C = int(d.C), p.K = int(d.K), p.H = int(d.H), p.W = int(d.W), p.R = int(d.R);
-  p.dh = int(d.dh), p.ph = int(d.ph);
-  p.NPQ = int(d.NPQ());
-  p.c_chunks = int(d.C / igemm::kHaloChannels);
-  p.k_tiles = int(h.k_tiles);
-  p.tiles_per_split = int(h.tiles_per_split);
-  p.div_hw = FastDivmod(uint32_t(d.H * d.W));
-  p.div_w = FastDivmod(uint32_t(d.W));
-
-  auto launch = [&](auto tag) {
-    using T = decltype(tag);
-    constexpr auto kernel = igemm::implicit_gemm_halo_wgrad_kernel<T>;
-    opt_in_max_dynamic_shared_memory<kernel, SharedCarveout::max_shared>(dev.index);
-    const dim3 grid(unsigned(h.grid_m), unsigned(h.grid_n), unsigned(h.splits));
-    kernel<<<grid, igemm::kHaloThreads, igemm::kHaloSmemBytes, stream>>>(p);
-    EMBER_CUDA_LAUNCH_CHECK();
-    reduce_wgrad_splits<T>(pr, partial, atomic ? 1 : h.splits, d.C, stream);
-  };
-  if (pr.input.dtype() == DType::bf16) {
-    launch(__nv_bfloat16{});
-  } else {
-    launch(__half{});
-  }
-}
-
-// Measured on the H200 (bench_conv, bf16 channels_last, batch 64): 1.5-2.2x implicit_gemm's
-// speed where the reduction is long (56x56 k64: 266 vs 121 TFLOP/s; 28x28 k128: 286 vs 179;
-// 14x14 k256: 279, im2col_gemm 269), behind im2col_gemm at 7x7 (3136 pixels, few k-tiles per
-// split). So over at least 10000 output pixels it ranks ahead of implicit_gemm by that measured
-// ratio; elsewhere like a fixed-tile variant (just behind "implicit_gemm"), left to the
-// benchmark mode.
-double halo_wgrad_cost_us(const ConvProblem& pr, bool atomic) {
-  const ConvShape d = shape_of(pr);
-  if (d.NPQ() >= 10000) return 0.6 * wgrad_cost_us(pr, atomic, std::nullopt);
-  const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
-  const double waste = double(h.grid_m * igemm::kHaloBM) / double(d.K);
-  const double partial_traffic = atomic ? 3.0 * double(h.partial_bytes) * double(h.splits)
-                                        : 2.0 * double(h.partial_bytes);
-  const double own = kWgradMeasuredOverModel *
-                     (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, 0.45) +
-                      memory_time_us(partial_traffic + 2.0 * double(h.staging_bytes)) +
-                      2 * kLaunchUs);
-  return std::max(own, wgrad_cost_us(pr, false, std::nullopt)) * kFixedTileCostFactor;
-}
-
-const std::vector<DType> kSixteenBitTypes = {DType::f16, DType::bf16};
-
-const std::vector<DType> kTensorCoreTypes = {DType::f32, DType::f16, DType::bf16};
-
+// The wave model's tile, with the problem's epilogue (forward; none for backward_data) when
+// fprop_fuses_epilogue holds (register_conv_algorithm passes it only then).
 void run_fprop_auto(const ConvProblem& pr, void* workspace, size_t workspace_bytes) {
-  run_fprop(pr, workspace, workspace_bytes, Tensor(), false, std::nullopt);
+  run_fprop(pr, workspace, workspace_bytes, pr.epilogue.bias, pr.epilogue.relu, std::nullopt);
+}
+// The kernel's epilogue reads a dense bias of the problem's dtype on its device.
+bool fprop_fuses_epilogue(const ConvProblem& pr) {
+  const Tensor& bias = pr.epilogue.bias;
+  return pr.direction == Direction::forward &&
+         (!bias.defined() || (bias.dtype() == pr.input.dtype() && bias.device() == pr.device() &&
+                              bias.is_contiguous()));
 }
 double fprop_cost_auto_us(const ConvProblem& pr) { return fprop_cost_us(pr, std::nullopt); }
 
 const auto implicit_gemm_forward = register_conv_algorithm(
     {"implicit_gemm", Direction::forward, true, kTensorCoreTypes, fprop_applies, fprop_workspace,
-     fprop_cost_auto_us, run_fprop_auto});
+     fprop_cost_auto_us, run_fprop_auto},
+    fprop_fuses_epilogue);
 const auto implicit_gemm_backward_data = register_conv_algorithm(
     {"implicit_gemm", Direction::backward_data, true, kTensorCoreTypes, fprop_applies,
      fprop_workspace, fprop_cost_auto_us, run_fprop_auto});
-const auto implicit_gemm_backward_filter = register_conv_algorithm(
-    {"implicit_gemm", Direction::backward_filter, true, kTensorCoreTypes, wgrad_applies,
-     [](const ConvProblem& pr) { return wgrad_workspace(pr, false, std::nullopt); },
-     [](const ConvProblem& pr) { return wgrad_cost_us(pr, false, std::nullopt); },
-     [](const ConvProblem& pr, void* ws, size_t bytes) {
-       run_wgrad(pr, ws, bytes, false, std::nullopt);
-     }});
-const auto implicit_gemm_backward_filter_atomic = register_conv_algorithm(
-    {"implicit_gemm_atomic", Direction::backward_filter, false, kTensorCoreTypes, wgrad_applies,
-     [](const ConvProblem& pr) { return wgrad_workspace(pr, true, std::nullopt); },
-     [](const ConvProblem& pr) { return wgrad_cost_us(pr, true, std::nullopt); },
-     [](const ConvProblem& pr, void* ws, size_t bytes) {
-       run_wgrad(pr, ws, bytes, true, std::nullopt);
-     }});
-
-const auto implicit_gemm_backward_filter_halo = register_conv_algorithm(
-    {"implicit_gemm_wgrad_halo", Direction::backward_filter, true, kSixteenBitTypes,
-     halo_wgrad_applies, [](const ConvProblem& pr) { return halo_wgrad_workspace(pr, false); },
-     [](const ConvProblem& pr) { return halo_wgrad_cost_us(pr, false); },
-     [](const ConvProblem& pr, void* ws, size_t bytes) { run_halo_wgrad(pr, ws, bytes, false); }});
-const auto implicit_gemm_backward_filter_halo_atomic = register_conv_algorithm(
-    {"implicit_gemm_wgrad_halo_atomic", Direction::backward_filter, false, kSixteenBitTypes,
-     halo_wgrad_applies, [](const ConvProblem& pr) { return halo_wgrad_workspace(pr, true); },
-     [](const ConvProblem& pr) { return halo_wgrad_cost_us(pr, true); },
-     [](const ConvProblem& pr, void* ws, size_t bytes) { run_halo_wgrad(pr, ws, bytes, true); }});
 
 bool register_halo_fprop_algorithms() {
   for (const Direction direction : {Direction::forward, Direction::backward_data})
@@ -1171,13 +682,6 @@ constexpr FixedFpropAlgorithm kSplitFpropAlgorithms[] = {
     {"implicit_gemm_128x128_splitk", FpropTile::square},
     {"implicit_gemm_64x64_splitk", FpropTile::small},
     {"implicit_gemm_wgmma_128x128_splitk", FpropTile::wgmma_square}};
-struct FixedWgradAlgorithm {
-  const char* name;
-  WgradTile tile;
-};
-constexpr FixedWgradAlgorithm kFixedWgradAlgorithms[] = {
-    {"implicit_gemm_wgrad_64x128", WgradTile::short_rows},
-    {"implicit_gemm_wgrad_128x128", WgradTile::big}};
 
 bool register_fixed_tile_algorithms() {
   for (const Direction direction : {Direction::forward, Direction::backward_data})
@@ -1200,33 +704,10 @@ bool register_fixed_tile_algorithms() {
            [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
              run_fprop(pr, ws, bytes, Tensor(), false, tile, true);
            }});
-  for (const FixedWgradAlgorithm& a : kFixedWgradAlgorithms)
-    register_conv_algorithm(
-        {a.name, Direction::backward_filter, true, kTensorCoreTypes, wgrad_applies,
-         [tile = a.tile](const ConvProblem& pr) { return wgrad_workspace(pr, false, tile); },
-         [tile = a.tile](const ConvProblem& pr) { return fixed_wgrad_cost_us(pr, tile); },
-         [tile = a.tile](const ConvProblem& pr, void* ws, size_t bytes) {
-           run_wgrad(pr, ws, bytes, false, tile);
-         }});
   return true;
 }
 const bool fixed_tile_algorithms_registered = register_fixed_tile_algorithms();
 
 }  // namespace
-
-bool implicit_gemm_forward_fused(const ConvProblem& pr, const Tensor& bias, bool relu) {
-  if (pr.direction != Direction::forward || !uniform_cuda_dtype(pr, kTensorCoreTypes) ||
-      !fprop_applies(pr))
-    return false;
-  if (bias.defined() &&
-      (bias.dtype() != pr.input.dtype() || bias.device() != pr.device() || !bias.is_contiguous()))
-    return false;
-  DeviceGuard device_guard(pr.device());
-  const size_t bytes = fprop_workspace(pr);
-  Tensor workspace;
-  if (bytes > 0) workspace = empty({int64_t(bytes)}, DType::u8, pr.device());
-  run_fprop(pr, bytes > 0 ? workspace.data_ptr() : nullptr, bytes, bias, relu, std::nullopt);
-  return true;
-}
 
 }  // namespace ember::cuda::conv

@@ -1,13 +1,10 @@
-// conv2d_epilogue_kernel on CUDA (ops/conv_fused.h), behind conv2d_bias_relu:
-// y = relu(conv(x, w) + b), or conv(x, w) + b without the ReLU.
-//  - When the algorithm cache picks implicit_gemm for the convolution, the bias and ReLU run in
-//    that kernel's epilogue (no extra pass over y).
-//  - Otherwise the cache's algorithm computes the convolution and one elementwise pass adds the
-//    bias and applies ReLU in place (NCHW or channels_last y; fp32 math, fp64 for f64).
-// ReLU keeps NaN (as torch.relu). The output is OVERWRITTEN.
+// The convolution epilogue on CUDA, y = conv + bias, then ReLU when asked, as one elementwise
+// pass over a convolution's output (NCHW or channels_last y; fp32 math, fp64 for f64): what
+// register_conv_algorithm runs after an algorithm that does not apply ConvProblem::epilogue in its
+// own kernel, registered as conv2d_epilogue_kernel (kernel_interface/conv.h). ReLU keeps NaN (as
+// torch.relu). The output is updated in place.
 #include "ember/cuda_kernels/conv/conv_common.cuh"
 #include "ember/cuda_kernels/common/reduce.cuh"
-#include "ember/ops/conv_fused.h"
 
 namespace ember::cuda::conv {
 namespace {
@@ -53,20 +50,19 @@ void bias_act_inplace(const Tensor& y, const Tensor& bias, bool relu) {
   });
 }
 
-void conv2d_epilogue_cuda(const ConvProblem& pr, const Tensor& bias, bool relu) {
+}  // namespace
+
+void apply_conv_epilogue(const ConvProblem& pr) {
+  EMBER_INTERNAL_ASSERT(pr.direction == Direction::forward,
+                        "conv2d epilogue: only a forward problem has one");
+  if (!pr.epilogue.active()) return;
   DeviceGuard device_guard(pr.device());
-  // Fuse into the GEMM's epilogue only when the cache would run implicit_gemm anyway, so forced
-  // algorithms, workspace limits and deterministic mode keep their meaning.
-  if (conv2d_choose(pr).name == "implicit_gemm" && implicit_gemm_forward_fused(pr, bias, relu))
-    return;
-  conv2d_run(pr);
-  if (bias.defined() || relu) bias_act_inplace(pr.output, bias, relu);
+  bias_act_inplace(pr.output, pr.epilogue.bias, pr.epilogue.relu);
 }
 
-}  // namespace
 }  // namespace ember::cuda::conv
 
 namespace ember {
 EMBER_REGISTER_KERNEL(conv2d_epilogue_kernel, CUDA, dispatch::kFloatingTypes,
-                      &cuda::conv::conv2d_epilogue_cuda);
+                      &cuda::conv::apply_conv_epilogue);
 }  // namespace ember
