@@ -187,8 +187,11 @@ __device__ __forceinline__ T load_as(const char* p, DType dtype) {
 
 // ---- index math -------------------------------------------------------------------------------
 
-// Division by a fixed divisor with a multiply and a shift (Granlund-Montgomery, as in PyTorch's
-// IntDivider). Valid for dividends and divisors below 2^31.
+// The one integer divider of the CUDA backend: division by a divisor fixed for a launch with a
+// multiply-high and a shift (Granlund-Montgomery, as in PyTorch's IntDivider), valid for
+// dividends and divisors below 2^31. FastDivmod64 below is the same divider for launches whose
+// values may reach 2^31: it takes FastDivmod's path when the launch allows (use32) and divides in
+// 64 bits otherwise.
 struct FastDivmod {
   uint32_t divisor = 1;
   uint32_t magic = 1;
@@ -206,13 +209,13 @@ struct FastDivmod {
   }
 };
 
-// Division by a divisor fixed for the launch: a 32-bit multiply-shift when every dividend is
-// below 2^31 (use32, uniform over the grid), 64-bit division otherwise.
-struct DivideBy {
+// FastDivmod for launches with 64-bit sizes: use32 (uniform over the grid) selects FastDivmod's
+// 32-bit path, else 64-bit division by `divisor`.
+struct FastDivmod64 {
   int64_t divisor = 1;
   FastDivmod fast;
-  DivideBy() = default;
-  DivideBy(int64_t d, bool use32) : divisor(d) {
+  FastDivmod64() = default;
+  FastDivmod64(int64_t d, bool use32) : divisor(d) {
     if (use32) fast = FastDivmod(uint32_t(d));
   }
   __device__ __forceinline__ int64_t div(int64_t n, bool use32) const {

@@ -14,7 +14,7 @@ namespace {
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
 bias_act_inplace_kernel(T* __restrict__ y, const T* __restrict__ bias, bool relu, int64_t total,
-                        int64_t K, DivideBy by_pq, DivideBy by_k, bool channels_last, bool use32) {
+                        int64_t K, FastDivmod64 by_pq, FastDivmod64 by_k, bool channels_last, bool use32) {
   using Acc = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -44,7 +44,7 @@ void bias_act_inplace(const Tensor& y, const Tensor& bias, bool relu) {
     using T = decltype(tag);
     bias_act_inplace_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream_of(dev)>>>(
         static_cast<T*>(y.data_ptr()), b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr,
-        relu, total, K, DivideBy(std::max<int64_t>(PQ, 1), use32), DivideBy(K, use32), channels_last,
+        relu, total, K, FastDivmod64(std::max<int64_t>(PQ, 1), use32), FastDivmod64(K, use32), channels_last,
         use32);
     EMBER_CUDA_LAUNCH_CHECK();
   });

@@ -58,7 +58,7 @@ void check_index_dtype(const char* op, const Tensor& index) {
 template <typename U>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 index_select_kernel_impl(U* out, const U* in, const void* index, bool index_is_i64, int64_t in_size,
-                         int64_t units_per_row, int64_t total, DivideBy by_units, DivideBy by_nidx,
+                         int64_t units_per_row, int64_t total, FastDivmod64 by_units, FastDivmod64 by_nidx,
                          bool use32, int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
@@ -77,8 +77,8 @@ void launch_index_select(const Tensor& out, const Tensor& in, const Tensor& inde
   const int device = out.device().index;
   index_select_kernel_impl<U><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
       static_cast<U*>(out.data_ptr()), static_cast<const U*>(in.data_ptr()), index.data_ptr(),
-      index.dtype() == DType::i64, in_size, units_per_row, total, DivideBy(units_per_row, use32),
-      DivideBy(nidx, use32), use32, device_error_flag(device));
+      index.dtype() == DType::i64, in_size, units_per_row, total, FastDivmod64(units_per_row, use32),
+      FastDivmod64(nidx, use32), use32, device_error_flag(device));
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -116,7 +116,7 @@ void index_select_cuda(const Tensor& out, const Tensor& in, const Tensor& index,
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 index_add_kernel_impl(T* out, const T* src, const void* index, bool index_is_i64, int64_t out_size,
-                      int64_t inner, int64_t total, DivideBy by_inner, DivideBy by_nidx, bool use32,
+                      int64_t inner, int64_t total, FastDivmod64 by_inner, FastDivmod64 by_nidx, bool use32,
                       int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
@@ -211,7 +211,7 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
       index_add_kernel_impl<scalar_t><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
           static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
           index.data_ptr(), index.dtype() == DType::i64, out_size, inner, total,
-          DivideBy(inner, use32), DivideBy(nidx, use32), use32, flag);
+          FastDivmod64(inner, use32), FastDivmod64(nidx, use32), use32, flag);
       EMBER_CUDA_LAUNCH_CHECK();
     }
   });

@@ -35,7 +35,7 @@ struct PoolDevice {
   int64_t in_size[3], out_size[3], kernel[3], stride[3], padding[3], dilation[3];
   int64_t in_strides[5], out_strides[5];
   // Dividers of the flat index, fastest dim first: channels_last (C, W, H, D), else (W, H, D, C).
-  DivideBy divs[4];
+  FastDivmod64 divs[4];
 };
 
 // Splits a flat index over (n, c, d, h, w) of sizes (batch, channels, sizes[0..2]).
@@ -249,7 +249,7 @@ PoolDevice make_pool_device(const PoolArgs& a, const int64_t (&sizes)[3], int64_
   const int64_t order_cl[4] = {a.channels, sizes[2], sizes[1], sizes[0]};
   const int64_t order_nchw[4] = {sizes[2], sizes[1], sizes[0], a.channels};
   for (int i = 0; i < 4; ++i)
-    d.divs[i] = DivideBy(a.channels_last ? order_cl[i] : order_nchw[i], d.use32);
+    d.divs[i] = FastDivmod64(a.channels_last ? order_cl[i] : order_nchw[i], d.use32);
   return d;
 }
 

@@ -244,8 +244,8 @@ inline constexpr int kCeBackwardBlocksPerSm = std::is_same_v<T, double> ? 4 : 8;
 // e -> (n, c, s) with by_a dividing by inner and by_b by classes.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kCeBackwardBlocksPerSm<T>)
-cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool use32, DivideBy by_a,
-                                   DivideBy by_b) {
+cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool use32, FastDivmod64 by_a,
+                                   FastDivmod64 by_b) {
   using A = OpMath<T>;
   const T* x = static_cast<const T*>(a.input);
   T* gx = static_cast<T*>(a.grad);
@@ -325,7 +325,7 @@ void launch_ce_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
            stream>>>(d, tiles_per_row);
   } else {
     const bool use32 = total <= std::numeric_limits<int32_t>::max();
-    const DivideBy by_a(a.inner, use32), by_b(a.classes, use32);
+    const FastDivmod64 by_a(a.inner, use32), by_b(a.classes, use32);
     cross_entropy_backward_flat_kernel<T>
         <<<grid_for(total, device, kCeBackwardBlocksPerSm<T>), kBlockThreads, 0, stream>>>(
             d, use32, by_a, by_b);
