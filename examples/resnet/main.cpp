@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -214,12 +215,13 @@ int main(int argc, char** argv) {
       EMBER_CHECK(!c.checkpoint.empty() && fs::exists(c.checkpoint), "--resume needs an existing --checkpoint, got '",
                   c.checkpoint, "'");
       auto ck = nn::Checkpoint::load(c.checkpoint);
-      model->load_state_dict(ck.model);
-      opt.load_state_dict(ck.optimizer, ck.optimizer_config);
-      if (sched && !ck.scheduler.empty()) sched->load_state_json(ck.scheduler);
-      nn::restore_rng_state(ck.rng);
+      // All or nothing: a refused part leaves the model, optimizer and schedule untouched.
+      ck.restore(*model, &opt, ck.scheduler.empty() ? nullptr : sched.get());
       global_step = ck.step;
-      start_epoch = std::stoll(ck.extra.at("epoch"));
+      const auto epoch = ck.extra.find("epoch");
+      EMBER_CHECK(epoch != ck.extra.end(), "--resume: ", c.checkpoint,
+                  " has no \"epoch\" entry; it was not written by this example");
+      start_epoch = int64_t(std::strtoll(epoch->second.c_str(), nullptr, 10));
       if (main_rank) std::printf("resumed from %s at epoch %lld, step %lld\n", c.checkpoint.c_str(),
                                  (long long)start_epoch, (long long)global_step);
     }
