@@ -1,14 +1,27 @@
-// The MPI backend for CPU tensors (OpenMPI from Debian): blocking collectives on MPI_COMM_WORLD.
-// It is what lets the data-parallel logic run in CI without GPUs (mpirun -np 2).
+// The MPI backend for CPU tensors (OpenMPI from Debian): collectives on MPI_COMM_WORLD, blocking
+// for the caller. It is what lets the data-parallel logic run in CI without GPUs (mpiexec -n 2, or
+// ember-launch, which uses mpiexec on machines without GPUs).
+// Faults: each collective is started non-blocking and waited for with a deadline (the group's
+// timeout). While it waits, the peers on this host are checked every 100 ms (their pids were
+// exchanged at start-up): a peer that has exited ends the wait at once. Either way the call
+// throws execution_failed naming this rank, the collective and its sequence number, and the
+// peers known to have exited; the group is then unusable (every later call throws the same
+// error), as the communicator's state is unknown.
 #include "ember/distributed/process_group.h"
 #include "ember/ops/ops.h"
 
 #ifdef EMBER_WITH_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API is all Ember uses
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <thread>
 #endif
 
 namespace ember::distributed {
@@ -64,15 +77,51 @@ void ensure_mpi_initialized() {
   });
 }
 
+// True when process `pid` of this host has exited (gone, or a zombie not yet reaped).
+bool process_exited(int pid) {
+  if (pid <= 0) return false;
+  if (kill(pid_t(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');  // "pid (comm) S ...": the state follows the name
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 class MpiProcessGroup : public ProcessGroup {
  public:
-  MpiProcessGroup(int rank, int world) : ProcessGroup(rank, world) {}
+  MpiProcessGroup(int rank, int world, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, world), timeout_(timeout), peer_pids_(size_t(world), 0) {
+    // Every rank's pid, kept for the ranks on this host (others stay 0: not checked).
+    const std::string host = host_name();
+    constexpr int kHost = 64;
+    std::vector<char> hosts(size_t(world) * kHost, 0);
+    std::vector<int> pids(size_t(world), 0);
+    int pid = int(getpid());
+    char mine[kHost] = {};
+    host.copy(mine, kHost - 1);
+    check_mpi(MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+    check_mpi(MPI_Allgather(mine, kHost, MPI_CHAR, hosts.data(), kHost, MPI_CHAR, MPI_COMM_WORLD),
+              "MPI_Allgather");
+    for (int r = 0; r < world; ++r)
+      if (r != rank && std::string(&hosts[size_t(r) * kHost]) == std::string(mine))
+        peer_pids_[size_t(r)] = pids[size_t(r)];
+  }
   std::string backend() const override { return "mpi"; }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t, false, /*elementwise=*/true);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), int(t.numel()), mpi_type(t.dtype()),
-                            mpi_op(op), MPI_COMM_WORLD), "MPI_Allreduce");
+    start("all_reduce", t);
+    MPI_Request req;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), int(t.numel()), mpi_type(t.dtype()),
+                             mpi_op(op), MPI_COMM_WORLD, &req), "MPI_Iallreduce");
+    wait(req);
     if (op == ReduceOp::avg) {
       EMBER_CHECK(is_floating(t.dtype()), "all_reduce(avg) needs a floating tensor");
       mul_(t, 1.0 / world_size());
@@ -81,7 +130,10 @@ class MpiProcessGroup : public ProcessGroup {
   }
   void broadcast(Tensor& t, int root) override {
     check_tensor("broadcast", t, false, /*elementwise=*/true);
-    check_mpi(MPI_Bcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    start("broadcast", t);
+    MPI_Request req;
+    check_mpi(MPI_Ibcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD, &req), "MPI_Ibcast");
+    wait(req);
     t.bump_version();
   }
   void all_gather(Tensor& out, const Tensor& in) override {
@@ -90,38 +142,111 @@ class MpiProcessGroup : public ProcessGroup {
     EMBER_CHECK(out.numel() == in.numel() * world_size() && out.dtype() == in.dtype(),
                 "all_gather: output must hold world_size x input (", world_size(), " x ", in.numel(),
                 " elements of ", dtype_name(in.dtype()), "), got ", out.numel());
-    check_mpi(MPI_Allgather(in.data_ptr(), int(in.nbytes()), MPI_BYTE, out.data_ptr(),
-                            int(in.nbytes()), MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
+    start("all_gather", in);
+    MPI_Request req;
+    check_mpi(MPI_Iallgather(in.data_ptr(), int(in.nbytes()), MPI_BYTE, out.data_ptr(),
+                             int(in.nbytes()), MPI_BYTE, MPI_COMM_WORLD, &req), "MPI_Iallgather");
+    wait(req);
   }
   void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
     check_tensor("reduce_scatter", out, false);
     check_tensor("reduce_scatter", in, false);
     EMBER_CHECK(in.numel() == out.numel() * world_size() && out.dtype() == in.dtype(),
                 "reduce_scatter: input must hold world_size x output elements");
-    check_mpi(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), int(out.numel()),
-                                       mpi_type(in.dtype()), mpi_op(op), MPI_COMM_WORLD),
-              "MPI_Reduce_scatter_block");
+    start("reduce_scatter", in);
+    MPI_Request req;
+    check_mpi(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), int(out.numel()),
+                                        mpi_type(in.dtype()), mpi_op(op), MPI_COMM_WORLD, &req),
+              "MPI_Ireduce_scatter_block");
+    wait(req);
     if (op == ReduceOp::avg) mul_(out, 1.0 / world_size());
   }
-  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    start("barrier", Tensor());
+    MPI_Request req;
+    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+    wait(req);
+  }
+
+ private:
+  // Records the collective about to start (for the error of a failed wait); a broken group throws.
+  void start(const char* op, const Tensor& t) {
+    EMBER_CHECK_STATUS(broken_.empty(), execution_failed, broken_);
+    ++sequence_;
+    current_ = std::string(op) + " #" + std::to_string(sequence_);
+    if (t.defined()) current_ += " (" + std::to_string(t.numel()) + " " + dtype_name(t.dtype()) + " elements)";
+  }
+
+  // Waits for `req`, polling; see the file comment.
+  void wait(MPI_Request& req) {
+    using clock = std::chrono::steady_clock;
+    const auto begin = clock::now();
+    auto next_check = begin + std::chrono::milliseconds(100);
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      const auto now = clock::now();
+      if (now >= next_check) {
+        next_check = now + std::chrono::milliseconds(100);
+        std::string dead;
+        for (int r = 0; r < world_size(); ++r)
+          if (process_exited(peer_pids_[size_t(r)]))
+            dead += (dead.empty() ? "" : ", ") + std::to_string(r) + " (pid " +
+                    std::to_string(peer_pids_[size_t(r)]) + ")";
+        if (!dead.empty())
+          fail("rank(s) " + dead + " exited while rank " + std::to_string(rank()) + " waited in " +
+               current_);
+        if (now - begin > timeout_)
+          fail(current_ + " did not finish within " + std::to_string(timeout_.count()) +
+               " ms on rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) +
+               ": another rank has died or stopped calling collectives (no peer on this host has "
+               "exited)");
+      }
+      // Spin briefly (a collective usually ends within microseconds), then yield the core.
+      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& what) {
+    broken_ = "MPI backend: " + what + "; the process group is unusable (set the timeout with "
+              "InitOptions::timeout or EMBER_DIST_TIMEOUT_S)";
+    EMBER_THROW(execution_failed, broken_);
+  }
+
+  std::chrono::milliseconds timeout_;
+  std::vector<int> peer_pids_;  // per rank: its pid when on this host, else 0
+  uint64_t sequence_ = 0;
+  std::string current_;
+  std::string broken_;  // set once a collective failed
 };
 
 }  // namespace
 
 bool mpi_available() { return true; }
 
-std::shared_ptr<ProcessGroup> make_mpi_process_group() {
+std::shared_ptr<ProcessGroup> make_mpi_process_group(std::chrono::milliseconds timeout) {
+  EMBER_CHECK(timeout.count() > 0, "make_mpi_process_group: the timeout must be positive, got ",
+              timeout.count(), " ms");
   ensure_mpi_initialized();
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  return std::make_shared<MpiProcessGroup>(rank, world);
+  // A launcher that asked for a world (WORLD_SIZE, RANK) which MPI did not form must not leave
+  // each process training alone: a process not started by mpiexec sees a world of 1.
+  const int want_world = env_int("WORLD_SIZE", world), want_rank = env_int("RANK", rank);
+  EMBER_CHECK_STATUS(want_world == world && want_rank == rank, execution_failed,
+                     "init_process_group (MPI): the environment says rank ", want_rank, " of ",
+                     want_world, " (RANK, WORLD_SIZE) but MPI sees rank ", rank, " of ", world,
+                     ": start the ranks with mpiexec -n ", want_world,
+                     " (ember-launch does so on a machine without GPUs when mpiexec is installed)");
+  return std::make_shared<MpiProcessGroup>(rank, world, timeout);
 }
 
 #else
 
 bool mpi_available() { return false; }
-std::shared_ptr<ProcessGroup> make_mpi_process_group() {
+std::shared_ptr<ProcessGroup> make_mpi_process_group(std::chrono::milliseconds) {
   EMBER_THROW(not_supported, "the MPI backend is not in this build (install libopenmpi-dev and rebuild)");
 }
 

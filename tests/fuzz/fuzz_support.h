@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 
 #include "ember/ember.h"
 
