@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -60,6 +61,10 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
+// Set when a collective failed: MPI_Finalize would then wait for the ranks that are gone or stuck,
+// so the process exits without it (and mpiexec, seeing that, stops the job).
+std::atomic<bool> g_group_broken{false};
+
 void ensure_mpi_initialized() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -71,7 +76,7 @@ void ensure_mpi_initialized() {
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
+        if (!finalized && !g_group_broken.load()) MPI_Finalize();
       });
     }
   });
@@ -209,6 +214,7 @@ class MpiProcessGroup : public ProcessGroup {
   }
 
   [[noreturn]] void fail(const std::string& what) {
+    g_group_broken.store(true);
     broken_ = "MPI backend: " + what + "; the process group is unusable (set the timeout with "
               "InitOptions::timeout or EMBER_DIST_TIMEOUT_S)";
     EMBER_THROW(execution_failed, broken_);

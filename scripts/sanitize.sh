@@ -37,9 +37,10 @@ case $mode in
     ;;
   tsan)
     build=${EMBER_TSAN_BUILD_DIR:-$repo/build-tsan}
-    flags="-O1 -fsanitize=thread -fno-omit-frame-pointer -gline-tables-only"
+    flags="-fsanitize=thread -fno-omit-frame-pointer -gline-tables-only"
     [[ -f $build/build.ninja ]] ||
       cmake -S . -B "$build" "${common[@]}" -DCMAKE_CXX_FLAGS="$flags" \
+        -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
         -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
     ninja -C "$build" -j "$jobs" ember_tests_stress
     # halt_on_error: the first race fails the test; second_deadlock_stack: both stacks of a

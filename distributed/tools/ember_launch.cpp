@@ -11,6 +11,7 @@
 // short grace period in which the ranks waiting for it in a collective report that (the MPI
 // backend watches its peers), exits with its status, and mpiexec stops the job.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -114,13 +115,30 @@ int run_as_mpi_rank(char** program) {
     return 1;
   }
   if (pid == 0) {
+    // mpiexec stops the job by signalling this process, SIGKILL last: the program must not
+    // outlive it (an orphan would hold the job's output open and keep running).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(128 + SIGKILL);
     execvp(program[0], program);
     std::fprintf(stderr, "ember-launch: cannot run '%s': %s\n", program[0], std::strerror(errno));
     _exit(127);
   }
   g_children[0] = pid;
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // Waits for the program; once a stop signal was forwarded, it has 2 s before SIGKILL.
+  std::chrono::steady_clock::time_point stop_deadline{};
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (g_signal) {
+      const auto now = std::chrono::steady_clock::now();
+      if (stop_deadline == std::chrono::steady_clock::time_point{}) {
+        stop_deadline = now + std::chrono::seconds(2);
+      } else if (now > stop_deadline) {
+        kill(pid, SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   g_children[0] = -1;
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
