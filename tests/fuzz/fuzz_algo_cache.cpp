@@ -24,8 +24,8 @@ void write_seeds(const std::string& dir) {
   // Benchmark a few CPU convolutions, as a training run with EMBER_ALGO_MODE=benchmark would.
   dispatch::AlgoModeGuard mode(dispatch::AlgoMode::benchmark);
   manual_seed(3);
-  Tensor x = randn({2, 3, 8, 8}, TensorOptions().requires_grad(true));
-  Tensor w = randn({4, 3, 3, 3}, TensorOptions().requires_grad(true));
+  Tensor x = randn({2, 3, 8, 8}).requires_grad_();
+  Tensor w = randn({4, 3, 3, 3}).requires_grad_();
   Conv2dParams p;
   p.padding = {1, 1};
   conv2d(x, w, {}, p).sum().backward();

@@ -21,8 +21,8 @@ EMBER_MODULE(FuzzNet);
 // A model, optimizer, scheduler and scaler after two training steps (so every state exists).
 struct Trainer {
   FuzzNet net;
-  nn::Adam opt{net->parameters(), nn::AdamOptions(1e-2)};
-  nn::StepLR sched{opt, 2, 0.5};
+  optim::Adam opt{net->parameters(), optim::AdamOptions(1e-2)};
+  optim::StepLR sched{opt, 2, 0.5};
   nn::GradScaler scaler;
   Trainer() {
     for (int i = 0; i < 2; ++i) {

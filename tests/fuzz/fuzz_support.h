@@ -24,7 +24,8 @@ void write_seeds(const std::string& dir);
 
 // A folder of this process, removed at exit (in /dev/shm when there is one: no disk traffic).
 inline const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  // Never destroyed: the exit handler that removes the folder reads it.
+  static const std::string* dir = [] {
     std::string base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
     if (const char* t = std::getenv("EMBER_FUZZ_TMPDIR")) base = t;
     std::string tmpl = base + "/ember-fuzz.XXXXXX";
@@ -32,10 +33,13 @@ inline const std::string& scratch_dir() {
       std::perror("ember fuzz: mkdtemp");
       std::abort();
     }
-    std::atexit([] { std::filesystem::remove_all(scratch_dir()); });
-    return tmpl;
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(scratch_dir(), ignored);
+    });
+    return new std::string(tmpl);
   }();
-  return dir;
+  return *dir;
 }
 
 // Writes `size` bytes to scratch_dir()/name and returns the path.

@@ -68,7 +68,7 @@ TEST_CASE("stress: training, shared no_grad inference and a many-worker loader a
     threads.spawn("trainer " + std::to_string(k), [&, k] {
       Generator gen(Device::cpu(), 100 + uint64_t(k));
       nn::Sequential model = make_mlp();
-      nn::Adam opt(model->parameters(), nn::AdamOptions(1e-2));
+      optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
       Tensor x = randn({32, 8}, {}, &gen);
       Tensor y = randint(0, 3, {32}, TensorOptions(DType::i64), &gen);
       int step = 0;
@@ -91,13 +91,13 @@ TEST_CASE("stress: training, shared no_grad inference and a many-worker loader a
   Tensor query = randn({4, 8});
   Tensor expected;
   {
-    NoGradGuard no_grad;
+    autograd::NoGradGuard no_grad;
     expected = served->forward(query);
   }
   std::atomic<int> inferences{0};
   for (int k = 0; k < 4; ++k) {
     threads.spawn("inference " + std::to_string(k), [&] {
-      NoGradGuard no_grad;
+      autograd::NoGradGuard no_grad;
       do {
         Tensor out = served->forward(query);
         if (!allclose(out, expected, 1e-6, 1e-7)) throw std::runtime_error("inference result differs");
