@@ -9,7 +9,10 @@
 # <build>/fuzz-artifacts/<target>/. Prints one line per target with its executions and exec/s, the
 # log tail of any failure, and exits non-zero when a target crashed, leaked, timed out or ran out
 # of memory. Environment: EMBER_JOBS (build jobs), EMBER_FUZZ_TIMEOUT_S (one input, default 10),
-# EMBER_FUZZ_RSS_MB (default 2048), EMBER_FUZZ_ARGS (more libFuzzer flags).
+# EMBER_FUZZ_RSS_MB (default 2048), EMBER_FUZZ_ARGS (more libFuzzer flags; e.g. a long run of 10
+# million inputs: EMBER_FUZZ_ARGS=-runs=10000000 scripts/fuzz.sh 86400 checkpoint), and
+# ASAN_OPTIONS / UBSAN_OPTIONS, which win over the defaults below (UBSAN_OPTIONS=halt_on_error=0
+# fuzzes past a known UBSan finding). Findings so far: tests/fuzz/crashes-found.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
