@@ -2,8 +2,8 @@
 // for the caller. It is what lets the data-parallel logic run in CI without GPUs (mpiexec -n 2, or
 // ember-launch, which uses mpiexec on machines without GPUs).
 // Faults: each collective is started non-blocking and waited for with a deadline (the group's
-// timeout). While it waits, the peers on this host are checked every 100 ms (their pids were
-// exchanged at start-up): a peer that has exited ends the wait at once. Either way the call
+// timeout). While it waits, the peers on this host (and pid namespace) are checked every 100 ms
+// (their pids were exchanged at start-up): a peer that has exited ends the wait at once. Either way the call
 // throws execution_failed naming this rank, the collective and its sequence number, and the
 // peers known to have exited; the group is then unusable (every later call throws the same
 // error), as the communicator's state is unknown.
@@ -93,19 +93,24 @@ bool process_exited(int pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
-std::string host_name() {
+// Which processes' pids this process can check: the host name and the pid namespace (two
+// containers may share a host name but not their pids).
+std::string pid_domain() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
-  return name;
+  char ns[128] = {};
+  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  return std::string(name) + "/" + (n > 0 ? std::string(ns, size_t(n)) : std::string("?"));
 }
 
 class MpiProcessGroup : public ProcessGroup {
  public:
   MpiProcessGroup(int rank, int world, std::chrono::milliseconds timeout)
       : ProcessGroup(rank, world), timeout_(timeout), peer_pids_(size_t(world), 0) {
-    // Every rank's pid, kept for the ranks on this host (others stay 0: not checked).
-    const std::string host = host_name();
-    constexpr int kHost = 64;
+    // Every rank's pid, kept for the ranks whose pids this process sees (others stay 0: not
+    // checked).
+    const std::string host = pid_domain();
+    constexpr int kHost = 128;
     std::vector<char> hosts(size_t(world) * kHost, 0);
     std::vector<int> pids(size_t(world), 0);
     int pid = int(getpid());
@@ -208,8 +213,9 @@ class MpiProcessGroup : public ProcessGroup {
                ": another rank has died or stopped calling collectives (no peer on this host has "
                "exited)");
       }
-      // Spin briefly (a collective usually ends within microseconds), then yield the core.
-      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Busy-polls as MPI's blocking calls do (MPI_Test is what moves a large message along), but
+      // after the first spins lets other threads of this process run between polls.
+      if (spins > 1000) std::this_thread::yield();
     }
   }
 
