@@ -1,12 +1,13 @@
-// The MPI backend for CPU tensors (OpenMPI from Debian): collectives on MPI_COMM_WORLD, blocking
-// for the caller. It is what lets the data-parallel logic run in CI without GPUs (mpiexec -n 2, or
-// ember-launch, which uses mpiexec on machines without GPUs).
-// Faults: each collective is started non-blocking and waited for with a deadline (the group's
-// timeout). While it waits, the peers on this host (and pid namespace) are checked every 100 ms
-// (their pids were exchanged at start-up): a peer that has exited ends the wait at once. Either way the call
-// throws execution_failed naming this rank, the collective and its sequence number, and the
-// peers known to have exited; the group is then unusable (every later call throws the same
-// error), as the communicator's state is unknown.
+// The MPI backend for CPU tensors (OpenMPI from Debian): blocking collectives on MPI_COMM_WORLD.
+// It is what lets the data-parallel logic run in CI without GPUs (mpiexec -n 2, or ember-launch,
+// which uses mpiexec on machines without GPUs).
+// Faults: a watchdog thread watches the collective in progress. When a peer on this host (and pid
+// namespace; their pids are exchanged at start-up) has exited while this rank waits, or the
+// collective has not finished within the group's timeout, it prints an error naming this rank,
+// the collective, its sequence number and the exited peers, and ends the process (status 1,
+// without MPI_Finalize, which would wait for the missing rank); mpiexec then stops the job. A
+// blocked MPI call cannot be interrupted to throw instead, and the non-blocking collectives that
+// could be polled are several times slower than the blocking ones.
 #include "ember/distributed/process_group.h"
 #include "ember/ops/ops.h"
 
@@ -16,9 +17,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -61,10 +63,6 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
-// Set when a collective failed: MPI_Finalize would then wait for the ranks that are gone or stuck,
-// so the process exits without it (and mpiexec, seeing that, stops the job).
-std::atomic<bool> g_group_broken{false};
-
 void ensure_mpi_initialized() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -76,7 +74,7 @@ void ensure_mpi_initialized() {
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized && !g_group_broken.load()) MPI_Finalize();
+        if (!finalized) MPI_Finalize();
       });
     }
   });
@@ -122,16 +120,25 @@ class MpiProcessGroup : public ProcessGroup {
     for (int r = 0; r < world; ++r)
       if (r != rank && std::string(&hosts[size_t(r) * kHost]) == std::string(mine))
         peer_pids_[size_t(r)] = pids[size_t(r)];
+    watchdog_ = std::thread([this] { watch(); });
+  }
+  ~MpiProcessGroup() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
   }
   std::string backend() const override { return "mpi"; }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t, false, /*elementwise=*/true);
-    start("all_reduce", t);
-    MPI_Request req;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), int(t.numel()), mpi_type(t.dtype()),
-                             mpi_op(op), MPI_COMM_WORLD, &req), "MPI_Iallreduce");
-    wait(req);
+    {
+      Watched w(*this, "all_reduce", t);
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), int(t.numel()), mpi_type(t.dtype()),
+                              mpi_op(op), MPI_COMM_WORLD), "MPI_Allreduce");
+    }
     if (op == ReduceOp::avg) {
       EMBER_CHECK(is_floating(t.dtype()), "all_reduce(avg) needs a floating tensor");
       mul_(t, 1.0 / world_size());
@@ -140,10 +147,10 @@ class MpiProcessGroup : public ProcessGroup {
   }
   void broadcast(Tensor& t, int root) override {
     check_tensor("broadcast", t, false, /*elementwise=*/true);
-    start("broadcast", t);
-    MPI_Request req;
-    check_mpi(MPI_Ibcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD, &req), "MPI_Ibcast");
-    wait(req);
+    {
+      Watched w(*this, "broadcast", t);
+      check_mpi(MPI_Bcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    }
     t.bump_version();
   }
   void all_gather(Tensor& out, const Tensor& in) override {
@@ -152,85 +159,92 @@ class MpiProcessGroup : public ProcessGroup {
     EMBER_CHECK(out.numel() == in.numel() * world_size() && out.dtype() == in.dtype(),
                 "all_gather: output must hold world_size x input (", world_size(), " x ", in.numel(),
                 " elements of ", dtype_name(in.dtype()), "), got ", out.numel());
-    start("all_gather", in);
-    MPI_Request req;
-    check_mpi(MPI_Iallgather(in.data_ptr(), int(in.nbytes()), MPI_BYTE, out.data_ptr(),
-                             int(in.nbytes()), MPI_BYTE, MPI_COMM_WORLD, &req), "MPI_Iallgather");
-    wait(req);
+    Watched w(*this, "all_gather", in);
+    check_mpi(MPI_Allgather(in.data_ptr(), int(in.nbytes()), MPI_BYTE, out.data_ptr(),
+                            int(in.nbytes()), MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
   }
   void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
     check_tensor("reduce_scatter", out, false);
     check_tensor("reduce_scatter", in, false);
     EMBER_CHECK(in.numel() == out.numel() * world_size() && out.dtype() == in.dtype(),
                 "reduce_scatter: input must hold world_size x output elements");
-    start("reduce_scatter", in);
-    MPI_Request req;
-    check_mpi(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), int(out.numel()),
-                                        mpi_type(in.dtype()), mpi_op(op), MPI_COMM_WORLD, &req),
-              "MPI_Ireduce_scatter_block");
-    wait(req);
+    {
+      Watched w(*this, "reduce_scatter", in);
+      check_mpi(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), int(out.numel()),
+                                         mpi_type(in.dtype()), mpi_op(op), MPI_COMM_WORLD),
+                "MPI_Reduce_scatter_block");
+    }
     if (op == ReduceOp::avg) mul_(out, 1.0 / world_size());
   }
   void barrier() override {
-    start("barrier", Tensor());
-    MPI_Request req;
-    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
-    wait(req);
+    Watched w(*this, "barrier", Tensor());
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   }
 
  private:
-  // Records the collective about to start (for the error of a failed wait); a broken group throws.
-  void start(const char* op, const Tensor& t) {
-    EMBER_CHECK_STATUS(broken_.empty(), execution_failed, broken_);
-    ++sequence_;
-    current_ = std::string(op) + " #" + std::to_string(sequence_);
-    if (t.defined()) current_ += " (" + std::to_string(t.numel()) + " " + dtype_name(t.dtype()) + " elements)";
-  }
+  // RAII: the collective in progress, for the watchdog (two uncontended lock/unlock pairs).
+  struct Watched {
+    Watched(MpiProcessGroup& g, const char* op, const Tensor& t) : g_(g) {
+      std::lock_guard<std::mutex> lock(g_.mutex_);
+      g_.op_ = op;
+      ++g_.sequence_;
+      g_.numel_ = t.defined() ? t.numel() : -1;
+      g_.dtype_ = t.defined() ? t.dtype() : DType::f32;
+      g_.start_ = std::chrono::steady_clock::now();
+    }
+    ~Watched() {
+      std::lock_guard<std::mutex> lock(g_.mutex_);
+      g_.op_ = nullptr;
+    }
+    MpiProcessGroup& g_;
+  };
 
-  // Waits for `req`, polling; see the file comment.
-  void wait(MPI_Request& req) {
-    using clock = std::chrono::steady_clock;
-    const auto begin = clock::now();
-    auto next_check = begin + std::chrono::milliseconds(100);
-    for (int spins = 0;; ++spins) {
-      int done = 0;
-      check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      const auto now = clock::now();
-      if (now >= next_check) {
-        next_check = now + std::chrono::milliseconds(100);
-        std::string dead;
-        for (int r = 0; r < world_size(); ++r)
-          if (process_exited(peer_pids_[size_t(r)]))
-            dead += (dead.empty() ? "" : ", ") + std::to_string(r) + " (pid " +
-                    std::to_string(peer_pids_[size_t(r)]) + ")";
-        if (!dead.empty())
-          fail("rank(s) " + dead + " exited while rank " + std::to_string(rank()) + " waited in " +
-               current_);
-        if (now - begin > timeout_)
-          fail(current_ + " did not finish within " + std::to_string(timeout_.count()) +
-               " ms on rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) +
-               ": another rank has died or stopped calling collectives (no peer on this host has "
-               "exited)");
-      }
-      // Busy-polls as MPI's blocking calls do (MPI_Test is what moves a large message along), but
-      // after the first spins lets other threads of this process run between polls.
-      if (spins > 1000) std::this_thread::yield();
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (stop_ || !op_) continue;
+      const auto waited = std::chrono::steady_clock::now() - start_;
+      std::string dead;
+      for (int r = 0; r < world_size(); ++r)
+        if (process_exited(peer_pids_[size_t(r)]))
+          dead += (dead.empty() ? "" : ", ") + std::to_string(r) + " (pid " +
+                  std::to_string(peer_pids_[size_t(r)]) + ")";
+      if (dead.empty() && waited <= timeout_) continue;
+      std::string what = std::string(op_) + " #" + std::to_string(sequence_);
+      if (numel_ >= 0) what += " (" + std::to_string(numel_) + " " + dtype_name(dtype_) + " elements)";
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%.1f",
+                    std::chrono::duration<double>(waited).count());
+      const std::string message =
+          "[ember] MPI backend: rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) +
+          ": " +
+          (dead.empty() ? what + " did not finish within " + std::to_string(timeout_.count()) +
+                              " ms (waited " + seconds + " s): another rank has died or stopped "
+                              "calling collectives (no peer on this host has exited)"
+                        : "rank(s) " + dead + " exited while this rank waited " + seconds + " s in " +
+                              what) +
+          "; ending this process (set the timeout with InitOptions::timeout or "
+          "EMBER_DIST_TIMEOUT_S)\n";
+      std::fputs(message.c_str(), stderr);
+      std::fflush(stderr);
+      std::fflush(stdout);
+      _exit(1);  // not exit(): MPI_Finalize (at exit) would wait for the missing rank
     }
   }
 
-  [[noreturn]] void fail(const std::string& what) {
-    g_group_broken.store(true);
-    broken_ = "MPI backend: " + what + "; the process group is unusable (set the timeout with "
-              "InitOptions::timeout or EMBER_DIST_TIMEOUT_S)";
-    EMBER_THROW(execution_failed, broken_);
-  }
-
   std::chrono::milliseconds timeout_;
-  std::vector<int> peer_pids_;  // per rank: its pid when on this host, else 0
+  std::vector<int> peer_pids_;  // per rank: its pid when this process can see it, else 0
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  // The collective in progress (op_ null: none), guarded by mutex_.
+  const char* op_ = nullptr;
   uint64_t sequence_ = 0;
-  std::string current_;
-  std::string broken_;  // set once a collective failed
+  int64_t numel_ = -1;
+  DType dtype_ = DType::f32;
+  std::chrono::steady_clock::time_point start_;
+  std::thread watchdog_;
 };
 
 }  // namespace

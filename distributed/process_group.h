@@ -50,9 +50,10 @@ struct InitOptions {
   std::string master_addr;       // "": MASTER_ADDR or 127.0.0.1
   int master_port = -1;          // -1: MASTER_PORT or 29500
   // A collective that has not finished after this long fails, naming the rank and the op: NCCL
-  // aborts the communicator and the next call into the group throws; MPI throws from the call
-  // (sooner when a peer on this host has exited). EMBER_DIST_TIMEOUT_S (seconds), when set,
-  // overrides it (and the rendezvous' wait).
+  // aborts the communicator and the next call into the group throws; MPI prints the error and
+  // ends the process, so mpiexec stops the job (sooner when a peer on this host has exited; see
+  // mpi_process_group.cpp). EMBER_DIST_TIMEOUT_S (seconds), when set, overrides it (and the
+  // rendezvous' wait).
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 

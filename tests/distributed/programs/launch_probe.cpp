@@ -3,7 +3,8 @@
 //   launch_probe sum     3 steps; each checks the sum of (rank + 1) over the world; exit 0 when right
 //   launch_probe die     rank 1 exits with status 3 after step 1, mid-run
 //   launch_probe stall   rank 1 stops calling collectives after step 1 (sleeps)
-// A failed collective is printed as "rank R: error: ..." with the time it took, and exits 1.
+// A collective that fails with an ember::Error is printed as "rank R: error: ..." and exits 1; a
+// dead or stalled peer ends the process from the MPI backend's watchdog, which prints why.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
