@@ -109,6 +109,7 @@ int run_as_mpi_rank(char** program) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   g_children.assign(1, -1);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     std::perror("ember-launch: fork");
@@ -118,7 +119,7 @@ int run_as_mpi_rank(char** program) {
     // mpiexec stops the job by signalling this process, SIGKILL last: the program must not
     // outlive it (an orphan would hold the job's output open and keep running).
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() == 1) _exit(128 + SIGKILL);
+    if (getppid() != parent) _exit(128 + SIGKILL);  // it died before prctl
     execvp(program[0], program);
     std::fprintf(stderr, "ember-launch: cannot run '%s': %s\n", program[0], std::strerror(errno));
     _exit(127);
