@@ -2,6 +2,9 @@
 // (capturable). A watchdog thread tracks each collective with an event; one that has not finished
 // within the timeout (or an asynchronous NCCL error) aborts the communicator, so the job ends with
 // an error naming the rank and the op instead of hanging; the next call into the group throws it.
+// The watchdog also bounds the host side: an enqueue that blocks (NCCL connects to peers lazily,
+// at a communicator's first collectives, and waits for a peer that died) is aborted the same way,
+// and the call throws the watchdog's error rather than NCCL's.
 #include "ember/distributed/process_group.h"
 #include "ember/tensor/runtime/cuda_device.h"
 #include "ember/ops/ops.h"
@@ -87,16 +90,16 @@ class NcclProcessGroup : public ProcessGroup {
 
   void all_reduce(Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t, true, /*elementwise=*/true);
-    run("all_reduce", t.device(), [&](cudaStream_t s) {
+    run("all_reduce", t.device(), [&](ncclComm_t comm, cudaStream_t s) {
       EMBER_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
-                                     nccl_op(op), comm_, s));
+                                     nccl_op(op), comm, s));
     });
     t.bump_version();
   }
   void broadcast(Tensor& t, int root) override {
     check_tensor("broadcast", t, true, /*elementwise=*/true);
-    run("broadcast", t.device(), [&](cudaStream_t s) {
-      EMBER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm_, s));
+    run("broadcast", t.device(), [&](ncclComm_t comm, cudaStream_t s) {
+      EMBER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm, s));
     });
     t.bump_version();
   }
@@ -105,8 +108,8 @@ class NcclProcessGroup : public ProcessGroup {
     check_tensor("all_gather", in, true);
     EMBER_CHECK(out.numel() == in.numel() * world_size() && out.dtype() == in.dtype(),
                 "all_gather: output must hold world_size x input elements");
-    run("all_gather", in.device(), [&](cudaStream_t s) {
-      EMBER_NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm_, s));
+    run("all_gather", in.device(), [&](ncclComm_t comm, cudaStream_t s) {
+      EMBER_NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm, s));
     });
   }
   void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
@@ -114,9 +117,9 @@ class NcclProcessGroup : public ProcessGroup {
     check_tensor("reduce_scatter", in, true);
     EMBER_CHECK(in.numel() == out.numel() * world_size() && out.dtype() == in.dtype(),
                 "reduce_scatter: input must hold world_size x output elements");
-    run("reduce_scatter", in.device(), [&](cudaStream_t s) {
+    run("reduce_scatter", in.device(), [&](ncclComm_t comm, cudaStream_t s) {
       EMBER_NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()),
-                                         nccl_type(in.dtype()), nccl_op(op), comm_, s));
+                                         nccl_type(in.dtype()), nccl_op(op), comm, s));
     });
   }
   void barrier() override {
@@ -135,12 +138,33 @@ class NcclProcessGroup : public ProcessGroup {
 
   template <typename F>
   void run(const char* op, Device device, F enqueue) {
-    throw_if_failed();
     EMBER_CHECK(device.index == device_, "NCCL ", op, ": the tensor is on ", device.str(),
                 " but this process group uses cuda:", device_);
     DeviceGuard guard(device);
     cudaStream_t s = cudaStream_t(current_stream(device).handle);
-    enqueue(s);
+    ncclComm_t comm;
+    {
+      // The communicator is read under the lock (the watchdog clears it when it aborts), and the
+      // enqueue is timed by the watchdog like the collective itself.
+      std::lock_guard<std::mutex> lock(mutex_);
+      EMBER_CHECK_STATUS(error_.empty(), execution_failed, error_);
+      comm = comm_;
+      enqueue_op_ = op;
+      enqueue_start_ = std::chrono::steady_clock::now();
+    }
+    try {
+      enqueue(comm, s);
+    } catch (const Error&) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      enqueue_op_ = nullptr;
+      EMBER_CHECK_STATUS(error_.empty(), execution_failed, error_);  // the abort's reason first
+      throw;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      enqueue_op_ = nullptr;
+      EMBER_CHECK_STATUS(error_.empty(), execution_failed, error_);
+    }
     // Inside a graph capture there is nothing to watch now; replays are watched by their caller.
     if (cuda::current_stream_capturing(device)) return;
     cudaEvent_t e = take_event();
@@ -172,6 +196,15 @@ class NcclProcessGroup : public ProcessGroup {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (enqueue_op_ && comm_ && error_.empty() &&
+          std::chrono::steady_clock::now() - enqueue_start_ > timeout_) {
+        error_ = ::ember::detail::concat(
+            "NCCL watchdog: rank ", rank(), " of ", world_size(), ": enqueueing ", enqueue_op_,
+            " blocked for more than ", timeout_.count(),
+            " ms; the communicator was aborted (a rank probably died or never joined)");
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+      }
       while (!pending_.empty()) {
         Work& w = pending_.front();
         cudaError_t q = cudaEventQuery(w.event);
@@ -210,6 +243,8 @@ class NcclProcessGroup : public ProcessGroup {
   std::deque<Work> pending_;
   std::vector<cudaEvent_t> free_events_;
   std::string error_;
+  const char* enqueue_op_ = nullptr;  // the collective being enqueued, while run() enqueues it
+  std::chrono::steady_clock::time_point enqueue_start_;
   bool stop_ = false;
   std::thread watchdog_;
 };

@@ -29,10 +29,14 @@ int env_int(const char* name, int fallback) {
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& o) {
   std::string backend = o.backend;
   if (backend == "auto") backend = cuda::is_available() && nccl_available() ? "nccl" : "mpi";
+  const int timeout_s = env_int("EMBER_DIST_TIMEOUT_S", 0);
+  EMBER_CHECK(timeout_s >= 0, "EMBER_DIST_TIMEOUT_S=", timeout_s, " must be a positive number of seconds");
+  const std::chrono::milliseconds timeout =
+      timeout_s > 0 ? std::chrono::milliseconds(int64_t(timeout_s) * 1000) : o.timeout;
   if (backend == "mpi") {
     EMBER_CHECK_STATUS(mpi_available(), not_supported, "init_process_group: the MPI backend is not "
                        "in this build (install libopenmpi-dev and rebuild)");
-    return make_mpi_process_group();
+    return make_mpi_process_group(timeout);
   }
   EMBER_CHECK(backend == "nccl", "init_process_group: unknown backend '", backend,
               "'; use \"nccl\", \"mpi\" or \"auto\"");
@@ -50,10 +54,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& o) {
     addr = a && *a ? a : "127.0.0.1";
   }
   const int port = o.master_port > 0 ? o.master_port : env_int("MASTER_PORT", 29500);
-  const int timeout_s = env_int("EMBER_DIST_TIMEOUT_S", 0);
-  EMBER_CHECK(timeout_s >= 0, "EMBER_DIST_TIMEOUT_S=", timeout_s, " must be a positive number of seconds");
-  const std::chrono::milliseconds timeout =
-      timeout_s > 0 ? std::chrono::milliseconds(int64_t(timeout_s) * 1000) : o.timeout;
   return make_nccl_process_group(rank, world, local, addr, port, timeout);
 }
 

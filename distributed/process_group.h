@@ -49,9 +49,11 @@ struct InitOptions {
   int world_size = -1;           // -1: from the environment (WORLD_SIZE, or MPI)
   std::string master_addr;       // "": MASTER_ADDR or 127.0.0.1
   int master_port = -1;          // -1: MASTER_PORT or 29500
-  // A collective that has not finished after this long aborts the communicator and the next
-  // call into the group throws, naming the rank and the op (NCCL backend). EMBER_DIST_TIMEOUT_S
-  // (seconds), when set, overrides it (and the rendezvous' wait).
+  // A collective that has not finished after this long fails, naming the rank and the op: NCCL
+  // aborts the communicator and the next call into the group throws; MPI prints the error and
+  // ends the process, so mpiexec stops the job (sooner when a peer on this host has exited; see
+  // mpi_process_group.cpp). EMBER_DIST_TIMEOUT_S (seconds), when set, overrides it (and the
+  // rendezvous' wait).
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 
@@ -66,7 +68,8 @@ bool nccl_available();
 bool mpi_available();
 
 // Backend constructors (used by init_process_group; public for tests).
-std::shared_ptr<ProcessGroup> make_mpi_process_group();
+std::shared_ptr<ProcessGroup> make_mpi_process_group(
+    std::chrono::milliseconds timeout = std::chrono::minutes(10));
 std::shared_ptr<ProcessGroup> make_nccl_process_group(int rank, int world_size, int local_rank,
                                                       const std::string& master_addr,
                                                       int master_port,

@@ -171,7 +171,9 @@ void Module::zero_grad(bool set_to_none) {
 
 NamedTensors Module::state_dict() const {
   NamedTensors out;
-  for (auto& [prefix, m] : named_modules()) {
+  for (auto& entry : named_modules()) {  // no structured binding: clang 14 cannot capture one
+    const std::string& prefix = entry.first;
+    auto& m = entry.second;
     auto name = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };
     for (auto& [n, t] : m->params_)
       if (t.defined()) out.emplace_back(name(n), t.detach());

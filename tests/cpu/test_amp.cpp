@@ -33,7 +33,7 @@ TEST_CASE("AutocastGuard: scoped, nested, thread-local") {
     CHECK_FALSE(other_thread_enabled);
   }
   CHECK_FALSE(nn::autocast_enabled());
-  CHECK_THROWS_WITH_AS(nn::AutocastGuard(DType::f32), doctest::Contains("bfloat16 or float16"), Error);
+  CHECK_THROWS_WITH_AS(nn::AutocastGuard{DType::f32}, doctest::Contains("bfloat16 or float16"), Error);
 }
 
 TEST_CASE("autocast_input: which tensors are cast, and to what") {
