@@ -1,6 +1,6 @@
 // The AlgoCache's storage: construction, inserting entries (with the change epoch and the
-// dirty flag), LRU eviction to the capacity, the dynamic-shape policy's benchmarked keys, and
-// clearing.
+// dirty flag), LRU eviction to the capacity, the dynamic-shape policy's benchmarked keys (with
+// their size classes, for adaptive mode), and clearing.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -85,7 +85,7 @@ void AlgoCache::Impl::remember_benchmarked(int slot_index, const AlgoKey& key, i
       b.algorithm = algorithm;
       return;
     }
-  list.push_back({key, algorithm});
+  list.push_back({key, size_class_key(key), algorithm});
 }
 
 size_t AlgoCache::size() const { return impl_->entries.load(); }
@@ -112,6 +112,9 @@ void AlgoCache::clear() {
   std::lock_guard<std::mutex> lock(impl_->policy_mutex);
   impl_->benchmarked_keys.clear();
   for (auto& c : impl_->benchmarked_count) c = 0;
+  std::lock_guard<std::mutex> budget_lock(impl_->timing_budget.mutex);
+  impl_->timing_budget.started = false;  // adaptive mode's warm-up pool is available again
+  impl_->timing_budget.steady_ready_ns = 0;
 }
 
 }  // namespace ember::dispatch
