@@ -23,7 +23,7 @@ int64_t steady_now_ns() {
       .count();
 }
 
-// ---- the timing budget --------------------------------------------------------------------------
+// ---- the timing budget --------------------------------------------------------------------
 
 namespace {
 // Marks when the steady pool is positive again (now when it is), for the hot path's check.
@@ -93,7 +93,7 @@ bool AlgoCache::Impl::untimed_entry_wants_timing(const AlgoSlot& slot,
   return steady_now_ns() >= timing_budget.steady_ready_ns.load(std::memory_order_relaxed);
 }
 
-// ---- size classes ---------------------------------------------------------------------------------
+// ---- size classes -------------------------------------------------------------------------
 
 bool AlgoCache::Impl::find_class_mate(int slot_index, const AlgoKey& key,
                                       const std::vector<Candidate>& usable,
@@ -120,7 +120,7 @@ bool AlgoCache::Impl::find_class_mate(int slot_index, const AlgoKey& key,
   return any;
 }
 
-// ---- the miss path ------------------------------------------------------------------------------
+// ---- the miss path ------------------------------------------------------------------------
 
 AlgoCache::Selection AlgoCache::Impl::choose_adaptive(const AlgoSlot& slot, const AlgoKey& key,
                                                       uint64_t hash,
@@ -143,9 +143,10 @@ AlgoCache::Selection AlgoCache::Impl::choose_adaptive(const AlgoSlot& slot, cons
     return false;
   }();
   auto keep_cached = [&](const std::string& why) -> Selection {
-    if (logging)
-      log_decision(slot, key, (why + ", keeps the " + choice_source_name(cached_source) + " choice").c_str(),
-                   set.usable, set.skipped, slot.algorithm_name(cached));
+    if (logging) {
+      const std::string how = why + ", keeps the " + choice_source_name(cached_source) + " choice";
+      log_decision(slot, key, how.c_str(), set.usable, set.skipped, slot.algorithm_name(cached));
+    }
     return selection(cached);
   };
   // A choice without timing for a new key: a timed class-mate's, else the heuristic's.
@@ -154,11 +155,12 @@ AlgoCache::Selection AlgoCache::Impl::choose_adaptive(const AlgoSlot& slot, cons
     if (m.find_class_mate(slot.index(), key, set.usable, mate)) {
       m.borrowed.fetch_add(1, std::memory_order_relaxed);
       m.insert(key, hash, mate.algorithm, ChoiceSource::borrowed, 0);
-      if (logging)
-        log_decision(slot, key,
-                     ("borrowed from " + mate.key.to_string() + (why.empty() ? "" : " (" + why + ")"))
-                         .c_str(),
-                     set.usable, set.skipped, slot.algorithm_name(mate.algorithm));
+      if (logging) {
+        const std::string how =
+            "borrowed from " + mate.key.to_string() + (why.empty() ? "" : " (" + why + ")");
+        log_decision(slot, key, how.c_str(), set.usable, set.skipped,
+                     slot.algorithm_name(mate.algorithm));
+      }
       return selection(mate.algorithm);
     }
     const Candidate& pick = heuristic_pick(slot, p, set.usable);
