@@ -74,12 +74,7 @@ size_t AlgoCache::tune_pending() {
     b.steady_ms = std::min(b.steady_ms, std::max(s.step_budget_ms, 0.0));
     publish_ready_time(b, s, now);
   }
-  size_t pending = 0;
-  for (const CacheShard& shard : m.shards) {
-    std::shared_lock<SharedSpinLock> lock(shard.mutex);
-    for (const auto& [k, e] : shard.map) pending += e.source != ChoiceSource::benchmark;
-  }
-  return pending;
+  return size_t(std::max<int64_t>(m.untimed_entries.load(std::memory_order_relaxed), 0));
 }
 
 bool AlgoCache::Impl::untimed_entry_wants_timing(const AlgoSlot& slot,

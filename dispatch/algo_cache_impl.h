@@ -277,6 +277,9 @@ struct AlgoCache::Impl {
   std::atomic<bool> dirty{false};
 
   TimingBudget timing_budget;  // adaptive mode (algo_cache_adaptive.cpp)
+  // Entries not timed (heuristic, borrowed, nearest) now in the maps: what tune_pending() returns
+  // without walking them. Kept by insert, eviction and clear.
+  std::atomic<int64_t> untimed_entries{0};
 
   // Hits: one counter per thread that used this cache, found by thread id (a thread that reuses
   // an exited thread's id continues its counter: still one writer at a time). stats() reports the

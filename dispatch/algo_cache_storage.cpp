@@ -35,6 +35,10 @@ void AlgoCache::Impl::insert(const AlgoKey& key, uint64_t hash, int algorithm, C
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     auto [it, inserted] = shard.map.try_emplace(StoredKey{key, hash});
     CacheEntry& e = it->second;
+    const int64_t untimed_before = inserted ? 0 : e.source != ChoiceSource::benchmark;
+    const int64_t untimed_after = source != ChoiceSource::benchmark;
+    if (untimed_after != untimed_before)
+      untimed_entries.fetch_add(untimed_after - untimed_before, std::memory_order_relaxed);
     e.algorithm = int16_t(algorithm);
     e.source = source;
     e.time_ms = time_ms;
@@ -69,6 +73,8 @@ void AlgoCache::Impl::evict_to_capacity() {
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     auto it = shard.map.find(victim);
     if (it != shard.map.end()) {
+      if (it->second.source != ChoiceSource::benchmark)
+        untimed_entries.fetch_sub(1, std::memory_order_relaxed);
       shard.erase(it);
       epoch.fetch_add(1, std::memory_order_release);
       entries.fetch_sub(1, std::memory_order_relaxed);
@@ -106,6 +112,9 @@ void AlgoCache::clear() {
   for (CacheShard& shard : impl_->shards) {
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     impl_->entries.fetch_sub(shard.map.size());
+    for (const auto& [k, e] : shard.map)
+      if (e.source != ChoiceSource::benchmark)
+        impl_->untimed_entries.fetch_sub(1, std::memory_order_relaxed);
     shard.clear();
     impl_->epoch.fetch_add(1, std::memory_order_release);
   }
