@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   app.add_option("--random-resolution", c.random_resolution,
                  "MIN:MAX: resize each training batch (nearest neighbour) to a resolution drawn "
                  "from [MIN, MAX] by a generator seeded with --seed (varying input shapes; "
-                 "evaluation keeps the dataset's size)");
+                 "evaluation keeps the dataset's size; with --graphs, rounded up to a multiple of 8)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -323,9 +323,13 @@ int main(int argc, char** argv) {
         // Synchronized batch norm keeps the running statistics equal on every rank already.
         if (ddp && !c.sync_bn) ddp->sync_buffers();
         Tensor images = batch[0];
-        if (res_range)
-          images = resize_nearest(
-              images, std::uniform_int_distribution<int64_t>(res_range->first, res_range->second)(res_rng));
+        if (res_range) {
+          int64_t r = std::uniform_int_distribution<int64_t>(res_range->first, res_range->second)(res_rng);
+          // With --graphs, resolutions are bucketed (rounded up to a multiple of 8), so that a few
+          // graphs serve every draw instead of one capture per resolution.
+          if (go.enabled) r = (r + 7) / 8 * 8;
+          images = resize_nearest(images, r);
+        }
         auto out = step({images, batch[1]});
         examples::algo_step_boundary();  // adaptive mode: choices awaiting a timing may be timed
         {
