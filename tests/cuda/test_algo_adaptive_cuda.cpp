@@ -150,7 +150,9 @@ TEST_CASE("adaptive mode (CUDA): GraphedStep captures convolutions without timin
   AlgoSettingsGuard mode(adaptive_settings(0));
   Generator gen(Device::cpu(), 3);
   auto make_weight = [&] {
-    return (randn({8, 4, 3, 3}, TensorOptions(), &gen) * 0.2).to(dev).detach().set_requires_grad(true);
+    Tensor w = (randn({8, 4, 3, 3}, TensorOptions(), &gen) * 0.2).to(dev).detach();
+    w.set_requires_grad(true);
+    return w;
   };
   Tensor w_graphed = make_weight();
   Tensor w_eager = w_graphed.detach().clone().set_requires_grad(true);
@@ -186,7 +188,8 @@ TEST_CASE("adaptive mode (CUDA): GraphedStep captures convolutions without timin
 
   double le = eager({x})[0].item();  // eager, after the capture: the pending keys are timed now
   CHECK(algo_cache().stats().benchmarks > before.benchmarks);
-  CHECK(lg == doctest::Approx(le).epsilon(1e-4));
-  for (int i = 0; i < 3; ++i) CHECK(graphed({x})[0].item() == doctest::Approx(eager({x})[0].item()).epsilon(1e-4));
+  CHECK(lg == doctest::Approx(le).epsilon(1e-2));  // other algorithms, TF32: close, not equal
+  for (int i = 0; i < 3; ++i)
+    CHECK(graphed({x})[0].item() == doctest::Approx(eager({x})[0].item()).epsilon(1e-2));
   algo_cache().clear();
 }
