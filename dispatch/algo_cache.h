@@ -53,6 +53,7 @@ struct AdaptiveSettings {
   double initial_budget_ms = 2000;  // the warm-up pool
   double step_budget_ms = 200;      // the steady pool's cap, and what tune_pending() grants
   double timing_share = 0.1;        // the steady pool's refill, a fraction of wall time
+  int refine_runs = 10;             // runs per close candidate in the refinement round (0: none)
 };
 
 struct AlgoSettings {
@@ -82,7 +83,7 @@ struct AlgoSettings {
 // The process-wide settings: what every thread without a guard uses. Initialised from
 // EMBER_ALGO_MODE, EMBER_ALGO_WORKSPACE_LIMIT, EMBER_ALGO_FORCE ("conv2d=direct,lstm=fused") and
 // adaptive mode's EMBER_ALGO_TOP_K, EMBER_ALGO_MAX_TIMED_KEYS, EMBER_ALGO_INITIAL_BUDGET_MS,
-// EMBER_ALGO_STEP_BUDGET_MS and EMBER_ALGO_TIMING_SHARE.
+// EMBER_ALGO_STEP_BUDGET_MS, EMBER_ALGO_TIMING_SHARE and EMBER_ALGO_REFINE_RUNS.
 AlgoSettings global_algo_settings();
 void set_global_algo_settings(const AlgoSettings& settings);
 // The settings in effect on the calling thread: its innermost guard's, else the global ones.

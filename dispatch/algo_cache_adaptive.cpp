@@ -229,7 +229,7 @@ AlgoCache::Selection AlgoCache::Impl::choose_adaptive(const AlgoSlot& slot, cons
 
   m.benchmarked_count[slot.index()].fetch_add(1, std::memory_order_relaxed);
   const int64_t t0 = steady_now_ns();
-  const Candidate* best = m.benchmark(slot, p, top);
+  const Candidate* best = m.benchmark(slot, p, top, settings.refine_runs);
   {
     std::lock_guard<std::mutex> lock(b.mutex);
     const int64_t now = steady_now_ns();

@@ -344,8 +344,9 @@ struct AlgoCache::Impl {
                        BenchmarkedKey& found);
   // Times every usable candidate of `set` on scratch outputs (algo_cache_benchmark.cpp), filling
   // their times and failures; the fastest, or null when none ran.
+  // `refine_runs`: the runs of the refinement round (0: none).
   const Candidate* benchmark(const AlgoSlot& slot, const detail::ErasedProblem& p,
-                             CandidateSet& set);
+                             CandidateSet& set, int refine_runs = 10);
 };
 static_assert(AlgoCache::Impl::kNumShards == 16, "shard_of uses the top 4 bits of the hash");
 

@@ -1,7 +1,7 @@
 // The AlgoCache's settings: the names of modes and choice sources, and the initial global settings
 // read from the environment (EMBER_ALGO_MODE, EMBER_ALGO_WORKSPACE_LIMIT, EMBER_ALGO_FORCE, and
-// adaptive mode's EMBER_ALGO_TOP_K, _MAX_TIMED_KEYS, _INITIAL_BUDGET_MS, _STEP_BUDGET_MS and
-// _TIMING_SHARE). The
+// adaptive mode's EMBER_ALGO_TOP_K, _MAX_TIMED_KEYS, _INITIAL_BUDGET_MS, _STEP_BUDGET_MS,
+// _TIMING_SHARE and _REFINE_RUNS). The
 // settings in effect (global, and per-thread guards) live with the hot path that reads them on
 // every lookup, in algo_cache_lookup.cpp.
 #include <algorithm>
@@ -82,14 +82,17 @@ AlgoSettings settings_from_environment() {
     else
       algo_warn(std::string(name) + "='" + v + "' ignored: expected a number >= 0");
   };
-  double top_k = s.adaptive.top_k, keys = s.adaptive.max_timed_keys_per_op;
+  double top_k = s.adaptive.top_k, keys = s.adaptive.max_timed_keys_per_op,
+         refine = s.adaptive.refine_runs;
   number("EMBER_ALGO_TOP_K", top_k);
   number("EMBER_ALGO_MAX_TIMED_KEYS", keys);
   number("EMBER_ALGO_INITIAL_BUDGET_MS", s.adaptive.initial_budget_ms);
   number("EMBER_ALGO_STEP_BUDGET_MS", s.adaptive.step_budget_ms);
   number("EMBER_ALGO_TIMING_SHARE", s.adaptive.timing_share);
+  number("EMBER_ALGO_REFINE_RUNS", refine);
   s.adaptive.top_k = int(std::min(top_k, 1e6));
   s.adaptive.max_timed_keys_per_op = int(std::min(keys, 1e6));
+  s.adaptive.refine_runs = int(std::min(refine, 1e6));
   if (const char* force = std::getenv("EMBER_ALGO_FORCE"); force && *force) {
     std::stringstream items(force);
     std::string item;
