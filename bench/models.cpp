@@ -11,6 +11,8 @@
 //                     batch_first) -> Linear(512,256)), batch 64, seq 128, float32, Adam lr 2e-3,
 //                     gradient norm clipped at 1 (the example's defaults)
 //   charlm_graphed    the same, graphed
+//   cifar18_varying_res  (bench/models/varying.cpp) cifar18_eager's model and step, the input
+//                     resolution drawn each step from 24..40, once per algorithm mode: total time
 // The ResNets are examples/resnet's (resnet.h); the char LM is defined inside examples/lstm/main.cpp
 // (not reusable from here), so CharLM below restates it, layer for layer. ResNet rows train with
 // SGD (momentum 0.9, weight decay 5e-4, lr 0.02), as the PyTorch side does.
@@ -28,11 +30,17 @@
 // tokens_per_s follow from the median. peak_MiB is the device's peak allocated memory during the
 // timed steps (everything live: weights, optimizer state, activations), reserved_MiB what the
 // allocator held at the end (for graphed rows this includes the graph's private pool). The
-// algorithm cache runs in benchmark mode (PyTorch: cudnn.benchmark = True).
+// algorithm cache runs in benchmark mode (PyTorch: cudnn.benchmark = True), so that the rows'
+// numbers stay comparable; --algo-mode adaptive (or heuristic...) runs them in another mode, each
+// row from an empty cache and calling algo_cache().tune_pending() after every step as the
+// examples do, and "algo_mode" in the line says which. first_step_ms with --algo-mode adaptive
+// beside the default's is the first-step comparison of issue 32; --warmup 20 makes ms the step
+// time reached after 20 steps.
 //
 //   bench_models [--rows cifar18_eager,charlm_eager] [--steps N] [--warmup N] [--device cpu]
 //                [--batch N] [--ddp [--sync-bn] [--params-out F] [--params-ref F [--params-tol X]]]
-//                [--no-tf32] [--f32]
+//                [--no-tf32] [--f32] [--algo-mode MODE]
+//                [--varying-steps N] [--varying-modes adaptive,benchmark,...]   (cifar18_varying_res)
 // Data parallel (issue 11): under ember-launch --nproc N (or with --ddp), every rank trains its own
 // replica on cuda:LOCAL_RANK (the CPU with --device cpu, over MPI) wrapped in
 // DistributedDataParallel, at the row's batch PER RANK; rank r's synthetic batch is the slice
@@ -72,9 +80,13 @@
 #include "ember/ops/conv.h"
 #include "ember/nn/graphed_step.h"
 #include "ember/nn/nn.h"
+#include "models/varying.h"
 #include "resnet/resnet.h"
 
 using namespace ember;
+using ember::bench::percentile;
+using ember::bench::synthetic_images;
+using ember::bench::synthetic_labels;
 
 namespace {
 
@@ -111,21 +123,6 @@ struct CharLMImpl : nn::Module {
   Tensor forward(const Tensor& tokens) { return head->forward(lstm->forward(embed->forward(tokens)).output); }
 };
 
-// sin(0.001 i + 0.5) over the flat index of `shape`, computed in float64 on the CPU (as PyTorch's
-// side does), then float32 on `device`. `first`: the batch's first sample in the world's batch
-// (data parallel: rank * batch), so i runs over the world's flat index.
-Tensor synthetic_images(const Shape& shape, int64_t first, Device device) {
-  const double offset = double(first * (shape_numel(shape) / shape[0]));
-  Tensor i = arange(offset, offset + double(shape_numel(shape)), 1, TensorOptions(DType::f64));
-  return sin(i * 0.001 + 0.5).view(shape).to(device, DType::f32);
-}
-
-Tensor synthetic_labels(int64_t n, int64_t first, int64_t classes, Device device) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) v[size_t(j)] = double((7 * (first + j)) % classes);
-  return from_vector(v, {n}, TensorOptions(DType::i64)).to(device);
-}
-
 // {input [B, T], target [B, T]} from the token block (37 i + i / 5) % 256 of shape [B, T + 1]
 // (rows first, first + 1, ... of the world's block).
 std::vector<Tensor> synthetic_tokens(int64_t batch, int64_t first, Device device) {
@@ -137,13 +134,6 @@ std::vector<Tensor> synthetic_tokens(int64_t batch, int64_t first, Device device
   }
   Tensor block = from_vector(v, {batch, width}, TensorOptions(DType::i64));
   return {block.narrow(1, 0, kSeqLen).contiguous().to(device), block.narrow(1, 1, kSeqLen).contiguous().to(device)};
-}
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * double(v.size() - 1);
-  const size_t lo = size_t(pos), hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
 std::string shape_key(const RowSpec& r, int world) {
@@ -163,6 +153,8 @@ struct Options {
   Device device = Device::cpu();
   std::shared_ptr<distributed::ProcessGroup> group;  // data parallel, else null
   bool sync_bn = false, f32 = false;  // f32: no bf16 autocast whatever the row says
+  dispatch::AlgoMode algo_mode = dispatch::AlgoMode::benchmark;
+  bool algo_mode_given = false;  // --algo-mode: each row starts from an empty cache
   std::string params_out, params_ref;
   double params_tol = 0;  // 0: report only
 };
@@ -261,7 +253,11 @@ bool run_row(RowSpec row, const Options& o) {
   go.enabled = row.graphed;
   nn::GraphedStep step(train_step, go);
 
-  dispatch::AlgoModeGuard benchmark_mode(dispatch::AlgoMode::benchmark);
+  dispatch::AlgoModeGuard algo_mode(o.algo_mode);
+  if (o.algo_mode_given) dispatch::algo_cache().clear();
+  // As the examples' training loops: in adaptive mode, entries awaiting a timing may be timed
+  // after each step (within the step budget).
+  const bool step_boundary = o.algo_mode == dispatch::AlgoMode::adaptive;
   const int64_t total = o.warmup + o.steps;
   Tensor losses = zeros({total}, TensorOptions().with_device(dev));
   auto run_step = [&](int64_t i) {
@@ -269,6 +265,7 @@ bool run_row(RowSpec row, const Options& o) {
     Tensor loss = step(batch)[0];
     autograd::NoGradGuard ng;
     losses.select(0, i).copy_(loss);  // a replay overwrites its static output: copy it out
+    if (step_boundary) dispatch::algo_cache().tune_pending();
   };
   // The first step pays for choosing algorithms: benchmark mode times every candidate of every new
   // (conv, norm, ...) shape once. Reported as first_step_* (issue 3: "time spent benchmarking on
@@ -281,6 +278,7 @@ bool run_row(RowSpec row, const Options& o) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_t0).count();
   const dispatch::AlgoCacheStats cache_after = dispatch::algo_cache().stats();
   for (int64_t i = 1; i < o.warmup; ++i) run_step(i);
+  const dispatch::AlgoCacheStats cache_warm = dispatch::algo_cache().stats();
 
   std::vector<double> ms(size_t(o.steps));
   size_t before_bytes = 0;
@@ -350,7 +348,17 @@ bool run_row(RowSpec row, const Options& o) {
     << ",\"first_step_benchmark_ms\":" << cache_after.benchmark_ms - cache_before.benchmark_ms
     << ",\"first_step_shapes_benchmarked\":" << cache_after.benchmarks - cache_before.benchmarks
     << ",\"first_step_candidates_timed\":" << cache_after.candidates_timed - cache_before.candidates_timed
-    << ",\"first_step_candidates_pruned\":" << cache_after.candidates_pruned - cache_before.candidates_pruned;
+    << ",\"first_step_candidates_pruned\":" << cache_after.candidates_pruned - cache_before.candidates_pruned
+    << ",\"algo_mode\":\"" << dispatch::algo_mode_name(o.algo_mode) << "\"";
+  if (o.algo_mode == dispatch::AlgoMode::adaptive) {
+    // What adaptive mode did over the warm-up steps (the first included).
+    j << ",\"warmup_shapes_timed\":" << cache_warm.benchmarks - cache_before.benchmarks
+      << ",\"warmup_timing_ms\":" << cache_warm.benchmark_ms - cache_before.benchmark_ms
+      << ",\"warmup_borrowed\":" << cache_warm.borrowed - cache_before.borrowed
+      << ",\"warmup_retimed\":" << cache_warm.retimed - cache_before.retimed
+      << ",\"warmup_budget_fallbacks\":" << cache_warm.budget_fallbacks - cache_before.budget_fallbacks
+      << ",\"untimed_entries_after_warmup\":" << dispatch::algo_cache().tune_pending();
+  }
   if (dev.is_cuda()) {
     const MemoryStats m = cuda::memory_stats(dev.index);
     j << ",\"peak_MiB\":" << double(m.peak_allocated_bytes) / (1 << 20)
@@ -398,10 +406,11 @@ std::vector<std::string> split_list(const std::string& s) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--rows ID,ID] [--steps N] [--warmup N] [--device cpu|cuda] [--batch N] [--no-tf32] [--f32]\n"
-               "          [--ddp [--sync-bn] [--params-out FILE] [--params-ref FILE [--params-tol X]]]\nrows:",
+               "          [--ddp [--sync-bn] [--params-out FILE] [--params-ref FILE [--params-tol X]]]\n"
+               "          [--algo-mode MODE] [--varying-steps N] [--varying-modes M,M]\nrows:",
                argv0);
   for (const RowSpec& r : kRows) std::fprintf(stderr, " %s", r.id.c_str());
-  std::fprintf(stderr, "\n");
+  std::fprintf(stderr, " %s\n", bench::kVaryingRowId);
   return 2;
 }
 
@@ -411,6 +420,8 @@ int main(int argc, char** argv) {
   Options o;
   std::string rows_arg, device_arg;
   bool ddp_flag = false, no_tf32 = false;
+  bench::VaryingOptions vo;
+  std::string varying_modes;
   if (const char* env = std::getenv("EMBER_BENCH_ROWS")) rows_arg = env;
   for (int a = 1; a < argc; ++a) {
     const std::string flag = argv[a];
@@ -429,6 +440,9 @@ int main(int argc, char** argv) {
       else if (flag == "--params-out") o.params_out = value;
       else if (flag == "--params-ref") o.params_ref = value;
       else if (flag == "--params-tol") o.params_tol = std::stod(value);
+      else if (flag == "--algo-mode") o.algo_mode = dispatch::algo_mode_from_name(value), o.algo_mode_given = true;
+      else if (flag == "--varying-steps") vo.steps = std::stoll(value);
+      else if (flag == "--varying-modes") varying_modes = value;
       else return usage(argv[0]);
     } catch (const std::exception&) {
       return usage(argv[0]);
@@ -442,7 +456,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<RowSpec> selected;
+  bool varying_row = false;
   for (const std::string& id : split_list(rows_arg)) {
+    if (id == bench::kVaryingRowId) {
+      varying_row = true;
+      continue;
+    }
     auto it = std::find_if(kRows.begin(), kRows.end(), [&](const RowSpec& r) { return r.id == id; });
     if (it == kRows.end()) {
       std::fprintf(stderr, "bench_models: unknown row '%s'\n", id.c_str());
@@ -450,7 +469,8 @@ int main(int argc, char** argv) {
     }
     selected.push_back(*it);
   }
-  if (selected.empty()) selected = kRows;
+  if (selected.empty() && !varying_row) selected = kRows;
+  if (!varying_modes.empty()) vo.modes = split_list(varying_modes);
   const bool ddp = ddp_flag || distributed::env_int("WORLD_SIZE", 1) > 1;
   if (o.sync_bn && !ddp) {
     std::fprintf(stderr, "bench_models: --sync-bn needs --ddp (or a launcher's WORLD_SIZE > 1)\n");
@@ -475,6 +495,12 @@ int main(int argc, char** argv) {
       o.group = distributed::init_process_group(init);
     }
     bool all_ok = true;
+    if (varying_row) {
+      EMBER_CHECK(!o.group, "bench_models: ", bench::kVaryingRowId, " runs on one device (no --ddp)");
+      vo.device = o.device;
+      vo.batch = o.batch_override > 0 ? o.batch_override : vo.batch;
+      all_ok = bench::run_varying_resolution_row(vo) && all_ok;
+    }
     for (const RowSpec& r : selected) {
       all_ok = run_row(r, o) && all_ok;
       if (o.device.is_cuda()) cuda::empty_cache();  // the next row's peak starts from its own state

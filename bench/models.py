@@ -13,6 +13,11 @@
 #                           [--device cpu] [--batch N]
 #   torchrun --nproc_per_node N bench/models.py --rows resnet50_bf16   (data parallel, issue 11)
 # --rows (or EMBER_BENCH_ROWS) picks rows; --device cpu with a small --batch smoke-tests the logic.
+# cifar18_varying_res (issue 32; bench/models/varying.cpp is the Ember side) runs only when named:
+# cifar18_eager's model, the input resolution drawn each step from 24..40 by the same LCG, over
+# the same nearest-neighbour resampled batch, for --varying-steps (60) steps, once with
+# cudnn.benchmark False and once with True (in that order, so the first fills no benchmark cache),
+# each a fresh model; total_s is the loop's wall time, synchronized before and after.
 # Under torchrun (WORLD_SIZE > 1, or --ddp) each rank trains on cuda:LOCAL_RANK wrapped in
 # DistributedDataParallel (NCCL; buffers broadcast every step, PyTorch's default) at the row's
 # batch per rank, on its slice of the world's synthetic batch as bench_models does; rank 0 prints
@@ -287,6 +292,83 @@ def run_row(row, args, dev, impl, dist=None):
     return r
 
 
+VARYING_ROW = "cifar18_varying_res"
+
+
+def resolution_sequence(steps, lo=24, hi=40):
+    # The LCG of bench/models/varying.cpp: x = x * 6364136223846793005 + 1442695040888963407 mod 2^64.
+    x, seq = 2026, []
+    for _ in range(steps):
+        x = (x * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
+        seq.append(lo + (x >> 33) % (hi - lo + 1))
+    return seq
+
+
+def run_varying(args, dev, lo=24, hi=40):
+    batch = args.batch or 128
+    cuda = dev.type == "cuda"
+    seq = resolution_sequence(args.varying_steps, lo, hi)
+    per = 3 * hi * hi
+    base = torch.sin(torch.arange(0, batch * per, dtype=torch.float64) * 0.001 + 0.5).view(batch, 3, hi, hi)
+    base = base.float().to(dev)
+    y = ((7 * torch.arange(0, batch)) % 10).to(dev)
+    images = {}
+    for r in range(lo, hi + 1):
+        idx = torch.tensor([i * hi // r for i in range(r)], device=dev)
+        images[r] = base.index_select(2, idx).index_select(3, idx).contiguous(memory_format=torch.channels_last)
+
+    def make():
+        torch.manual_seed(0)
+        model = ResNet("resnet18", "cifar", 3, 10).to(dev).to(memory_format=torch.channels_last)
+        opt = None
+        for impl in ("fused", "foreach"):
+            try:
+                opt = make_optimizer(list(model.parameters()), False, impl, False)
+                break
+            except Exception:  # no fused SGD for this device
+                continue
+        return model, opt
+
+    def step(model, opt, x):
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x).float(), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    # Kernels loaded and the allocator's first blocks made, outside the timed loops (as bench_models).
+    torch.backends.cudnn.benchmark = False
+    warm_model, warm_opt = make()
+    for _ in range(2):
+        step(warm_model, warm_opt, images[min(32, hi)])
+    del warm_model, warm_opt
+    ok_all, results = True, []
+    for bench_flag in (False, True):
+        torch.backends.cudnn.benchmark = bench_flag
+        model, opt = make()
+        losses = torch.zeros(len(seq), device=dev)
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i, r in enumerate(seq):
+            losses[i].copy_(step(model, opt, images[r]))
+        if cuda:
+            torch.cuda.synchronize()
+        total = time.perf_counter() - t0
+        l = losses.cpu().tolist()
+        tail = max(1, len(l) // 3)
+        ok = all(math.isfinite(v) for v in l) and min(l[-tail:]) < l[0]
+        ok_all = ok_all and ok
+        results.append({"bench": "train_step", "impl": "torch",
+                        "shape": f"resnet18-cifar {lo}..{hi}x3 b{batch} bf16 cl varying", "row": VARYING_ROW,
+                        "mode": f"cudnn_benchmark_{str(bench_flag).lower()}", "total_s": round(total, 4),
+                        "steps": len(seq), "distinct_resolutions": len(set(seq)),
+                        "optimizer": "SGD momentum", "loss_first": l[0], "loss_last": l[-1], "correct": ok})
+    torch.backends.cudnn.benchmark = True
+    return results, ok_all
+
+
 def main():
     parser = argparse.ArgumentParser(description="PyTorch side of bench/models.cpp")
     parser.add_argument("--rows", default=os.environ.get("EMBER_BENCH_ROWS", ""))
@@ -295,15 +377,18 @@ def main():
     parser.add_argument("--batch", type=int, default=0, help="override every row's batch (smoke tests)")
     parser.add_argument("--device", default="")
     parser.add_argument("--ddp", action="store_true", help="data parallel (automatic under torchrun with WORLD_SIZE > 1)")
+    parser.add_argument("--varying-steps", type=int, default=60, help=f"steps of {VARYING_ROW}")
     args = parser.parse_args()
     if args.steps < 10 or args.warmup < 5:
         parser.error("--steps must be >= 10 and --warmup >= 5")
     ids = [r for r in args.rows.split(",") if r]
+    varying = VARYING_ROW in ids
+    ids = [r for r in ids if r != VARYING_ROW]
     known = {r[0]: r for r in ROWS}
     unknown = [r for r in ids if r not in known]
     if unknown:
         parser.error(f"unknown rows {unknown}; rows: {', '.join(known)}")
-    rows = [known[r] for r in ids] or ROWS
+    rows = [known[r] for r in ids] or ([] if varying else ROWS)
     dist = None
     if args.ddp or int(os.environ.get("WORLD_SIZE", "1")) > 1:
         import torch.distributed as dist
@@ -322,6 +407,13 @@ def main():
     torch.backends.cudnn.allow_tf32 = True         # PyTorch's default, stated: fp32 convs in TF32
     torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default (Ember's too)
     all_ok = True
+    if varying:
+        if dist:
+            parser.error(f"{VARYING_ROW} runs on one device")
+        results, ok = run_varying(args, dev)
+        all_ok = all_ok and ok
+        for r in results:
+            print(json.dumps(r), flush=True)
     for row in rows:
         if row[5] and (dev.type != "cuda" or dist):
             if main_rank:

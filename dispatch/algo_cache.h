@@ -5,6 +5,11 @@
 //   benchmark      on a miss, time every applicable candidate on scratch outputs, keep the fastest
 //   deterministic  only deterministic candidates, chosen by the heuristic (so the choice, and with
 //                  it the result, is the same run to run)
+//   adaptive       benchmark mode with budgets, for shapes that vary: a new key borrows the timed
+//                  choice of a key in its size class (size_class_key) when there is one, else
+//                  times only the cost model's top-k candidates while the timing budget lasts,
+//                  else takes the heuristic's choice; borrowed and heuristic entries are timed
+//                  later, when the budget allows (AdaptiveSettings, tune_pending())
 //   forced         AlgoSettings::forced names the algorithm for an op (or op.direction)
 // plus a workspace limit in bytes. The dynamic-shape policy, persistence and the environment
 // variables are described in docs/dispatch.md.
@@ -32,12 +37,28 @@ namespace ember::dispatch {
 
 // ---- settings ---------------------------------------------------------------------------------
 
-enum class AlgoMode : uint8_t { heuristic, benchmark, deterministic };
+enum class AlgoMode : uint8_t { heuristic, benchmark, deterministic, adaptive };
 const char* algo_mode_name(AlgoMode m);
 AlgoMode algo_mode_from_name(std::string_view name);  // throws bad_param
 
+// The budgets of adaptive mode (docs/dispatch.md, "Adaptive mode"). Timing is paid from two
+// pools: the warm-up pool (initial_budget_ms, spent once per cache: a model's first steps) and
+// the steady pool, which refills at timing_share of the wall time and at every tune_pending(),
+// up to step_budget_ms. A key with no timed key in its size class is timed from either pool; a
+// borrowed or heuristic entry is re-timed from the steady pool only, so a shape storm costs at
+// most timing_share of the run once its size classes are known.
+struct AdaptiveSettings {
+  int top_k = 3;                    // candidates timed per key, the cost model's best first
+  int max_timed_keys_per_op = 32;   // distinct keys timed per op.direction and device type
+  double initial_budget_ms = 2000;  // the warm-up pool
+  double step_budget_ms = 200;      // the steady pool's cap, and what tune_pending() grants
+  double timing_share = 0.1;        // the steady pool's refill, a fraction of wall time
+  int refine_runs = 10;             // runs per close candidate in the refinement round (0: none)
+};
+
 struct AlgoSettings {
   AlgoMode mode = AlgoMode::heuristic;
+  AdaptiveSettings adaptive;  // used in adaptive mode only
   // Candidates needing more workspace are skipped; 0 leaves only zero-workspace algorithms.
   size_t workspace_limit_bytes = kNoWorkspaceLimit;
   // "conv2d" or "conv2d.backward_filter" -> algorithm name; "op.direction" wins over "op".
@@ -60,7 +81,9 @@ struct AlgoSettings {
 };
 
 // The process-wide settings: what every thread without a guard uses. Initialised from
-// EMBER_ALGO_MODE, EMBER_ALGO_WORKSPACE_LIMIT and EMBER_ALGO_FORCE ("conv2d=direct,lstm=fused").
+// EMBER_ALGO_MODE, EMBER_ALGO_WORKSPACE_LIMIT, EMBER_ALGO_FORCE ("conv2d=direct,lstm=fused") and
+// adaptive mode's EMBER_ALGO_TOP_K, EMBER_ALGO_MAX_TIMED_KEYS, EMBER_ALGO_INITIAL_BUDGET_MS,
+// EMBER_ALGO_STEP_BUDGET_MS, EMBER_ALGO_TIMING_SHARE and EMBER_ALGO_REFINE_RUNS.
 AlgoSettings global_algo_settings();
 void set_global_algo_settings(const AlgoSettings& settings);
 // The settings in effect on the calling thread: its innermost guard's, else the global ones.
@@ -90,6 +113,7 @@ enum class ChoiceSource : uint8_t {
   heuristic,  // rules; in benchmark mode a later miss-free call may still benchmark the key
   benchmark,  // timed (in this process or loaded from a cache file)
   nearest,    // copied from the nearest benchmarked key (dynamic-shape policy)
+  borrowed,   // adaptive mode: copied from a timed key of the same size class; timed later
 };
 const char* choice_source_name(ChoiceSource s);
 
@@ -103,6 +127,11 @@ struct AlgoCacheStats {
   double benchmark_ms = 0;         // wall time spent benchmarking
   uint64_t heuristic_choices = 0;
   uint64_t nearest_reuses = 0;     // dynamic-shape policy: reused a benchmarked neighbour
+  // Adaptive mode. Keys it timed are counted in benchmarks (and benchmark_ms) too.
+  uint64_t borrowed = 0;           // new keys given a timed class-mate's choice
+  uint64_t retimed = 0;            // borrowed or heuristic entries replaced by a timing
+  uint64_t budget_fallbacks = 0;   // keys left untimed because a budget was spent
+  uint64_t candidates_beyond_top_k = 0;  // usable candidates not timed (outside the top k)
   uint64_t capture_fallbacks = 0;  // benchmark-mode misses during stream capture
   uint64_t forced_choices = 0;
   uint64_t workspace_fallbacks = 0;  // workspace allocation failed: ran a zero-workspace algorithm
@@ -224,6 +253,13 @@ class AlgoCache {
   void set_max_benchmarked_keys_per_op(int n);
   int max_benchmarked_keys_per_op() const;
 
+  // Adaptive mode, at a step boundary (a training loop calls it after each step; never needed):
+  // grants the steady pool a step's budget (AdaptiveSettings::step_budget_ms of the calling
+  // thread's settings), so that the entries still borrowed or chosen by the heuristic are timed
+  // at their next lookup (outside any CUDA graph capture). Timing needs the op's operands, which
+  // exist only during its call, so nothing is timed here. Returns the number of such entries.
+  size_t tune_pending();
+
   // Writes the benchmarked entries as JSON, atomically (temp file in the same folder, fsync,
   // rename). Throws Error(execution_failed) naming the file when it cannot be written.
   void save(const std::string& path) const;
@@ -260,6 +296,9 @@ AlgoCacheLoadResult persist_algo_cache_to(const std::string& path);
 // True when the current stream of `device` is capturing a CUDA graph (false on the CPU and in
 // builds without CUDA). The cache never benchmarks while this holds.
 bool current_stream_is_capturing(Device device);
+// Tests: while on, current_stream_is_capturing() answers true for every device (the CPU too), so
+// the cache's behaviour during a capture can be checked without a GPU.
+void set_fake_capture_for_testing(bool on);
 
 // EMBER_LOG_ALGOS=1: every decision (op, key, candidates with times and workspace, the choice)
 // is written as one line to stderr, or to the sink when one is set (null restores stderr).

@@ -151,7 +151,7 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
 }  // namespace
 
 const Candidate* AlgoCache::Impl::benchmark(const AlgoSlot& slot, const detail::ErasedProblem& p,
-                                            CandidateSet& set) {
+                                            CandidateSet& set, int refine_runs) {
   Impl& m = *this;
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<void> scratch;
@@ -198,9 +198,8 @@ const Candidate* AlgoCache::Impl::benchmark(const AlgoSlot& slot, const detail::
   // Refinement: three runs can misorder candidates within a few percent of each other (clocks,
   // caches, a library's first-call work), so the ones within 15% of the fastest are timed again
   // with more runs and the fastest of that round is chosen.
-  if (best != nullptr) {
+  if (best != nullptr && refine_runs > 0) {
     constexpr double kCloseRatio = 1.15;
-    constexpr int kRefineReps = 10;
     const double cutoff = best->time_ms * kCloseRatio;
     std::vector<Candidate*> close;
     for (Candidate& c : set.usable)
@@ -209,7 +208,7 @@ const Candidate* AlgoCache::Impl::benchmark(const AlgoSlot& slot, const detail::
       const Candidate* refined_best = nullptr;
       for (Candidate* c : close) {
         try {
-          c->time_ms = time_candidate(slot, p, scratch.get(), *c, kRefineReps);
+          c->time_ms = time_candidate(slot, p, scratch.get(), *c, refine_runs);
           if (!refined_best || c->time_ms < refined_best->time_ms) refined_best = c;
         } catch (const std::exception& e) {
           c->time_ms = -1;

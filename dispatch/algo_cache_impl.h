@@ -4,6 +4,7 @@
 // settings, lookup, miss, benchmark, storage, statistics and persistence code). Not installed for
 // users; include dispatch/algo_cache.h instead.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -215,11 +216,35 @@ struct CandidateSet {
   std::vector<std::string> skipped;  // "name (reason)"
 };
 
-// A key the dynamic-shape policy may reuse, with its benchmarked choice.
+// A key the dynamic-shape policy may reuse, with its benchmarked choice and its size class
+// (adaptive mode borrows within a class).
 struct BenchmarkedKey {
   AlgoKey key;
+  AlgoKey size_class;
   int algorithm;
 };
+
+// Adaptive mode's timing budget (AdaptiveSettings): the warm-up pool, spent once, and the steady
+// pool, refilled at timing_share of the wall time (and by tune_pending) up to step_budget_ms; it
+// may go negative when one timing overruns it, which delays the next. Guarded by its mutex; the
+// hot path reads only steady_ready_ns.
+struct TimingBudget {
+  std::mutex mutex;
+  bool started = false;
+  double warmup_ms = 0;
+  double steady_ms = 0;
+  int64_t last_refill_ns = 0;
+  // steady_clock nanoseconds from which the steady pool is positive again (0: it is now). A
+  // borrowed or heuristic entry found by a lookup goes to the miss path to be re-timed only
+  // after this time, so a spent budget costs a lookup one clock read.
+  std::atomic<int64_t> steady_ready_ns{0};
+
+  // Refills the steady pool for the time since the last refill (mutex held).
+  void refill(const AdaptiveSettings& s, int64_t now_ns);
+  // Charges `ms` of timing, to the warm-up pool first when `warmup_allowed` (mutex held).
+  void spend(const AdaptiveSettings& s, double ms, bool warmup_allowed, int64_t now_ns);
+};
+int64_t steady_now_ns();
 
 struct AlgoCache::Impl {
   static constexpr int kNumShards = 16;
@@ -251,6 +276,11 @@ struct AlgoCache::Impl {
 
   std::atomic<bool> dirty{false};
 
+  TimingBudget timing_budget;  // adaptive mode (algo_cache_adaptive.cpp)
+  // Entries not timed (heuristic, borrowed, nearest) now in the maps: what tune_pending() returns
+  // without walking them. Kept by insert, eviction and clear.
+  std::atomic<int64_t> untimed_entries{0};
+
   // Hits: one counter per thread that used this cache, found by thread id (a thread that reuses
   // an exited thread's id continues its counter: still one writer at a time). stats() reports the
   // sum minus hits_at_reset, so reset_stats() never writes another thread's counter.
@@ -264,7 +294,7 @@ struct AlgoCache::Impl {
   std::atomic<uint64_t> misses{0}, benchmarks{0}, candidates_timed{0}, candidates_failed{0},
       candidates_pruned{0}, benchmark_ns{0}, heuristic_choices{0}, nearest_reuses{0},
       capture_fallbacks{0}, forced_choices{0}, workspace_fallbacks{0}, evictions{0},
-      loaded_entries{0};
+      loaded_entries{0}, borrowed{0}, retimed{0}, budget_fallbacks{0}, candidates_beyond_top_k{0};
 
   Impl();
 
@@ -284,15 +314,39 @@ struct AlgoCache::Impl {
   AlgoCache::Selection forced_choice(const AlgoSlot& slot, const AlgoKey& key,
                                      const detail::ErasedProblem& p, const AlgoSettings& settings);
   // A lookup that found no usable entry, or one to re-make: `cached` is the entry's algorithm (-1
-  // when none), `over_limit` whether it needs more workspace than `limit`, `budget` the
-  // dynamic-shape policy's keys per op read by the lookup.
+  // when none) and `cached_source` how it was made, `over_limit` whether it needs more workspace
+  // than the limit, `budget` the keys per op that may be timed (effective_key_budget).
   AlgoCache::Selection choose_on_miss(const AlgoSlot& slot, const SettingsKey& filed, uint64_t hash,
-                                      const detail::ErasedProblem& p, AlgoMode mode, size_t limit,
-                                      int cached, bool over_limit, int budget);
+                                      const detail::ErasedProblem& p, const AlgoSettings& settings,
+                                      int cached, ChoiceSource cached_source, bool over_limit,
+                                      int budget);
+  // The distinct keys per op.direction the current mode may time: the cache's bound, and in
+  // adaptive mode also AdaptiveSettings::max_timed_keys_per_op.
+  int effective_key_budget(const AlgoSettings& settings) const {
+    int budget = max_benchmarked_keys.load(std::memory_order_relaxed);
+    if (settings.mode == AlgoMode::adaptive && settings.adaptive.max_timed_keys_per_op < budget)
+      budget = std::max(settings.adaptive.max_timed_keys_per_op, 0);
+    return budget;
+  }
+  // A hit on an entry not timed (heuristic, borrowed, nearest) in benchmark or adaptive mode:
+  // whether to go to the miss path to time it now (key budget left; in adaptive mode, the steady
+  // pool positive). Off the hot path of timed entries.
+  bool untimed_entry_wants_timing(const AlgoSlot& slot, const AlgoSettings& settings,
+                                  ChoiceSource source);
+  // Adaptive mode's miss path (algo_cache_adaptive.cpp): borrow, time the top-k, or fall back.
+  AlgoCache::Selection choose_adaptive(const AlgoSlot& slot, const AlgoKey& key, uint64_t hash,
+                                       const detail::ErasedProblem& p, CandidateSet& set,
+                                       const AdaptiveSettings& settings, int cached,
+                                       ChoiceSource cached_source, int budget);
+  // The timed key of `key`'s size class nearest to it whose algorithm is among `usable`, or null
+  // (policy_mutex taken inside). `found` receives a copy of it.
+  bool find_class_mate(int slot_index, const AlgoKey& key, const std::vector<Candidate>& usable,
+                       BenchmarkedKey& found);
   // Times every usable candidate of `set` on scratch outputs (algo_cache_benchmark.cpp), filling
   // their times and failures; the fastest, or null when none ran.
+  // `refine_runs`: the runs of the refinement round (0: none).
   const Candidate* benchmark(const AlgoSlot& slot, const detail::ErasedProblem& p,
-                             CandidateSet& set);
+                             CandidateSet& set, int refine_runs = 10);
 };
 static_assert(AlgoCache::Impl::kNumShards == 16, "shard_of uses the top 4 bits of the hash");
 

@@ -268,10 +268,6 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
       lookups.remember(m.id, epoch, hash, filed, cached, cached_source);
     }
   }
-  const int budget = m.max_benchmarked_keys.load(std::memory_order_relaxed);
-  auto budget_left = [&] {
-    return m.benchmarked_count[slot.index()].load(std::memory_order_relaxed) < uint32_t(budget);
-  };
   bool over_limit = false;
   if (cached >= 0 && slot.enabled(cached)) [[likely]] {
     size_t workspace = kWorkspaceNotComputed;
@@ -279,16 +275,21 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
       workspace = p.workspace_bytes(slot.algorithm_ptr(cached), p.problem);
       over_limit = workspace > limit;
     }
-    bool wants_benchmark =
-        mode == AlgoMode::benchmark && cached_source == ChoiceSource::heuristic && budget_left();
-    if (!over_limit && !wants_benchmark) [[likely]] {
+    // An entry not timed yet (heuristic, borrowed, nearest) may be timed now in benchmark and
+    // adaptive mode (budgets permitting): checked off the line, timed entries skip it.
+    bool wants_timing = false;
+    if (cached_source != ChoiceSource::benchmark &&
+        (mode == AlgoMode::benchmark || mode == AlgoMode::adaptive)) [[unlikely]]
+      wants_timing = m.untimed_entry_wants_timing(slot, settings, cached_source);
+    if (!over_limit && !wants_timing) [[likely]] {
       lookups.count_hit(m);
       return {cached, workspace};
     }
   }
 
   // ---- the miss path (algo_cache_miss.cpp) ----
-  return m.choose_on_miss(slot, filed, hash, p, mode, limit, cached, over_limit, budget);
+  return m.choose_on_miss(slot, filed, hash, p, settings, cached, cached_source, over_limit,
+                         m.effective_key_budget(settings));
 }
 
 void AlgoCache::run_erased(const AlgoSlot& slot, const AlgoKey& key,

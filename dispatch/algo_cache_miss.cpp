@@ -1,8 +1,10 @@
 // The AlgoCache's decisions off the hot path: the candidates of a problem (applicability,
 // determinism, workspace limit), the heuristic, forced choices, and the miss path (heuristic
 // choice, capture fallback, the dynamic-shape policy, then the benchmark of
-// algo_cache_benchmark.cpp), plus the capture check that keeps timing out of a CUDA graph.
+// algo_cache_benchmark.cpp; adaptive mode continues in algo_cache_adaptive.cpp), plus the capture
+// check that keeps timing out of a CUDA graph (and its fake for tests).
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -26,7 +28,15 @@ namespace ember::dispatch {
 
 // ---- capture detection ------------------------------------------------------------------------
 
+namespace {
+std::atomic<bool> g_fake_capture{false};
+}  // namespace
+
+void set_fake_capture_for_testing(bool on) { g_fake_capture.store(on); }
+
 bool current_stream_is_capturing(Device device) {
+  if (g_fake_capture.load(std::memory_order_relaxed)) [[unlikely]]
+    return true;
 #ifdef EMBER_WITH_CUDA
   if (!device.is_cuda()) return false;
   auto stream = static_cast<cudaStream_t>(current_stream(device).handle);
@@ -164,9 +174,12 @@ AlgoCache::Selection AlgoCache::Impl::forced_choice(const AlgoSlot& slot, const 
 AlgoCache::Selection AlgoCache::Impl::choose_on_miss(const AlgoSlot& slot,
                                                      const SettingsKey& filed, uint64_t hash,
                                                      const detail::ErasedProblem& p,
-                                                     AlgoMode mode, size_t limit, int cached,
-                                                     bool over_limit, int budget) {
+                                                     const AlgoSettings& settings, int cached,
+                                                     ChoiceSource cached_source, bool over_limit,
+                                                     int budget) {
   Impl& m = *this;
+  const AlgoMode mode = settings.mode;
+  const size_t limit = settings.workspace_limit_bytes;
   CacheShard& shard = m.shard_of(hash);
   auto budget_left = [&] {
     return m.benchmarked_count[slot.index()].load(std::memory_order_relaxed) < uint32_t(budget);
@@ -208,6 +221,9 @@ AlgoCache::Selection AlgoCache::Impl::choose_on_miss(const AlgoSlot& slot,
     return {pick.index, pick.workspace_bytes};
   };
 
+  if (mode == AlgoMode::adaptive)
+    return m.choose_adaptive(slot, key, hash, p, set, settings.adaptive, cached, cached_source,
+                             budget);
   if (mode != AlgoMode::benchmark) return choose_heuristic(algo_mode_name(mode));
 
   if (current_stream_is_capturing(p.device)) {
@@ -229,7 +245,7 @@ AlgoCache::Selection AlgoCache::Impl::choose_on_miss(const AlgoSlot& slot,
     {
       std::shared_lock<SharedSpinLock> lock(shard.mutex);
       auto it = shard.map.find(KeyRef{&key, hash});
-      if (it != shard.map.end() && it->second.source != ChoiceSource::heuristic &&
+      if (it != shard.map.end() && it->second.source == ChoiceSource::benchmark &&
           slot.enabled(it->second.algorithm))
         benchmarked = it->second.algorithm;
     }

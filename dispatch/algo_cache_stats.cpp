@@ -44,6 +44,10 @@ AlgoCacheStats AlgoCache::stats() const {
   s.benchmark_ms = double(m.benchmark_ns.load()) / 1e6;
   s.heuristic_choices = m.heuristic_choices;
   s.nearest_reuses = m.nearest_reuses;
+  s.borrowed = m.borrowed;
+  s.retimed = m.retimed;
+  s.budget_fallbacks = m.budget_fallbacks;
+  s.candidates_beyond_top_k = m.candidates_beyond_top_k;
   s.capture_fallbacks = m.capture_fallbacks;
   s.forced_choices = m.forced_choices;
   s.workspace_fallbacks = m.workspace_fallbacks;
@@ -59,7 +63,8 @@ void AlgoCache::reset_stats() {
   for (auto* c :
        {&m.misses, &m.benchmarks, &m.candidates_timed, &m.candidates_failed, &m.candidates_pruned,
         &m.benchmark_ns, &m.heuristic_choices, &m.nearest_reuses, &m.capture_fallbacks,
-        &m.forced_choices, &m.workspace_fallbacks, &m.evictions, &m.loaded_entries})
+        &m.forced_choices, &m.workspace_fallbacks, &m.evictions, &m.loaded_entries, &m.borrowed,
+        &m.retimed, &m.budget_fallbacks, &m.candidates_beyond_top_k})
     c->store(0);
 }
 

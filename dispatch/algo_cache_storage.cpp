@@ -1,6 +1,6 @@
 // The AlgoCache's storage: construction, inserting entries (with the change epoch and the
-// dirty flag), LRU eviction to the capacity, the dynamic-shape policy's benchmarked keys, and
-// clearing.
+// dirty flag), LRU eviction to the capacity, the dynamic-shape policy's benchmarked keys (with
+// their size classes, for adaptive mode), and clearing.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +35,10 @@ void AlgoCache::Impl::insert(const AlgoKey& key, uint64_t hash, int algorithm, C
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     auto [it, inserted] = shard.map.try_emplace(StoredKey{key, hash});
     CacheEntry& e = it->second;
+    const int64_t untimed_before = inserted ? 0 : e.source != ChoiceSource::benchmark;
+    const int64_t untimed_after = source != ChoiceSource::benchmark;
+    if (untimed_after != untimed_before)
+      untimed_entries.fetch_add(untimed_after - untimed_before, std::memory_order_relaxed);
     e.algorithm = int16_t(algorithm);
     e.source = source;
     e.time_ms = time_ms;
@@ -69,6 +73,8 @@ void AlgoCache::Impl::evict_to_capacity() {
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     auto it = shard.map.find(victim);
     if (it != shard.map.end()) {
+      if (it->second.source != ChoiceSource::benchmark)
+        untimed_entries.fetch_sub(1, std::memory_order_relaxed);
       shard.erase(it);
       epoch.fetch_add(1, std::memory_order_release);
       entries.fetch_sub(1, std::memory_order_relaxed);
@@ -85,7 +91,7 @@ void AlgoCache::Impl::remember_benchmarked(int slot_index, const AlgoKey& key, i
       b.algorithm = algorithm;
       return;
     }
-  list.push_back({key, algorithm});
+  list.push_back({key, size_class_key(key), algorithm});
 }
 
 size_t AlgoCache::size() const { return impl_->entries.load(); }
@@ -106,12 +112,18 @@ void AlgoCache::clear() {
   for (CacheShard& shard : impl_->shards) {
     std::unique_lock<SharedSpinLock> lock(shard.mutex);
     impl_->entries.fetch_sub(shard.map.size());
+    for (const auto& [k, e] : shard.map)
+      if (e.source != ChoiceSource::benchmark)
+        impl_->untimed_entries.fetch_sub(1, std::memory_order_relaxed);
     shard.clear();
     impl_->epoch.fetch_add(1, std::memory_order_release);
   }
   std::lock_guard<std::mutex> lock(impl_->policy_mutex);
   impl_->benchmarked_keys.clear();
   for (auto& c : impl_->benchmarked_count) c = 0;
+  std::lock_guard<std::mutex> budget_lock(impl_->timing_budget.mutex);
+  impl_->timing_budget.started = false;  // adaptive mode's warm-up pool is available again
+  impl_->timing_budget.steady_ready_ns = 0;
 }
 
 }  // namespace ember::dispatch

@@ -276,4 +276,18 @@ double size_distance(const AlgoKey& a, const AlgoKey& b) {
   return d;
 }
 
+AlgoKey size_class_key(const AlgoKey& key) {
+  AlgoKey c = key;
+  auto round_up = [](int32_t v) -> int32_t {
+    if (v <= 1) return v;
+    uint32_t p = 1;
+    while (p < uint32_t(v) && p < (1u << 30)) p <<= 1;
+    return int32_t(p);
+  };
+  for (int32_t* sizes : {c.input_sizes, c.output_sizes})
+    for (int i = 0; i < AlgoKey::kMaxDims; ++i)
+      if (i != 1) sizes[i] = round_up(sizes[i]);
+  return c;
+}
+
 }  // namespace ember::dispatch

@@ -191,4 +191,12 @@ inline AlgoKey make_algo_key(OpId op, Direction direction, Device device) {
 // doubling a dimension costs the same at every scale.
 double size_distance(const AlgoKey& a, const AlgoKey& b);
 
+// Adaptive mode's size class of a key: the key with every input and output size except dim 1
+// (the channels, or the features of a [batch, features] operand) rounded up to a power of two;
+// weights, parameters, dtypes and layouts stay exact. So batches 65..128 share a class, and
+// resolutions 17..32 or 33..64; a conv layer's class never mixes channel counts or kernel sizes.
+// Keys of one class are close enough that one's timed choice is a good provisional choice for
+// another (it is used only where it applies, and replaced once the exact key is timed).
+AlgoKey size_class_key(const AlgoKey& key);
+
 }  // namespace ember::dispatch

@@ -3,7 +3,9 @@
 // ImageNet-shaped data (--dataset synthetic, for throughput). GPU when present, else CPU.
 // Progress line with loss, accuracy and images/s; a CSV log and a PNG plot (gnuplot) in --out;
 // atomic checkpoints and --resume; --amp bf16|fp16, --channels-last, --graphs (CUDA graphs per
-// input shape), and data parallel under ember-launch (--ddp, or automatically when WORLD_SIZE > 1).
+// input shape), data parallel under ember-launch (--ddp, or automatically when WORLD_SIZE > 1), and
+// --random-resolution MIN:MAX (every training batch resized to a resolution drawn from a seeded
+// generator: the varying-shape workload the algorithm cache's adaptive mode is for).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "common/algo_mode.h"
 #include "common/distributed_setup.h"
@@ -30,6 +33,7 @@ namespace {
 struct Config {
   std::string dataset = "fashion-mnist", data, arch = "resnet18", device = "auto";
   std::string schedule = "cosine", amp = "none", out = "runs/resnet", checkpoint, algo_mode;
+  std::string random_resolution;  // "MIN:MAX", or empty
   int64_t batch_size = 128, epochs = 15, train_limit = 0, test_limit = 0, max_steps = 0;
   int64_t workers = 2, log_interval = 50, synthetic_size = 224, synthetic_batches = 50;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, warmup_epochs = 1, label_smoothing = 0;
@@ -85,6 +89,35 @@ Data load_data(const Config& c) {
   return d;
 }
 
+// "MIN:MAX" -> {MIN, MAX}, both >= 8 (the CIFAR stem's three stride-2 stages need 8 pixels).
+std::pair<int64_t, int64_t> parse_resolution_range(const std::string& s) {
+  const size_t colon = s.find(':');
+  int64_t lo = 0, hi = 0;
+  try {
+    EMBER_CHECK(colon != std::string::npos, "");
+    lo = std::stoll(s.substr(0, colon));
+    hi = std::stoll(s.substr(colon + 1));
+  } catch (const std::exception&) {
+    lo = hi = 0;
+  }
+  EMBER_CHECK(lo >= 8 && hi >= lo, "--random-resolution expects MIN:MAX with 8 <= MIN <= MAX, got '", s, "'");
+  return {lo, hi};
+}
+
+// Nearest-neighbour resampling of NCHW images to size x size: pixel i of the output takes pixel
+// floor(i * in / size) of the input, along each spatial dim (upsamples and downsamples alike).
+Tensor resize_nearest(const Tensor& x, int64_t size) {
+  Tensor out = x;
+  for (int64_t dim : {2, 3}) {
+    const int64_t in = x.size(dim);
+    if (in == size) continue;
+    std::vector<double> idx(static_cast<size_t>(size));
+    for (int64_t i = 0; i < size; ++i) idx[size_t(i)] = double(i * in / size);
+    out = index_select(out, dim, from_vector(idx, {size}, TensorOptions(DType::i64)).to(x.device()));
+  }
+  return out;
+}
+
 void write_plot(const std::string& dir) {
   const std::string csv = dir + "/log.csv", png = dir + "/curves.png", gp = dir + "/curves.gp";
   std::ofstream s(gp);
@@ -136,6 +169,10 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", c.resume, "continue from --checkpoint");
   app.add_flag("!--no-augment", c.augment, "no random crop / flip");
   app.add_option("--seed", c.seed);
+  app.add_option("--random-resolution", c.random_resolution,
+                 "MIN:MAX: resize each training batch (nearest neighbour) to a resolution drawn "
+                 "from [MIN, MAX] by a generator seeded with --seed (varying input shapes; "
+                 "evaluation keeps the dataset's size; with --graphs, rounded up to a multiple of 8)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -254,6 +291,11 @@ int main(int argc, char** argv) {
     nn::GraphedStepOptions go;
     go.enabled = c.graphs && device.is_cuda();
     nn::GraphedStep step(train_step, go);
+    // --random-resolution: one resolution per training batch, from its own seeded generator (the
+    // same sequence every run, whatever the data loader's threads do).
+    std::optional<std::pair<int64_t, int64_t>> res_range;
+    if (!c.random_resolution.empty()) res_range = parse_resolution_range(c.random_resolution);
+    std::mt19937_64 res_rng(c.seed * 7919 + 17);
 
     if (main_rank) {
       fs::create_directories(c.out);
@@ -282,7 +324,16 @@ int main(int argc, char** argv) {
         if (step_in_epoch >= steps_per_epoch) break;
         // Synchronized batch norm keeps the running statistics equal on every rank already.
         if (ddp && !c.sync_bn) ddp->sync_buffers();
-        auto out = step({batch[0], batch[1]});
+        Tensor images = batch[0];
+        if (res_range) {
+          int64_t r = std::uniform_int_distribution<int64_t>(res_range->first, res_range->second)(res_rng);
+          // With --graphs, resolutions are bucketed (rounded up to a multiple of 8), so that a few
+          // graphs serve every draw instead of one capture per resolution.
+          if (go.enabled) r = (r + 7) / 8 * 8;
+          images = resize_nearest(images, r);
+        }
+        auto out = step({images, batch[1]});
+        examples::algo_step_boundary();  // adaptive mode: choices awaiting a timing may be timed
         {
           autograd::NoGradGuard ng;
           add_(loss_sum, out[0] * double(batch[0].size(0)));
@@ -348,6 +399,10 @@ int main(int argc, char** argv) {
         std::printf("cuda graphs: %llu captured, %llu replays, %llu eager steps, %llu fallbacks\n",
                     (unsigned long long)s.captures, (unsigned long long)s.replays,
                     (unsigned long long)s.eager_steps, (unsigned long long)s.fallbacks);
+      const dispatch::AlgoCacheStats as = dispatch::algo_cache().stats();
+      std::printf("algorithms: %llu shapes timed (%.0f ms), %llu borrowed, %llu by heuristic, %llu hits\n",
+                  (unsigned long long)as.benchmarks, as.benchmark_ms, (unsigned long long)as.borrowed,
+                  (unsigned long long)as.heuristic_choices, (unsigned long long)as.hits);
       std::printf("log: %s/log.csv, plot: %s/curves.png\n", c.out.c_str(), c.out.c_str());
     }
   } catch (const Error& e) {
