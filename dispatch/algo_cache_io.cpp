@@ -342,7 +342,7 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 9E999
     return reject(std::string("it is corrupt or truncated (") + e.what() +
                   "); it will be rewritten when this process saves");
   }

@@ -421,6 +421,8 @@ LoadedTensors load_checkpoint(const std::string& path) {
   } catch (const Json::parse_error& e) {
     header_error(path, "the JSON header is malformed at byte ", 8 + (e.byte > 0 ? e.byte - 1 : 0), ": ",
                  e.what());
+  } catch (const Json::exception& e) {  // out_of_range: a number no double holds, like 9E999
+    header_error(path, "the JSON header holds a value out of range: ", e.what());
   }
   if (!header.is_object()) header_error(path, "the JSON header at byte 8 is not an object");
 
@@ -466,7 +468,7 @@ LoadedTensors load_checkpoint(const std::string& path) {
     Json j;
     try {
       if (json_nesting_depth(it->second) <= kMaxJsonDepth) j = Json::parse(it->second);
-    } catch (const Json::parse_error&) {
+    } catch (const Json::exception&) {  // not JSON, or a number out of range: rejected below
     }
     if (!j.is_object()) header_error(path, "metadata \"", kChecksumKey, "\" is not a JSON object of checksums");
     for (auto c = j.begin(); c != j.end(); ++c) {
@@ -605,7 +607,7 @@ Checkpoint Checkpoint::load(const std::string& path) {
                   kRngKey, " nests deeper than ", kMaxJsonDepth, " levels; the file is corrupt");
       try {
         arr = Json::parse(v);
-      } catch (const Json::parse_error& e) {
+      } catch (const Json::exception& e) {  // parse_error, or out_of_range (9E999)
         EMBER_THROW(bad_param, "Checkpoint::load: '", path, "': metadata ", kRngKey, " is not valid JSON: ",
                     e.what());
       }

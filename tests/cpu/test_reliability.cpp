@@ -570,6 +570,29 @@ TEST_CASE("algorithm cache: out-of-range and non-integer values reject the file"
   }
 }
 
+TEST_CASE("JSON numbers no double holds (9E999) are ember::Errors in every reader") {
+  // Found by the fuzz targets (tests/fuzz/crashes-found.md): nlohmann::json throws out_of_range,
+  // not parse_error, for such a number.
+  TempDir dir;
+  const std::string path = dir.file("overflow");
+  auto safetensors = [](const std::string& header) {
+    std::string bytes(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    return bytes + header;
+  };
+  write_bytes(path, safetensors("{\"__metadata__\":{\"format\":9E999}}"));
+  CHECK_THROWS_AS(nn::load_checkpoint(path), ember::Error);
+  write_bytes(path, safetensors("{\"__metadata__\":{\"ember.rng\":\"[9E999]\"}}"));
+  CHECK_THROWS_AS(nn::Checkpoint::load(path), ember::Error);
+  write_bytes(path, "{\"format\": \"ember-algo-cache\", \"format_version\": 1e999}");
+  dispatch::AlgoCache cache;
+  dispatch::AlgoCacheLoadResult r;
+  CHECK_NOTHROW(r = cache.load(path));
+  CHECK_FALSE(r.loaded);
+  CHECK(contains(r.warning, "corrupt"));
+}
+
 TEST_CASE("algorithm cache: a file of a newer format version is never overwritten") {
   TempDir dir;
   const std::string path = dir.file("algo.json");
