@@ -8,7 +8,6 @@
 
 namespace ember {
 
-
 namespace autograd {
 
 // Runs backward from `roots` (each with its gradient, or ones for one-element roots given an

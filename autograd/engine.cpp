@@ -156,16 +156,18 @@ Tensor default_root_grad(const Tensor& root, const Tensor& given, const char* wh
                 " does not match the output's shape ", root.shape_str());
     return given;
   }
-  EMBER_CHECK(root.numel() == 1, what, ": a gradient can be created implicitly only for an output "
-              "with one element, but the output has shape ", root.shape_str(),
-              "; pass a gradient tensor of that shape");
+  EMBER_CHECK(root.numel() == 1, what,
+              ": a gradient can be created implicitly only for an output "
+              "with one element, but the output has shape ",
+              root.shape_str(), "; pass a gradient tensor of that shape");
   return ones_like(root);
 }
 
 }  // namespace
 
 void queue_final_callback(std::function<void()> fn) {
-  EMBER_CHECK(t_final_callbacks != nullptr, "queue_final_callback: no backward pass is running on "
+  EMBER_CHECK(t_final_callbacks != nullptr,
+              "queue_final_callback: no backward pass is running on "
               "this thread; call it from a hook during backward");
   t_final_callbacks->push_back(std::move(fn));
 }
@@ -180,7 +182,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
                 " does not require grad and has no grad_fn; did you forget requires_grad_() on "
                 "an input, or run the forward under NoGradGuard?");
     edges.push_back(gradient_edge(r));
-    grads.push_back(default_root_grad(r, i < grad_roots.size() ? grad_roots[i] : Tensor(), "backward"));
+    grads.push_back(
+        default_root_grad(r, i < grad_roots.size() ? grad_roots[i] : Tensor(), "backward"));
   }
   run_engine(edges, std::move(grads), retain_graph, nullptr);
 }
@@ -193,8 +196,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   for (size_t i = 0; i < outputs.size(); ++i) {
     EMBER_CHECK(outputs[i].requires_grad(), "grad: output ", i, " does not require grad");
     edges.push_back(gradient_edge(outputs[i]));
-    grads.push_back(
-        default_root_grad(outputs[i], i < grad_outputs.size() ? grad_outputs[i] : Tensor(), "grad"));
+    grads.push_back(default_root_grad(
+        outputs[i], i < grad_outputs.size() ? grad_outputs[i] : Tensor(), "grad"));
   }
   std::map<std::pair<Node*, uint32_t>, Tensor> capture;
   std::vector<Edge> input_edges;

@@ -35,7 +35,8 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
   // Outputs that received no gradient get zeros, so formulas never see undefined gradients.
   for (size_t i = 0; i < grads.size(); ++i)
     if (!grads[i].defined() && i < outputs.size())
-      grads[i] = zeros(outputs[i].sizes, TensorOptions(outputs[i].dtype).with_device(outputs[i].device));
+      grads[i] =
+          zeros(outputs[i].sizes, TensorOptions(outputs[i].dtype).with_device(outputs[i].device));
   return fn_(grads, *this);
 }
 
@@ -127,12 +128,16 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   EMBER_INTERNAL_ASSERT(lead >= 0, "sum_to: ", grad.shape_str(), " -> ", shape_str(shape));
   Shape dims;
   for (int64_t d = 0; d < grad.dim(); ++d) {
-    if (d < lead) dims.push_back(d);
-    else if (shape[size_t(d - lead)] == 1 && grad.size(d) != 1) dims.push_back(d);
+    if (d < lead)
+      dims.push_back(d);
+    else if (shape[size_t(d - lead)] == 1 && grad.size(d) != 1)
+      dims.push_back(d);
   }
   Tensor r = dims.empty() ? grad : sum(grad, dims, true);
-  if (lead > 0) r = r.reshape(shape);
-  else if (r.sizes() != shape) r = r.reshape(shape);
+  if (lead > 0)
+    r = r.reshape(shape);
+  else if (r.sizes() != shape)
+    r = r.reshape(shape);
   return r;
 }
 

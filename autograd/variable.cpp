@@ -22,10 +22,14 @@ Tensor& Tensor::set_requires_grad(bool r) {
   EMBER_CHECK(defined(), "requires_grad_: the tensor is undefined");
   if (!r && !impl_->autograd) return *this;
   auto& m = meta_of(*this);
-  EMBER_CHECK(r || !m.grad_fn, "requires_grad_(false) is only allowed on leaf tensors; this tensor "
-              "was computed by ", m.grad_fn ? m.grad_fn->name() : "", ": use .detach() instead");
-  EMBER_CHECK(!r || is_floating(dtype()), "requires_grad_: only floating-point tensors can require "
-              "gradients, but this tensor has dtype ", dtype_name(dtype()));
+  EMBER_CHECK(r || !m.grad_fn,
+              "requires_grad_(false) is only allowed on leaf tensors; this tensor "
+              "was computed by ",
+              m.grad_fn ? m.grad_fn->name() : "", ": use .detach() instead");
+  EMBER_CHECK(!r || is_floating(dtype()),
+              "requires_grad_: only floating-point tensors can require "
+              "gradients, but this tensor has dtype ",
+              dtype_name(dtype()));
   m.requires_grad = r;
   return *this;
 }
@@ -66,7 +70,8 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 }
 
 int Tensor::register_hook(Hook hook) {
-  EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that does not "
+  EMBER_CHECK(requires_grad(),
+              "register_hook: cannot register a hook on a tensor that does not "
               "require grad");
   auto& m = meta_of(*this);
   int id = m.next_hook_id++;
@@ -90,7 +95,8 @@ void Tensor::remove_hook(int handle) {
 }
 
 void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) {
-  EMBER_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook: only leaf tensors "
+  EMBER_CHECK(requires_grad() && is_leaf(),
+              "register_post_accumulate_grad_hook: only leaf tensors "
               "that require grad accumulate gradients");
   meta_of(*this).post_accumulate_hooks.push_back(std::move(hook));
 }

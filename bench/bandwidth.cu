@@ -27,9 +27,9 @@ void check(cudaError_t e, const char* what) {
 
 // Plane j of the reads is src[j * units, (j + 1) * units), of the writes dst[...] likewise.
 template <int R, int W, bool kStreamingStores>
-__global__ void __launch_bounds__(256) mix_kernel(const uint4* __restrict__ src,
-                                                  uint4* __restrict__ dst, int64_t units,
-                                                  uint32_t seed) {
+__global__ void __launch_bounds__(256)
+    mix_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t units,
+               uint32_t seed) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += step) {
     uint4 acc = make_uint4(seed, uint32_t(u), 0u, 0u);
@@ -95,7 +95,8 @@ int main() {
   const int blocks = std::max(cuda::device_properties(gpu.index).sm_count, 1) * 8;
   const cudaStream_t s = static_cast<cudaStream_t>(current_stream(gpu).handle);
   const int64_t max_bytes = int64_t(1) << 30;  // 1 GiB each way covers every mix below
-  const Tensor src_buffer = full({max_bytes}, 0x5a, TensorOptions(DType::u8).with_device(gpu));  // not zeros
+  const Tensor src_buffer =
+      full({max_bytes}, 0x5a, TensorOptions(DType::u8).with_device(gpu));  // not zeros
   Tensor dst_buffer = zeros({max_bytes}, TensorOptions(DType::u8).with_device(gpu));
   const uint4* src = static_cast<const uint4*>(src_buffer.data_ptr());
   uint4* dst = static_cast<uint4*>(dst_buffer.data_ptr());

@@ -3,7 +3,8 @@
 // convolution shapes of the CIFAR-stem ResNet-18 at batch 128 (issue 8's graphed training step) in
 // bf16 channels_last; forward / backward-data / backward-filter. EMBER_BENCH_CONV_LAYERS=resnet50
 // or cifar18 runs one set only; EMBER_BENCH_CONV_SHAPE=<text> only the layers whose shape key
-// (the "shape" field, e.g. "128x128x16x16 k128 3x3 s1 bf16-nhwc") contains it (for a profiler). For each direction: every applicable CUDA algorithm, forced
+// (the "shape" field, e.g. "128x128x16x16 k128 3x3 s1 bf16-nhwc") contains it (for a profiler). For
+// each direction: every applicable CUDA algorithm, forced
 // ("ember:<name>"), the algorithm cache's benchmark-mode choice ("ember", with "algo") and its
 // heuristic-mode choice ("ember_heuristic": what a program gets by default, without timing), each
 // timed as a replayed CUDA graph so no host overhead is counted (as the PyTorch side,
@@ -12,6 +13,8 @@
 // (2*N*K*P*Q*C*R*S / time), the algorithm's workspace_bytes, and a checksum (mean of the result) of
 // inputs made from the same formula in both programs, sin(0.37 * i + phase) over the logical NCHW
 // index, so results can be compared.
+#include "ember/ops/conv.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,11 +23,10 @@
 #include <functional>
 #include <string>
 
-#include "timing.h"
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
-#include "ember/ops/conv.h"
 #include "ember/tensor/runtime/cuda_check.h"
+#include "timing.h"
 
 using namespace ember;
 using dispatch::Direction;
@@ -82,8 +84,8 @@ double time_graphed_ms(const std::function<void()>& run, bool& graphed) {
       captured = false;
     }
     const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-    graphed = captured && end == cudaSuccess &&
-              cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    graphed =
+        captured && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
     cudaGetLastError();  // clear the error a failed capture or instantiation left behind
   }
   auto launch = [&] {
@@ -101,9 +103,12 @@ double time_graphed_ms(const std::function<void()>& run, bool& graphed) {
 
 const char* bench_name(Direction d) {
   switch (d) {
-    case Direction::forward: return "conv2d_fwd";
-    case Direction::backward_data: return "conv2d_bwd_data";
-    default: return "conv2d_bwd_filter";
+    case Direction::forward:
+      return "conv2d_fwd";
+    case Direction::backward_data:
+      return "conv2d_bwd_data";
+    default:
+      return "conv2d_bwd_filter";
   }
 }
 
@@ -119,7 +124,8 @@ void emit(const char* bench, const std::string& impl, const std::string& shape, 
           double flops, size_t workspace, double checksum, const std::string& algo, bool graphed,
           double heuristic_us = -1) {
   char extra[64] = "";
-  if (heuristic_us >= 0) std::snprintf(extra, sizeof(extra), ",\"heuristic_us\":%.2f", heuristic_us);
+  if (heuristic_us >= 0)
+    std::snprintf(extra, sizeof(extra), ",\"heuristic_us\":%.2f", heuristic_us);
   std::printf(
       "{\"bench\":\"%s\",\"impl\":\"%s\",\"shape\":\"%s\",\"ms\":%.5f,\"TFLOPs\":%.2f,"
       "\"workspace_bytes\":%zu,\"checksum\":%.6e,\"algo\":\"%s\",\"graph\":%s%s}\n",

@@ -12,18 +12,19 @@
 //          --iters N --reps N --amp none|bf16 --channels-last
 // Without --arch it measures resnet18 and resnet50 (the model), imagenet stem, 224x224,
 // batch 64, float32.
+#include "ember/distributed/ddp.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "timing.h"
-#include "ember/distributed/ddp.h"
 #include "ember/ember.h"
 #include "ember/nn/graphed_step.h"
 #include "ember/nn/nn.h"
 #include "resnet/resnet.h"
+#include "timing.h"
 
 using namespace ember;
 
@@ -45,15 +46,24 @@ Config parse(int argc, char** argv) {
       EMBER_CHECK(i + 1 < argc, "bench_ddp: ", a, " needs a value");
       return argv[++i];
     };
-    if (a == "--arch") c.archs = {value()};
-    else if (a == "--stem") c.stem = value();
-    else if (a == "--amp") c.amp = value();
-    else if (a == "--batch") c.batch = std::stoll(value());
-    else if (a == "--size") c.size = std::stoll(value());
-    else if (a == "--iters") c.iters = std::stoi(value());
-    else if (a == "--reps") c.reps = std::stoi(value());
-    else if (a == "--channels-last") c.channels_last = true;
-    else EMBER_THROW(bad_param, "bench_ddp: unknown option '", a, "'");
+    if (a == "--arch")
+      c.archs = {value()};
+    else if (a == "--stem")
+      c.stem = value();
+    else if (a == "--amp")
+      c.amp = value();
+    else if (a == "--batch")
+      c.batch = std::stoll(value());
+    else if (a == "--size")
+      c.size = std::stoll(value());
+    else if (a == "--iters")
+      c.iters = std::stoi(value());
+    else if (a == "--reps")
+      c.reps = std::stoi(value());
+    else if (a == "--channels-last")
+      c.channels_last = true;
+    else
+      EMBER_THROW(bad_param, "bench_ddp: unknown option '", a, "'");
   }
   EMBER_CHECK(c.amp == "none" || c.amp == "bf16", "bench_ddp: --amp must be none or bf16");
   return c;
@@ -75,7 +85,8 @@ Trainer make_trainer(const Config& c, const resnet::ResNetOptions& ro, Device de
   t.model->to(device);
   if (c.channels_last) t.model->to(MemoryFormat::channels_last);
   if (group) t.ddp = std::make_unique<distributed::DistributedDataParallel>(t.model, group);
-  t.opt = std::make_unique<optim::SGD>(t.model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  t.opt =
+      std::make_unique<optim::SGD>(t.model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
   const bool amp = c.amp == "bf16";
   auto fn = [model = t.model.get(), opt = t.opt.get(), amp](const std::vector<Tensor>& in) {
     Tensor loss;
@@ -117,7 +128,8 @@ int main(int argc, char** argv) {
       manual_seed(1);
       Tensor x = randn({c.batch, 3, c.size, c.size}, TensorOptions().with_device(device));
       if (c.channels_last) x = x.contiguous(MemoryFormat::channels_last);
-      Tensor y = randint(0, ro.num_classes, {c.batch}, TensorOptions(DType::i64).with_device(device));
+      Tensor y =
+          randint(0, ro.num_classes, {c.batch}, TensorOptions(DType::i64).with_device(device));
       const std::vector<Tensor> batch = {x, y};
       for (const bool graphs : {false, true}) {
         Trainer plain = make_trainer(c, ro, device, nullptr, graphs);
@@ -134,16 +146,17 @@ int main(int argc, char** argv) {
           ddp_ms.push_back(bench::mean_ms([&] { (*ddp.step)(batch); }, c.iters));
         }
         const double p = bench::median(plain_ms), d = bench::median(ddp_ms);
-        std::printf("{\"bench\":\"ddp_overhead\",\"impl\":\"ember\",\"mode\":\"%s\",\"arch\":\"%s\","
-                    "\"stem\":\"%s\",\"batch\":%lld,\"size\":%lld,\"amp\":\"%s\",\"channels_last\":%s,"
-                    "\"world_size\":1,\"backend\":\"nccl\",\"buckets\":%zu,\"grads_copied\":%llu,"
-                    "\"graph_fallbacks\":%llu,"
-                    "\"plain_ms\":%.4f,\"ddp_ms\":%.4f,\"overhead_pct\":%.3f}\n",
-                    graphs ? "cuda_graph" : "eager", arch.c_str(), c.stem.c_str(), (long long)c.batch,
-                    (long long)c.size, c.amp.c_str(), c.channels_last ? "true" : "false",
-                    ddp.ddp->stats().num_buckets, (unsigned long long)ddp.ddp->stats().grads_copied,
-                    (unsigned long long)(plain.step->stats().fallbacks + ddp.step->stats().fallbacks), p, d,
-                    100.0 * (d - p) / p);
+        std::printf(
+            "{\"bench\":\"ddp_overhead\",\"impl\":\"ember\",\"mode\":\"%s\",\"arch\":\"%s\","
+            "\"stem\":\"%s\",\"batch\":%lld,\"size\":%lld,\"amp\":\"%s\",\"channels_last\":%s,"
+            "\"world_size\":1,\"backend\":\"nccl\",\"buckets\":%zu,\"grads_copied\":%llu,"
+            "\"graph_fallbacks\":%llu,"
+            "\"plain_ms\":%.4f,\"ddp_ms\":%.4f,\"overhead_pct\":%.3f}\n",
+            graphs ? "cuda_graph" : "eager", arch.c_str(), c.stem.c_str(), (long long)c.batch,
+            (long long)c.size, c.amp.c_str(), c.channels_last ? "true" : "false",
+            ddp.ddp->stats().num_buckets, (unsigned long long)ddp.ddp->stats().grads_copied,
+            (unsigned long long)(plain.step->stats().fallbacks + ddp.step->stats().fallbacks), p, d,
+            100.0 * (d - p) / p);
         std::fflush(stdout);
       }
     }

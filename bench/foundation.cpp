@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "timing.h"
 #include "ember/ember.h"
+#include "timing.h"
 
 using namespace ember;
 
@@ -18,8 +18,8 @@ using bench::time_ms;
 
 void emit(const char* bench, const char* impl, const char* shape, double ms, const char* metric,
           double value) {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"%s\",\"shape\":\"%s\",\"ms\":%.6f,\"%s\":%.3f}\n", bench,
-              impl, shape, ms, metric, value);
+  std::printf("{\"bench\":\"%s\",\"impl\":\"%s\",\"shape\":\"%s\",\"ms\":%.6f,\"%s\":%.3f}\n",
+              bench, impl, shape, ms, metric, value);
   std::fflush(stdout);
 }
 
@@ -37,7 +37,8 @@ int main() {
   // 1) Elementwise add, fp32 and bf16: 2 reads + 1 write.
   for (DType dt : {DType::f32, DType::bf16}) {
     const int64_t n = int64_t(1) << 28;
-    Tensor a = randn({n}, TensorOptions(dt).with_device(dev)), b = randn({n}, TensorOptions(dt).with_device(dev));
+    Tensor a = randn({n}, TensorOptions(dt).with_device(dev)),
+           b = randn({n}, TensorOptions(dt).with_device(dev));
     Tensor out = empty({n}, TensorOptions(dt).with_device(dev));
     // The op the user calls allocates its output; the caching allocator reuses the block.
     double ms = time_ms([&] { out = a + b; });
@@ -46,7 +47,12 @@ int main() {
   }
 
   // 2) GEMMs through the wrapper.
-  struct G { int64_t m, n, k; DType dt; bool tf32; const char* name; };
+  struct G {
+    int64_t m, n, k;
+    DType dt;
+    bool tf32;
+    const char* name;
+  };
   for (G g : {G{8192, 8192, 8192, DType::bf16, false, "8192^3 bf16"},
               G{4096, 4096, 4096, DType::bf16, false, "4096^3 bf16"},
               G{8192, 8192, 8192, DType::f32, true, "8192^3 tf32"},
@@ -77,27 +83,34 @@ int main() {
         current_stream(dev).synchronize();
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < kBurst; ++i) op();
-        total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                     .count();
       }
       current_stream(dev).synchronize();
       return total / (kBurst * kBursts);
     };
     const double add_us = burst_us([&] { add_(x, 1.0); });
     const bool correct = x.item() == double(1000 + kBurst * kBursts);
-    std::printf("{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"add_ 1 elem\",\"us_per_op\":%.3f,\"correct\":%s}\n",
-                add_us, correct ? "true" : "false");
+    std::printf(
+        "{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"add_ 1 "
+        "elem\",\"us_per_op\":%.3f,\"correct\":%s}\n",
+        add_us, correct ? "true" : "false");
     // The same with the out-of-place op (allocates its output from the caching allocator).
     Tensor y = zeros({1}, opts), z;
-    std::printf("{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"y + 1 (allocates)\",\"us_per_op\":%.3f}\n",
-                burst_us([&] { z = y + 1.0; }));
+    std::printf(
+        "{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"y + 1 "
+        "(allocates)\",\"us_per_op\":%.3f}\n",
+        burst_us([&] { z = y + 1.0; }));
     // 100k back-to-back: bound by how fast the GPU retires tiny kernels once the queue is full.
     const int n = 100000;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) add_(x, 1.0);
     auto t1 = std::chrono::steady_clock::now();
     current_stream(dev).synchronize();
-    std::printf("{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"add_ 1 elem, 100k back to back\",\"us_per_op\":%.3f}\n",
-                std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
+    std::printf(
+        "{\"bench\":\"tiny_op_host\",\"impl\":\"ember\",\"shape\":\"add_ 1 elem, 100k back to "
+        "back\",\"us_per_op\":%.3f}\n",
+        std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
   }
   return 0;
 }

@@ -31,7 +31,8 @@ double us_per_call(F f, int n, bool back_to_back = false) {
     cudaDeviceSynchronize();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kBurst; ++i) f();
-    total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    total +=
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   }
   cudaDeviceSynchronize();
   return total / ((n + kBurst - 1) / kBurst * kBurst);
@@ -48,14 +49,25 @@ int main() {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   const int n = 100000;
   double bare = us_per_call([&] { empty_kernel<<<1, 32, 0, s>>>(nullptr); }, n);
-  double checked = us_per_call([&] {
-    empty_kernel<<<1, 32, 0, s>>>(nullptr);
-    (void)cudaGetLastError();
-  }, n);
-  std::printf("{\"bench\":\"launch_floor\",\"impl\":\"cuda\",\"shape\":\"empty kernel\",\"us_per_op\":%.3f}\n", bare);
-  std::printf("{\"bench\":\"launch_floor\",\"impl\":\"cuda\",\"shape\":\"empty kernel + cudaGetLastError\",\"us_per_op\":%.3f}\n", checked);
+  double checked = us_per_call(
+      [&] {
+        empty_kernel<<<1, 32, 0, s>>>(nullptr);
+        (void)cudaGetLastError();
+      },
+      n);
+  std::printf(
+      "{\"bench\":\"launch_floor\",\"impl\":\"cuda\",\"shape\":\"empty "
+      "kernel\",\"us_per_op\":%.3f}\n",
+      bare);
+  std::printf(
+      "{\"bench\":\"launch_floor\",\"impl\":\"cuda\",\"shape\":\"empty kernel + "
+      "cudaGetLastError\",\"us_per_op\":%.3f}\n",
+      checked);
   const double queued = us_per_call([&] { empty_kernel<<<1, 32, 0, s>>>(nullptr); }, n, true);
-  std::printf("{\"bench\":\"launch_floor\",\"impl\":\"cuda\",\"shape\":\"empty kernel, 100k back to back\",\"us_per_op\":%.3f}\n", queued);
+  std::printf(
+      "{\"bench\":\"launch_floor\",\"impl\":\"cuda\",\"shape\":\"empty kernel, 100k back to "
+      "back\",\"us_per_op\":%.3f}\n",
+      queued);
   cudaStreamDestroy(s);
   return 0;
 }

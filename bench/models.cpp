@@ -13,9 +13,9 @@
 //   charlm_graphed    the same, graphed
 //   cifar18_varying_res  (bench/models/varying.cpp) cifar18_eager's model and step, the input
 //                     resolution drawn each step from 24..40, once per algorithm mode: total time
-// The ResNets are examples/resnet's (resnet.h); the char LM is defined inside examples/lstm/main.cpp
-// (not reusable from here), so CharLM below restates it, layer for layer. ResNet rows train with
-// SGD (momentum 0.9, weight decay 5e-4, lr 0.02), as the PyTorch side does.
+// The ResNets are examples/resnet's (resnet.h); the char LM is defined inside
+// examples/lstm/main.cpp (not reusable from here), so CharLM below restates it, layer for layer.
+// ResNet rows train with SGD (momentum 0.9, weight decay 5e-4, lr 0.02), as the PyTorch side does.
 //
 // Inputs are synthetic and the same on both sides: image element i (flat, NCHW order) is
 // sin(0.001 i + 0.5), label j is (7 j) % classes; token i of the [64, 129] char-LM block is
@@ -40,7 +40,7 @@
 //   bench_models [--rows cifar18_eager,charlm_eager] [--steps N] [--warmup N] [--device cpu]
 //                [--batch N] [--ddp [--sync-bn] [--params-out F] [--params-ref F [--params-tol X]]]
 //                [--no-tf32] [--f32] [--algo-mode MODE]
-//                [--varying-steps N] [--varying-modes adaptive,benchmark,...]   (cifar18_varying_res)
+//                [--varying-steps N] [--varying-modes adaptive,benchmark,...] (cifar18_varying_res)
 // Data parallel (issue 11): under ember-launch --nproc N (or with --ddp), every rank trains its own
 // replica on cuda:LOCAL_RANK (the CPU with --device cpu, over MPI) wrapped in
 // DistributedDataParallel, at the row's batch PER RANK; rank r's synthetic batch is the slice
@@ -77,9 +77,9 @@
 #include "ember/distributed/sync_batch_norm.h"
 #include "ember/ember.h"
 #include "ember/nn/checkpoint.h"
-#include "ember/ops/conv.h"
 #include "ember/nn/graphed_step.h"
 #include "ember/nn/nn.h"
+#include "ember/ops/conv.h"
 #include "models/varying.h"
 #include "resnet/resnet.h"
 
@@ -117,10 +117,13 @@ struct CharLMImpl : nn::Module {
   nn::Linear head{nullptr};
   CharLMImpl() : nn::Module("CharLM") {
     embed = register_module("embed", nn::Embedding(kVocab, kEmbed));
-    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
+    lstm = register_module(
+        "lstm", nn::LSTM(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
     head = register_module("head", nn::Linear(kHidden, kVocab));
   }
-  Tensor forward(const Tensor& tokens) { return head->forward(lstm->forward(embed->forward(tokens)).output); }
+  Tensor forward(const Tensor& tokens) {
+    return head->forward(lstm->forward(embed->forward(tokens)).output);
+  }
 };
 
 // {input [B, T], target [B, T]} from the token block (37 i + i / 5) % 256 of shape [B, T + 1]
@@ -133,15 +136,20 @@ std::vector<Tensor> synthetic_tokens(int64_t batch, int64_t first, Device device
     v[size_t(k)] = double((37 * i + i / 5) % kVocab);
   }
   Tensor block = from_vector(v, {batch, width}, TensorOptions(DType::i64));
-  return {block.narrow(1, 0, kSeqLen).contiguous().to(device), block.narrow(1, 1, kSeqLen).contiguous().to(device)};
+  return {block.narrow(1, 0, kSeqLen).contiguous().to(device),
+          block.narrow(1, 1, kSeqLen).contiguous().to(device)};
 }
 
 std::string shape_key(const RowSpec& r, int world) {
   std::ostringstream s;
-  if (r.model == "resnet50") s << "resnet50 224x224x3";
-  else if (r.model == "resnet18-cifar") s << "resnet18-cifar 32x32x3";
-  else if (r.model == "resnet18-fmnist") s << "resnet18-cifar 28x28x1";
-  else s << "charlm T" << kSeqLen;
+  if (r.model == "resnet50")
+    s << "resnet50 224x224x3";
+  else if (r.model == "resnet18-cifar")
+    s << "resnet18-cifar 32x32x3";
+  else if (r.model == "resnet18-fmnist")
+    s << "resnet18-cifar 28x28x1";
+  else
+    s << "charlm T" << kSeqLen;
   s << " b" << r.batch << (r.bf16 ? " bf16" : " f32") << (r.channels_last ? " cl" : "")
     << (r.graphed ? " graphed" : " eager");
   if (world > 0) s << " ddp" << world;
@@ -152,7 +160,7 @@ struct Options {
   int64_t steps = 20, warmup = 10, batch_override = 0;
   Device device = Device::cpu();
   std::shared_ptr<distributed::ProcessGroup> group;  // data parallel, else null
-  bool sync_bn = false, f32 = false;  // f32: no bf16 autocast whatever the row says
+  bool sync_bn = false, f32 = false;                 // f32: no bf16 autocast whatever the row says
   dispatch::AlgoMode algo_mode = dispatch::AlgoMode::benchmark;
   bool algo_mode_given = false;  // --algo-mode: each row starts from an empty cache
   std::string params_out, params_ref;
@@ -164,12 +172,14 @@ struct Options {
 // move their gradients by a whole term: a norm-wise error absorbs them, an elementwise one does
 // not) against the same-named tensor of the checkpoint at `path` (a missing or reshaped tensor is
 // an error), and that tensor's name.
-std::pair<double, std::string> max_rel_err_against(const nn::NamedTensors& mine, const std::string& path) {
+std::pair<double, std::string> max_rel_err_against(const nn::NamedTensors& mine,
+                                                   const std::string& path) {
   autograd::NoGradGuard no_grad;
   const nn::LoadedTensors ref = nn::load_checkpoint(path);
   std::pair<double, std::string> worst{0.0, ""};
   for (const auto& [name, t] : mine) {
-    auto it = std::find_if(ref.tensors.begin(), ref.tensors.end(), [&](const auto& e) { return e.first == name; });
+    auto it = std::find_if(ref.tensors.begin(), ref.tensors.end(),
+                           [&](const auto& e) { return e.first == name; });
     EMBER_CHECK(it != ref.tensors.end(), "--params-ref ", path, " has no tensor '", name, "'");
     EMBER_CHECK(it->second.sizes() == t.sizes(), "--params-ref ", path, ": '", name, "' is ",
                 it->second.shape_str(), ", the model's is ", t.shape_str());
@@ -190,14 +200,17 @@ bool run_row(RowSpec row, const Options& o) {
   const int64_t first = int64_t(rank) * row.batch;  // this rank's slice of the world's batch
   const std::string shape = shape_key(row, o.group ? world : 0);
   if (row.graphed && !dev.is_cuda()) {
-    std::printf("{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"%s\",\"row\":\"%s\","
-                "\"skipped\":\"graphs need a GPU\"}\n", shape.c_str(), row.id.c_str());
+    std::printf(
+        "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"%s\",\"row\":\"%s\","
+        "\"skipped\":\"graphs need a GPU\"}\n",
+        shape.c_str(), row.id.c_str());
     std::fflush(stdout);
     return true;
   }
   manual_seed(0);
   const bool charlm = row.model == "charlm";
-  const MemoryFormat format = row.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  const MemoryFormat format =
+      row.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 
   // Model, optimizer, one fixed batch, and the step as the examples write it.
   std::shared_ptr<nn::Module> model;
@@ -221,8 +234,9 @@ bool run_row(RowSpec row, const Options& o) {
     if (row.channels_last) m->to(MemoryFormat::channels_last);
     forward = [m](const Tensor& x) { return m->forward(x); };
     model = m;
-    batch = {synthetic_images({row.batch, ro.in_channels, size, size}, first, dev).contiguous(format),
-             synthetic_labels(row.batch, first, ro.num_classes, dev)};
+    batch = {
+        synthetic_images({row.batch, ro.in_channels, size, size}, first, dev).contiguous(format),
+        synthetic_labels(row.batch, first, ro.num_classes, dev)};
     if (o.group && o.sync_bn) nn::convert_sync_batchnorm(*m, o.group);
   }
   std::unique_ptr<distributed::DistributedDataParallel> ddp;
@@ -230,8 +244,11 @@ bool run_row(RowSpec row, const Options& o) {
   const bool broadcast_buffers = ddp && !charlm && !o.sync_bn;
   std::vector<Tensor> params = model->parameters();
   std::unique_ptr<optim::Optimizer> opt;
-  if (charlm) opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(2e-3));
-  else opt = std::make_unique<optim::SGD>(params, optim::SGDOptions(0.02).momentum(0.9).weight_decay(5e-4));
+  if (charlm)
+    opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(2e-3));
+  else
+    opt = std::make_unique<optim::SGD>(params,
+                                       optim::SGDOptions(0.02).momentum(0.9).weight_decay(5e-4));
 
   auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     Tensor loss;
@@ -244,8 +261,9 @@ bool run_row(RowSpec row, const Options& o) {
     loss.backward();
     if (charlm) nn::clip_grad_norm_(params, 1.0);
     opt->step();
-    // Dropped, eager and graphed, as PyTorch's graphed step does (grads allocated inside the graph):
-    // no fill and no accumulating add per parameter. With DDP they stay (views of its buckets).
+    // Dropped, eager and graphed, as PyTorch's graphed step does (grads allocated inside the
+    // graph): no fill and no accumulating add per parameter. With DDP they stay (views of its
+    // buckets).
     opt->zero_grad(/*set_to_none=*/!ddp);
     return {loss.detach()};
   };
@@ -275,7 +293,8 @@ bool run_row(RowSpec row, const Options& o) {
   run_step(0);
   if (dev.is_cuda()) current_stream(dev).synchronize();
   const double first_step_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_t0).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_t0)
+          .count();
   const dispatch::AlgoCacheStats cache_after = dispatch::algo_cache().stats();
   for (int64_t i = 1; i < o.warmup; ++i) run_step(i);
   const dispatch::AlgoCacheStats cache_warm = dispatch::algo_cache().stats();
@@ -305,16 +324,19 @@ bool run_row(RowSpec row, const Options& o) {
 #endif
     }
     marks.back().synchronize();
-    for (int64_t i = 0; i < o.steps; ++i) ms[size_t(i)] = marks[size_t(i)].elapsed_ms(marks[size_t(i + 1)]);
+    for (int64_t i = 0; i < o.steps; ++i)
+      ms[size_t(i)] = marks[size_t(i)].elapsed_ms(marks[size_t(i + 1)]);
   } else {
     for (int64_t i = 0; i < o.steps; ++i) {
       auto a = std::chrono::steady_clock::now();
       run_step(o.warmup + i);
-      ms[size_t(i)] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+      ms[size_t(i)] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
     }
   }
   const double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / double(o.steps);
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+      double(o.steps);
 
   // Correct first: finite losses that fall on the one repeated batch.
   const std::vector<double> l = losses.cpu().to_vector();
@@ -337,26 +359,29 @@ bool run_row(RowSpec row, const Options& o) {
   const double items = double(row.batch) * double(world) * (charlm ? double(kSeqLen) : 1.0);
   std::ostringstream j;
   j.precision(6);
-  j << "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"" << shape << "\",\"row\":\"" << row.id
-    << "\",\"batch\":" << row.batch << ",\"world\":" << world << ",\""
-    << (charlm ? "tokens_per_s" : "img_per_s") << "\":"
-    << std::fixed << items / (median / 1e3) << std::defaultfloat << ",\"ms\":" << median
-    << ",\"spread_ms\":[" << percentile(ms, 0.1) << "," << percentile(ms, 0.9) << "],\"min_ms\":"
-    << *std::min_element(ms.begin(), ms.end()) << ",\"max_ms\":" << *std::max_element(ms.begin(), ms.end())
-    << ",\"wall_ms\":" << wall_ms << ",\"steps\":" << o.steps << ",\"warmup\":" << o.warmup
+  j << "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"" << shape << "\",\"row\":\""
+    << row.id << "\",\"batch\":" << row.batch << ",\"world\":" << world << ",\""
+    << (charlm ? "tokens_per_s" : "img_per_s") << "\":" << std::fixed << items / (median / 1e3)
+    << std::defaultfloat << ",\"ms\":" << median << ",\"spread_ms\":[" << percentile(ms, 0.1) << ","
+    << percentile(ms, 0.9) << "],\"min_ms\":" << *std::min_element(ms.begin(), ms.end())
+    << ",\"max_ms\":" << *std::max_element(ms.begin(), ms.end()) << ",\"wall_ms\":" << wall_ms
+    << ",\"steps\":" << o.steps << ",\"warmup\":" << o.warmup
     << ",\"first_step_ms\":" << first_step_ms
     << ",\"first_step_benchmark_ms\":" << cache_after.benchmark_ms - cache_before.benchmark_ms
     << ",\"first_step_shapes_benchmarked\":" << cache_after.benchmarks - cache_before.benchmarks
-    << ",\"first_step_candidates_timed\":" << cache_after.candidates_timed - cache_before.candidates_timed
-    << ",\"first_step_candidates_pruned\":" << cache_after.candidates_pruned - cache_before.candidates_pruned
-    << ",\"algo_mode\":\"" << dispatch::algo_mode_name(o.algo_mode) << "\"";
+    << ",\"first_step_candidates_timed\":"
+    << cache_after.candidates_timed - cache_before.candidates_timed
+    << ",\"first_step_candidates_pruned\":"
+    << cache_after.candidates_pruned - cache_before.candidates_pruned << ",\"algo_mode\":\""
+    << dispatch::algo_mode_name(o.algo_mode) << "\"";
   if (o.algo_mode == dispatch::AlgoMode::adaptive) {
     // What adaptive mode did over the warm-up steps (the first included).
     j << ",\"warmup_shapes_timed\":" << cache_warm.benchmarks - cache_before.benchmarks
       << ",\"warmup_timing_ms\":" << cache_warm.benchmark_ms - cache_before.benchmark_ms
       << ",\"warmup_borrowed\":" << cache_warm.borrowed - cache_before.borrowed
       << ",\"warmup_retimed\":" << cache_warm.retimed - cache_before.retimed
-      << ",\"warmup_budget_fallbacks\":" << cache_warm.budget_fallbacks - cache_before.budget_fallbacks
+      << ",\"warmup_budget_fallbacks\":"
+      << cache_warm.budget_fallbacks - cache_before.budget_fallbacks
       << ",\"untimed_entries_after_warmup\":" << dispatch::algo_cache().tune_pending();
   }
   if (dev.is_cuda()) {
@@ -371,26 +396,34 @@ bool run_row(RowSpec row, const Options& o) {
       << ",\"graph_fallbacks\":" << gs.fallbacks;
   }
   if (ddp) {
-    j << ",\"ddp_buckets\":" << ddp->stats().num_buckets << ",\"sync_bn\":" << (o.sync_bn ? "true" : "false");
+    j << ",\"ddp_buckets\":" << ddp->stats().num_buckets
+      << ",\"sync_bn\":" << (o.sync_bn ? "true" : "false");
   }
   if (params_err.first >= 0) {
-    j << ",\"params_max_rel_err\":" << params_err.first << ",\"params_worst\":\"" << params_err.second
-      << "\",\"params_tol\":" << o.params_tol;
+    j << ",\"params_max_rel_err\":" << params_err.first << ",\"params_worst\":\""
+      << params_err.second << "\",\"params_tol\":" << o.params_tol;
   }
-  j << ",\"optimizer\":\"" << (charlm ? "Adam" : "SGD momentum") << "\",\"loss_first\":" << l.front()
-    << ",\"loss_last\":" << l.back() << ",\"correct\":" << (ok && params_ok ? "true" : "false") << "}";
+  j << ",\"optimizer\":\"" << (charlm ? "Adam" : "SGD momentum")
+    << "\",\"loss_first\":" << l.front() << ",\"loss_last\":" << l.back()
+    << ",\"correct\":" << (ok && params_ok ? "true" : "false") << "}";
   if (rank == 0) {
     std::printf("%s\n", j.str().c_str());
     std::fflush(stdout);
   }
   if (!params_ok)
-    std::fprintf(stderr, "bench_models: row %s: parameters differ from %s by %g (tensor %s; tolerance %g)\n",
-                 row.id.c_str(), o.params_ref.c_str(), params_err.first, params_err.second.c_str(), o.params_tol);
+    std::fprintf(
+        stderr, "bench_models: row %s: parameters differ from %s by %g (tensor %s; tolerance %g)\n",
+        row.id.c_str(), o.params_ref.c_str(), params_err.first, params_err.second.c_str(),
+        o.params_tol);
   if (!ok)
-    std::fprintf(stderr, "bench_models: row %s: the loss %s (first %g, smallest of the last %lld steps %g)\n",
-                 row.id.c_str(), finite ? "did not fall" : "is not finite", l.front(), (long long)tail, tail_min);
+    std::fprintf(
+        stderr,
+        "bench_models: row %s: the loss %s (first %g, smallest of the last %lld steps %g)\n",
+        row.id.c_str(), finite ? "did not fall" : "is not finite", l.front(), (long long)tail,
+        tail_min);
   if (row.graphed && step.stats().fallbacks > 0)
-    std::fprintf(stderr, "bench_models: row %s ran eagerly: %s\n", row.id.c_str(), step.last_fallback_reason().c_str());
+    std::fprintf(stderr, "bench_models: row %s ran eagerly: %s\n", row.id.c_str(),
+                 step.last_fallback_reason().c_str());
   return ok && params_ok;
 }
 
@@ -404,11 +437,13 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--rows ID,ID] [--steps N] [--warmup N] [--device cpu|cuda] [--batch N] [--no-tf32] [--f32]\n"
-               "          [--ddp [--sync-bn] [--params-out FILE] [--params-ref FILE [--params-tol X]]]\n"
-               "          [--algo-mode MODE] [--varying-steps N] [--varying-modes M,M]\nrows:",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s [--rows ID,ID] [--steps N] [--warmup N] [--device cpu|cuda] [--batch N] "
+      "[--no-tf32] [--f32]\n"
+      "          [--ddp [--sync-bn] [--params-out FILE] [--params-ref FILE [--params-tol X]]]\n"
+      "          [--algo-mode MODE] [--varying-steps N] [--varying-modes M,M]\nrows:",
+      argv0);
   for (const RowSpec& r : kRows) std::fprintf(stderr, " %s", r.id.c_str());
   std::fprintf(stderr, " %s\n", bench::kVaryingRowId);
   return 2;
@@ -426,24 +461,39 @@ int main(int argc, char** argv) {
   for (int a = 1; a < argc; ++a) {
     const std::string flag = argv[a];
     if (flag == "--ddp" || flag == "--sync-bn" || flag == "--no-tf32" || flag == "--f32") {
-      (flag == "--ddp" ? ddp_flag : flag == "--sync-bn" ? o.sync_bn : flag == "--f32" ? o.f32 : no_tf32) = true;
+      (flag == "--ddp"       ? ddp_flag
+       : flag == "--sync-bn" ? o.sync_bn
+       : flag == "--f32"     ? o.f32
+                             : no_tf32) = true;
       continue;
     }
     if (a + 1 >= argc) return usage(argv[0]);
     const std::string value = argv[++a];
     try {
-      if (flag == "--rows") rows_arg = value;
-      else if (flag == "--steps") o.steps = std::stoll(value);
-      else if (flag == "--warmup") o.warmup = std::stoll(value);
-      else if (flag == "--batch") o.batch_override = std::stoll(value);
-      else if (flag == "--device") device_arg = value;
-      else if (flag == "--params-out") o.params_out = value;
-      else if (flag == "--params-ref") o.params_ref = value;
-      else if (flag == "--params-tol") o.params_tol = std::stod(value);
-      else if (flag == "--algo-mode") o.algo_mode = dispatch::algo_mode_from_name(value), o.algo_mode_given = true;
-      else if (flag == "--varying-steps") vo.steps = std::stoll(value);
-      else if (flag == "--varying-modes") varying_modes = value;
-      else return usage(argv[0]);
+      if (flag == "--rows")
+        rows_arg = value;
+      else if (flag == "--steps")
+        o.steps = std::stoll(value);
+      else if (flag == "--warmup")
+        o.warmup = std::stoll(value);
+      else if (flag == "--batch")
+        o.batch_override = std::stoll(value);
+      else if (flag == "--device")
+        device_arg = value;
+      else if (flag == "--params-out")
+        o.params_out = value;
+      else if (flag == "--params-ref")
+        o.params_ref = value;
+      else if (flag == "--params-tol")
+        o.params_tol = std::stod(value);
+      else if (flag == "--algo-mode")
+        o.algo_mode = dispatch::algo_mode_from_name(value), o.algo_mode_given = true;
+      else if (flag == "--varying-steps")
+        vo.steps = std::stoll(value);
+      else if (flag == "--varying-modes")
+        varying_modes = value;
+      else
+        return usage(argv[0]);
     } catch (const std::exception&) {
       return usage(argv[0]);
     }
@@ -452,7 +502,9 @@ int main(int argc, char** argv) {
   // A run that saves or compares parameters is a check, not a timing: any positive counts.
   const bool check_run = !o.params_out.empty() || !o.params_ref.empty();
   if (check_run ? (o.steps < 1 || o.warmup < 1) : (o.steps < 10 || o.warmup < 5)) {
-    std::fprintf(stderr, "bench_models: --steps must be >= 10 and --warmup >= 5 (>= 1 with --params-out/--params-ref)\n");
+    std::fprintf(stderr,
+                 "bench_models: --steps must be >= 10 and --warmup >= 5 (>= 1 with "
+                 "--params-out/--params-ref)\n");
     return 2;
   }
   std::vector<RowSpec> selected;
@@ -462,7 +514,8 @@ int main(int argc, char** argv) {
       varying_row = true;
       continue;
     }
-    auto it = std::find_if(kRows.begin(), kRows.end(), [&](const RowSpec& r) { return r.id == id; });
+    auto it =
+        std::find_if(kRows.begin(), kRows.end(), [&](const RowSpec& r) { return r.id == id; });
     if (it == kRows.end()) {
       std::fprintf(stderr, "bench_models: unknown row '%s'\n", id.c_str());
       return usage(argv[0]);
@@ -479,7 +532,8 @@ int main(int argc, char** argv) {
   try {
     if (device_arg.empty()) {
       if (!cuda::is_available()) {
-        std::printf("{\"bench\":\"train_step\",\"skipped\":\"no GPU (--device cpu runs a smoke test)\"}\n");
+        std::printf(
+            "{\"bench\":\"train_step\",\"skipped\":\"no GPU (--device cpu runs a smoke test)\"}\n");
         return 0;
       }
       // This rank's GPU under a launcher (cuda:LOCAL_RANK), else the first.
@@ -496,7 +550,8 @@ int main(int argc, char** argv) {
     }
     bool all_ok = true;
     if (varying_row) {
-      EMBER_CHECK(!o.group, "bench_models: ", bench::kVaryingRowId, " runs on one device (no --ddp)");
+      EMBER_CHECK(!o.group, "bench_models: ", bench::kVaryingRowId,
+                  " runs on one device (no --ddp)");
       vo.device = o.device;
       vo.batch = o.batch_override > 0 ? o.batch_override : vo.batch;
       all_ok = bench::run_varying_resolution_row(vo) && all_ok;

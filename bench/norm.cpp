@@ -13,15 +13,16 @@
 // Inputs are deterministic functions of the element index (sin of the flat NCHW index), so the
 // "check" field (a checksum of outputs and gradients) must agree with bench/norm.py's.
 // Before timing, each op is also compared with Ember's CPU fp64 reference on a smaller shape.
+#include "ember/ops/norm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "timing.h"
 #include "ember/ember.h"
-#include "ember/ops/norm.h"
+#include "timing.h"
 
 using namespace ember;
 
@@ -32,8 +33,10 @@ using bench::time_ms;
 // `extra`: more ,"key":value fields for the line (empty: none).
 void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double check,
           const std::string& extra = "") {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.1f,\"check\":%.9g%s}\n",
-              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), check, extra.c_str());
+  std::printf(
+      "{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.1f,\"check\":%."
+      "9g%s}\n",
+      bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), check, extra.c_str());
   std::fflush(stdout);
 }
 
@@ -66,7 +69,10 @@ bool validate_batch_norm(DType dtype) {
   const double tol = dtype == DType::f32 ? 1e-4 : 5e-2;
   const double ey = max_abs_diff(y, yc), edx = max_abs_diff(dx, dxc);
   if (ey > tol || edx > 4 * tol) {
-    std::printf("{\"bench\":\"batch_norm_validate\",\"impl\":\"ember\",\"error\":\"mismatch vs CPU: y %g, dx %g\"}\n", ey, edx);
+    std::printf(
+        "{\"bench\":\"batch_norm_validate\",\"impl\":\"ember\",\"error\":\"mismatch vs CPU: y %g, "
+        "dx %g\"}\n",
+        ey, edx);
     return false;
   }
   return true;
@@ -92,9 +98,10 @@ void bench_bn_algorithms(const Tensor& x, const Tensor& w, const Tensor& b, cons
   for (const std::string& algo : slot.names()) {
     const auto& candidate = slot.get<BatchNormForwardProblem>(slot.find(algo));
     if (candidate.applies && !candidate.applies(probe)) {
-      std::printf("{\"bench\":\"batch_norm_train_fwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\","
-                  "\"skipped\":\"does not apply\"}\n",
-                  tag.c_str(), algo.c_str());
+      std::printf(
+          "{\"bench\":\"batch_norm_train_fwd_algo\",\"impl\":\"ember\",\"shape\":\"%s %s\","
+          "\"skipped\":\"does not apply\"}\n",
+          tag.c_str(), algo.c_str());
       continue;
     }
     dispatch::AlgoSettingsGuard forced(dispatch::current_algo_settings().force("batch_norm", algo));
@@ -126,7 +133,8 @@ int main() {
       const TensorOptions popts = TensorOptions(dtype).with_device(dev);
       Tensor x = index_signal(shape, 0.01, 0.3, dtype).contiguous(MemoryFormat::channels_last);
       Tensor gy = index_signal(shape, 0.003, 1.1, dtype).contiguous(MemoryFormat::channels_last);
-      Tensor w = ones({64}, popts).set_requires_grad(true), b = zeros({64}, popts).set_requires_grad(true);
+      Tensor w = ones({64}, popts).set_requires_grad(true),
+             b = zeros({64}, popts).set_requires_grad(true);
       Tensor rm = zeros({64}, popts), rv = ones({64}, popts);
 
       Tensor y;
@@ -151,7 +159,8 @@ int main() {
 
   // The other BN shapes of CIFAR ResNet-18 at batch 128 (bf16, its training dtype): per algorithm
   // only, to rank them where the activation is small.
-  for (const Shape& shape : {Shape{128, 128, 16, 16}, Shape{128, 256, 8, 8}, Shape{128, 512, 4, 4}}) {
+  for (const Shape& shape :
+       {Shape{128, 128, 16, 16}, Shape{128, 256, 8, 8}, Shape{128, 512, 4, 4}}) {
     const std::string tag = std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
                             std::to_string(shape[2]) + "x" + std::to_string(shape[3]) + " cl bf16";
     const TensorOptions popts = TensorOptions(DType::bf16).with_device(dev);
@@ -169,7 +178,8 @@ int main() {
     const TensorOptions popts = TensorOptions(dtype).with_device(dev);
     Tensor x = index_signal(shape, 0.01, 0.3, dtype).set_requires_grad(true);
     Tensor gy = index_signal(shape, 0.003, 1.1, dtype);
-    Tensor w = ones({1024}, popts).set_requires_grad(true), b = zeros({1024}, popts).set_requires_grad(true);
+    Tensor w = ones({1024}, popts).set_requires_grad(true),
+           b = zeros({1024}, popts).set_requires_grad(true);
     Tensor y;
     // host_ms: the host's time per call; where it approaches ms, the line measures the host.
     auto fwd = [&] { y = layer_norm(x.detach(), {1024}, w.detach(), b.detach()); };

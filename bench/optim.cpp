@@ -6,16 +6,17 @@
 // float32) and each line's checksum (the sum of all parameters after three steps from that
 // state, or the norm) must match PyTorch's before its time means anything. GBps counts the
 // minimum traffic: AdamW 28 bytes per parameter, SGD with momentum 20, clipping 12.
+#include "ember/nn/optim.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "timing.h"
 #include "ember/ember.h"
 #include "ember/nn/clip_grad.h"
-#include "ember/nn/optim.h"
+#include "timing.h"
 
 using namespace ember;
 
@@ -25,10 +26,12 @@ const Device kGpu = Device::cuda();
 
 using bench::time_ms;
 
-void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double checksum) {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
-              "\"checksum\":%.9g}\n",
-              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum);
+void emit(const std::string& bench, const std::string& shape, double ms, double bytes,
+          double checksum) {
+  std::printf(
+      "{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
+      "\"checksum\":%.9g}\n",
+      bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum);
   std::fflush(stdout);
 }
 
@@ -41,7 +44,8 @@ std::vector<int64_t> resnet50_sizes() {
     const int64_t w = widths[layer], out = 4 * w;
     for (int64_t b = 0; b < blocks[layer]; ++b) {
       for (int64_t n : {in * w, w, w, w * w * 9, w, w, w * out, out, out}) s.push_back(n);
-      if (b == 0) for (int64_t n : {in * out, out, out}) s.push_back(n);
+      if (b == 0)
+        for (int64_t n : {in * out, out, out}) s.push_back(n);
       in = out;
     }
   }
@@ -110,19 +114,23 @@ int main() {
     return 0;
   }
   const MakeOptimizer adamw = [](std::vector<Tensor> p) {
-    return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(1e-3).weight_decay(1e-2));
+    return std::make_unique<optim::AdamW>(std::move(p),
+                                          optim::AdamWOptions(1e-3).weight_decay(1e-2));
   };
   const MakeOptimizer sgd = [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+    return std::make_unique<optim::SGD>(std::move(p),
+                                        optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
   };
-  for (const auto& [shape, sizes] : {std::pair{std::string("resnet50 f32"), resnet50_sizes()},
-                                     std::pair{std::string("2000 small f32"), many_small_sizes()}}) {
+  for (const auto& [shape, sizes] :
+       {std::pair{std::string("resnet50 f32"), resnet50_sizes()},
+        std::pair{std::string("2000 small f32"), many_small_sizes()}}) {
     try {
       bench_optimizer("adamw_step", adamw, 28, shape, sizes);
       bench_optimizer("sgd_momentum_step", sgd, 20, shape, sizes);
       bench_clip(shape, sizes);
     } catch (const Error& e) {
-      std::printf("{\"bench\":\"optim\",\"shape\":\"%s\",\"error\":\"%s\"}\n", shape.c_str(), e.message().c_str());
+      std::printf("{\"bench\":\"optim\",\"shape\":\"%s\",\"error\":\"%s\"}\n", shape.c_str(),
+                  e.message().c_str());
     }
   }
   return 0;

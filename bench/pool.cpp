@@ -19,9 +19,9 @@
 #include <functional>
 #include <string>
 
-#include "timing.h"
 #include "ember/ember.h"
 #include "ember/ops/pooling.h"
+#include "timing.h"
 
 using namespace ember;
 using bench::run_section;
@@ -32,11 +32,12 @@ namespace {
 const Device kGpu = Device::cuda();
 
 // `extra`: more ,"key":value fields for the line (empty: none).
-void emit(const std::string& bench, const std::string& shape, double ms, double bytes, double checksum,
-          const std::string& extra = "") {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
-              "\"checksum\":%.6g%s}\n",
-              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum, extra.c_str());
+void emit(const std::string& bench, const std::string& shape, double ms, double bytes,
+          double checksum, const std::string& extra = "") {
+  std::printf(
+      "{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
+      "\"checksum\":%.6g%s}\n",
+      bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum, extra.c_str());
   std::fflush(stdout);
 }
 
@@ -63,8 +64,8 @@ double mean_of_product(const Tensor& a, const Tensor& b) {
 void bench_pool(const std::string& name, const Shape& shape, DType dtype,
                 const std::function<Tensor(const Tensor&)>& pool) {
   const std::string shape_name = std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
-                                 std::to_string(shape[2]) + "x" + std::to_string(shape[3]) + " cl " +
-                                 (dtype == DType::f32 ? "f32" : "bf16");
+                                 std::to_string(shape[2]) + "x" + std::to_string(shape[3]) +
+                                 " cl " + (dtype == DType::f32 ? "f32" : "bf16");
   const double esize = double(element_size(dtype));
   const Tensor x = deterministic_input(shape, dtype);
   Tensor y;
@@ -97,20 +98,24 @@ int main() {
   // A failing section is reported and the others still run.
   for (DType dt : {DType::f32, DType::bf16}) {
     run_section("max_pool2d", [&] {
-      bench_pool("max_pool2d_3x3s2", {256, 64, 112, 112}, dt,
-                 [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}); });
+      bench_pool("max_pool2d_3x3s2", {256, 64, 112, 112}, dt, [](const Tensor& t) {
+        return max_pool2d(t, {3, 3}, {2, 2}, {1, 1});
+      });
     });
     run_section("avg_pool2d", [&] {
-      bench_pool("avg_pool2d_2x2s2", {256, 256, 56, 56}, dt,
-                 [](const Tensor& t) { return avg_pool2d(t, {2, 2}, {2, 2}); });
+      bench_pool("avg_pool2d_2x2s2", {256, 256, 56, 56}, dt, [](const Tensor& t) {
+        return avg_pool2d(t, {2, 2}, {2, 2});
+      });
     });
     run_section("avg_pool2d_3x3", [&] {
-      bench_pool("avg_pool2d_3x3s2", {256, 64, 112, 112}, dt,
-                 [](const Tensor& t) { return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}); });
+      bench_pool("avg_pool2d_3x3s2", {256, 64, 112, 112}, dt, [](const Tensor& t) {
+        return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1});
+      });
     });
     run_section("global_avg_pool", [&] {
-      bench_pool("global_avg_pool", {256, 2048, 7, 7}, dt,
-                 [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); });
+      bench_pool("global_avg_pool", {256, 2048, 7, 7}, dt, [](const Tensor& t) {
+        return adaptive_avg_pool2d(t, {1, 1});
+      });
     });
   }
   return 0;

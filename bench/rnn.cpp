@@ -20,6 +20,8 @@
 //                            PyTorch's names, the inputs, and Ember's outputs and gradients
 //   bench_rnn --import FILE  loads a PyTorch state_dict and outputs written by the script, runs
 //                            Ember on them and prints the difference as JSON
+#include "ember/nn/rnn.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,10 +32,9 @@
 #include <vector>
 
 #include "ember/dispatch/algo_cache.h"
-#include "timing.h"
 #include "ember/ember.h"
 #include "ember/nn/checkpoint.h"
-#include "ember/nn/rnn.h"
+#include "timing.h"
 
 using namespace ember;
 
@@ -95,15 +96,16 @@ struct LstmCase {
 };
 
 std::string case_name(const LstmCase& c, DType dtype) {
-  return detail::concat("in", c.input, "_h", c.hidden, "_L", c.layers, "_T", c.seq, "_B", c.batch, " ",
-                        dtype == DType::f32 ? "f32" : "bf16");
+  return detail::concat("in", c.input, "_h", c.hidden, "_L", c.layers, "_T", c.seq, "_B", c.batch,
+                        " ", dtype == DType::f32 ? "f32" : "bf16");
 }
 
 void emit(const char* bench, const std::string& shape, double ms, double flops, double host,
           const std::string& extra) {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"TFLOPs\":%.3f,"
-              "\"host_ms\":%.4f%s}\n",
-              bench, shape.c_str(), ms, flops / (ms * 1e9), host, extra.c_str());
+  std::printf(
+      "{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"TFLOPs\":%.3f,"
+      "\"host_ms\":%.4f%s}\n",
+      bench, shape.c_str(), ms, flops / (ms * 1e9), host, extra.c_str());
   std::fflush(stdout);
 }
 
@@ -137,7 +139,8 @@ void bench_case(const LstmCase& c, DType dtype) {
 
   double fwd_flops = 0;
   for (int64_t l = 0; l < c.layers; ++l)
-    fwd_flops += 2.0 * c.seq * c.batch * 4 * c.hidden * double((l == 0 ? c.input : c.hidden) + c.hidden);
+    fwd_flops +=
+        2.0 * c.seq * c.batch * 4 * c.hidden * double((l == 0 ? c.input : c.hidden) + c.hidden);
 
   dispatch::AlgoModeGuard benchmark_mode(dispatch::AlgoMode::benchmark);
   RnnResult r;
@@ -160,11 +163,13 @@ void bench_case(const LstmCase& c, DType dtype) {
   cuda::reset_peak_memory_stats(dev.index);
   step();
   current_stream(dev).synchronize();
-  const double peak_mib = double(cuda::memory_stats(dev.index).peak_allocated_bytes - before) / (1 << 20);
+  const double peak_mib =
+      double(cuda::memory_stats(dev.index).peak_allocated_bytes - before) / (1 << 20);
   const Tensor& g = lstm->flat_weights()[1].grad();  // weight_hh_l0
   const double check_bwd = mean_of_product(g, index_signal(g.sizes(), 0.011, 0.2));
 
-  const std::string verdict = detail::concat(",\"max_rel_err\":", max_err, ",\"correct\":", ok ? "true" : "false");
+  const std::string verdict =
+      detail::concat(",\"max_rel_err\":", max_err, ",\"correct\":", ok ? "true" : "false");
   emit("lstm_fwd", shape, fwd_ms, fwd_flops, fwd_host,
        detail::concat(",\"check\":", check_fwd, verdict));
   emit("lstm_fwdbwd", shape, step_ms, 3 * fwd_flops, step_host,
@@ -182,8 +187,10 @@ void bench_case(const LstmCase& c, DType dtype) {
         emit(bench, shape + " " + algo, ms, flops, host_ms(fn), "");
       } catch (const Error& e) {
         if (e.status() != Status::bad_param) throw;
-        std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not apply\"}\n",
-                    bench, shape.c_str(), algo);
+        std::printf(
+            "{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s %s\",\"skipped\":\"does not "
+            "apply\"}\n",
+            bench, shape.c_str(), algo);
       }
     }
   };
@@ -191,7 +198,8 @@ void bench_case(const LstmCase& c, DType dtype) {
   time_forced("rnn.backward", "lstm_fwdbwd_algo", step, 3 * fwd_flops);
 }
 
-// ---- export / import for scripts/check_rnn_torch.py ------------------------------------------------
+// ---- export / import for scripts/check_rnn_torch.py
+// ------------------------------------------------
 
 struct ExportCase {
   const char* name;
@@ -204,20 +212,26 @@ struct ExportCase {
 nn::RNNImplBase* make_module(const ExportCase& c, std::shared_ptr<nn::Module>& holder) {
   const std::string m = c.module;
   if (m == "LSTM") {
-    auto p = std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(c.input, c.hidden).num_layers(c.layers)
-                                                .proj_size(c.proj).bidirectional(c.bidirectional)
+    auto p = std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(c.input, c.hidden)
+                                                .num_layers(c.layers)
+                                                .proj_size(c.proj)
+                                                .bidirectional(c.bidirectional)
                                                 .batch_first(c.batch_first));
     holder = p;
     return p.get();
   }
   if (m == "GRU") {
-    auto p = std::make_shared<nn::GRUImpl>(nn::GRUOptions(c.input, c.hidden).num_layers(c.layers)
-                                               .bidirectional(c.bidirectional).batch_first(c.batch_first));
+    auto p = std::make_shared<nn::GRUImpl>(nn::GRUOptions(c.input, c.hidden)
+                                               .num_layers(c.layers)
+                                               .bidirectional(c.bidirectional)
+                                               .batch_first(c.batch_first));
     holder = p;
     return p.get();
   }
   auto p = std::make_shared<nn::RNNImpl>(
-      nn::RNNOptions(c.input, c.hidden).num_layers(c.layers).bidirectional(c.bidirectional)
+      nn::RNNOptions(c.input, c.hidden)
+          .num_layers(c.layers)
+          .bidirectional(c.bidirectional)
           .batch_first(c.batch_first)
           .nonlinearity(c.relu ? nn::RNNNonlinearity::relu : nn::RNNNonlinearity::tanh));
   holder = p;
@@ -235,10 +249,12 @@ int export_cases(const std::string& dir) {
   const Device dev = cuda::is_available() ? Device::cuda() : Device::cpu();
   set_rnn_allow_tf32(false);  // compared with PyTorch at allow_tf32 = False
   const std::vector<ExportCase> cases = {
-      {"lstm_2layer_bidirectional_lengths", "LSTM", 16, 32, 2, 0, true, false, true, false, DType::f32},
+      {"lstm_2layer_bidirectional_lengths", "LSTM", 16, 32, 2, 0, true, false, true, false,
+       DType::f32},
       {"lstm_proj_lengths", "LSTM", 8, 16, 2, 6, false, false, true, false, DType::f32},
       {"lstm_batch_first", "LSTM", 12, 24, 1, 0, false, true, false, false, DType::f32},
-      {"gru_2layer_bidirectional_batch_first_lengths", "GRU", 10, 20, 2, 0, true, true, true, false, DType::f32},
+      {"gru_2layer_bidirectional_batch_first_lengths", "GRU", 10, 20, 2, 0, true, true, true, false,
+       DType::f32},
       {"rnn_tanh", "RNN", 6, 12, 1, 0, false, false, false, false, DType::f32},
       {"rnn_relu_bidirectional", "RNN", 6, 12, 2, 0, true, false, true, true, DType::f32},
       {"lstm_bf16", "LSTM", 64, 128, 2, 0, false, false, false, false, DType::bf16},
@@ -252,10 +268,12 @@ int export_cases(const std::string& dir) {
     const RnnConfig& cfg = m->config();
     const int64_t ld = cfg.num_layers * cfg.num_directions;
     const TensorOptions o = TensorOptions(c.dtype).with_device(dev);
-    Tensor x = randn(c.batch_first ? Shape{B, T, c.input} : Shape{T, B, c.input}, o).set_requires_grad(true);
+    Tensor x = randn(c.batch_first ? Shape{B, T, c.input} : Shape{T, B, c.input}, o)
+                   .set_requires_grad(true);
     Tensor h0 = (randn({ld, B, cfg.out_size()}, o) * 0.5).detach().set_requires_grad(true);
     Tensor c0;
-    if (std::string(c.module) == "LSTM") c0 = (randn({ld, B, c.hidden}, o) * 0.5).detach().set_requires_grad(true);
+    if (std::string(c.module) == "LSTM")
+      c0 = (randn({ld, B, c.hidden}, o) * 0.5).detach().set_requires_grad(true);
     Tensor lengths;
     if (c.lengths) lengths = from_vector({9, 3, 7, 1, 9}, {B}, TensorOptions(DType::i64));
     RnnResult r = run_module(m, c.module, x, h0, c0, lengths);
@@ -300,7 +318,8 @@ int export_cases(const std::string& dir) {
     };
     const std::string path = dir + "/" + c.name + ".safetensors";
     nn::save_checkpoint(path, tensors, meta);
-    std::printf("{\"bench\":\"rnn_export\",\"case\":\"%s\",\"path\":\"%s\"}\n", c.name, path.c_str());
+    std::printf("{\"bench\":\"rnn_export\",\"case\":\"%s\",\"path\":\"%s\"}\n", c.name,
+                path.c_str());
   }
   return 0;
 }
@@ -312,9 +331,17 @@ int import_case(const std::string& path) {
   set_rnn_allow_tf32(false);
   nn::LoadedTensors file = nn::load_checkpoint(path);
   auto meta = [&](const char* k) { return file.metadata.at(k); };
-  ExportCase c{"import", nullptr, std::stoll(meta("input_size")), std::stoll(meta("hidden_size")),
-               std::stoll(meta("num_layers")), std::stoll(meta("proj_size")), meta("bidirectional") == "1",
-               meta("batch_first") == "1", false, meta("nonlinearity") == "relu", DType::f32};
+  ExportCase c{"import",
+               nullptr,
+               std::stoll(meta("input_size")),
+               std::stoll(meta("hidden_size")),
+               std::stoll(meta("num_layers")),
+               std::stoll(meta("proj_size")),
+               meta("bidirectional") == "1",
+               meta("batch_first") == "1",
+               false,
+               meta("nonlinearity") == "relu",
+               DType::f32};
   const std::string kind = meta("module");
   c.module = kind.c_str();
   std::shared_ptr<nn::Module> holder;
@@ -322,14 +349,22 @@ int import_case(const std::string& path) {
   nn::NamedTensors state;
   Tensor x, h0, c0, lengths, out, hn, cn;
   for (const auto& [name, t] : file.tensors) {
-    if (name == "input.x") x = t;
-    else if (name == "input.h0") h0 = t;
-    else if (name == "input.c0") c0 = t;
-    else if (name == "input.lengths") lengths = t;
-    else if (name == "torch.output") out = t;
-    else if (name == "torch.h_n") hn = t;
-    else if (name == "torch.c_n") cn = t;
-    else if (name.rfind("input.", 0) != 0 && name.rfind("torch.", 0) != 0) state.emplace_back(name, t);
+    if (name == "input.x")
+      x = t;
+    else if (name == "input.h0")
+      h0 = t;
+    else if (name == "input.c0")
+      c0 = t;
+    else if (name == "input.lengths")
+      lengths = t;
+    else if (name == "torch.output")
+      out = t;
+    else if (name == "torch.h_n")
+      hn = t;
+    else if (name == "torch.c_n")
+      cn = t;
+    else if (name.rfind("input.", 0) != 0 && name.rfind("torch.", 0) != 0)
+      state.emplace_back(name, t);
   }
   m->load_state_dict(state, true);  // strict: every PyTorch name must be one of ours
   m->to(dev);
@@ -339,7 +374,8 @@ int import_case(const std::string& path) {
                            c0.defined() ? c0.to(dev) : Tensor(), lengths);
   double err = std::max(rel_err(r.output, out), rel_err(r.h_n, hn));
   if (cn.defined()) err = std::max(err, rel_err(r.c_n, cn));
-  std::printf("{\"bench\":\"rnn_import\",\"path\":\"%s\",\"max_rel_err\":%.3g}\n", path.c_str(), err);
+  std::printf("{\"bench\":\"rnn_import\",\"path\":\"%s\",\"max_rel_err\":%.3g}\n", path.c_str(),
+              err);
   return 0;
 }
 

@@ -5,15 +5,16 @@
 // once). Inputs are deterministic functions of the index (x = 4 sin(0.001 i), target (7919 r) mod
 // C), identical in both scripts, and every line carries a checksum that the PyTorch line must match
 // before its time means anything. Prints one JSON line per measurement.
+#include "ember/ops/softmax.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "timing.h"
 #include "ember/ember.h"
 #include "ember/ops/activation.h"
-#include "ember/ops/softmax.h"
+#include "timing.h"
 
 using namespace ember;
 
@@ -26,10 +27,11 @@ using bench::time_ms;
 
 void emit(const std::string& bench, const std::string& shape, double ms, double bytes,
           double checksum, const std::string& algo = "") {
-  std::printf("{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
-              "\"checksum\":%.6g%s}\n",
-              bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum,
-              algo.empty() ? "" : (",\"algo\":\"" + algo + "\"").c_str());
+  std::printf(
+      "{\"bench\":\"%s\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,\"GBps\":%.3f,"
+      "\"checksum\":%.6g%s}\n",
+      bench.c_str(), shape.c_str(), ms, bytes / (ms * 1e6), checksum,
+      algo.empty() ? "" : (",\"algo\":\"" + algo + "\"").c_str());
   std::fflush(stdout);
 }
 
@@ -63,7 +65,8 @@ void bench_softmax(int64_t rows, int64_t cols, DType dtype) {
   Tensor y;
   double ms = time_ms([&] { y = softmax(x, -1); });
   const std::string chosen =
-      softmax_choose(SoftmaxProblem{dispatch::Direction::forward, false, x, {}, y, rows, cols, 1}).name;
+      softmax_choose(SoftmaxProblem{dispatch::Direction::forward, false, x, {}, y, rows, cols, 1})
+          .name;
   emit("softmax", shape, ms, 2 * n * esize, checksum(y, x), chosen);
   Tensor ly;
   ms = time_ms([&] { ly = log_softmax(x, -1); });
@@ -173,7 +176,8 @@ int main() {
     run_section("cross_entropy", [&] { bench_cross_entropy(8192, 32768, dt); });
   for (DType dt : {DType::f32, DType::bf16})
     run_section("softmax", [&] { bench_softmax(65536, 1024, dt); });
-  for (DType dt : {DType::f32, DType::bf16}) run_section("activations", [&] { bench_activations(dt); });
+  for (DType dt : {DType::f32, DType::bf16})
+    run_section("activations", [&] { bench_activations(dt); });
   for (DType dt : {DType::f32, DType::bf16}) run_section("dropout", [&] { bench_dropout(dt); });
   return 0;
 }

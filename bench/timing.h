@@ -51,7 +51,8 @@ double host_ms(F&& f, int iters = 20) {
   s.synchronize();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) f();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.synchronize();
   return ms / iters;
 }

@@ -4,10 +4,10 @@
 // so they use the exact library math (std::erf, std::tanh, std::expm1). float16/bfloat16 compute in
 // float and round once; float in float; double in double. The loop walks the ElementwiseIter's dims
 // (innermost last, byte strides), with a flat loop when every operand is dense.
+#include "ember/kernel_interface/activation.h"
+
 #include <cmath>
 #include <type_traits>
-
-#include "ember/kernel_interface/activation.h"
 
 namespace ember {
 namespace {
@@ -51,15 +51,19 @@ void for_each_element(const ElementwiseIter& it, Body&& body) {
 template <typename A>
 A activation_forward(ActivationOp op, A x, A param) {
   switch (op) {
-    case ActivationOp::leaky_relu: return x > A(0) ? x : x * param;
-    case ActivationOp::elu: return x > A(0) ? x : param * std::expm1(x);
-    case ActivationOp::gelu: return A(0.5) * x * (A(1) + std::erf(x * A(M_SQRT1_2)));
+    case ActivationOp::leaky_relu:
+      return x > A(0) ? x : x * param;
+    case ActivationOp::elu:
+      return x > A(0) ? x : param * std::expm1(x);
+    case ActivationOp::gelu:
+      return A(0.5) * x * (A(1) + std::erf(x * A(M_SQRT1_2)));
     case ActivationOp::gelu_tanh: {
       const A kBeta = A(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2 / pi)
       const A inner = kBeta * (x + A(0.044715) * x * x * x);
       return A(0.5) * x * (A(1) + std::tanh(inner));
     }
-    case ActivationOp::silu: return x / (A(1) + std::exp(-x));
+    case ActivationOp::silu:
+      return x / (A(1) + std::exp(-x));
   }
   return x;
 }
@@ -67,8 +71,10 @@ A activation_forward(ActivationOp op, A x, A param) {
 template <typename A>
 A activation_derivative(ActivationOp op, A x, A param) {
   switch (op) {
-    case ActivationOp::leaky_relu: return x > A(0) ? A(1) : param;
-    case ActivationOp::elu: return x > A(0) ? A(1) : param * std::exp(x);
+    case ActivationOp::leaky_relu:
+      return x > A(0) ? A(1) : param;
+    case ActivationOp::elu:
+      return x > A(0) ? A(1) : param * std::exp(x);
     case ActivationOp::gelu: {
       const A kAlpha = A(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
       const A cdf = A(0.5) * (A(1) + std::erf(x * A(M_SQRT1_2)));

@@ -279,7 +279,7 @@ __attribute__((target("avx2,fma"))) void kernel_6x16(int64_t kc, const float* a,
 // c[kMR, kNR] (row stride ldc) = (accumulate ? c : 0) + a_panel * b_panel over kc, on AVX-512:
 // twice the AVX2 kernel's vector width, so a higher floating-point rate per core.
 __attribute__((target("avx512f"))) void kernel_6x32(int64_t kc, const float* a, const float* b,
-                                                   float* c, int64_t ldc, bool accumulate) {
+                                                    float* c, int64_t ldc, bool accumulate) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -364,13 +364,13 @@ __attribute__((target("avx2,fma"))) void gemm_packed(const float* apack, int64_t
 // register tile wide, and the weights would be streamed once per image).
 struct PackedLayout {
   int workers = 1;
-  int64_t batch = 1;         // images per GEMM
-  int64_t weights = 0;       // packed weights of all groups (forward, backward-data)
-  int64_t a_dense = 0;       // dy of `batch` images side by side (backward-data, backward-filter)
-  int64_t a_packed = 0;      // packed dy (backward-filter)
-  int64_t col = 0;           // im2col of `batch` images (a column range in backward-filter)
-  int64_t c_buffer = 0;      // forward output of `batch` images, before it is scattered
-  int64_t filter_panels = 0; // backward-filter: NR-column panels of dW, split across threads
+  int64_t batch = 1;          // images per GEMM
+  int64_t weights = 0;        // packed weights of all groups (forward, backward-data)
+  int64_t a_dense = 0;        // dy of `batch` images side by side (backward-data, backward-filter)
+  int64_t a_packed = 0;       // packed dy (backward-filter)
+  int64_t col = 0;            // im2col of `batch` images (a column range in backward-filter)
+  int64_t c_buffer = 0;       // forward output of `batch` images, before it is scattered
+  int64_t filter_panels = 0;  // backward-filter: NR-column panels of dW, split across threads
   int64_t per_worker() const { return a_dense + a_packed + col + c_buffer + kPackedBFloats; }
   int64_t total() const { return weights + workers * per_worker(); }
 };

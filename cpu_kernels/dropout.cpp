@@ -31,6 +31,7 @@ void dropout_backward_cpu(const Tensor& grad_input, const Tensor& grad_output, c
 }  // namespace
 
 EMBER_REGISTER_KERNEL(dropout_kernel, CPU, dispatch::kFloatingTypes, &dropout_cpu);
-EMBER_REGISTER_KERNEL(dropout_backward_kernel, CPU, dispatch::kFloatingTypes, &dropout_backward_cpu);
+EMBER_REGISTER_KERNEL(dropout_backward_kernel, CPU, dispatch::kFloatingTypes,
+                      &dropout_backward_cpu);
 
 }  // namespace ember

@@ -2,10 +2,10 @@
 // dense memory in square cache blocks, so that both the reads and the writes of a block stay within
 // a few cache lines per row. Values are moved as element-sized words, so one instantiation serves
 // every dtype of a size.
+#include "ember/kernel_interface/layout.h"
+
 #include <algorithm>
 #include <cstdint>
-
-#include "ember/kernel_interface/layout.h"
 
 namespace ember {
 namespace {
@@ -13,7 +13,8 @@ namespace {
 constexpr int64_t kBlock = 32;
 
 template <typename Word>
-void transpose_words(void* dst_ptr, const void* src_ptr, int64_t batch, int64_t rows, int64_t cols) {
+void transpose_words(void* dst_ptr, const void* src_ptr, int64_t batch, int64_t rows,
+                     int64_t cols) {
   auto* dst = static_cast<Word*>(dst_ptr);
   const auto* src = static_cast<const Word*>(src_ptr);
   const int64_t plane = rows * cols;
@@ -38,10 +39,18 @@ void layout_transpose_cpu(const Tensor& dst, const Tensor& src, int64_t batch, i
                         "layout_transpose_kernel: dst ", dst.shape_str(), " and src ",
                         src.shape_str(), " do not hold [", batch, ", ", rows, ", ", cols, "]");
   switch (dst.element_size()) {
-    case 1: transpose_words<uint8_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
-    case 2: transpose_words<uint16_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
-    case 4: transpose_words<uint32_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
-    case 8: transpose_words<uint64_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols); break;
+    case 1:
+      transpose_words<uint8_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols);
+      break;
+    case 2:
+      transpose_words<uint16_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols);
+      break;
+    case 4:
+      transpose_words<uint32_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols);
+      break;
+    case 8:
+      transpose_words<uint64_t>(dst.data_ptr(), src.data_ptr(), batch, rows, cols);
+      break;
     default:
       EMBER_INTERNAL_ASSERT(false, "layout_transpose_kernel: element size ", dst.element_size());
   }

@@ -8,13 +8,14 @@
 // The batch-norm kernels split the channels into blocks across threads (cpu_kernels/parallel.h)
 // on large tensors and walk a block's elements in memory order (for_each_element_of); a channel's
 // sums run in a fixed order (channel_sums), so results do not depend on the threads.
+#include "ember/kernel_interface/norm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
 #include "ember/cpu_kernels/parallel.h"
-#include "ember/kernel_interface/norm.h"
 
 namespace ember {
 namespace {
@@ -85,7 +86,8 @@ template <typename F>
 void channel_sums(const ChannelLayout& l, int64_t lo, int64_t hi, F&& term, double* out) {
   std::fill(out, out + (hi - lo), 0.0);
   if (l.channels_inner) {
-    for_each_element_of(l, lo, hi, [&](int64_t n, int64_t c, int64_t i) { out[c - lo] += term(n, c, i); });
+    for_each_element_of(l, lo, hi,
+                        [&](int64_t n, int64_t c, int64_t i) { out[c - lo] += term(n, c, i); });
     return;
   }
   for (int64_t c = lo; c < hi; ++c)
@@ -138,7 +140,8 @@ void batch_norm_stats_impl(const BatchNormStatsArgs& a) {
   const double count = double(l.per_channel());
   std::vector<double> mean(size_t(l.C), 0.0), m2(size_t(l.C), 0.0);
   for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
-    channel_sums(l, lo, hi, [&](int64_t, int64_t, int64_t i) { return load(x[i]); }, &mean[size_t(lo)]);
+    channel_sums(
+        l, lo, hi, [&](int64_t, int64_t, int64_t i) { return load(x[i]); }, &mean[size_t(lo)]);
     for (int64_t c = lo; c < hi; ++c) mean[size_t(c)] /= count;
     channel_sums(
         l, lo, hi,
@@ -196,7 +199,8 @@ void channel_grad_sums_impl(const ChannelGradSumsArgs& a) {
     return gate != nullptr && !(load(gate[i]) > 0) ? 0.0 : v;
   };
   for_channel_blocks(l, [&](int64_t lo, int64_t hi) {
-    channel_sums(l, lo, hi, [&](int64_t, int64_t, int64_t i) { return g(i); }, &sum_dy[size_t(lo)]);
+    channel_sums(
+        l, lo, hi, [&](int64_t, int64_t, int64_t i) { return g(i); }, &sum_dy[size_t(lo)]);
     channel_sums(
         l, lo, hi,
         [&](int64_t n, int64_t c, int64_t i) {
@@ -335,13 +339,16 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
 // ---- registration -----------------------------------------------------------------------------
 
 void batch_norm_stats_cpu(const BatchNormStatsArgs& a) {
-  EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "batch_norm", [&] { batch_norm_stats_impl<scalar_t>(a); });
+  EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "batch_norm",
+                                 [&] { batch_norm_stats_impl<scalar_t>(a); });
 }
 void batch_norm_apply_cpu(const BatchNormApplyArgs& a) {
-  EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "batch_norm", [&] { batch_norm_apply_impl<scalar_t>(a); });
+  EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "batch_norm",
+                                 [&] { batch_norm_apply_impl<scalar_t>(a); });
 }
 void channel_grad_sums_cpu(const ChannelGradSumsArgs& a) {
-  EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "norm backward", [&] { channel_grad_sums_impl<scalar_t>(a); });
+  EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "norm backward",
+                                 [&] { channel_grad_sums_impl<scalar_t>(a); });
 }
 void batch_norm_backward_elemt_cpu(const BatchNormBackwardArgs& a) {
   EMBER_DISPATCH_FLOATING_DTYPES(a.x.dtype(), "batch_norm backward",
@@ -358,12 +365,16 @@ void row_norm_backward_data_cpu(const RowNormBackwardArgs& a) {
 
 }  // namespace
 
-EMBER_REGISTER_KERNEL(batch_norm_stats_kernel, CPU, dispatch::kFloatingTypes, &batch_norm_stats_cpu);
-EMBER_REGISTER_KERNEL(batch_norm_apply_kernel, CPU, dispatch::kFloatingTypes, &batch_norm_apply_cpu);
-EMBER_REGISTER_KERNEL(channel_grad_sums_kernel, CPU, dispatch::kFloatingTypes, &channel_grad_sums_cpu);
+EMBER_REGISTER_KERNEL(batch_norm_stats_kernel, CPU, dispatch::kFloatingTypes,
+                      &batch_norm_stats_cpu);
+EMBER_REGISTER_KERNEL(batch_norm_apply_kernel, CPU, dispatch::kFloatingTypes,
+                      &batch_norm_apply_cpu);
+EMBER_REGISTER_KERNEL(channel_grad_sums_kernel, CPU, dispatch::kFloatingTypes,
+                      &channel_grad_sums_cpu);
 EMBER_REGISTER_KERNEL(batch_norm_backward_elemt_kernel, CPU, dispatch::kFloatingTypes,
                       &batch_norm_backward_elemt_cpu);
-EMBER_REGISTER_KERNEL(row_norm_forward_kernel, CPU, dispatch::kFloatingTypes, &row_norm_forward_cpu);
+EMBER_REGISTER_KERNEL(row_norm_forward_kernel, CPU, dispatch::kFloatingTypes,
+                      &row_norm_forward_cpu);
 EMBER_REGISTER_KERNEL(row_norm_backward_data_kernel, CPU, dispatch::kFloatingTypes,
                       &row_norm_backward_data_cpu);
 // The training forward's only CPU algorithm: the statistics kernel, then the apply kernel.

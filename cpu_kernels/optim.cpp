@@ -1,13 +1,13 @@
-// CPU kernels behind the optimizer, GradScaler and gradient-clipping tables (kernel_interface/optim.h).
-// Each is one fused loop per tensor over its dense memory (parameter, gradient and state share one
-// layout, so flat index i is the same element in all of them): the CPU reference that the CUDA
-// multi-tensor kernels are tested against, and the real update on CPU runs. float16/bfloat16/float
-// compute in float, float64 in double; the per-tensor factors (bias corrections, step size) in
-// double, as the CUDA kernels do.
+// CPU kernels behind the optimizer, GradScaler and gradient-clipping tables
+// (kernel_interface/optim.h). Each is one fused loop per tensor over its dense memory (parameter,
+// gradient and state share one layout, so flat index i is the same element in all of them): the CPU
+// reference that the CUDA multi-tensor kernels are tested against, and the real update on CPU runs.
+// float16/bfloat16/float compute in float, float64 in double; the per-tensor factors (bias
+// corrections, step size) in double, as the CUDA kernels do.
+#include "ember/kernel_interface/optim.h"
+
 #include <cmath>
 #include <type_traits>
-
-#include "ember/kernel_interface/optim.h"
 
 namespace ember {
 namespace {
@@ -73,12 +73,14 @@ void sgd_cpu(const SgdKernelArgs& a) {
   EMBER_DISPATCH_FLOATING_DTYPES(a.params[0].dtype(), "SGD", [&] { sgd_typed<scalar_t>(a); });
 }
 
-// ---- Adam / AdamW ---------------------------------------------------------------------------------
+// ---- Adam / AdamW
+// ---------------------------------------------------------------------------------
 
 template <typename T>
 void adam_typed(const AdamKernelArgs& a) {
   using A = compute_t<T>;
-  check_lists("adam", a.params, {&a.grads, &a.exp_avgs, &a.exp_avg_sqs, &a.max_exp_avg_sqs, &a.steps});
+  check_lists("adam", a.params,
+              {&a.grads, &a.exp_avgs, &a.exp_avg_sqs, &a.max_exp_avg_sqs, &a.steps});
   if (step_skipped(a.found_inf)) return;
   const double lr = *elements<double>(a.lr);
   const double beta1 = *elements<double>(a.beta1);
@@ -104,8 +106,10 @@ void adam_typed(const AdamKernelArgs& a) {
       A param = A(p[k]);
       A grad = A(g[k]);
       if (a.weight_decay != 0) {
-        if (a.decoupled_weight_decay) param *= decay_factor;
-        else grad += weight_decay * param;
+        if (a.decoupled_weight_decay)
+          param *= decay_factor;
+        else
+          grad += weight_decay * param;
       }
       const A exp_avg = beta1_a * A(m[k]) + one_minus_beta1 * grad;
       const A exp_avg_sq = beta2_a * A(v[k]) + one_minus_beta2 * grad * grad;
@@ -128,7 +132,8 @@ void adam_cpu(const AdamKernelArgs& a) {
   EMBER_DISPATCH_FLOATING_DTYPES(a.params[0].dtype(), "Adam", [&] { adam_typed<scalar_t>(a); });
 }
 
-// ---- GradScaler -------------------------------------------------------------------------------------
+// ---- GradScaler
+// -------------------------------------------------------------------------------------
 
 template <typename T>
 void unscale_typed(const std::vector<Tensor>& grads, const Tensor& scale, const Tensor& found_inf) {
@@ -173,7 +178,8 @@ void update_scale_cpu(const Tensor& scale, const Tensor& growth_tracker, const T
   }
 }
 
-// ---- gradient clipping ------------------------------------------------------------------------------
+// ---- gradient clipping
+// ------------------------------------------------------------------------------
 
 // max that keeps a NaN once seen (std::max would drop it depending on the argument order).
 double nan_max(double a, double b) { return std::isnan(a) || a > b ? a : b; }
@@ -188,10 +194,14 @@ void grad_norm_typed(const std::vector<Tensor>& tensors, double p, const Tensor&
     const int64_t n = t.numel();
     for (int64_t k = 0; k < n; ++k) {
       const double a = std::abs(double(A(x[k])));
-      if (inf_norm) total = nan_max(total, a);
-      else if (p == 2) total += a * a;
-      else if (p == 1) total += a;
-      else total += std::pow(a, p);
+      if (inf_norm)
+        total = nan_max(total, a);
+      else if (p == 2)
+        total += a * a;
+      else if (p == 1)
+        total += a;
+      else
+        total += std::pow(a, p);
     }
   }
   double& acc = *elements<double>(accumulator);
@@ -205,7 +215,8 @@ void grad_norm_cpu(const std::vector<Tensor>& tensors, double p, const Tensor& a
 }
 
 template <typename T>
-void clip_by_norm_typed(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm) {
+void clip_by_norm_typed(const std::vector<Tensor>& tensors, const Tensor& total_norm,
+                        double max_norm) {
   using A = compute_t<T>;
   float coef = float(max_norm) / (*elements<float>(total_norm) + 1e-6f);
   if (coef > 1.0f) coef = 1.0f;  // written so that a NaN norm gives a NaN coefficient, as PyTorch
@@ -217,10 +228,12 @@ void clip_by_norm_typed(const std::vector<Tensor>& tensors, const Tensor& total_
   }
 }
 
-void clip_by_norm_cpu(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm) {
+void clip_by_norm_cpu(const std::vector<Tensor>& tensors, const Tensor& total_norm,
+                      double max_norm) {
   if (tensors.empty()) return;
-  EMBER_DISPATCH_FLOATING_DTYPES(tensors[0].dtype(), "clip_grad_norm_",
-                                 [&] { clip_by_norm_typed<scalar_t>(tensors, total_norm, max_norm); });
+  EMBER_DISPATCH_FLOATING_DTYPES(tensors[0].dtype(), "clip_grad_norm_", [&] {
+    clip_by_norm_typed<scalar_t>(tensors, total_norm, max_norm);
+  });
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 // accumulation in double.
 // The backward scatters each output gradient into its window (sequential, so deterministic),
 // where the CUDA kernel gathers: the two formulations check each other.
+#include "ember/kernel_interface/pooling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "ember/dispatch/algorithm.h"
-#include "ember/kernel_interface/pooling.h"
 
 namespace ember {
 namespace {
@@ -60,8 +61,10 @@ double load(const T* p) {
 }
 template <typename T>
 void store(T* p, double v) {
-  if constexpr (std::is_same_v<T, double>) *p = v;
-  else *p = T(float(v));
+  if constexpr (std::is_same_v<T, double>)
+    *p = v;
+  else
+    *p = T(float(v));
 }
 
 // Max pooling's index of window tap (td, th, tw) at input cell (d, h, w): the tap when `taps`
@@ -117,8 +120,10 @@ void pool_forward_typed(const PoolArgs& a) {
                     }
                   }
               store(out + at, best);
-              if (taps) tap_out[at] = uint8_t(best_index);
-              else if (write_indices) flat_out[at] = best_index;
+              if (taps)
+                tap_out[at] = uint8_t(best_index);
+              else if (write_indices)
+                flat_out[at] = best_index;
             } else {
               double sum = 0;
               for (int64_t d = wd.begin; d < wd.end; ++d)
@@ -161,7 +166,8 @@ void pool_backward_typed(const PoolArgs& a) {
             const double share = gv / double(wd.divisor * wh.divisor * ww.divisor);
             for (int64_t d = wd.begin; d < wd.end; ++d)
               for (int64_t h = wh.begin; h < wh.end; ++h)
-                for (int64_t w = ww.begin; w < ww.end; ++w) acc[size_t((d * H + h) * W + w)] += share;
+                for (int64_t w = ww.begin; w < ww.end; ++w)
+                  acc[size_t((d * H + h) * W + w)] += share;
           }
       T* plane = gin + n * is[0] + c * is[1];
       for (int64_t d = 0; d < a.in_size[0]; ++d)

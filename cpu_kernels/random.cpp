@@ -2,12 +2,13 @@
 // from Philox4x32-10 exactly as the CUDA kernel draws them with cuRAND (tensor/philox.h). Element i
 // of the output, in logical order, takes lane i % 4 of the four values of subsequence i / 4 at the
 // params' offset, so one (seed, offset) gives the same tensor on both backends.
+#include "ember/kernel_interface/random.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
-#include "ember/kernel_interface/random.h"
 #include "ember/tensor/philox.h"
 
 namespace ember {

@@ -3,13 +3,13 @@
 // accuracy: floating inputs (float32 included) accumulate in double, var uses Welford's update
 // (never a sum and a sum of squares), and max/min propagate NaN as PyTorch does (the first NaN
 // wins, ties keep the first index). Integer sums and products wrap around like PyTorch's.
+#include "ember/kernel_interface/reduce.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
-
-#include "ember/kernel_interface/reduce.h"
 
 namespace ember {
 namespace {

@@ -11,6 +11,8 @@
 //     dX = dG W_ih, which becomes the lower layer's output gradient through dropout's mask.
 // float32 and float64 (the op computes 16-bit floats in float32 on the CPU). Gradients are
 // written, never accumulated.
+#include "ember/kernel_interface/rnn.h"
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "ember/cpu_kernels/dropout.h"
-#include "ember/kernel_interface/rnn.h"
 
 namespace ember {
 namespace {
@@ -43,7 +44,8 @@ const T* ptr(const Tensor& t) {
 }
 template <typename T>
 T* region(const Tensor& reserve, int64_t offset) {
-  return offset < 0 ? nullptr : reinterpret_cast<T*>(static_cast<uint8_t*>(reserve.data_ptr()) + offset);
+  return offset < 0 ? nullptr
+                    : reinterpret_cast<T*>(static_cast<uint8_t*>(reserve.data_ptr()) + offset);
 }
 
 // The weights of one (layer, direction); biases and w_hr may be null.
@@ -105,10 +107,12 @@ void forward(const RnnProblem& p) {
       const int64_t ld = l * D + d;
       const int64_t first = d == 0 ? 0 : T_, last = d == 0 ? T_ : 0;
       std::memcpy(states + first * B * Ho, ptr<T>(p.h0) + ld * B * Ho, size_t(B * Ho) * sizeof(T));
-      if (cells) std::memcpy(cells + first * B * H, ptr<T>(p.c0) + ld * B * H, size_t(B * H) * sizeof(T));
+      if (cells)
+        std::memcpy(cells + first * B * H, ptr<T>(p.c0) + ld * B * H, size_t(B * H) * sizeof(T));
 
       // The input projection of every step at once.
-      const Mat<T> gx = ConstMapMat<T>(x, T_ * B, in_size) * ConstMapMat<T>(w.w_ih, GH, in_size).transpose();
+      const Mat<T> gx =
+          ConstMapMat<T>(x, T_ * B, in_size) * ConstMapMat<T>(w.w_ih, GH, in_size).transpose();
       const ConstMapMat<T> w_hh(w.w_hh, GH, Ho);
       Mat<T> gh(B, GH), h_new(B, Ho);
       for (int64_t s = 0; s < T_; ++s) {
@@ -123,10 +127,12 @@ void forward(const RnnProblem& p) {
             // Past the end of sequence b: carry the state through, output zero.
             std::memcpy(h_next + b * Ho, h_prev + b * Ho, size_t(Ho) * sizeof(T));
             if (cells)
-              std::memcpy(cells + (st.next * B + b) * H, cells + (st.prev * B + b) * H, size_t(H) * sizeof(T));
+              std::memcpy(cells + (st.next * B + b) * H, cells + (st.prev * B + b) * H,
+                          size_t(H) * sizeof(T));
             std::fill(y_row, y_row + Ho, T(0));
             if (g_row) std::fill(g_row, g_row + S * H, T(0));
-            if (proj_in) std::fill(proj_in + (st.t * B + b) * H, proj_in + (st.t * B + b + 1) * H, T(0));
+            if (proj_in)
+              std::fill(proj_in + (st.t * B + b) * H, proj_in + (st.t * B + b + 1) * H, T(0));
             continue;
           }
           auto pre = [&](int64_t gate, int64_t j, bool with_hidden) {
@@ -168,8 +174,10 @@ void forward(const RnnProblem& p) {
                 h = std::max(pre(0, j, true), T(0));
                 break;
             }
-            if (proj) proj_in[(st.t * B + b) * H + j] = h;
-            else h_new(b, j) = h;
+            if (proj)
+              proj_in[(st.t * B + b) * H + j] = h;
+            else
+              h_new(b, j) = h;
           }
         }
         if (proj)
@@ -324,7 +332,8 @@ void backward(const RnnProblem& p) {
           grad(w.i_bhh, 1, GH) = dgh.colwise().sum();
         }
         if (proj)
-          grad(w.i_hr, P, H).noalias() = dh_total_all.transpose() * ConstMapMat<T>(proj_in, T_ * B, H);
+          grad(w.i_hr, P, H).noalias() =
+              dh_total_all.transpose() * ConstMapMat<T>(proj_in, T_ * B, H);
       }
       if (need_dx) dx.noalias() += dgx * ConstMapMat<T>(w.w_ih, GH, in_size);
     }

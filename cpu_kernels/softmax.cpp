@@ -4,13 +4,13 @@
 // against, so they accumulate in double for every dtype. Memory is [outer, dim, inner]; for
 // inner > 1 a block of `inner` columns is processed side by side so the inner loops run over
 // contiguous memory. Gradients are written, never accumulated.
+#include "ember/kernel_interface/softmax.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
-
-#include "ember/kernel_interface/softmax.h"
 
 namespace ember {
 namespace {
@@ -23,8 +23,10 @@ inline double load(const T* p, int64_t i) {
 }
 template <typename T>
 inline void store(T* p, int64_t i, double v) {
-  if constexpr (std::is_same_v<T, double>) p[i] = v;
-  else p[i] = T(float(v));
+  if constexpr (std::is_same_v<T, double>)
+    p[i] = v;
+  else
+    p[i] = T(float(v));
 }
 
 // ---- softmax ----------------------------------------------------------------------------------
@@ -47,7 +49,8 @@ void softmax_forward_typed(const SoftmaxProblem& p) {
         if (v > maxv[size_t(i)] || std::isnan(v)) maxv[size_t(i)] = v;
       }
     for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < I; ++i) sum[size_t(i)] += std::exp(load(xo, d * I + i) - maxv[size_t(i)]);
+      for (int64_t i = 0; i < I; ++i)
+        sum[size_t(i)] += std::exp(load(xo, d * I + i) - maxv[size_t(i)]);
     if (p.log) {
       for (int64_t i = 0; i < I; ++i) sum[size_t(i)] = maxv[size_t(i)] + std::log(sum[size_t(i)]);
       for (int64_t d = 0; d < D; ++d)
@@ -90,8 +93,8 @@ void check_problem(const SoftmaxProblem& p) {
                             p.outer * p.dim_size * p.inner == p.output.numel() &&
                             (p.direction == Direction::forward ||
                              (p.grad_output.defined() && p.grad_output.dtype() == p.input.dtype())),
-                        "softmax: inconsistent problem [", p.outer, ", ", p.dim_size, ", ",
-                        p.inner, "] for output ", p.output.shape_str());
+                        "softmax: inconsistent problem [", p.outer, ", ", p.dim_size, ", ", p.inner,
+                        "] for output ", p.output.shape_str());
 }
 
 dispatch::Algorithm<SoftmaxProblem> rowwise(bool forward) {
@@ -101,8 +104,10 @@ dispatch::Algorithm<SoftmaxProblem> rowwise(bool forward) {
   a.run = [forward](const SoftmaxProblem& p, void*) {
     check_problem(p);
     EMBER_DISPATCH_FLOATING_DTYPES(p.input.dtype(), "softmax", [&] {
-      if (forward) softmax_forward_typed<scalar_t>(p);
-      else softmax_backward_typed<scalar_t>(p);
+      if (forward)
+        softmax_forward_typed<scalar_t>(p);
+      else
+        softmax_backward_typed<scalar_t>(p);
     });
   };
   return a;
@@ -165,7 +170,8 @@ void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
       double value = (1 - eps) * wt * (lse - load(row, t * S));
       if (eps > 0) {
         double smooth = 0;  // sum_c w[c] * (lse - x[c])
-        for (int64_t c = 0; c < C; ++c) smooth += (w ? double(w[c]) : 1.0) * (lse - load(row, c * S));
+        for (int64_t c = 0; c < C; ++c)
+          smooth += (w ? double(w[c]) : 1.0) * (lse - load(row, c * S));
         value += eps / double(C) * smooth;
       }
       loss[r] = R(value);
@@ -211,7 +217,8 @@ void cross_entropy_backward_typed(const CrossEntropyArgs& a) {
           d = c == t ? -wt : 0.0;
         } else {
           const double prob = std::exp(load(x, base + c * S) - double(lse[r]));
-          d = prob * p_coef - (c == t ? (1 - eps) * wt : 0.0) - eps / double(C) * (w ? double(w[c]) : 1.0);
+          d = prob * p_coef - (c == t ? (1 - eps) * wt : 0.0) -
+              eps / double(C) * (w ? double(w[c]) : 1.0);
         }
         store(gx, base + c * S, g * d);
       }

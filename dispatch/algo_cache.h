@@ -126,13 +126,13 @@ struct AlgoCacheStats {
   uint64_t candidates_pruned = 0;  // timed once only: far slower than the fastest so far
   double benchmark_ms = 0;         // wall time spent benchmarking
   uint64_t heuristic_choices = 0;
-  uint64_t nearest_reuses = 0;     // dynamic-shape policy: reused a benchmarked neighbour
+  uint64_t nearest_reuses = 0;  // dynamic-shape policy: reused a benchmarked neighbour
   // Adaptive mode. Keys it timed are counted in benchmarks (and benchmark_ms) too.
-  uint64_t borrowed = 0;           // new keys given a timed class-mate's choice
-  uint64_t retimed = 0;            // borrowed or heuristic entries replaced by a timing
-  uint64_t budget_fallbacks = 0;   // keys left untimed because a budget was spent
+  uint64_t borrowed = 0;                 // new keys given a timed class-mate's choice
+  uint64_t retimed = 0;                  // borrowed or heuristic entries replaced by a timing
+  uint64_t budget_fallbacks = 0;         // keys left untimed because a budget was spent
   uint64_t candidates_beyond_top_k = 0;  // usable candidates not timed (outside the top k)
-  uint64_t capture_fallbacks = 0;  // benchmark-mode misses during stream capture
+  uint64_t capture_fallbacks = 0;        // benchmark-mode misses during stream capture
   uint64_t forced_choices = 0;
   uint64_t workspace_fallbacks = 0;  // workspace allocation failed: ran a zero-workspace algorithm
   uint64_t evictions = 0;

@@ -30,9 +30,8 @@ namespace {
 void publish_ready_time(TimingBudget& b, const AdaptiveSettings& s, int64_t now_ns) {
   int64_t ready = 0;
   if (b.steady_ms <= 0) {
-    ready = s.timing_share > 0
-                ? now_ns + int64_t((-b.steady_ms + 1e-3) / s.timing_share * 1e6)
-                : std::numeric_limits<int64_t>::max();
+    ready = s.timing_share > 0 ? now_ns + int64_t((-b.steady_ms + 1e-3) / s.timing_share * 1e6)
+                               : std::numeric_limits<int64_t>::max();
   }
   b.steady_ready_ns.store(ready, std::memory_order_relaxed);
 }
@@ -77,8 +76,7 @@ size_t AlgoCache::tune_pending() {
   return size_t(std::max<int64_t>(m.untimed_entries.load(std::memory_order_relaxed), 0));
 }
 
-bool AlgoCache::Impl::untimed_entry_wants_timing(const AlgoSlot& slot,
-                                                 const AlgoSettings& settings,
+bool AlgoCache::Impl::untimed_entry_wants_timing(const AlgoSlot& slot, const AlgoSettings& settings,
                                                  ChoiceSource source) {
   const int budget = effective_key_budget(settings);
   if (benchmarked_count[slot.index()].load(std::memory_order_relaxed) >= uint32_t(budget))
@@ -91,8 +89,7 @@ bool AlgoCache::Impl::untimed_entry_wants_timing(const AlgoSlot& slot,
 // ---- size classes -------------------------------------------------------------------------
 
 bool AlgoCache::Impl::find_class_mate(int slot_index, const AlgoKey& key,
-                                      const std::vector<Candidate>& usable,
-                                      BenchmarkedKey& found) {
+                                      const std::vector<Candidate>& usable, BenchmarkedKey& found) {
   const AlgoKey cls = size_class_key(key);
   std::lock_guard<std::mutex> lock(policy_mutex);
   auto it = benchmarked_keys.find(slot_index);
@@ -118,12 +115,10 @@ bool AlgoCache::Impl::find_class_mate(int slot_index, const AlgoKey& key,
 // ---- the miss path ------------------------------------------------------------------------
 
 AlgoCache::Selection AlgoCache::Impl::choose_adaptive(const AlgoSlot& slot, const AlgoKey& key,
-                                                      uint64_t hash,
-                                                      const detail::ErasedProblem& p,
+                                                      uint64_t hash, const detail::ErasedProblem& p,
                                                       CandidateSet& set,
-                                                      const AdaptiveSettings& settings,
-                                                      int cached, ChoiceSource cached_source,
-                                                      int budget) {
+                                                      const AdaptiveSettings& settings, int cached,
+                                                      ChoiceSource cached_source, int budget) {
   Impl& m = *this;
   const bool logging = algo_log_enabled();
   auto selection = [&](int index) -> Selection {
@@ -250,13 +245,12 @@ AlgoCache::Selection AlgoCache::Impl::choose_adaptive(const AlgoSlot& slot, cons
   m.remember_benchmarked(slot.index(), key, best->index);
   if (pending) m.retimed.fetch_add(1, std::memory_order_relaxed);
   if (logging) {
-    std::string how = "timed (top " + std::to_string(k) + " of " + std::to_string(ranked.size()) +
-                      ")";
+    std::string how =
+        "timed (top " + std::to_string(k) + " of " + std::to_string(ranked.size()) + ")";
     if (pending)
       how += ", replaces the " + std::string(choice_source_name(cached_source)) + " choice " +
              slot.algorithm_name(cached);
-    log_decision(slot, key, how.c_str(), top.usable, top.skipped,
-                 slot.algorithm_name(best->index));
+    log_decision(slot, key, how.c_str(), top.usable, top.skipped, slot.algorithm_name(best->index));
   }
   return selection(best->index);
 }

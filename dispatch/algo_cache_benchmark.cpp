@@ -147,7 +147,6 @@ double time_candidate(const AlgoSlot& slot, const detail::ErasedProblem& p, cons
   return best;
 }
 
-
 }  // namespace
 
 const Candidate* AlgoCache::Impl::benchmark(const AlgoSlot& slot, const detail::ErasedProblem& p,

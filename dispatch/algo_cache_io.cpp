@@ -75,7 +75,7 @@ json stamp_to_json(const AlgoCacheStamp& s) {
 // An integer JSON value in [lo, hi] (hi >= 0). Floats (2.5, 1e300), booleans and numbers out of
 // range are rejected, never truncated or wrapped: a file holding them is corrupt.
 int64_t strict_int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
-  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+  const bool in_range = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t(hi)
                         : v.is_number_integer() ? v.get<int64_t>() >= lo && v.get<int64_t>() <= hi
                                                 : false;
   if (!in_range)
@@ -206,8 +206,8 @@ std::optional<AlgoKey> key_from_json(const json& j) {
   read_int_array(j, "stride", k.stride, AlgoKey::kMaxSpatialDims);
   read_int_array(j, "padding", k.padding, AlgoKey::kMaxSpatialDims);
   read_int_array(j, "dilation", k.dilation, AlgoKey::kMaxSpatialDims);
-  k.groups = int32_t(strict_int(j.at("groups"), "key field groups", 0,
-                                std::numeric_limits<int32_t>::max()));
+  k.groups = int32_t(
+      strict_int(j.at("groups"), "key field groups", 0, std::numeric_limits<int32_t>::max()));
   read_int_array(j, "extra", k.extra, AlgoKey::kNumExtra);
   if (!op) return std::nullopt;
   k.op = *op;
@@ -355,10 +355,10 @@ AlgoCacheLoadResult AlgoCache::load(const std::string& path) {
     const int64_t version = strict_int(doc.at("format_version"), "format_version", 0,
                                        std::numeric_limits<int64_t>::max());
     if (version != kFormatVersion)
-      return reject("it has format version " + std::to_string(version) + ", this Ember reads " +
-                    std::to_string(kFormatVersion) +
-                    (version > kFormatVersion ? " (it is kept: this process will not overwrite it)"
-                                              : ""));
+      return reject(
+          "it has format version " + std::to_string(version) + ", this Ember reads " +
+          std::to_string(kFormatVersion) +
+          (version > kFormatVersion ? " (it is kept: this process will not overwrite it)" : ""));
     file_stamp = stamp_from_json(doc.at("stamp"));
     const json& entries = doc.at("entries");
     if (!entries.is_array()) throw std::runtime_error("\"entries\" is not an array");

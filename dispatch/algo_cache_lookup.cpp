@@ -289,7 +289,7 @@ AlgoCache::Selection AlgoCache::select(const AlgoSlot& slot, const AlgoKey& key_
 
   // ---- the miss path (algo_cache_miss.cpp) ----
   return m.choose_on_miss(slot, filed, hash, p, settings, cached, cached_source, over_limit,
-                         m.effective_key_budget(settings));
+                          m.effective_key_budget(settings));
 }
 
 void AlgoCache::run_erased(const AlgoSlot& slot, const AlgoKey& key,

@@ -152,9 +152,8 @@ AlgoCache::Selection AlgoCache::Impl::forced_choice(const AlgoSlot& slot, const 
     std::ostringstream ok;
     for (const Candidate& c : set.usable)
       ok << (ok.tellp() > 0 ? ", " : "") << slot.algorithm_name(c.index);
-    EMBER_THROW(bad_param, slot.name(), ": the forced algorithm '", name,
-                "' does not apply to ", key_in.to_string(),
-                "; algorithms that apply: ", ok.str(),
+    EMBER_THROW(bad_param, slot.name(), ": the forced algorithm '", name, "' does not apply to ",
+                key_in.to_string(), "; algorithms that apply: ", ok.str(),
                 ". Force one of those or remove the forced entry");
   }
   EMBER_CHECK(mode != AlgoMode::deterministic || slot.algorithm_deterministic(i), slot.name(),
@@ -171,9 +170,8 @@ AlgoCache::Selection AlgoCache::Impl::forced_choice(const AlgoSlot& slot, const 
 
 // ---- the miss path ----------------------------------------------------------------------------
 
-AlgoCache::Selection AlgoCache::Impl::choose_on_miss(const AlgoSlot& slot,
-                                                     const SettingsKey& filed, uint64_t hash,
-                                                     const detail::ErasedProblem& p,
+AlgoCache::Selection AlgoCache::Impl::choose_on_miss(const AlgoSlot& slot, const SettingsKey& filed,
+                                                     uint64_t hash, const detail::ErasedProblem& p,
                                                      const AlgoSettings& settings, int cached,
                                                      ChoiceSource cached_source, bool over_limit,
                                                      int budget) {

@@ -30,8 +30,8 @@ const char* algo_mode_name(AlgoMode m) {
 }
 
 AlgoMode algo_mode_from_name(std::string_view name) {
-  for (AlgoMode m : {AlgoMode::heuristic, AlgoMode::benchmark, AlgoMode::deterministic,
-                     AlgoMode::adaptive})
+  for (AlgoMode m :
+       {AlgoMode::heuristic, AlgoMode::benchmark, AlgoMode::deterministic, AlgoMode::adaptive})
     if (name == algo_mode_name(m)) return m;
   EMBER_THROW(bad_param, "unknown algorithm mode '", name,
               "'; expected heuristic, benchmark, adaptive or deterministic");

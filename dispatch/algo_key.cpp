@@ -1,7 +1,6 @@
 // AlgoKey helpers: op-name interning, direction names, filling a key from tensors and devices,
 // the readable form used in logs, and the size distance of the dynamic-shape policy.
 #include "ember/dispatch/algo_key.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/tensor.h"
 
 namespace ember::dispatch {

@@ -1,6 +1,6 @@
 // The kernel registry: for each op, a table from (device type, dtype) to the kernel that runs it.
-// Tables are declared beside the op (kernel_interface/), defined once, and filled by registrations that
-// live beside the kernels themselves (cpu_kernels/*.cpp, cuda_kernels/*.cu), not in a central
+// Tables are declared beside the op (kernel_interface/), defined once, and filled by registrations
+// that live beside the kernels themselves (cpu_kernels/*.cpp, cuda_kernels/*.cu), not in a central
 // switch. A missing entry is a not_supported error naming the op, the device and the dtype.
 #pragma once
 #include <initializer_list>
@@ -24,9 +24,10 @@ struct KernelTableInfo {
 std::vector<KernelTableInfo>& kernel_tables();
 
 inline constexpr std::initializer_list<DType> kFloatingTypes = {DType::f32, DType::f64, DType::f16,
-                                                               DType::bf16};
-inline constexpr std::initializer_list<DType> kAllTypes = {
-    DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::boolean};
+                                                                DType::bf16};
+inline constexpr std::initializer_list<DType> kAllTypes = {DType::f32,  DType::f64,    DType::f16,
+                                                           DType::bf16, DType::i32,    DType::i64,
+                                                           DType::u8,   DType::boolean};
 
 template <typename Fn>
 class KernelTable {
@@ -35,7 +36,9 @@ class KernelTable {
   void set(DeviceType device, std::initializer_list<DType> dtypes, Fn fn) {
     for (DType t : dtypes) table_[int(device)][int(t)] = fn;
   }
-  bool has(DeviceType device, DType dtype) const { return table_[int(device)][int(dtype)] != nullptr; }
+  bool has(DeviceType device, DType dtype) const {
+    return table_[int(device)][int(dtype)] != nullptr;
+  }
   Fn get(DeviceType device, DType dtype) const {
     Fn fn = table_[int(device)][int(dtype)];
     if (!fn) [[unlikely]] {
@@ -59,21 +62,21 @@ class KernelTable {
 // In a header: declares the table accessor `name()` for kernels of type Fn.
 #define EMBER_DECLARE_KERNEL(name, Fn) ::ember::dispatch::KernelTable<Fn>& name();
 // In one .cpp: defines it (a function-local static, so registration order never matters).
-#define EMBER_DEFINE_KERNEL(name, Fn)                                                          \
-  ::ember::dispatch::KernelTable<Fn>& name() {                                               \
-    static ::ember::dispatch::KernelTable<Fn>* table = [] {                                  \
-      auto* t = new ::ember::dispatch::KernelTable<Fn>(#name);                               \
-      ::ember::dispatch::kernel_tables().push_back(                                          \
+#define EMBER_DEFINE_KERNEL(name, Fn)                                                         \
+  ::ember::dispatch::KernelTable<Fn>& name() {                                                \
+    static ::ember::dispatch::KernelTable<Fn>* table = [] {                                   \
+      auto* t = new ::ember::dispatch::KernelTable<Fn>(#name);                                \
+      ::ember::dispatch::kernel_tables().push_back(                                           \
           {#name, [](::ember::DeviceType d, ::ember::DType x) { return name().has(d, x); }}); \
-      return t;                                                                              \
-    }();                                                                                     \
-    return *table;                                                                           \
+      return t;                                                                               \
+    }();                                                                                      \
+    return *table;                                                                            \
   }
 #define EMBER_CONCAT_INNER(a, b) a##b
 #define EMBER_CONCAT(a, b) EMBER_CONCAT_INNER(a, b)
 // Beside a kernel: registers `fn` for the given device type and dtypes at library load.
-#define EMBER_REGISTER_KERNEL(name, device_type, dtypes, fn)                                   \
-  static const bool EMBER_CONCAT(ember_registered_, __LINE__) = [] {                         \
-    name().set(::ember::DeviceType::device_type, dtypes, fn);                                \
-    return true;                                                                             \
+#define EMBER_REGISTER_KERNEL(name, device_type, dtypes, fn)         \
+  static const bool EMBER_CONCAT(ember_registered_, __LINE__) = [] { \
+    name().set(::ember::DeviceType::device_type, dtypes, fn);        \
+    return true;                                                     \
   }()

@@ -55,9 +55,9 @@ struct DistributedDataParallel::Reducer {
     for (size_t i : order) {
       const Tensor& p = params[i];
       const size_t bytes = p.nbytes();
-      bool fits = !buckets.empty() &&
-                  params[buckets.back().params.front()].dtype() == p.dtype() &&
-                  buckets.back().offsets.back() * int64_t(p.element_size()) + int64_t(bytes) <= int64_t(cap);
+      bool fits = !buckets.empty() && params[buckets.back().params.front()].dtype() == p.dtype() &&
+                  buckets.back().offsets.back() * int64_t(p.element_size()) + int64_t(bytes) <=
+                      int64_t(cap);
       if (!fits) {
         if (!buckets.empty()) cap = options.bucket_cap_bytes;
         buckets.emplace_back();
@@ -150,8 +150,11 @@ struct DistributedDataParallel::Reducer {
       if (!options.find_unused_parameters) {
         std::string list;
         for (size_t k = 0; k < unused.size() && k < 10; ++k) list += (k ? ", " : "") + unused[k];
-        EMBER_THROW(bad_param, "DistributedDataParallel: ", unused.size(), " parameter(s) received no "
-                    "gradient in this backward (", list, "); every rank must use every parameter, or "
+        EMBER_THROW(bad_param, "DistributedDataParallel: ", unused.size(),
+                    " parameter(s) received no "
+                    "gradient in this backward (",
+                    list,
+                    "); every rank must use every parameter, or "
                     "set DDPOptions::find_unused_parameters = true");
       }
       autograd::NoGradGuard ng;

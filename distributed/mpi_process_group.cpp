@@ -43,22 +43,33 @@ void check_mpi(int rc, const char* call) {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-    case DType::u8: case DType::boolean: return MPI_UINT8_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u8:
+    case DType::boolean:
+      return MPI_UINT8_T;
     default:
-      EMBER_THROW(not_supported, "MPI backend: dtype ", dtype_name(t), " is not supported for "
+      EMBER_THROW(not_supported, "MPI backend: dtype ", dtype_name(t),
+                  " is not supported for "
                   "reductions on the CPU; convert to float32 first");
   }
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -70,7 +81,8 @@ void ensure_mpi_initialized() {
     MPI_Initialized(&inited);
     if (!inited) {
       int provided = 0;
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+                "MPI_Init_thread");
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
@@ -114,7 +126,8 @@ class MpiProcessGroup : public ProcessGroup {
     int pid = int(getpid());
     char mine[kHost] = {};
     host.copy(mine, kHost - 1);
-    check_mpi(MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+    check_mpi(MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD),
+              "MPI_Allgather");
     check_mpi(MPI_Allgather(mine, kHost, MPI_CHAR, hosts.data(), kHost, MPI_CHAR, MPI_COMM_WORLD),
               "MPI_Allgather");
     for (int r = 0; r < world; ++r)
@@ -137,7 +150,8 @@ class MpiProcessGroup : public ProcessGroup {
     {
       Watched w(*this, "all_reduce", t);
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), int(t.numel()), mpi_type(t.dtype()),
-                              mpi_op(op), MPI_COMM_WORLD), "MPI_Allreduce");
+                              mpi_op(op), MPI_COMM_WORLD),
+                "MPI_Allreduce");
     }
     if (op == ReduceOp::avg) {
       EMBER_CHECK(is_floating(t.dtype()), "all_reduce(avg) needs a floating tensor");
@@ -149,7 +163,8 @@ class MpiProcessGroup : public ProcessGroup {
     check_tensor("broadcast", t, false, /*elementwise=*/true);
     {
       Watched w(*this, "broadcast", t);
-      check_mpi(MPI_Bcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+      check_mpi(MPI_Bcast(t.data_ptr(), int(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD),
+                "MPI_Bcast");
     }
     t.bump_version();
   }
@@ -157,11 +172,12 @@ class MpiProcessGroup : public ProcessGroup {
     check_tensor("all_gather", out, false);
     check_tensor("all_gather", in, false);
     EMBER_CHECK(out.numel() == in.numel() * world_size() && out.dtype() == in.dtype(),
-                "all_gather: output must hold world_size x input (", world_size(), " x ", in.numel(),
-                " elements of ", dtype_name(in.dtype()), "), got ", out.numel());
+                "all_gather: output must hold world_size x input (", world_size(), " x ",
+                in.numel(), " elements of ", dtype_name(in.dtype()), "), got ", out.numel());
     Watched w(*this, "all_gather", in);
     check_mpi(MPI_Allgather(in.data_ptr(), int(in.nbytes()), MPI_BYTE, out.data_ptr(),
-                            int(in.nbytes()), MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
+                            int(in.nbytes()), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgather");
   }
   void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
     check_tensor("reduce_scatter", out, false);
@@ -212,18 +228,20 @@ class MpiProcessGroup : public ProcessGroup {
                   std::to_string(peer_pids_[size_t(r)]) + ")";
       if (dead.empty() && waited <= timeout_) continue;
       std::string what = std::string(op_) + " #" + std::to_string(sequence_);
-      if (numel_ >= 0) what += " (" + std::to_string(numel_) + " " + dtype_name(dtype_) + " elements)";
+      if (numel_ >= 0)
+        what += " (" + std::to_string(numel_) + " " + dtype_name(dtype_) + " elements)";
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%.1f",
                     std::chrono::duration<double>(waited).count());
       const std::string message =
-          "[ember] MPI backend: rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) +
-          ": " +
+          "[ember] MPI backend: rank " + std::to_string(rank()) + " of " +
+          std::to_string(world_size()) + ": " +
           (dead.empty() ? what + " did not finish within " + std::to_string(timeout_.count()) +
-                              " ms (waited " + seconds + " s): another rank has died or stopped "
+                              " ms (waited " + seconds +
+                              " s): another rank has died or stopped "
                               "calling collectives (no peer on this host has exited)"
-                        : "rank(s) " + dead + " exited while this rank waited " + seconds + " s in " +
-                              what) +
+                        : "rank(s) " + dead + " exited while this rank waited " + seconds +
+                              " s in " + what) +
           "; ending this process (set the timeout with InitOptions::timeout or "
           "EMBER_DIST_TIMEOUT_S)\n";
       std::fputs(message.c_str(), stderr);
@@ -273,7 +291,8 @@ std::shared_ptr<ProcessGroup> make_mpi_process_group(std::chrono::milliseconds t
 
 bool mpi_available() { return false; }
 std::shared_ptr<ProcessGroup> make_mpi_process_group(std::chrono::milliseconds) {
-  EMBER_THROW(not_supported, "the MPI backend is not in this build (install libopenmpi-dev and rebuild)");
+  EMBER_THROW(not_supported,
+              "the MPI backend is not in this build (install libopenmpi-dev and rebuild)");
 }
 
 #endif

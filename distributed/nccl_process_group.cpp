@@ -6,15 +6,15 @@
 // at a communicator's first collectives, and waits for a peer that died) is aborted the same way,
 // and the call throws the watchdog's error rather than NCCL's.
 #include "ember/distributed/process_group.h"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/ops/ops.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #ifdef EMBER_WITH_NCCL
 #include <nccl.h>
 
 #include <atomic>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -32,23 +32,35 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    case DType::u8: case DType::boolean: return ncclUint8;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::u8:
+    case DType::boolean:
+      return ncclUint8;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -91,15 +103,16 @@ class NcclProcessGroup : public ProcessGroup {
   void all_reduce(Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t, true, /*elementwise=*/true);
     run("all_reduce", t.device(), [&](ncclComm_t comm, cudaStream_t s) {
-      EMBER_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
-                                     nccl_op(op), comm, s));
+      EMBER_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                     nccl_type(t.dtype()), nccl_op(op), comm, s));
     });
     t.bump_version();
   }
   void broadcast(Tensor& t, int root) override {
     check_tensor("broadcast", t, true, /*elementwise=*/true);
     run("broadcast", t.device(), [&](ncclComm_t comm, cudaStream_t s) {
-      EMBER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm, s));
+      EMBER_NCCL_CHECK(
+          ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm, s));
     });
     t.bump_version();
   }
@@ -109,7 +122,8 @@ class NcclProcessGroup : public ProcessGroup {
     EMBER_CHECK(out.numel() == in.numel() * world_size() && out.dtype() == in.dtype(),
                 "all_gather: output must hold world_size x input elements");
     run("all_gather", in.device(), [&](ncclComm_t comm, cudaStream_t s) {
-      EMBER_NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm, s));
+      EMBER_NCCL_CHECK(
+          ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm, s));
     });
   }
   void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
@@ -216,8 +230,9 @@ class NcclProcessGroup : public ProcessGroup {
         if (q != cudaErrorNotReady) (void)cudaGetLastError();
         if (std::chrono::steady_clock::now() - w.start > timeout_ && error_.empty()) {
           error_ = ::ember::detail::concat(
-              "NCCL watchdog: rank ", rank(), " of ", world_size(), ": ", w.op, " did not finish within ",
-              timeout_.count(), " ms; the communicator was aborted (a rank probably died or is stuck)");
+              "NCCL watchdog: rank ", rank(), " of ", world_size(), ": ", w.op,
+              " did not finish within ", timeout_.count(),
+              " ms; the communicator was aborted (a rank probably died or is stuck)");
           ncclCommAbort(comm_);
           comm_ = nullptr;
         }
@@ -226,8 +241,9 @@ class NcclProcessGroup : public ProcessGroup {
       if (comm_ && error_.empty()) {
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess) {
-          error_ = ::ember::detail::concat("NCCL asynchronous error on rank ", rank(), ": ",
-                                           ncclGetErrorString(async), "; the communicator was aborted");
+          error_ =
+              ::ember::detail::concat("NCCL asynchronous error on rank ", rank(), ": ",
+                                      ncclGetErrorString(async), "; the communicator was aborted");
           ncclCommAbort(comm_);
           comm_ = nullptr;
         }
@@ -264,7 +280,8 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(int rank, int world, int l
 bool nccl_available() { return false; }
 std::shared_ptr<ProcessGroup> make_nccl_process_group(int, int, int, const std::string&, int,
                                                       std::chrono::milliseconds) {
-  EMBER_THROW(not_supported, "the NCCL backend is not in this build (Ember was built without CUDA/NCCL)");
+  EMBER_THROW(not_supported,
+              "the NCCL backend is not in this build (Ember was built without CUDA/NCCL)");
 }
 
 #endif

@@ -48,45 +48,54 @@ Tensor in_format(const Tensor& t, MemoryFormat format) {
   return t.is_contiguous(format) ? t : t.contiguous(format);
 }
 
-void check_arguments(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                     const Tensor& running_mean, const Tensor& running_var, const ProcessGroup* group) {
+void check_arguments(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                     const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                     const ProcessGroup* group) {
   EMBER_CHECK(group != nullptr, kOp, ": the process group is null");
   EMBER_CHECK(x.defined(), kOp, ": the input is an undefined tensor");
   EMBER_CHECK_STATUS(is_floating(x.dtype()), not_supported, kOp, ": dtype ", dtype_name(x.dtype()),
                      " is not supported; use float32, float64, float16 or bfloat16");
-  EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5, kOp, ": expected input of shape [N, C], [N, C, L], "
-              "[N, C, H, W] or [N, C, D, H, W], got ", x.shape_str());
+  EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5, kOp,
+              ": expected input of shape [N, C], [N, C, L], "
+              "[N, C, H, W] or [N, C, D, H, W], got ",
+              x.shape_str());
   const bool reduced = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
-  const std::pair<const char*, const Tensor*> params[] = {
-      {"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean}, {"running_var", &running_var}};
+  const std::pair<const char*, const Tensor*> params[] = {{"weight", &weight},
+                                                          {"bias", &bias},
+                                                          {"running_mean", &running_mean},
+                                                          {"running_var", &running_var}};
   for (const auto& [name, p] : params) {
     if (!p->defined()) continue;
     EMBER_CHECK(p->sizes() == Shape{x.size(1)}, kOp, ": ", name, " must have shape [", x.size(1),
                 "] (one value per channel of input ", x.shape_str(), "), got ", p->shape_str());
     EMBER_CHECK(p->device() == x.device(), kOp, ": ", name, " is on ", p->device().str(),
-                " but the input ", x.shape_str(), " is on ", x.device().str(), "; move them to one device");
-    EMBER_CHECK(p->dtype() == x.dtype() || (reduced && p->dtype() == DType::f32), kOp, ": ", name,
-                " has dtype ", dtype_name(p->dtype()), " but the input has ", dtype_name(x.dtype()),
-                "; parameters must have the input's dtype (or float32 for a float16 / bfloat16 input)");
+                " but the input ", x.shape_str(), " is on ", x.device().str(),
+                "; move them to one device");
+    EMBER_CHECK(
+        p->dtype() == x.dtype() || (reduced && p->dtype() == DType::f32), kOp, ": ", name,
+        " has dtype ", dtype_name(p->dtype()), " but the input has ", dtype_name(x.dtype()),
+        "; parameters must have the input's dtype (or float32 for a float16 / bfloat16 input)");
   }
   EMBER_CHECK(running_mean.defined() == running_var.defined(), kOp,
               ": running_mean and running_var must be given together");
-  EMBER_CHECK(!running_mean.defined() || (!running_mean.requires_grad() && !running_var.requires_grad()),
-              kOp, ": running statistics are updated in place and must not require grad; pass buffers");
+  EMBER_CHECK(
+      !running_mean.defined() || (!running_mean.requires_grad() && !running_var.requires_grad()),
+      kOp, ": running statistics are updated in place and must not require grad; pass buffers");
   if (residual.defined())
     EMBER_CHECK(residual.sizes() == x.sizes() && residual.dtype() == x.dtype() &&
                     residual.device() == x.device(),
-                kOp, ": the residual (", residual.shape_str(), ", ", dtype_name(residual.dtype()), ", ",
-                residual.device().str(), ") must have the input's shape, dtype and device (", x.shape_str(),
-                ", ", dtype_name(x.dtype()), ", ", x.device().str(), ")");
+                kOp, ": the residual (", residual.shape_str(), ", ", dtype_name(residual.dtype()),
+                ", ", residual.device().str(), ") must have the input's shape, dtype and device (",
+                x.shape_str(), ", ", dtype_name(x.dtype()), ", ", x.device().str(), ")");
 }
 
 // One process, or eval: the plain op (and its fused tails) is the same math.
-Tensor local_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                        const Tensor& running_mean, const Tensor& running_var, bool relu, double momentum,
-                        double eps) {
+Tensor local_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                        const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        bool relu, double momentum, double eps) {
   if (relu && residual.defined())
-    return batch_norm_add_relu(x, residual, weight, bias, running_mean, running_var, true, momentum, eps);
+    return batch_norm_add_relu(x, residual, weight, bias, running_mean, running_var, true, momentum,
+                               eps);
   if (relu) return batch_norm_relu(x, weight, bias, running_mean, running_var, true, momentum, eps);
   Tensor y = batch_norm(x, weight, bias, running_mean, running_var, true, momentum, eps);
   return residual.defined() ? y + residual : y;
@@ -100,12 +109,14 @@ void update_running(const Tensor& running, const Tensor& stat, double momentum) 
 
 }  // namespace
 
-Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                       const Tensor& running_mean, const Tensor& running_var, bool relu, double momentum,
-                       double eps, const std::shared_ptr<ProcessGroup>& group) {
+Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                       const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                       bool relu, double momentum, double eps,
+                       const std::shared_ptr<ProcessGroup>& group) {
   check_arguments(x, residual, weight, bias, running_mean, running_var, group.get());
   if (group->world_size() == 1)
-    return local_batch_norm(x, residual, weight, bias, running_mean, running_var, relu, momentum, eps);
+    return local_batch_norm(x, residual, weight, bias, running_mean, running_var, relu, momentum,
+                            eps);
 
   const int64_t C = x.size(1);
   const int64_t world = group->world_size();
@@ -125,8 +136,8 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
     Tensor local_mean = local.narrow(0, 0, C), local_var = local.narrow(0, C, C);
     if (count >= 2) {
       Tensor local_invstd = empty({C}, stats_dtype, device);
-      batch_norm_stats_kernel().get(device.type, x.dtype())(
-          BatchNormStatsArgs{xd, layout, eps, momentum, local_mean, local_invstd, Tensor(), Tensor()});
+      batch_norm_stats_kernel().get(device.type, x.dtype())(BatchNormStatsArgs{
+          xd, layout, eps, momentum, local_mean, local_invstd, Tensor(), Tensor()});
       local_var.copy_(reciprocal(square(local_invstd)) - eps);
     } else if (count == 1) {  // one value per channel: it is the mean, the variance is 0
       local_mean.copy_(xd.reshape({C}));
@@ -138,11 +149,13 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
     local.narrow(0, 2 * C, 1).fill_(double(count));
 
     // Every rank's statistics, merged: mean = sum(n_r mean_r) / n and
-    // M2 = sum(n_r var_r) + sum(n_r (mean_r - mean)^2) (Chan et al.; no sum-of-squares cancellation).
+    // M2 = sum(n_r var_r) + sum(n_r (mean_r - mean)^2) (Chan et al.; no sum-of-squares
+    // cancellation).
     Tensor gathered = empty({world * (2 * C + 1)}, stats_dtype, device);
     group->all_gather(gathered, local);
     Tensor table = gathered.view({world, 2 * C + 1});
-    Tensor means = table.narrow(1, 0, C), vars = table.narrow(1, C, C), counts = table.narrow(1, 2 * C, 1);
+    Tensor means = table.narrow(1, 0, C), vars = table.narrow(1, C, C),
+           counts = table.narrow(1, 2 * C, 1);
     total = sum(counts, {0});  // [1]
     mean = sum(means * counts, {0}) / total;
     Tensor m2 = sum(vars * counts, {0}) + sum(square(means - mean) * counts, {0});
@@ -154,10 +167,11 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
 
     y = empty(x.sizes(), x.dtype(), device, dense.format);
     if (count > 0) {
-      Tensor residual_d = residual.defined() ? in_format(residual.detach(), dense.format) : Tensor();
-      batch_norm_apply_kernel().get(device.type, x.dtype())(BatchNormApplyArgs{
-          y, xd, residual_d, mean, invstd, norm_param_for_kernel(weight),
-          norm_param_for_kernel(bias), layout, relu});
+      Tensor residual_d =
+          residual.defined() ? in_format(residual.detach(), dense.format) : Tensor();
+      batch_norm_apply_kernel().get(device.type, x.dtype())(
+          BatchNormApplyArgs{y, xd, residual_d, mean, invstd, norm_param_for_kernel(weight),
+                             norm_param_for_kernel(bias), layout, relu});
     }
   }
 
@@ -172,8 +186,7 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
   const DType w_dtype = weight.defined() ? weight.dtype() : stats_dtype;
   const DType b_dtype = bias.defined() ? bias.dtype() : stats_dtype;
   autograd::record_backward(
-      kOp, inputs, {&y},
-      [=](const std::vector<Tensor>& grads, const autograd::Node& node) {
+      kOp, inputs, {&y}, [=](const std::vector<Tensor>& grads, const autograd::Node& node) {
         std::vector<Tensor> result(4);
         const bool need_x = node.needs_input_grad(0), need_w = node.needs_input_grad(1),
                    need_b = node.needs_input_grad(2), need_r = node.needs_input_grad(3);
@@ -181,12 +194,15 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
         const int64_t count = layout.per_channel();
         const Tensor& xs = saved_x.unpack();
         const Tensor& gate = saved_y.unpack();
-        Tensor dy = in_format(grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype), format);
-        // [sum(dy) (C), sum(dy * xhat) (C)] over this rank's values, xhat with the global statistics.
+        Tensor dy =
+            in_format(grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype), format);
+        // [sum(dy) (C), sum(dy * xhat) (C)] over this rank's values, xhat with the global
+        // statistics.
         Tensor sums = empty({2 * C}, stats_dtype, device);
         if (count > 0)
-          channel_grad_sums_kernel().get(device.type, x_dtype)(ChannelGradSumsArgs{
-              dy, xs, gate, mean, invstd, layout, StatIndex{0, 1}, sums.narrow(0, 0, C), sums.narrow(0, C, C)});
+          channel_grad_sums_kernel().get(device.type, x_dtype)(
+              ChannelGradSumsArgs{dy, xs, gate, mean, invstd, layout, StatIndex{0, 1},
+                                  sums.narrow(0, 0, C), sums.narrow(0, C, C)});
         else
           sums.zero_();
         // Local sums, as PyTorch: DDP averages them with every other gradient.
@@ -219,10 +235,12 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& residual, const Tensor& we
 namespace ember::nn {
 
 namespace {
-BatchNormImplBase::TrainingForward synchronized_forward(std::shared_ptr<distributed::ProcessGroup> group) {
+BatchNormImplBase::TrainingForward synchronized_forward(
+    std::shared_ptr<distributed::ProcessGroup> group) {
   return [group = std::move(group)](const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                    const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
-                                    bool relu, double momentum, double eps) {
+                                    const Tensor& bias, const Tensor& running_mean,
+                                    const Tensor& running_var, bool relu, double momentum,
+                                    double eps) {
     return distributed::sync_batch_norm(x, residual, weight, bias, running_mean, running_var, relu,
                                         momentum, eps, group);
   };
@@ -232,18 +250,20 @@ BatchNormImplBase::TrainingForward synchronized_forward(std::shared_ptr<distribu
 SyncBatchNormImpl::SyncBatchNormImpl(const BatchNormOptions& options,
                                      std::shared_ptr<distributed::ProcessGroup> group)
     : BatchNormImplBase("SyncBatchNorm", options), group_(std::move(group)) {
-  EMBER_CHECK(group_ != nullptr, "SyncBatchNorm: the process group is null; create one with "
+  EMBER_CHECK(group_ != nullptr,
+              "SyncBatchNorm: the process group is null; create one with "
               "distributed::init_process_group()");
   training_forward = synchronized_forward(group_);
 }
 
 void SyncBatchNormImpl::check_input_dim(const Tensor& x) const {
-  EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5, "SyncBatchNorm: expected an input of 2 to 5 dims [N, C, *], got ",
-              x.shape_str());
+  EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5,
+              "SyncBatchNorm: expected an input of 2 to 5 dims [N, C, *], got ", x.shape_str());
 }
 
 int64_t convert_sync_batchnorm(Module& module, std::shared_ptr<distributed::ProcessGroup> group) {
-  EMBER_CHECK(group != nullptr, "convert_sync_batchnorm: the process group is null; create one with "
+  EMBER_CHECK(group != nullptr,
+              "convert_sync_batchnorm: the process group is null; create one with "
               "distributed::init_process_group()");
   int64_t converted = 0;
   for (const auto& [name, child] : module.named_modules()) {  // the root included

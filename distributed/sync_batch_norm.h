@@ -47,7 +47,8 @@ namespace ember::nn {
 // running_mean, running_var, num_batches_tracked), so checkpoints move freely between the two.
 class SyncBatchNormImpl : public BatchNormImplBase {
  public:
-  SyncBatchNormImpl(const BatchNormOptions& options, std::shared_ptr<distributed::ProcessGroup> group);
+  SyncBatchNormImpl(const BatchNormOptions& options,
+                    std::shared_ptr<distributed::ProcessGroup> group);
   const std::shared_ptr<distributed::ProcessGroup>& group() const { return group_; }
 
  protected:

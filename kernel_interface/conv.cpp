@@ -10,9 +10,12 @@ EMBER_DEFINE_KERNEL(conv2d_epilogue_kernel, ConvEpilogueKernel)
 
 const char* conv_padding_mode_name(ConvPaddingMode mode) {
   switch (mode) {
-    case ConvPaddingMode::valid: return "valid";
-    case ConvPaddingMode::same: return "same";
-    default: return "explicit";
+    case ConvPaddingMode::valid:
+      return "valid";
+    case ConvPaddingMode::same:
+      return "same";
+    default:
+      return "explicit";
   }
 }
 

@@ -12,8 +12,28 @@ namespace ember {
 
 // out = f(in). Comparison-like ops (isnan...) write bool; everything else writes the input dtype.
 enum class UnaryOp : uint8_t {
-  neg, exp, log, sqrt, rsqrt, abs, tanh, sigmoid, relu, sin, cos, sign, reciprocal, square,
-  log1p, expm1, floor, ceil, round, logical_not, isnan, isfinite,
+  neg,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  abs,
+  tanh,
+  sigmoid,
+  relu,
+  sin,
+  cos,
+  sign,
+  reciprocal,
+  square,
+  log1p,
+  expm1,
+  floor,
+  ceil,
+  round,
+  logical_not,
+  isnan,
+  isfinite,
   clamp,        // param a = min (NaN: none), b = max (NaN: none)
   pow_scalar,   // in ^ a
   add_scalar,   // in + a
@@ -33,8 +53,21 @@ EMBER_DECLARE_KERNEL(unary_kernel, UnaryKernel)
 enum class BinaryOp : uint8_t {
   add,  // a + alpha * b
   sub,  // a - alpha * b
-  mul, div, pow, maximum, minimum, atan2, remainder,
-  eq, ne, lt, le, gt, ge, logical_and, logical_or,
+  mul,
+  div,
+  pow,
+  maximum,
+  minimum,
+  atan2,
+  remainder,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
+  logical_and,
+  logical_or,
   // gradient helpers: a is the incoming gradient, b the saved forward value
   relu_backward,     // b > 0 ? a : 0           (b = relu output or input)
   sigmoid_backward,  // a * b * (1 - b)         (b = sigmoid output)

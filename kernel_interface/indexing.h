@@ -7,7 +7,8 @@
 
 namespace ember {
 
-// index_select: out[o, i, n] = in[o, index[i], n], shapes [outer, size, inner] / [outer, nidx, inner]
+// index_select: out[o, i, n] = in[o, index[i], n], shapes [outer, size, inner] / [outer, nidx,
+// inner]
 using IndexSelectKernel = void (*)(const Tensor& out, const Tensor& in, const Tensor& index,
                                    int64_t outer, int64_t in_size, int64_t inner);
 EMBER_DECLARE_KERNEL(index_select_kernel, IndexSelectKernel)
@@ -16,7 +17,8 @@ using IndexAddKernel = void (*)(const Tensor& out, const Tensor& index, const Te
                                 int64_t outer, int64_t out_size, int64_t inner);
 EMBER_DECLARE_KERNEL(index_add_kernel, IndexAddKernel)
 // gather: out[..i..] = in[..index[..i..]..] along dim (index and out share a shape).
-using GatherKernel = void (*)(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim);
+using GatherKernel = void (*)(const Tensor& out, const Tensor& in, const Tensor& index,
+                              int64_t dim);
 EMBER_DECLARE_KERNEL(gather_kernel, GatherKernel)
 // scatter_add: out[..index[..i..]..] += src[..i..] along dim (index and src share a shape).
 using ScatterAddKernel = void (*)(const Tensor& out, const Tensor& index, const Tensor& src,

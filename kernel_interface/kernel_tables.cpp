@@ -1,9 +1,10 @@
-// The kernel tables of kernel_interface/ (filled by registrations in cpu_kernels/ and cuda_kernels/).
+// The kernel tables of kernel_interface/ (filled by registrations in cpu_kernels/ and
+// cuda_kernels/).
 #include "ember/kernel_interface/elementwise.h"
-#include "ember/kernel_interface/reduce.h"
 #include "ember/kernel_interface/gemm.h"
 #include "ember/kernel_interface/indexing.h"
 #include "ember/kernel_interface/random.h"
+#include "ember/kernel_interface/reduce.h"
 
 namespace ember {
 
@@ -21,8 +22,14 @@ EMBER_DEFINE_KERNEL(random_kernel, RandomKernel)
 
 bool binary_op_writes_bool(BinaryOp op) {
   switch (op) {
-    case BinaryOp::eq: case BinaryOp::ne: case BinaryOp::lt: case BinaryOp::le:
-    case BinaryOp::gt: case BinaryOp::ge: case BinaryOp::logical_and: case BinaryOp::logical_or:
+    case BinaryOp::eq:
+    case BinaryOp::ne:
+    case BinaryOp::lt:
+    case BinaryOp::le:
+    case BinaryOp::gt:
+    case BinaryOp::ge:
+    case BinaryOp::logical_and:
+    case BinaryOp::logical_or:
       return true;
     default:
       return false;

@@ -1,6 +1,6 @@
-// The normalization kernel tables of kernel_interface/norm.h, and the glue of the training forward's
-// algorithm slot "batch_norm.forward": its op id, slot, key, scratch outputs, the cache's choice
-// and run, and the "two_pass" algorithm (registered by each backend).
+// The normalization kernel tables of kernel_interface/norm.h, and the glue of the training
+// forward's algorithm slot "batch_norm.forward": its op id, slot, key, scratch outputs, the cache's
+// choice and run, and the "two_pass" algorithm (registered by each backend).
 #include "ember/kernel_interface/norm.h"
 
 namespace ember {
@@ -63,7 +63,8 @@ const dispatch::Algorithm<BatchNormForwardProblem>& batch_norm_forward_choose(
 }
 
 void batch_norm_forward_run(const BatchNormForwardProblem& p) {
-  dispatch::algo_cache().run(batch_norm_forward_slot(p.device().type), batch_norm_forward_key(p), p);
+  dispatch::algo_cache().run(batch_norm_forward_slot(p.device().type), batch_norm_forward_key(p),
+                             p);
 }
 
 dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm() {
@@ -78,12 +79,11 @@ dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm() {
   };
   a.run = [](const BatchNormForwardProblem& p, void*) {
     const Device device = p.device();
-    batch_norm_stats_kernel().get(device.type, p.x.dtype())(BatchNormStatsArgs{
-        p.x, p.layout, p.eps, p.momentum, p.save_mean, p.save_invstd, p.running_mean,
-        p.running_var});
-    batch_norm_apply_kernel().get(device.type, p.x.dtype())(
-        BatchNormApplyArgs{p.y, p.x, p.residual, p.save_mean, p.save_invstd, p.weight, p.bias,
-                           p.layout, p.relu});
+    batch_norm_stats_kernel().get(
+        device.type, p.x.dtype())(BatchNormStatsArgs{p.x, p.layout, p.eps, p.momentum, p.save_mean,
+                                                     p.save_invstd, p.running_mean, p.running_var});
+    batch_norm_apply_kernel().get(device.type, p.x.dtype())(BatchNormApplyArgs{
+        p.y, p.x, p.residual, p.save_mean, p.save_invstd, p.weight, p.bias, p.layout, p.relu});
   };
   return a;
 }

@@ -33,8 +33,9 @@ DType norm_stats_dtype(DType t);
 
 // A dense tensor of logical shape [N, C, spatial...] seen by the channel kernels as N x C x S
 // (S = product of the spatial sizes, 1 for 2-D input):
-//   channels_inner = false: memory order [N, C, S]  (NCHW: element (n, c, s) at (n * C + c) * S + s)
-//   channels_inner = true:  memory order [N, S, C]  (NHWC: element (n, c, s) at (n * S + s) * C + c)
+//   channels_inner = false: memory order [N, C, S]  (NCHW: element (n, c, s) at (n * C + c) * S +
+//   s) channels_inner = true:  memory order [N, S, C]  (NHWC: element (n, c, s) at (n * S + s) * C
+//   + c)
 struct ChannelLayout {
   int64_t N = 1, C = 1, S = 1;
   bool channels_inner = false;
@@ -59,8 +60,8 @@ struct BatchNormStatsArgs {
   ChannelLayout layout;
   double eps = 1e-5;
   double momentum = 0.1;
-  Tensor save_mean, save_invstd;       // outputs
-  Tensor running_mean, running_var;    // updated in place, or undefined
+  Tensor save_mean, save_invstd;     // outputs
+  Tensor running_mean, running_var;  // updated in place, or undefined
 };
 using BatchNormStatsKernel = void (*)(const BatchNormStatsArgs& args);
 EMBER_DECLARE_KERNEL(batch_norm_stats_kernel, BatchNormStatsKernel)
@@ -116,16 +117,17 @@ EMBER_DECLARE_KERNEL(batch_norm_backward_elemt_kernel, BatchNormBackwardKernel)
 // One training-mode batch-norm forward: batch statistics of x, the running-statistics update and
 //   y = (x - mean[c]) * invstd[c] * weight[c] + bias[c] (+ residual), then max(0, .) when relu.
 // Chosen among by the AlgoCache from the slot "batch_norm.forward" of x's device type:
-//   "two_pass"    (CPU and CUDA) batch_norm_stats_kernel then batch_norm_apply_kernel: x read twice.
-//   "single_read" (CUDA, channels-inner layouts with rows of whole 16-byte vectors, activation
+//   "two_pass"    (CPU and CUDA) batch_norm_stats_kernel then batch_norm_apply_kernel: x read
+//   twice. "single_read" (CUDA, channels-inner layouts with rows of whole 16-byte vectors,
+//   activation
 //                 band fitting in shared memory) one cooperative kernel holding x on chip in
 //                 waves of channels: x read once (cuda_kernels/norm/batch_norm_single_read.cu).
 // Both are deterministic. Tensors are as for the kernels above (x, residual and y dense in
 // `layout`, [C] tensors contiguous in the statistics dtype, running statistics contiguous or
 // undefined); layout.per_channel() >= 2 and x is not empty (the op handles those cases itself).
 struct BatchNormForwardProblem {
-  Tensor x, residual;               // residual: add_relu tail only, else undefined
-  Tensor weight, bias;              // [C] contiguous (statistics dtype or x's) or undefined (1, 0)
+  Tensor x, residual;   // residual: add_relu tail only, else undefined
+  Tensor weight, bias;  // [C] contiguous (statistics dtype or x's) or undefined (1, 0)
   ChannelLayout layout;
   double eps = 1e-5, momentum = 0.1;
   bool relu = false;
@@ -156,8 +158,8 @@ void batch_norm_forward_run(const BatchNormForwardProblem& problem);
 dispatch::Algorithm<BatchNormForwardProblem> batch_norm_two_pass_algorithm();
 
 // Rows normalized independently: x dense [rows, D]. Element j of row r takes the affine parameter
-// of channel (r % groups) * (D / S) + j / S. Layer norm: groups = 1, S = 1 (parameter j). Group norm
-// of NCHW x: rows = N * G, D = (C / G) * S, groups = G, S = spatial size.
+// of channel (r % groups) * (D / S) + j / S. Layer norm: groups = 1, S = 1 (parameter j). Group
+// norm of NCHW x: rows = N * G, D = (C / G) * S, groups = G, S = spatial size.
 struct RowNormLayout {
   int64_t rows = 1, D = 1;
   int64_t groups = 1, S = 1;
@@ -166,7 +168,7 @@ struct RowNormLayout {
 // row_norm_forward: per row mean[r] and rstd[r] = 1 / sqrt(biased var + eps) (Welford), and
 // y = (x - mean[r]) * rstd[r] * weight[ch] + bias[ch]. weight / bias may be undefined.
 struct RowNormForwardArgs {
-  Tensor y, mean, rstd;  // outputs: y like x, mean / rstd [rows]
+  Tensor y, mean, rstd;    // outputs: y like x, mean / rstd [rows]
   Tensor x, weight, bias;  // weight, bias: contiguous [channels] in the statistics dtype or x's
   RowNormLayout layout;
   double eps = 1e-5;
@@ -181,7 +183,7 @@ EMBER_DECLARE_KERNEL(row_norm_forward_kernel, RowNormForwardKernel)
 // over dy and x: sum_dy[j] = sum over rows of dy_j, sum_dy_xhat[j] = sum over rows of dy_j * xhat_j
 // (channel_grad_sums' values, without reading dy and x a second time).
 struct RowNormBackwardArgs {
-  Tensor dx;  // output
+  Tensor dx;                         // output
   Tensor dy, x, mean, rstd, weight;  // weight: as in RowNormForwardArgs
   RowNormLayout layout;
   Tensor sum_dy, sum_dy_xhat;  // optional outputs, statistics dtype [D]: both or neither

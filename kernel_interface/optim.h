@@ -68,8 +68,8 @@ using SgdKernel = void (*)(const SgdKernelArgs& args);
 EMBER_DECLARE_KERNEL(sgd_kernel, SgdKernel)
 
 // ---- Adam / AdamW -------------------------------------------------------------------------------
-// For each i (torch.optim.Adam / AdamW, one fused pass; `beta1` is a device scalar so that one-cycle
-// schedules can cycle it):
+// For each i (torch.optim.Adam / AdamW, one fused pass; `beta1` is a device scalar so that
+// one-cycle schedules can cycle it):
 //   step += 1
 //   decoupled (AdamW): param *= 1 - lr * weight_decay      else: g = grad + weight_decay * param
 //   exp_avg    = beta1 * exp_avg + (1 - beta1) * g
@@ -105,10 +105,11 @@ using UpdateScaleKernel = void (*)(const Tensor& scale, const Tensor& growth_tra
                                    double backoff_factor, int64_t growth_interval);
 EMBER_DECLARE_KERNEL(update_scale_kernel, UpdateScaleKernel)
 
-// ---- gradient clipping ----------------------------------------------------------------------------
-// Accumulates the p-norm of all the tensors taken as one vector into `accumulator` (float64, one
-// element): += sum |x|^p for finite p > 0, or = max(accumulator, max |x|) for p = inf. The sum is
-// deterministic (fixed per-block partials reduced in a fixed order). NaN propagates.
+// ---- gradient clipping
+// ---------------------------------------------------------------------------- Accumulates the
+// p-norm of all the tensors taken as one vector into `accumulator` (float64, one element): += sum
+// |x|^p for finite p > 0, or = max(accumulator, max |x|) for p = inf. The sum is deterministic
+// (fixed per-block partials reduced in a fixed order). NaN propagates.
 using GradNormKernel = void (*)(const std::vector<Tensor>& tensors, double norm_type,
                                 const Tensor& accumulator);
 EMBER_DECLARE_KERNEL(grad_norm_kernel, GradNormKernel)

@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "ember/dispatch/registry.h"
-#include "ember/tensor/tensor.h"
 #include "ember/tensor/runtime/generator.h"
+#include "ember/tensor/tensor.h"
 
 namespace ember {
 

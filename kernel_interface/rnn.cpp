@@ -11,19 +11,26 @@ using dispatch::Direction;
 
 const char* rnn_mode_name(RnnMode mode) {
   switch (mode) {
-    case RnnMode::lstm: return "lstm";
-    case RnnMode::gru: return "gru";
-    case RnnMode::rnn_tanh: return "rnn_tanh";
-    case RnnMode::rnn_relu: return "rnn_relu";
+    case RnnMode::lstm:
+      return "lstm";
+    case RnnMode::gru:
+      return "gru";
+    case RnnMode::rnn_tanh:
+      return "rnn_tanh";
+    case RnnMode::rnn_relu:
+      return "rnn_relu";
   }
   return "?";
 }
 
 int64_t rnn_gate_count(RnnMode mode) {
   switch (mode) {
-    case RnnMode::lstm: return 4;
-    case RnnMode::gru: return 3;
-    default: return 1;
+    case RnnMode::lstm:
+      return 4;
+    case RnnMode::gru:
+      return 3;
+    default:
+      return 1;
   }
 }
 
@@ -32,8 +39,12 @@ int64_t rnn_gate_count(RnnMode mode) {
 int64_t RnnConfig::weight_index(int64_t layer, int64_t direction, RnnWeightKind kind) const {
   int64_t within = 0;
   switch (kind) {
-    case RnnWeightKind::w_ih: within = 0; break;
-    case RnnWeightKind::w_hh: within = 1; break;
+    case RnnWeightKind::w_ih:
+      within = 0;
+      break;
+    case RnnWeightKind::w_hh:
+      within = 1;
+      break;
     case RnnWeightKind::b_ih:
       if (!bias) return -1;
       within = 2;
@@ -60,10 +71,14 @@ WeightSlot weight_slot(const RnnConfig& c, int64_t index) {
   const int64_t per = c.weights_per_layer_direction();
   const int64_t ld = index / per, within = index % per;
   RnnWeightKind kind = RnnWeightKind::w_ih;
-  if (within == 1) kind = RnnWeightKind::w_hh;
-  else if (within == 2) kind = c.bias ? RnnWeightKind::b_ih : RnnWeightKind::w_hr;
-  else if (within == 3) kind = RnnWeightKind::b_hh;
-  else if (within == 4) kind = RnnWeightKind::w_hr;
+  if (within == 1)
+    kind = RnnWeightKind::w_hh;
+  else if (within == 2)
+    kind = c.bias ? RnnWeightKind::b_ih : RnnWeightKind::w_hr;
+  else if (within == 3)
+    kind = RnnWeightKind::b_hh;
+  else if (within == 4)
+    kind = RnnWeightKind::w_hr;
   return {ld / c.num_directions, ld % c.num_directions, kind};
 }
 }  // namespace
@@ -72,11 +87,21 @@ std::string RnnConfig::weight_name(int64_t index) const {
   const WeightSlot s = weight_slot(*this, index);
   const char* base = "";
   switch (s.kind) {
-    case RnnWeightKind::w_ih: base = "weight_ih"; break;
-    case RnnWeightKind::w_hh: base = "weight_hh"; break;
-    case RnnWeightKind::b_ih: base = "bias_ih"; break;
-    case RnnWeightKind::b_hh: base = "bias_hh"; break;
-    case RnnWeightKind::w_hr: base = "weight_hr"; break;
+    case RnnWeightKind::w_ih:
+      base = "weight_ih";
+      break;
+    case RnnWeightKind::w_hh:
+      base = "weight_hh";
+      break;
+    case RnnWeightKind::b_ih:
+      base = "bias_ih";
+      break;
+    case RnnWeightKind::b_hh:
+      base = "bias_hh";
+      break;
+    case RnnWeightKind::w_hr:
+      base = "weight_hr";
+      break;
   }
   return detail::concat(base, "_l", s.layer, s.direction == 1 ? "_reverse" : "");
 }
@@ -85,11 +110,15 @@ Shape RnnConfig::weight_shape(int64_t index) const {
   const WeightSlot s = weight_slot(*this, index);
   const int64_t rows = gates() * hidden_size;
   switch (s.kind) {
-    case RnnWeightKind::w_ih: return {rows, layer_input_size(s.layer)};
-    case RnnWeightKind::w_hh: return {rows, out_size()};
+    case RnnWeightKind::w_ih:
+      return {rows, layer_input_size(s.layer)};
+    case RnnWeightKind::w_hh:
+      return {rows, out_size()};
     case RnnWeightKind::b_ih:
-    case RnnWeightKind::b_hh: return {rows};
-    case RnnWeightKind::w_hr: return {proj_size, hidden_size};
+    case RnnWeightKind::b_hh:
+      return {rows};
+    case RnnWeightKind::w_hr:
+      return {proj_size, hidden_size};
   }
   return {};
 }

@@ -43,8 +43,12 @@ struct RnnConfig {
     return layer == 0 ? input_size : num_directions * out_size();
   }
   // Tensors per (layer, direction): 2, +2 with bias, +1 with a projection.
-  int64_t weights_per_layer_direction() const { return 2 + (bias ? 2 : 0) + (proj_size > 0 ? 1 : 0); }
-  int64_t num_weights() const { return num_layers * num_directions * weights_per_layer_direction(); }
+  int64_t weights_per_layer_direction() const {
+    return 2 + (bias ? 2 : 0) + (proj_size > 0 ? 1 : 0);
+  }
+  int64_t num_weights() const {
+    return num_layers * num_directions * weights_per_layer_direction();
+  }
   // Position of a weight in the flat list, or -1 when this configuration has none of that kind.
   int64_t weight_index(int64_t layer, int64_t direction, RnnWeightKind kind) const;
   // PyTorch's name ("weight_ih_l0", "bias_hh_l1_reverse", "weight_hr_l0") and shape of entry i.
@@ -99,7 +103,7 @@ struct RnnProblem {
   RnnConfig config;
   DType dtype = DType::f32;
   bool allow_tf32 = true;
-  double dropout = 0;  // applied between layers (0 when not training)
+  double dropout = 0;                        // applied between layers (0 when not training)
   std::vector<RandomParams> dropout_random;  // one per layer > 0 when dropout > 0
 
   Tensor input;                 // [T, B, input_size]

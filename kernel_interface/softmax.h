@@ -54,11 +54,11 @@ void softmax_run(const SoftmaxProblem& problem);
 // contiguous [N, C, d...] layout, inner = d1*..., and class-innermost layouts such as a 2-D
 // [N, C] or channels_last input, where inner = 1 and outer = N * d1 * ...).
 struct CrossEntropyArgs {
-  Tensor input;          // logits (input_is_log_probs false) or log-probabilities (nll_loss)
-  Tensor target;         // int64 [rows], dense
+  Tensor input;   // logits (input_is_log_probs false) or log-probabilities (nll_loss)
+  Tensor target;  // int64 [rows], dense
   // Per-row tensors and weights are of the accumulation dtype: float32, or float64 for float64
   // input (so that fp64 gradient checks see fp64 losses).
-  Tensor weight;         // [classes], dense, or undefined (all ones)
+  Tensor weight;  // [classes], dense, or undefined (all ones)
   int64_t outer = 0, classes = 0, inner = 1;
   int64_t ignore_index = -100;
   double label_smoothing = 0;

@@ -17,11 +17,14 @@ void LeakyReLUImpl::pretty_print(std::ostream& os) const {
 }
 
 Tensor ELUImpl::forward(const Tensor& x) { return elu(x, options.alpha()); }
-void ELUImpl::pretty_print(std::ostream& os) const { os << "ELU(alpha=" << detail::float_str(options.alpha()) << ")"; }
+void ELUImpl::pretty_print(std::ostream& os) const {
+  os << "ELU(alpha=" << detail::float_str(options.alpha()) << ")";
+}
 
 Tensor GELUImpl::forward(const Tensor& x) { return gelu(x, options.approximate()); }
 void GELUImpl::pretty_print(std::ostream& os) const {
-  os << "GELU(approximate='" << (options.approximate() == GeluApproximation::tanh ? "tanh" : "none") << "')";
+  os << "GELU(approximate='" << (options.approximate() == GeluApproximation::tanh ? "tanh" : "none")
+     << "')";
 }
 
 Tensor SiLUImpl::forward(const Tensor& x) { return silu(x); }
@@ -33,12 +36,18 @@ void SigmoidImpl::pretty_print(std::ostream& os) const { os << "Sigmoid()"; }
 Tensor TanhImpl::forward(const Tensor& x) { return tanh(x); }
 void TanhImpl::pretty_print(std::ostream& os) const { os << "Tanh()"; }
 
-Tensor SoftmaxImpl::forward(const Tensor& x) { return softmax(autocast_input(x, OpClass::fp32), options.dim()); }
-void SoftmaxImpl::pretty_print(std::ostream& os) const { os << "Softmax(dim=" << options.dim() << ")"; }
+Tensor SoftmaxImpl::forward(const Tensor& x) {
+  return softmax(autocast_input(x, OpClass::fp32), options.dim());
+}
+void SoftmaxImpl::pretty_print(std::ostream& os) const {
+  os << "Softmax(dim=" << options.dim() << ")";
+}
 
 Tensor LogSoftmaxImpl::forward(const Tensor& x) {
   return log_softmax(autocast_input(x, OpClass::fp32), options.dim());
 }
-void LogSoftmaxImpl::pretty_print(std::ostream& os) const { os << "LogSoftmax(dim=" << options.dim() << ")"; }
+void LogSoftmaxImpl::pretty_print(std::ostream& os) const {
+  os << "LogSoftmax(dim=" << options.dim() << ")";
+}
 
 }  // namespace ember::nn

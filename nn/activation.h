@@ -23,7 +23,8 @@ struct LeakyReLUOptions {
 };
 class LeakyReLUImpl : public Module {
  public:
-  explicit LeakyReLUImpl(const LeakyReLUOptions& options = {}) : Module("LeakyReLU"), options(options) {}
+  explicit LeakyReLUImpl(const LeakyReLUOptions& options = {})
+      : Module("LeakyReLU"), options(options) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   LeakyReLUOptions options;

@@ -26,8 +26,10 @@ DType autocast_dtype() { return tls_autocast.dtype; }
 
 AutocastGuard::AutocastGuard(DType dtype, bool enabled)
     : prev_enabled_(tls_autocast.enabled), prev_dtype_(tls_autocast.dtype) {
-  EMBER_CHECK(dtype == DType::bf16 || dtype == DType::f16, "AutocastGuard: dtype must be bfloat16 or "
-              "float16, got ", dtype_name(dtype));
+  EMBER_CHECK(dtype == DType::bf16 || dtype == DType::f16,
+              "AutocastGuard: dtype must be bfloat16 or "
+              "float16, got ",
+              dtype_name(dtype));
   tls_autocast.enabled = enabled;
   if (enabled) tls_autocast.dtype = dtype;
 }
@@ -68,12 +70,14 @@ std::vector<Tensor> autocast_inputs(const std::vector<Tensor>& ts, OpClass cls) 
       any = true;
     } else if (precision_rank(t.dtype()) > precision_rank(widest)) {
       widest = t.dtype();
-    } else if (precision_rank(t.dtype()) == 0 && precision_rank(widest) == 0 && t.dtype() != widest) {
+    } else if (precision_rank(t.dtype()) == 0 && precision_rank(widest) == 0 &&
+               t.dtype() != widest) {
       mixed_low = true;
     }
   }
   if (mixed_low) widest = DType::f32;
-  for (const Tensor& t : ts) out.push_back(eligible(t) && t.dtype() != widest ? cast(t, widest) : t);
+  for (const Tensor& t : ts)
+    out.push_back(eligible(t) && t.dtype() != widest ? cast(t, widest) : t);
   return out;
 }
 

@@ -1,6 +1,5 @@
 // safetensors reading and writing (atomic), and the training Checkpoint bundle (see checkpoint.h).
 #include "ember/nn/checkpoint.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -25,6 +24,7 @@
 #include "ember/nn/lr_scheduler.h"
 #include "ember/nn/optim.h"
 #include "ember/tensor/json_depth.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/generator.h"
 
 namespace ember::nn {
@@ -49,14 +49,22 @@ thread_local int64_t tls_fail_after_bytes = -1;
 
 const char* safetensors_dtype(DType d) {
   switch (d) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
+    case DType::boolean:
+      return "BOOL";
   }
   EMBER_INTERNAL_ASSERT(false, "unknown dtype");
   return "";
@@ -116,8 +124,9 @@ class TempFileWriter {
       if (tls_fail_after_bytes >= 0) {
         const int64_t room = tls_fail_after_bytes - written_;
         if (room <= 0)
-          EMBER_THROW(execution_failed, "save_checkpoint: write to '", tmp_path_, "' failed at byte ",
-                      written_, " (simulated fault); '", target_, "' was left as it was");
+          EMBER_THROW(execution_failed, "save_checkpoint: write to '", tmp_path_,
+                      "' failed at byte ", written_, " (simulated fault); '", target_,
+                      "' was left as it was");
         chunk = std::min<size_t>(chunk, size_t(room));
       }
       ssize_t r = ::write(fd_, p, chunk);
@@ -227,8 +236,8 @@ void write_atomically(const std::string& path, const std::string& header,
   } done{tmp_name};
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
   if (fd.get() < 0)
-    EMBER_THROW(execution_failed, "save_checkpoint: cannot create the temporary file '", tmp, "' for '",
-                path, "': ", errno_text(), "; check that the folder '", dir,
+    EMBER_THROW(execution_failed, "save_checkpoint: cannot create the temporary file '", tmp,
+                "' for '", path, "': ", errno_text(), "; check that the folder '", dir,
                 "' exists and is writable and that the disk has room");
   try {
     TempFileWriter w(fd.get(), tmp, path);
@@ -242,8 +251,8 @@ void write_atomically(const std::string& path, const std::string& header,
     if (::close(fd.release()) != 0)
       EMBER_THROW(execution_failed, "save_checkpoint: closing '", tmp, "' failed: ", errno_text());
     if (::rename(tmp.c_str(), path.c_str()) != 0)
-      EMBER_THROW(execution_failed, "save_checkpoint: renaming '", tmp, "' to '", path, "' failed: ",
-                  errno_text());
+      EMBER_THROW(execution_failed, "save_checkpoint: renaming '", tmp, "' to '", path,
+                  "' failed: ", errno_text());
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
@@ -251,8 +260,8 @@ void write_atomically(const std::string& path, const std::string& header,
   // The rename is durable only once the folder's entry is on disk.
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() < 0 || ::fsync(dfd.get()) != 0)
-    EMBER_THROW(execution_failed, "save_checkpoint: '", path, "' was written, but syncing its folder '",
-                dir, "' failed: ", errno_text());
+    EMBER_THROW(execution_failed, "save_checkpoint: '", path,
+                "' was written, but syncing its folder '", dir, "' failed: ", errno_text());
   remove_stale_temporaries(dir, base);
 }
 
@@ -298,36 +307,44 @@ struct HeaderEntry {
 // Throws a bad_param Error about the header of `path`.
 template <typename... Args>
 [[noreturn]] void header_error(const std::string& path, const Args&... args) {
-  EMBER_THROW(bad_param, "load_checkpoint: '", path, "' is not a valid safetensors file: ", args...);
+  EMBER_THROW(bad_param, "load_checkpoint: '", path,
+              "' is not a valid safetensors file: ", args...);
 }
 
 HeaderEntry parse_entry(const std::string& path, const std::string& name, const Json& v) {
-  if (!v.is_object()) header_error(path, "the header entry of tensor '", name, "' is not a JSON object");
+  if (!v.is_object())
+    header_error(path, "the header entry of tensor '", name, "' is not a JSON object");
   HeaderEntry e;
   e.name = name;
   auto dt = v.find("dtype");
   if (dt == v.end() || !dt->is_string())
     header_error(path, "tensor '", name, "' has no \"dtype\" string");
   if (!dtype_from_safetensors(dt->get<std::string>(), &e.dtype))
-    header_error(path, "tensor '", name, "' has dtype \"", dt->get<std::string>(),
-                 "\", which Ember does not read (it reads F32, F64, F16, BF16, I32, I64, U8, BOOL)");
+    header_error(
+        path, "tensor '", name, "' has dtype \"", dt->get<std::string>(),
+        "\", which Ember does not read (it reads F32, F64, F16, BF16, I32, I64, U8, BOOL)");
   auto sh = v.find("shape");
-  if (sh == v.end() || !sh->is_array()) header_error(path, "tensor '", name, "' has no \"shape\" array");
+  if (sh == v.end() || !sh->is_array())
+    header_error(path, "tensor '", name, "' has no \"shape\" array");
   uint64_t numel = 1, bound = 1;  // bound counts sizes of 0 as 1, as Ember's element limit does
   for (const Json& d : *sh) {
     if (!d.is_number_unsigned())
-      header_error(path, "tensor '", name, "' has shape ", sh->dump(), ": sizes must be non-negative integers");
+      header_error(path, "tensor '", name, "' has shape ", sh->dump(),
+                   ": sizes must be non-negative integers");
     uint64_t s = d.get<uint64_t>();
     if (s > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, s, &numel) ||
-        __builtin_mul_overflow(bound, std::max<uint64_t>(s, 1), &bound) || bound > uint64_t(kMaxNumel))
-      header_error(path, "tensor '", name, "' has shape ", sh->dump(), ", whose size overflows or "
+        __builtin_mul_overflow(bound, std::max<uint64_t>(s, 1), &bound) ||
+        bound > uint64_t(kMaxNumel))
+      header_error(path, "tensor '", name, "' has shape ", sh->dump(),
+                   ", whose size overflows or "
                    "exceeds the limit of 2^48 elements per tensor");
     e.shape.push_back(int64_t(s));
   }
   auto off = v.find("data_offsets");
   if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
       !(*off)[1].is_number_unsigned())
-    header_error(path, "tensor '", name, "' needs \"data_offsets\": [begin, end] with non-negative integers");
+    header_error(path, "tensor '", name,
+                 "' needs \"data_offsets\": [begin, end] with non-negative integers");
   e.begin = (*off)[0].get<uint64_t>();
   e.end = (*off)[1].get<uint64_t>();
   uint64_t nbytes = 0;
@@ -347,8 +364,8 @@ CheckpointWriteFault::CheckpointWriteFault(int64_t fail_after_bytes) : prev_(tls
 CheckpointWriteFault::~CheckpointWriteFault() { tls_fail_after_bytes = prev_; }
 }  // namespace detail
 
-void save_checkpoint(const std::string& path, const NamedTensors& tensors, const CheckpointMetadata& metadata,
-                     bool checksums) {
+void save_checkpoint(const std::string& path, const NamedTensors& tensors,
+                     const CheckpointMetadata& metadata, bool checksums) {
   OrderedJson header = OrderedJson::object();
   header[kMetadataKey] = OrderedJson::object();  // placeholder: keeps the metadata first
   OrderedJson crcs = OrderedJson::object();
@@ -382,8 +399,8 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors, const
   try {
     text = header.dump();
   } catch (const OrderedJson::type_error& e) {  // invalid UTF-8 in a name or a metadata string
-    EMBER_THROW(bad_param, "save_checkpoint: '", path, "': tensor names and metadata must be valid UTF-8 (",
-                e.what(), ")");
+    EMBER_THROW(bad_param, "save_checkpoint: '", path,
+                "': tensor names and metadata must be valid UTF-8 (", e.what(), ")");
   }
   // Pad with spaces (allowed by the format) so that the data section starts 8-byte aligned, as the
   // reference writer does; readers can then map tensors in place.
@@ -400,27 +417,29 @@ LoadedTensors load_checkpoint(const std::string& path) {
     EMBER_THROW(execution_failed, "load_checkpoint: cannot stat '", path, "': ", errno_text());
   const uint64_t file_size = uint64_t(st.st_size);
   if (file_size < 8)
-    header_error(path, "the file has ", file_size, " bytes, fewer than the 8-byte header length at byte 0");
+    header_error(path, "the file has ", file_size,
+                 " bytes, fewer than the 8-byte header length at byte 0");
   uint64_t header_len = 0;
   read_exact(fd.get(), path, &header_len, 8, 0);
   if (header_len < 2 || header_len > kMaxHeaderBytes || header_len > file_size - 8)
     header_error(path, "the header length at byte 0 says ", header_len, " bytes, but ",
                  header_len < 2 ? std::string("a header needs at least 2 (\"{}\")")
-                 : header_len > kMaxHeaderBytes ? "the limit is " + std::to_string(kMaxHeaderBytes)
-                 : "the file has only " + std::to_string(file_size - 8) + " bytes after it",
+                 : header_len > kMaxHeaderBytes
+                     ? "the limit is " + std::to_string(kMaxHeaderBytes)
+                     : "the file has only " + std::to_string(file_size - 8) + " bytes after it",
                  " (a truncated or foreign file?)");
   std::string text(header_len, '\0');
   read_exact(fd.get(), path, text.data(), header_len, 8);
   if (text[0] != '{') header_error(path, "the header at byte 8 does not start with '{'");
   if (json_nesting_depth(text) > kMaxJsonDepth)
-    header_error(path, "the JSON header nests deeper than ", kMaxJsonDepth, " levels (a corrupt or ",
-                 "hostile file; safetensors headers nest 3 levels)");
+    header_error(path, "the JSON header nests deeper than ", kMaxJsonDepth,
+                 " levels (a corrupt or ", "hostile file; safetensors headers nest 3 levels)");
   Json header;
   try {
     header = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    header_error(path, "the JSON header is malformed at byte ", 8 + (e.byte > 0 ? e.byte - 1 : 0), ": ",
-                 e.what());
+    header_error(path, "the JSON header is malformed at byte ", 8 + (e.byte > 0 ? e.byte - 1 : 0),
+                 ": ", e.what());
   } catch (const Json::exception& e) {  // out_of_range: a number no double holds, like 9E999
     header_error(path, "the JSON header holds a value out of range: ", e.what());
   }
@@ -433,8 +452,8 @@ LoadedTensors load_checkpoint(const std::string& path) {
       if (!it.value().is_object()) header_error(path, "\"__metadata__\" is not a JSON object");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
         if (!m.value().is_string())
-          header_error(path, "\"__metadata__\" must map strings to strings, but '", m.key(), "' holds ",
-                       m.value().dump());
+          header_error(path, "\"__metadata__\" must map strings to strings, but '", m.key(),
+                       "' holds ", m.value().dump());
         out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -453,14 +472,14 @@ LoadedTensors load_checkpoint(const std::string& path) {
       header_error(path, "tensor '", e.name, "' occupies bytes [", data_start + e.begin, ", ",
                    data_start + e.end, ") but the file ends at byte ", file_size, " (truncated?)");
     if (e.begin != expected)
-      header_error(path, "tensor '", e.name, "' starts at byte ", data_start + e.begin, " but the previous ",
-                   "tensor ends at byte ", data_start + expected,
+      header_error(path, "tensor '", e.name, "' starts at byte ", data_start + e.begin,
+                   " but the previous ", "tensor ends at byte ", data_start + expected,
                    e.begin < expected ? " (overlapping tensors)" : " (a gap in the data)");
     expected = e.end;
   }
   if (expected != data_size)
-    header_error(path, "the tensors end at byte ", data_start + expected, " but the file has ", file_size,
-                 " bytes (trailing data)");
+    header_error(path, "the tensors end at byte ", data_start + expected, " but the file has ",
+                 file_size, " bytes (trailing data)");
 
   // Checksums of Ember-written files (absent from other writers' files: nothing to verify then).
   std::map<std::string, std::string> crcs;
@@ -470,15 +489,20 @@ LoadedTensors load_checkpoint(const std::string& path) {
       if (json_nesting_depth(it->second) <= kMaxJsonDepth) j = Json::parse(it->second);
     } catch (const Json::exception&) {  // not JSON, or a number out of range: rejected below
     }
-    if (!j.is_object()) header_error(path, "metadata \"", kChecksumKey, "\" is not a JSON object of checksums");
+    if (!j.is_object())
+      header_error(path, "metadata \"", kChecksumKey, "\" is not a JSON object of checksums");
     for (auto c = j.begin(); c != j.end(); ++c) {
-      const bool hex = c.value().is_string() && c.value().get<std::string>().size() == 8 &&
-                       c.value().get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
-      if (!hex) header_error(path, "metadata \"", kChecksumKey, "\" holds ", c.value().dump(), " for tensor '",
-                             c.key(), "', not 8 lowercase hex digits");
+      const bool hex =
+          c.value().is_string() && c.value().get<std::string>().size() == 8 &&
+          c.value().get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (!hex)
+        header_error(path, "metadata \"", kChecksumKey, "\" holds ", c.value().dump(),
+                     " for tensor '", c.key(), "', not 8 lowercase hex digits");
       const bool known = std::any_of(entries.begin(), entries.end(),
                                      [&](const HeaderEntry& e) { return e.name == c.key(); });
-      if (!known) header_error(path, "metadata \"", kChecksumKey, "\" names tensor '", c.key(), "', which the file lacks");
+      if (!known)
+        header_error(path, "metadata \"", kChecksumKey, "\" names tensor '", c.key(),
+                     "', which the file lacks");
       crcs[c.key()] = c.value().get<std::string>();
     }
     out.metadata.erase(it);
@@ -489,9 +513,11 @@ LoadedTensors load_checkpoint(const std::string& path) {
     if (t.nbytes() > 0) read_exact(fd.get(), path, t.data_ptr(), t.nbytes(), data_start + e.begin);
     if (auto c = crcs.find(e.name); c != crcs.end()) {
       const std::string actual = crc32_hex(t);
-      EMBER_CHECK(actual == c->second, "load_checkpoint: '", path, "': the data of tensor '", e.name,
-                  "' (bytes [", data_start + e.begin, ", ", data_start + e.end, ")) does not match ",
-                  "its checksum (CRC-32 ", actual, ", the file says ", c->second, "): the file is "
+      EMBER_CHECK(actual == c->second, "load_checkpoint: '", path, "': the data of tensor '",
+                  e.name, "' (bytes [", data_start + e.begin, ", ", data_start + e.end,
+                  ")) does not match ", "its checksum (CRC-32 ", actual, ", the file says ",
+                  c->second,
+                  "): the file is "
                   "corrupt; restore it from a copy or an earlier checkpoint");
     }
     out.tensors.emplace_back(e.name, std::move(t));
@@ -499,7 +525,8 @@ LoadedTensors load_checkpoint(const std::string& path) {
   return out;
 }
 
-void save_state_dict(const Module& module, const std::string& path, const CheckpointMetadata& metadata) {
+void save_state_dict(const Module& module, const std::string& path,
+                     const CheckpointMetadata& metadata) {
   save_checkpoint(path, module.state_dict(), metadata);
 }
 
@@ -508,7 +535,8 @@ void load_state_dict(Module& module, const std::string& path, bool strict) {
   module.load_state_dict(loaded.tensors, strict);
 }
 
-// ---- RNG state -----------------------------------------------------------------------------------
+// ---- RNG state
+// -----------------------------------------------------------------------------------
 
 std::vector<RngState> capture_rng_state() {
   std::vector<RngState> out;
@@ -524,14 +552,16 @@ std::vector<RngState> capture_rng_state() {
 
 void restore_rng_state(const std::vector<RngState>& states) {
   for (const RngState& s : states) {
-    if (s.device.is_cuda() && (!cuda::is_available() || s.device.index >= cuda::device_count())) continue;
+    if (s.device.is_cuda() && (!cuda::is_available() || s.device.index >= cuda::device_count()))
+      continue;
     Generator& g = default_generator(s.device);
     g.manual_seed(s.seed);
     g.set_offset(s.offset);
   }
 }
 
-// ---- Checkpoint ----------------------------------------------------------------------------------
+// ---- Checkpoint
+// ----------------------------------------------------------------------------------
 
 namespace {
 constexpr const char* kFormatKey = "ember.checkpoint";
@@ -540,7 +570,9 @@ constexpr const char* kRngKey = "ember.rng";
 constexpr const char* kOptimizerKey = "ember.optimizer";
 constexpr const char* kSchedulerKey = "ember.scheduler";
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 uint64_t parse_u64(const std::string& path, const std::string& what, const std::string& text) {
   size_t used = 0;
@@ -561,7 +593,8 @@ void Checkpoint::save(const std::string& path) const {
   tensors.reserve(model.size() + optimizer.size() + grad_scaler.size());
   for (auto& [name, t] : model) {
     for (const char* prefix : {kOptimizerPrefix, kGradScalerPrefix})
-      EMBER_CHECK(!starts_with(name, prefix), "Checkpoint::save: model tensor '", name, "' starts with \"", prefix,
+      EMBER_CHECK(!starts_with(name, prefix), "Checkpoint::save: model tensor '", name,
+                  "' starts with \"", prefix,
                   "\", which marks optimizer or grad scaler state; rename the submodule");
     tensors.emplace_back(name, t);
   }
@@ -570,7 +603,8 @@ void Checkpoint::save(const std::string& path) const {
 
   CheckpointMetadata meta;
   for (auto& [k, v] : extra) {
-    EMBER_CHECK(!starts_with(k, "ember.") && k != "format", "Checkpoint::save: extra metadata key '", k,
+    EMBER_CHECK(!starts_with(k, "ember.") && k != "format",
+                "Checkpoint::save: extra metadata key '", k,
                 "' is reserved (keys starting \"ember.\" and \"format\" belong to the checkpoint)");
     meta[k] = v;
   }
@@ -579,7 +613,8 @@ void Checkpoint::save(const std::string& path) const {
   meta[kStepKey] = std::to_string(step);
   Json rng_json = Json::array();
   for (const RngState& s : rng)
-    rng_json.push_back({{"device", s.device.str()}, {"seed", std::to_string(s.seed)},
+    rng_json.push_back({{"device", s.device.str()},
+                        {"seed", std::to_string(s.seed)},
                         {"offset", std::to_string(s.offset)}});
   meta[kRngKey] = rng_json.dump();
   if (!optimizer_config.empty()) meta[kOptimizerKey] = optimizer_config;
@@ -592,35 +627,42 @@ Checkpoint Checkpoint::load(const std::string& path) {
   Checkpoint ck;
   const std::string opt_prefix = kOptimizerPrefix, scaler_prefix = kGradScalerPrefix;
   for (auto& [name, t] : loaded.tensors) {
-    if (starts_with(name, opt_prefix)) ck.optimizer.emplace_back(name.substr(opt_prefix.size()), t);
-    else if (starts_with(name, scaler_prefix)) ck.grad_scaler.emplace_back(name.substr(scaler_prefix.size()), t);
-    else ck.model.emplace_back(name, t);
+    if (starts_with(name, opt_prefix))
+      ck.optimizer.emplace_back(name.substr(opt_prefix.size()), t);
+    else if (starts_with(name, scaler_prefix))
+      ck.grad_scaler.emplace_back(name.substr(scaler_prefix.size()), t);
+    else
+      ck.model.emplace_back(name, t);
   }
   for (auto& [k, v] : loaded.metadata) {
     if (k == kStepKey) {
       const uint64_t s = parse_u64(path, kStepKey, v);
-      EMBER_CHECK(s <= uint64_t(INT64_MAX), "Checkpoint::load: '", path, "': step ", v, " is out of range");
+      EMBER_CHECK(s <= uint64_t(INT64_MAX), "Checkpoint::load: '", path, "': step ", v,
+                  " is out of range");
       ck.step = int64_t(s);
     } else if (k == kRngKey) {
       Json arr;
-      EMBER_CHECK(json_nesting_depth(v) <= kMaxJsonDepth, "Checkpoint::load: '", path, "': metadata ",
-                  kRngKey, " nests deeper than ", kMaxJsonDepth, " levels; the file is corrupt");
+      EMBER_CHECK(json_nesting_depth(v) <= kMaxJsonDepth, "Checkpoint::load: '", path,
+                  "': metadata ", kRngKey, " nests deeper than ", kMaxJsonDepth,
+                  " levels; the file is corrupt");
       try {
         arr = Json::parse(v);
       } catch (const Json::exception& e) {  // parse_error, or out_of_range (9E999)
-        EMBER_THROW(bad_param, "Checkpoint::load: '", path, "': metadata ", kRngKey, " is not valid JSON: ",
-                    e.what());
+        EMBER_THROW(bad_param, "Checkpoint::load: '", path, "': metadata ", kRngKey,
+                    " is not valid JSON: ", e.what());
       }
-      EMBER_CHECK(arr.is_array(), "Checkpoint::load: '", path, "': metadata ", kRngKey, " is not a JSON array");
+      EMBER_CHECK(arr.is_array(), "Checkpoint::load: '", path, "': metadata ", kRngKey,
+                  " is not a JSON array");
       for (const Json& item : arr) {
         EMBER_CHECK(item.is_object() && item.contains("device") && item["device"].is_string() &&
-                        item.contains("seed") && item["seed"].is_string() && item.contains("offset") &&
-                        item["offset"].is_string(),
+                        item.contains("seed") && item["seed"].is_string() &&
+                        item.contains("offset") && item["offset"].is_string(),
                     "Checkpoint::load: '", path, "': metadata ", kRngKey, " entry ", item.dump(),
                     " needs string fields device, seed and offset");
-        ck.rng.push_back(RngState{Device(item["device"].get<std::string>()),
-                                  parse_u64(path, "rng seed", item["seed"].get<std::string>()),
-                                  parse_u64(path, "rng offset", item["offset"].get<std::string>())});
+        ck.rng.push_back(
+            RngState{Device(item["device"].get<std::string>()),
+                     parse_u64(path, "rng seed", item["seed"].get<std::string>()),
+                     parse_u64(path, "rng offset", item["offset"].get<std::string>())});
       }
     } else if (k == kOptimizerKey) {
       ck.optimizer_config = v;
@@ -633,9 +675,10 @@ Checkpoint Checkpoint::load(const std::string& path) {
   return ck;
 }
 
-void Checkpoint::restore(Module& model_, optim::Optimizer* optimizer_, optim::LRScheduler* scheduler_,
-                         bool strict) const {
-  EMBER_CHECK(!strict || !scheduler_ || !scheduler.empty(), "Checkpoint::restore: the checkpoint "
+void Checkpoint::restore(Module& model_, optim::Optimizer* optimizer_,
+                         optim::LRScheduler* scheduler_, bool strict) const {
+  EMBER_CHECK(!strict || !scheduler_ || !scheduler.empty(),
+              "Checkpoint::restore: the checkpoint "
               "holds no scheduler state; pass no scheduler, or strict=false to keep its state");
   // Each loader validates everything before it changes anything; the model goes last, and a
   // refusal there puts the optimizer and scheduler back as they were.

@@ -7,7 +7,8 @@
 //   bytes [8 + N, end)    the tensors' bytes, row-major, little-endian, back to back; offsets are
 //                         relative to this buffer and must cover it exactly
 // dtypes: F32, F64, F16, BF16, I32, I64, U8, BOOL. Tensor names are Module::state_dict names, which
-// are PyTorch's ("layer1.0.bn1.running_mean"), so a model's state loads into the same PyTorch model.
+// are PyTorch's ("layer1.0.bn1.running_mean"), so a model's state loads into the same PyTorch
+// model.
 //
 // Writes are atomic: the file is written to a temporary file in the same folder, fsynced, renamed
 // over `path`, and the folder is fsynced; a failure or crash at any point leaves any previous file
@@ -54,7 +55,8 @@ LoadedTensors load_checkpoint(const std::string& path);
 
 // Shorthands: a module's state_dict to a file, and a file into a module (strict as in
 // Module::load_state_dict). Loading validates the whole file before the module is touched.
-void save_state_dict(const Module& module, const std::string& path, const CheckpointMetadata& metadata = {});
+void save_state_dict(const Module& module, const std::string& path,
+                     const CheckpointMetadata& metadata = {});
 void load_state_dict(Module& module, const std::string& path, bool strict = true);
 
 // ---- training checkpoints ----------------------------------------------------------------------
@@ -90,14 +92,14 @@ struct Checkpoint {
   static constexpr const char* kOptimizerPrefix = "optimizer.";
   static constexpr const char* kGradScalerPrefix = "grad_scaler.";
 
-  NamedTensors model;              // Module::state_dict()
-  NamedTensors optimizer;          // optimizer tensor state, names without the prefix
-  NamedTensors grad_scaler;        // GradScaler::state_dict(), names without the prefix
-  std::string optimizer_config;    // the optimizer's non-tensor state (JSON text), may be empty
-  std::string scheduler;           // the LR scheduler's state (JSON text), may be empty
-  int64_t step = 0;                // training step (or iteration) the state belongs to
-  std::vector<RngState> rng;       // usually capture_rng_state()
-  CheckpointMetadata extra;        // anything else (epoch, data loader position, ...)
+  NamedTensors model;            // Module::state_dict()
+  NamedTensors optimizer;        // optimizer tensor state, names without the prefix
+  NamedTensors grad_scaler;      // GradScaler::state_dict(), names without the prefix
+  std::string optimizer_config;  // the optimizer's non-tensor state (JSON text), may be empty
+  std::string scheduler;         // the LR scheduler's state (JSON text), may be empty
+  int64_t step = 0;              // training step (or iteration) the state belongs to
+  std::vector<RngState> rng;     // usually capture_rng_state()
+  CheckpointMetadata extra;      // anything else (epoch, data loader position, ...)
 
   void save(const std::string& path) const;
   // Model tensors are the entries without an "optimizer." or "grad_scaler." prefix.

@@ -1,6 +1,6 @@
 // Gradient clipping (nn/clip_grad.h): the norm and the scaling are fused kernels of
-// kernel_interface/optim.h over the lists of group_grads_by_dtype; the small finishing steps (root of the
-// accumulated sum, conversion to float32) are device ops on one-element tensors.
+// kernel_interface/optim.h over the lists of group_grads_by_dtype; the small finishing steps (root
+// of the accumulated sum, conversion to float32) are device ops on one-element tensors.
 #include "ember/nn/clip_grad.h"
 
 #include <cmath>
@@ -23,9 +23,9 @@ Tensor total_norm(const GradsByDtype& grads, double norm_type, const char* op) {
   for (const auto& [dtype, list] : grads.lists)
     grad_norm_kernel().get(grads.device.type, dtype)(list, norm_type, accumulator);
   Tensor norm = std::isinf(norm_type) ? accumulator
-                : norm_type == 2       ? sqrt(accumulator)
-                : norm_type == 1       ? accumulator
-                                       : pow(accumulator, 1.0 / norm_type);
+                : norm_type == 2      ? sqrt(accumulator)
+                : norm_type == 1      ? accumulator
+                                      : pow(accumulator, 1.0 / norm_type);
   return norm.to(DType::f32);
 }
 

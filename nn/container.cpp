@@ -6,8 +6,10 @@
 namespace ember::nn {
 
 void FunctionalImpl::pretty_print(std::ostream& os) const {
-  if (name_ == "Functional") os << "Functional()";
-  else os << "Functional(" << name_ << ")";
+  if (name_ == "Functional")
+    os << "Functional()";
+  else
+    os << "Functional(" << name_ << ")";
 }
 
 void SequentialImpl::append(const std::string& name, std::shared_ptr<Module> module,
@@ -23,14 +25,14 @@ Tensor SequentialImpl::forward(const Tensor& x) {
 }
 
 const std::shared_ptr<Module>& SequentialImpl::ptr(size_t i) const {
-  EMBER_CHECK(i < entries_.size(), "Sequential: index ", i, " is out of range for ", entries_.size(),
-              " modules");
+  EMBER_CHECK(i < entries_.size(), "Sequential: index ", i, " is out of range for ",
+              entries_.size(), " modules");
   return entries_[i].module;
 }
 
 const std::shared_ptr<Module>& ModuleListImpl::ptr(size_t i) const {
-  EMBER_CHECK(i < modules_.size(), "ModuleList: index ", i, " is out of range for ", modules_.size(),
-              " modules");
+  EMBER_CHECK(i < modules_.size(), "ModuleList: index ", i, " is out of range for ",
+              modules_.size(), " modules");
   return modules_[i];
 }
 

@@ -24,15 +24,17 @@ struct ImplOf<std::shared_ptr<Impl>> {
   static std::shared_ptr<Impl> get(const std::shared_ptr<Impl>& p) { return p; }
 };
 template <typename M>
-  requires requires { typename M::ImplType; }
+requires requires { typename M::ImplType; }
 struct ImplOf<M> {
   using type = typename M::ImplType;
   static std::shared_ptr<type> get(const M& holder) { return holder.ptr(); }
 };
 
 template <typename M>
-concept ModuleLike = requires { typename ImplOf<std::decay_t<M>>::type; } &&
-                     std::is_base_of_v<Module, typename ImplOf<std::decay_t<M>>::type>;
+concept ModuleLike = requires {
+  typename ImplOf<std::decay_t<M>>::type;
+}
+&&std::is_base_of_v<Module, typename ImplOf<std::decay_t<M>>::type>;
 
 template <typename Impl>
 concept HasTensorForward = requires(Impl& m, const Tensor& x) {
@@ -76,7 +78,8 @@ class SequentialImpl : public Module {
     static_assert(detail::HasTensorForward<Impl>,
                   "Sequential::push_back: the module needs a `Tensor forward(const Tensor&)`");
     std::shared_ptr<Impl> impl = detail::ImplOf<std::decay_t<M>>::get(module);
-    EMBER_CHECK(impl != nullptr, "Sequential::push_back: module '", name, "' is empty (a null holder)");
+    EMBER_CHECK(impl != nullptr, "Sequential::push_back: module '", name,
+                "' is empty (a null holder)");
     append(name, impl, [raw = impl.get()](const Tensor& x) -> Tensor { return raw->forward(x); });
   }
   // Appends a function as a Functional module.
@@ -99,7 +102,8 @@ class SequentialImpl : public Module {
   }
 
  private:
-  void append(const std::string& name, std::shared_ptr<Module> module, std::function<Tensor(const Tensor&)> call);
+  void append(const std::string& name, std::shared_ptr<Module> module,
+              std::function<Tensor(const Tensor&)> call);
 
   struct Entry {
     std::shared_ptr<Module> module;

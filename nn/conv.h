@@ -21,14 +21,14 @@ namespace ember::nn {
 template <size_t D>
 class ConvPadding {
  public:
-  ConvPadding(int64_t value) : sizes_(value) {}                                   // NOLINT
+  ConvPadding(int64_t value) : sizes_(value) {}  // NOLINT
   ConvPadding(std::initializer_list<int64_t> list) : sizes_(list) {}
-  ConvPadding(const std::vector<int64_t>& list) : sizes_(list) {}                 // NOLINT
-  ConvPadding(const std::array<int64_t, D>& values) : sizes_(values) {}           // NOLINT
-  ConvPadding(const ExpandingArray<D>& sizes) : sizes_(sizes) {}                  // NOLINT
-  ConvPadding(ConvPaddingMode mode) : sizes_(0), mode_(mode) {}                   // NOLINT
+  ConvPadding(const std::vector<int64_t>& list) : sizes_(list) {}        // NOLINT
+  ConvPadding(const std::array<int64_t, D>& values) : sizes_(values) {}  // NOLINT
+  ConvPadding(const ExpandingArray<D>& sizes) : sizes_(sizes) {}         // NOLINT
+  ConvPadding(ConvPaddingMode mode) : sizes_(0), mode_(mode) {}          // NOLINT
   template <size_t N>
-  ConvPadding(const char (&mode)[N]) : ConvPadding(mode_from_name(mode)) {}      // NOLINT
+  ConvPadding(const char (&mode)[N]) : ConvPadding(mode_from_name(mode)) {}  // NOLINT
 
   ConvPaddingMode mode() const { return mode_; }
   // The explicit sizes (zeros for 'valid' and 'same', whose sizes the op derives).
@@ -83,7 +83,7 @@ struct ConvTransposeOptions {
   EMBER_ARG(int64_t, out_channels);
   EMBER_ARG(ExpandingArray<D>, kernel_size);
   EMBER_ARG(ExpandingArray<D>, stride) = 1;
-  EMBER_ARG(ExpandingArray<D>, padding) = 0;  // removed from both sides of the output
+  EMBER_ARG(ExpandingArray<D>, padding) = 0;         // removed from both sides of the output
   EMBER_ARG(ExpandingArray<D>, output_padding) = 0;  // added on one side; less than stride
   EMBER_ARG(ExpandingArray<D>, dilation) = 1;
   EMBER_ARG(int64_t, groups) = 1;
@@ -111,7 +111,8 @@ class ConvNdImpl : public Module {
 class Conv1dImpl : public ConvNdImpl<1, Conv1dOptions> {
  public:
   explicit Conv1dImpl(const Conv1dOptions& options) : ConvNdImpl("Conv1d", options) {}
-  Conv1dImpl(int64_t in, int64_t out, ExpandingArray<1> kernel_size) : Conv1dImpl(Conv1dOptions(in, out, kernel_size)) {}
+  Conv1dImpl(int64_t in, int64_t out, ExpandingArray<1> kernel_size)
+      : Conv1dImpl(Conv1dOptions(in, out, kernel_size)) {}
   Tensor forward(const Tensor& x);
 };
 EMBER_MODULE(Conv1d);
@@ -120,7 +121,8 @@ EMBER_MODULE(Conv1d);
 class Conv2dImpl : public ConvNdImpl<2, Conv2dOptions> {
  public:
   explicit Conv2dImpl(const Conv2dOptions& options) : ConvNdImpl("Conv2d", options) {}
-  Conv2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size) : Conv2dImpl(Conv2dOptions(in, out, kernel_size)) {}
+  Conv2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size)
+      : Conv2dImpl(Conv2dOptions(in, out, kernel_size)) {}
   Tensor forward(const Tensor& x);
 };
 EMBER_MODULE(Conv2d);
@@ -129,7 +131,8 @@ EMBER_MODULE(Conv2d);
 class Conv3dImpl : public ConvNdImpl<3, Conv3dOptions> {
  public:
   explicit Conv3dImpl(const Conv3dOptions& options) : ConvNdImpl("Conv3d", options) {}
-  Conv3dImpl(int64_t in, int64_t out, ExpandingArray<3> kernel_size) : Conv3dImpl(Conv3dOptions(in, out, kernel_size)) {}
+  Conv3dImpl(int64_t in, int64_t out, ExpandingArray<3> kernel_size)
+      : Conv3dImpl(Conv3dOptions(in, out, kernel_size)) {}
   Tensor forward(const Tensor& x);
 };
 EMBER_MODULE(Conv3d);
@@ -138,7 +141,8 @@ EMBER_MODULE(Conv3d);
 // H' = (H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
 class ConvTranspose2dImpl : public ConvNdImpl<2, ConvTranspose2dOptions> {
  public:
-  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options) : ConvNdImpl("ConvTranspose2d", options) {}
+  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options)
+      : ConvNdImpl("ConvTranspose2d", options) {}
   ConvTranspose2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size)
       : ConvTranspose2dImpl(ConvTranspose2dOptions(in, out, kernel_size)) {}
   Tensor forward(const Tensor& x);

@@ -2,7 +2,6 @@
 // that collate batches ahead into (pinned) host memory, and asynchronous copies to the GPU on a
 // side stream with one batch of prefetch.
 #include "ember/nn/data.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <condition_variable>
 #include <cstring>
@@ -16,8 +15,9 @@
 #include "ember/nn/pinned_memory.h"
 #include "ember/ops/ops.h"
 #include "ember/tensor/philox.h"
-#include "ember/tensor/runtime/stream.h"
 #include "ember/tensor/runtime/allocator.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/runtime/stream.h"
 
 namespace ember::data {
 
@@ -48,7 +48,8 @@ constexpr uint64_t kTransformStream = 0x5452414e53ull;  // "TRANS"
 
 }  // namespace
 
-// ---- Dataset, TensorDataset ------------------------------------------------------------------------
+// ---- Dataset, TensorDataset
+// ------------------------------------------------------------------------
 
 Batch Dataset::get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const {
   Batch batch;
@@ -67,13 +68,15 @@ Batch Dataset::get_batch(const std::vector<int64_t>& indices, const BatchAllocat
                 " has ", example.size(), " fields but example ", indices[0], " has ", batch.size());
     for (size_t f = 0; f < batch.size(); ++f) {
       Tensor field = example[f];
-      EMBER_CHECK(field.defined() && field.sizes() == Shape(batch[f].sizes().begin() + 1, batch[f].sizes().end()) &&
-                      field.dtype() == batch[f].dtype(),
-                  "Dataset::get_batch: field ", f, " of example ", indices[size_t(i)], " (",
-                  field.defined() ? field.shape_str() : "undefined", ", ",
-                  field.defined() ? dtype_name(field.dtype()) : "", ") does not match example ",
-                  indices[0], "'s (", shape_str(Shape(batch[f].sizes().begin() + 1, batch[f].sizes().end())),
-                  ", ", dtype_name(batch[f].dtype()), "); examples of one batch must agree");
+      EMBER_CHECK(
+          field.defined() &&
+              field.sizes() == Shape(batch[f].sizes().begin() + 1, batch[f].sizes().end()) &&
+              field.dtype() == batch[f].dtype(),
+          "Dataset::get_batch: field ", f, " of example ", indices[size_t(i)], " (",
+          field.defined() ? field.shape_str() : "undefined", ", ",
+          field.defined() ? dtype_name(field.dtype()) : "", ") does not match example ", indices[0],
+          "'s (", shape_str(Shape(batch[f].sizes().begin() + 1, batch[f].sizes().end())), ", ",
+          dtype_name(batch[f].dtype()), "); examples of one batch must agree");
       if (!field.device().is_cpu()) field = field.cpu();
       copy_row(static_cast<char*>(batch[f].data_ptr()) + size_t(i) * field.nbytes(), field);
     }
@@ -87,7 +90,8 @@ void TensorDataset::set_tensors(std::vector<Tensor> tensors) {
   EMBER_CHECK(!tensors.empty(), "TensorDataset: give at least one tensor");
   for (size_t k = 0; k < tensors.size(); ++k) {
     Tensor& t = tensors[k];
-    EMBER_CHECK(t.defined() && t.dim() >= 1, "TensorDataset: tensor ", k, " must have at least one "
+    EMBER_CHECK(t.defined() && t.dim() >= 1, "TensorDataset: tensor ", k,
+                " must have at least one "
                 "dim (its first dim indexes the examples)");
     EMBER_CHECK(t.size(0) == tensors[0].size(0), "TensorDataset: tensor ", k, " has ", t.size(0),
                 " examples (shape ", t.shape_str(), ") but tensor 0 has ", tensors[0].size(0));
@@ -100,14 +104,15 @@ void TensorDataset::set_tensors(std::vector<Tensor> tensors) {
 }
 
 Example TensorDataset::get(int64_t index) const {
-  EMBER_CHECK(index >= 0 && index < size_, "TensorDataset::get: index ", index, " is out of range [0, ",
-              size_, ")");
+  EMBER_CHECK(index >= 0 && index < size_, "TensorDataset::get: index ", index,
+              " is out of range [0, ", size_, ")");
   Example out;
   for (const Tensor& t : tensors_) out.push_back(t.select(0, index));
   return out;
 }
 
-Batch TensorDataset::get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const {
+Batch TensorDataset::get_batch(const std::vector<int64_t>& indices,
+                               const BatchAllocator& alloc) const {
   Batch batch;
   const int64_t n = int64_t(indices.size());
   for (const Tensor& t : tensors_) {
@@ -126,7 +131,8 @@ Batch TensorDataset::get_batch(const std::vector<int64_t>& indices, const BatchA
   return batch;
 }
 
-// ---- DataLoader -------------------------------------------------------------------------------------
+// ---- DataLoader
+// -------------------------------------------------------------------------------------
 
 struct DataLoader::State {
   std::shared_ptr<const Dataset> dataset;
@@ -168,7 +174,8 @@ struct DataLoader::State {
   }
 
   uint64_t batch_seed(int64_t batch) const {
-    return philox_bits(philox_bits(options.seed(), kTransformStream, uint64_t(epoch)), uint64_t(batch), 0);
+    return philox_bits(philox_bits(options.seed(), kTransformStream, uint64_t(epoch)),
+                       uint64_t(batch), 0);
   }
 
   Batch make_host_batch(int64_t b) {
@@ -177,19 +184,22 @@ struct DataLoader::State {
     std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
     const bool transform = bool(options.transform());
     // Without a transform the batch is collated straight into pinned memory.
-    BatchAllocator alloc = pinned() && !transform
-                               ? BatchAllocator([](const Shape& s, DType t) { return empty_pinned(s, t); })
-                               : BatchAllocator([](const Shape& s, DType t) { return empty(s, t, Device::cpu()); });
+    BatchAllocator alloc =
+        pinned() && !transform
+            ? BatchAllocator([](const Shape& s, DType t) { return empty_pinned(s, t); })
+            : BatchAllocator([](const Shape& s, DType t) { return empty(s, t, Device::cpu()); });
     Batch batch = dataset->get_batch(indices, alloc);
     if (transform) {
       const int64_t field = options.transform_field();
-      EMBER_CHECK(field >= 0 && field < int64_t(batch.size()), "DataLoader: transform_field ", field,
-                  " is out of range for batches of ", batch.size(), " fields");
+      EMBER_CHECK(field >= 0 && field < int64_t(batch.size()), "DataLoader: transform_field ",
+                  field, " is out of range for batches of ", batch.size(), " fields");
       Tensor out = options.transform()(batch[size_t(field)], batch_seed(b));
       EMBER_CHECK(out.defined() && out.device().is_cpu() && out.dim() >= 1 &&
                       out.size(0) == batch[size_t(field)].size(0),
                   "DataLoader: the transform must return a CPU tensor with the batch's leading "
-                  "dim ", batch[size_t(field)].size(0), ", got ", out.defined() ? out.shape_str() : "undefined");
+                  "dim ",
+                  batch[size_t(field)].size(0), ", got ",
+                  out.defined() ? out.shape_str() : "undefined");
       batch[size_t(field)] = out;
       if (pinned())
         for (Tensor& t : batch)
@@ -209,7 +219,9 @@ struct DataLoader::State {
       int64_t b;
       {
         std::unique_lock<std::mutex> lock(mutex);
-        work_cv.wait(lock, [&] { return stop || next_to_produce >= total || next_to_produce < delivered + window; });
+        work_cv.wait(lock, [&] {
+          return stop || next_to_produce >= total || next_to_produce < delivered + window;
+        });
         if (stop || next_to_produce >= total) return;
         b = next_to_produce++;
       }
@@ -289,10 +301,12 @@ struct DataLoader::State {
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options)
     : state_(std::make_unique<State>()) {
   EMBER_CHECK(dataset != nullptr, "DataLoader: the dataset is null");
-  EMBER_CHECK(options.batch_size() > 0, "DataLoader: batch_size ", options.batch_size(), " must be positive");
-  EMBER_CHECK(options.num_workers() >= 0, "DataLoader: num_workers ", options.num_workers(), " is negative");
-  EMBER_CHECK(options.prefetch_factor() > 0, "DataLoader: prefetch_factor ", options.prefetch_factor(),
+  EMBER_CHECK(options.batch_size() > 0, "DataLoader: batch_size ", options.batch_size(),
               " must be positive");
+  EMBER_CHECK(options.num_workers() >= 0, "DataLoader: num_workers ", options.num_workers(),
+              " is negative");
+  EMBER_CHECK(options.prefetch_factor() > 0, "DataLoader: prefetch_factor ",
+              options.prefetch_factor(), " must be positive");
   if (options.device().is_cuda()) cuda::check_device(options.device());
   state_->dataset = std::move(dataset);
   state_->options = options;
@@ -338,7 +352,8 @@ void DataLoader::start_epoch() {
   s.next_to_produce = 0;
   s.delivered = 0;
   s.stop = false;
-  for (int64_t w = 0; w < s.options.num_workers(); ++w) s.workers.emplace_back([&s] { s.worker_loop(); });
+  for (int64_t w = 0; w < s.options.num_workers(); ++w)
+    s.workers.emplace_back([&s] { s.worker_loop(); });
 }
 
 std::optional<Batch> DataLoader::next() {

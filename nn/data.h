@@ -15,8 +15,9 @@
 //     consumer's current stream waits on an event (no host sync), and the device tensors are
 //     recorded on it so the caching allocator does not reuse them early.
 //
-//   auto train = std::make_shared<data::MNIST>(data::default_fashion_mnist_folder(), data::Split::train);
-//   data::DataLoader loader(train, data::DataLoaderOptions(128).shuffle(true).num_workers(2)
+//   auto train = std::make_shared<data::MNIST>(data::default_fashion_mnist_folder(),
+//   data::Split::train); data::DataLoader loader(train,
+//   data::DataLoaderOptions(128).shuffle(true).num_workers(2)
 //                                      .device(Device::cuda()).seed(1));
 //   for (int epoch = 0; epoch < epochs; ++epoch)
 //     for (data::Batch& batch : loader) { Tensor x = batch[0], y = batch[1]; ... }

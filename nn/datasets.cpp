@@ -54,8 +54,9 @@ class CompressedFile {
       // Z_BUF_ERROR is zlib's "unexpected end of file": the compressed stream stops mid-way.
       if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
         EMBER_THROW(bad_param, where(offset_ + done), ": ",
-                    errnum == Z_BUF_ERROR ? "the compressed data ends early (truncated .gz file)"
-                                          : std::string("corrupt compressed data (") + message + ")");
+                    errnum == Z_BUF_ERROR
+                        ? "the compressed data ends early (truncated .gz file)"
+                        : std::string("corrupt compressed data (") + message + ")");
       }
       if (got == 0) break;
     }
@@ -95,7 +96,8 @@ std::string find_file(const std::string& folder, const std::string& name, const 
     if (fs::is_regular_file(p, ec)) return p.string();
   }
   EMBER_THROW(bad_param, dataset, ": neither '", (fs::path(folder) / name).string(), ".gz' nor '",
-              (fs::path(folder) / name).string(), "' exists; point the reader at the folder that "
+              (fs::path(folder) / name).string(),
+              "' exists; point the reader at the folder that "
               "holds the dataset's files");
 }
 
@@ -109,26 +111,48 @@ void bytes_to_unit_floats(const uint8_t* src, float* dst, int64_t n) {
 std::string default_fashion_mnist_folder() { return "/usr/share/datasets/fashion-mnist"; }
 std::string default_text_corpus_path() { return "/usr/share/games/fortunes"; }
 
-// ---- IDX ------------------------------------------------------------------------------------------
+// ---- IDX
+// ------------------------------------------------------------------------------------------
 
 Tensor read_idx(const std::string& path) {
   CompressedFile file(path);
   uint8_t magic[4];
   file.read_exact(magic, 4, "the IDX magic number");
-  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, file.where(0), ": not an IDX file (the magic number "
-              "starts with bytes ", int(magic[0]), " ", int(magic[1]), ", not 0 0)");
+  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, file.where(0),
+              ": not an IDX file (the magic number "
+              "starts with bytes ",
+              int(magic[0]), " ", int(magic[1]), ", not 0 0)");
   size_t file_elem = 0;
   DType dtype = DType::u8;
   switch (magic[2]) {
-    case 0x08: file_elem = 1; dtype = DType::u8; break;
-    case 0x09: file_elem = 1; dtype = DType::i32; break;
-    case 0x0B: file_elem = 2; dtype = DType::i32; break;
-    case 0x0C: file_elem = 4; dtype = DType::i32; break;
-    case 0x0D: file_elem = 4; dtype = DType::f32; break;
-    case 0x0E: file_elem = 8; dtype = DType::f64; break;
+    case 0x08:
+      file_elem = 1;
+      dtype = DType::u8;
+      break;
+    case 0x09:
+      file_elem = 1;
+      dtype = DType::i32;
+      break;
+    case 0x0B:
+      file_elem = 2;
+      dtype = DType::i32;
+      break;
+    case 0x0C:
+      file_elem = 4;
+      dtype = DType::i32;
+      break;
+    case 0x0D:
+      file_elem = 4;
+      dtype = DType::f32;
+      break;
+    case 0x0E:
+      file_elem = 8;
+      dtype = DType::f64;
+      break;
     default:
       EMBER_THROW(bad_param, file.where(2), ": unknown IDX data type code 0x", std::hex,
-                  int(magic[2]), std::dec, " (known: 0x08 ubyte, 0x09 byte, 0x0B short, 0x0C int, "
+                  int(magic[2]), std::dec,
+                  " (known: 0x08 ubyte, 0x09 byte, 0x0B short, 0x0C int, "
                   "0x0D float, 0x0E double)");
   }
   const int ndim = magic[3];
@@ -161,9 +185,11 @@ Tensor read_idx(const std::string& path) {
     const size_t before = raw.size();
     raw.resize(before + piece);
     const size_t got = file.read_some(raw.data() + before, piece);
-    EMBER_CHECK(got == piece, file.where(file.offset()), ": the file ends in the middle of the data: "
-                "the header (shape ", shape_str(shape), ") promises ", data_bytes, " bytes from offset ",
-                data_start, " but only ", before + got, " are present; it is truncated");
+    EMBER_CHECK(got == piece, file.where(file.offset()),
+                ": the file ends in the middle of the data: "
+                "the header (shape ",
+                shape_str(shape), ") promises ", data_bytes, " bytes from offset ", data_start,
+                " but only ", before + got, " are present; it is truncated");
   }
   EMBER_CHECK(file.at_end(), file.where(data_start + data_bytes), ": unexpected data after the ",
               numel, " elements the header declares (shape ", shape_str(shape), ")");
@@ -182,7 +208,8 @@ Tensor read_idx(const std::string& path) {
     }
     case 0x0B: {
       int32_t* o = out.data<int32_t>();
-      for (int64_t i = 0; i < n; ++i) o[i] = int32_t(int16_t(uint16_t((p[2 * i] << 8) | p[2 * i + 1])));
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = int32_t(int16_t(uint16_t((p[2 * i] << 8) | p[2 * i + 1])));
       break;
     }
     case 0x0C:
@@ -201,7 +228,8 @@ Tensor read_idx(const std::string& path) {
   return out;
 }
 
-// ---- MNIST ------------------------------------------------------------------------------------------
+// ---- MNIST
+// ------------------------------------------------------------------------------------------
 
 MNIST::MNIST(const std::string& folder, Split split) {
   const std::string prefix = split == Split::train ? "train" : "t10k";
@@ -209,11 +237,13 @@ MNIST::MNIST(const std::string& folder, Split split) {
   const std::string labels_path = find_file(folder, prefix + "-labels-idx1-ubyte", "MNIST");
   const Tensor images = read_idx(images_path);
   const Tensor labels = read_idx(labels_path);
-  EMBER_CHECK(images.dtype() == DType::u8 && images.dim() == 3, "MNIST: '", images_path,
-              "' holds ", dtype_name(images.dtype()), " ", images.shape_str(), "; expected unsigned "
+  EMBER_CHECK(images.dtype() == DType::u8 && images.dim() == 3, "MNIST: '", images_path, "' holds ",
+              dtype_name(images.dtype()), " ", images.shape_str(),
+              "; expected unsigned "
               "byte images [N, rows, cols]");
   EMBER_CHECK(labels.dtype() == DType::u8 && labels.dim() == 1, "MNIST: '", labels_path, "' holds ",
-              dtype_name(labels.dtype()), " ", labels.shape_str(), "; expected unsigned byte labels [N]");
+              dtype_name(labels.dtype()), " ", labels.shape_str(),
+              "; expected unsigned byte labels [N]");
   EMBER_CHECK(labels.size(0) == images.size(0), "MNIST: '", labels_path, "' has ", labels.size(0),
               " labels but '", images_path, "' has ", images.size(0), " images");
   const int64_t n = images.size(0);
@@ -222,8 +252,9 @@ MNIST::MNIST(const std::string& folder, Split split) {
   int64_t* t = targets.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     // The labels follow an 8-byte header (magic and one size).
-    EMBER_CHECK(label_bytes[i] < kNumClasses, "MNIST: file '", labels_path, "': byte offset ", 8 + i,
-                ": label ", int(label_bytes[i]), " is not a class in [0, ", kNumClasses, ")");
+    EMBER_CHECK(label_bytes[i] < kNumClasses, "MNIST: file '", labels_path, "': byte offset ",
+                8 + i, ": label ", int(label_bytes[i]), " is not a class in [0, ", kNumClasses,
+                ")");
     t[i] = label_bytes[i];
   }
   Tensor pixels = empty({n, 1, images.size(1), images.size(2)}, DType::f32, Device::cpu());
@@ -231,7 +262,8 @@ MNIST::MNIST(const std::string& folder, Split split) {
   set_tensors({pixels, targets});
 }
 
-// ---- CIFAR-10 -----------------------------------------------------------------------------------------
+// ---- CIFAR-10
+// -----------------------------------------------------------------------------------------
 
 CIFAR10::CIFAR10(const std::string& folder, Split split) {
   constexpr size_t kImageBytes = 3 * 32 * 32, kRecordBytes = 1 + kImageBytes;
@@ -254,14 +286,17 @@ CIFAR10::CIFAR10(const std::string& folder, Split split) {
     }
     EMBER_CHECK(!bytes.empty(), file.where(0), ": the file is empty");
     const size_t whole = bytes.size() / kRecordBytes * kRecordBytes;
-    EMBER_CHECK(whole == bytes.size(), file.where(whole), ": the file ends in the middle of a record ",
-                "(records are ", kRecordBytes, " bytes: a label byte and 3x32x32 pixels; ",
-                bytes.size() - whole, " bytes are left over); it is truncated");
+    EMBER_CHECK(whole == bytes.size(), file.where(whole),
+                ": the file ends in the middle of a record ", "(records are ", kRecordBytes,
+                " bytes: a label byte and 3x32x32 pixels; ", bytes.size() - whole,
+                " bytes are left over); it is truncated");
     for (size_t r = 0; r < bytes.size(); r += kRecordBytes) {
       EMBER_CHECK(bytes[r] < kNumClasses, file.where(r), ": label ", int(bytes[r]),
-                  " is not a class in [0, ", kNumClasses, "); is this the binary CIFAR-10 release?");
+                  " is not a class in [0, ", kNumClasses,
+                  "); is this the binary CIFAR-10 release?");
       labels.push_back(bytes[r]);
-      pixels.insert(pixels.end(), bytes.begin() + std::ptrdiff_t(r + 1), bytes.begin() + std::ptrdiff_t(r + kRecordBytes));
+      pixels.insert(pixels.end(), bytes.begin() + std::ptrdiff_t(r + 1),
+                    bytes.begin() + std::ptrdiff_t(r + kRecordBytes));
     }
   }
   const int64_t n = int64_t(labels.size());
@@ -272,7 +307,8 @@ CIFAR10::CIFAR10(const std::string& folder, Split split) {
   set_tensors({images, targets});
 }
 
-// ---- text -------------------------------------------------------------------------------------------
+// ---- text
+// -------------------------------------------------------------------------------------------
 
 TextCorpus::TextCorpus(const std::string& path, const TextCorpusOptions& options) {
   std::error_code ec;
@@ -296,7 +332,8 @@ TextCorpus::TextCorpus(const std::string& path, const TextCorpusOptions& options
       if (seen.insert(canon_ec ? p : canon).second) files_.push_back(p.string());
     }
   } else {
-    EMBER_CHECK(fs::is_regular_file(path, ec), "TextCorpus: '", path, "' is neither a file nor a "
+    EMBER_CHECK(fs::is_regular_file(path, ec), "TextCorpus: '", path,
+                "' is neither a file nor a "
                 "folder; give a text file or a folder of them");
     files_.push_back(path);
   }
@@ -311,7 +348,8 @@ TextCorpus::TextCorpus(const std::string& path, const TextCorpusOptions& options
       if (got == 0) break;
     }
     const size_t nul = bytes.find('\0');
-    EMBER_CHECK(nul == std::string::npos, "TextCorpus: ", file.where(nul), ": a NUL byte; this is "
+    EMBER_CHECK(nul == std::string::npos, "TextCorpus: ", file.where(nul),
+                ": a NUL byte; this is "
                 "binary data, not text (remove the file from the corpus folder)");
     if (options.strip_fortune_separators()) {
       std::string kept;
@@ -354,7 +392,8 @@ Tensor TextCorpus::encode(const std::string& s) const {
 }
 
 std::string TextCorpus::decode(const Tensor& ids) const {
-  EMBER_CHECK(ids.defined() && !is_floating(ids.dtype()), "TextCorpus::decode: expected integer ids");
+  EMBER_CHECK(ids.defined() && !is_floating(ids.dtype()),
+              "TextCorpus::decode: expected integer ids");
   std::string out;
   for (double v : ids.to_vector()) {
     EMBER_CHECK(v >= 0 && v < double(vocabulary_.size()), "TextCorpus::decode: id ", v,
@@ -371,15 +410,19 @@ SequenceDataset::SequenceDataset(Tensor tokens, int64_t seq_len) : seq_len_(seq_
   tokens_ = tokens.detach().to(Device::cpu(), DType::i64).contiguous();
 }
 
-int64_t SequenceDataset::size() const { return std::max<int64_t>(0, (tokens_.numel() - 1) / seq_len_); }
+int64_t SequenceDataset::size() const {
+  return std::max<int64_t>(0, (tokens_.numel() - 1) / seq_len_);
+}
 
 Example SequenceDataset::get(int64_t index) const {
   EMBER_CHECK(index >= 0 && index < size(), "SequenceDataset::get: index ", index,
               " is out of range [0, ", size(), ")");
-  return {tokens_.narrow(0, index * seq_len_, seq_len_), tokens_.narrow(0, index * seq_len_ + 1, seq_len_)};
+  return {tokens_.narrow(0, index * seq_len_, seq_len_),
+          tokens_.narrow(0, index * seq_len_ + 1, seq_len_)};
 }
 
-Batch SequenceDataset::get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const {
+Batch SequenceDataset::get_batch(const std::vector<int64_t>& indices,
+                                 const BatchAllocator& alloc) const {
   const int64_t n = int64_t(indices.size());
   Tensor inputs = alloc({n, seq_len_}, DType::i64), targets = alloc({n, seq_len_}, DType::i64);
   const int64_t* src = tokens_.data<int64_t>();

@@ -30,7 +30,8 @@ Tensor read_idx(const std::string& path);
 // with or without .gz. Examples: image float32 [1, 28, 28] in [0, 1], label int64 in [0, 10).
 class MNIST : public TensorDataset {
  public:
-  explicit MNIST(const std::string& folder = default_fashion_mnist_folder(), Split split = Split::train);
+  explicit MNIST(const std::string& folder = default_fashion_mnist_folder(),
+                 Split split = Split::train);
   const Tensor& images() const { return tensors()[0]; }   // [N, 1, 28, 28] float32
   const Tensor& targets() const { return tensors()[1]; }  // [N] int64
   static constexpr int64_t kNumClasses = 10;

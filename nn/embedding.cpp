@@ -8,12 +8,15 @@
 
 namespace ember::nn {
 
-EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options_) : Module("Embedding"), options(options_) {
+EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options_)
+    : Module("Embedding"), options(options_) {
   const int64_t n = options.num_embeddings(), d = options.embedding_dim();
-  EMBER_CHECK(n > 0 && d > 0, "Embedding: num_embeddings and embedding_dim must be positive, got ", n, " and ", d);
+  EMBER_CHECK(n > 0 && d > 0, "Embedding: num_embeddings and embedding_dim must be positive, got ",
+              n, " and ", d);
   if (options.padding_idx()) {
     int64_t p = *options.padding_idx();
-    EMBER_CHECK(p >= -n && p < n, "Embedding: padding_idx ", p, " must be within [", -n, ", ", n, ")");
+    EMBER_CHECK(p >= -n && p < n, "Embedding: padding_idx ", p, " must be within [", -n, ", ", n,
+                ")");
     if (p < 0) options.padding_idx(p + n);
   }
   weight = register_parameter("weight", empty({n, d}));

@@ -12,15 +12,19 @@ GradScaler::GradScaler(const GradScalerOptions& options) : options_(options) {
               " must be positive");
   EMBER_CHECK(options.growth_factor() > 1, "GradScaler: growth_factor ", options.growth_factor(),
               " must be above 1");
-  EMBER_CHECK(options.backoff_factor() > 0 && options.backoff_factor() < 1, "GradScaler: "
-              "backoff_factor ", options.backoff_factor(), " must be in (0, 1)");
+  EMBER_CHECK(options.backoff_factor() > 0 && options.backoff_factor() < 1,
+              "GradScaler: "
+              "backoff_factor ",
+              options.backoff_factor(), " must be in (0, 1)");
   EMBER_CHECK(options.growth_interval() > 0 && options.growth_interval() <= INT32_MAX,
-              "GradScaler: growth_interval ", options.growth_interval(), " must be a positive int32");
+              "GradScaler: growth_interval ", options.growth_interval(),
+              " must be a positive int32");
 }
 
 void GradScaler::lazy_init(Device device) {
   if (scale_.defined()) return;
-  EMBER_CHECK(!cuda::current_stream_capturing(device), "GradScaler: the first scale() call makes "
+  EMBER_CHECK(!cuda::current_stream_capturing(device),
+              "GradScaler: the first scale() call makes "
               "the scale tensor; make it eagerly (a warm-up step) before capturing a CUDA graph");
   scale_ = full({}, options_.init_scale(), TensorOptions(DType::f32).with_device(device));
   growth_tracker_ = zeros({}, TensorOptions(DType::i32).with_device(device));
@@ -38,7 +42,8 @@ Tensor GradScaler::scale(const Tensor& outputs) {
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled()) return;
-  EMBER_CHECK(scale_.defined(), "GradScaler.unscale_: the scale does not exist yet; call "
+  EMBER_CHECK(scale_.defined(),
+              "GradScaler.unscale_: the scale does not exist yet; call "
               "scaler.scale(loss) and backward on it before unscaling");
   PerOptimizer& state = per_optimizer_[&optimizer];
   EMBER_CHECK(state.stage == Stage::ready, "GradScaler.unscale_: ",
@@ -48,7 +53,8 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   const Device device = scale_.device();
   autograd::NoGradGuard no_grad;
   if (!state.found_inf.defined()) {
-    EMBER_CHECK(!cuda::current_stream_capturing(device), "GradScaler.unscale_: the first unscale_ "
+    EMBER_CHECK(!cuda::current_stream_capturing(device),
+                "GradScaler.unscale_: the first unscale_ "
                 "of an optimizer makes its inf/NaN flag; run it eagerly before capturing a graph");
     state.found_inf = zeros({}, TensorOptions(DType::f32).with_device(device));
   } else {
@@ -56,8 +62,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   }
   const GradsByDtype grads = group_grads_by_dtype(optimizer.parameters(), "GradScaler.unscale_",
                                                   "use one GradScaler per device");
-  EMBER_CHECK(grads.lists.empty() || grads.device == device, "GradScaler.unscale_: the gradients "
-              "are on ", grads.device.str(), " but the scale is on ", device.str(),
+  EMBER_CHECK(grads.lists.empty() || grads.device == device,
+              "GradScaler.unscale_: the gradients "
+              "are on ",
+              grads.device.str(), " but the scale is on ", device.str(),
               "; use one GradScaler per device");
   for (const auto& [dtype, list] : grads.lists) {
     unscale_kernel().get(device.type, dtype)(list, scale_, state.found_inf);
@@ -74,7 +82,8 @@ void GradScaler::step(optim::Optimizer& optimizer) {
   auto it = per_optimizer_.find(&optimizer);
   if (it == per_optimizer_.end() || it->second.stage == Stage::ready) unscale_(optimizer);
   PerOptimizer& state = per_optimizer_[&optimizer];
-  EMBER_CHECK(state.stage == Stage::unscaled, "GradScaler.step: step() was already called on this "
+  EMBER_CHECK(state.stage == Stage::unscaled,
+              "GradScaler.step: step() was already called on this "
               "optimizer since the last update()");
   optimizer.step(state.found_inf);
   state.stage = Stage::stepped;
@@ -85,7 +94,8 @@ void GradScaler::update() {
   std::vector<Tensor> flags;
   for (auto& [opt, state] : per_optimizer_)
     if (state.stage != Stage::ready) flags.push_back(state.found_inf);
-  EMBER_CHECK(!flags.empty(), "GradScaler.update: no inf checks were recorded since the last "
+  EMBER_CHECK(!flags.empty(),
+              "GradScaler.update: no inf checks were recorded since the last "
               "update(); call scaler.step(optimizer) (or unscale_) first");
   autograd::NoGradGuard no_grad;
   Tensor found = flags[0];
@@ -117,7 +127,8 @@ double GradScaler::get_scale() const {
 
 const Tensor& GradScaler::found_inf(const optim::Optimizer& optimizer) const {
   auto it = per_optimizer_.find(&optimizer);
-  EMBER_CHECK(it != per_optimizer_.end() && it->second.found_inf.defined(), "GradScaler.found_inf: "
+  EMBER_CHECK(it != per_optimizer_.end() && it->second.found_inf.defined(),
+              "GradScaler.found_inf: "
               "unscale_ (or step) never ran for this optimizer");
   return it->second.found_inf;
 }
@@ -131,8 +142,10 @@ NamedTensors GradScaler::state_dict() const {
 void GradScaler::load_state_dict(const NamedTensors& state, Device device) {
   Tensor scale, tracker;
   for (const auto& [name, t] : state) {
-    EMBER_CHECK(name == "scale" || name == "growth_tracker", "GradScaler.load_state_dict: "
-                "unexpected entry '", name, "' (expected \"scale\" and \"growth_tracker\")");
+    EMBER_CHECK(name == "scale" || name == "growth_tracker",
+                "GradScaler.load_state_dict: "
+                "unexpected entry '",
+                name, "' (expected \"scale\" and \"growth_tracker\")");
     EMBER_CHECK(t.defined() && t.numel() == 1, "GradScaler.load_state_dict: '", name,
                 "' must hold one value");
     (name == "scale" ? scale : tracker) = t;

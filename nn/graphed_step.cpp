@@ -19,8 +19,10 @@ struct GraphedStep::Entry {
 GraphedStep::GraphedStep(StepFn step, GraphedStepOptions options)
     : step_(std::move(step)), options_(options) {
   log_ = cuda::log_graphs();
-  EMBER_CHECK(options_.warmup_steps >= 1, "GraphedStep: warmup_steps must be >= 1 (the first eager "
-              "step creates gradients and optimizer state), got ", options_.warmup_steps);
+  EMBER_CHECK(options_.warmup_steps >= 1,
+              "GraphedStep: warmup_steps must be >= 1 (the first eager "
+              "step creates gradients and optimizer state), got ",
+              options_.warmup_steps);
   EMBER_CHECK(options_.max_graphs >= 1, "GraphedStep: max_graphs must be >= 1");
 }
 
@@ -99,7 +101,8 @@ std::vector<Tensor> GraphedStep::capture(Entry& e, const std::vector<Tensor>& in
     return step_(inputs);
   }
   ++stats_.captures;
-  if (log_) std::fprintf(stderr, "[ember graphs] captured graph for %s\n", signature(inputs).c_str());
+  if (log_)
+    std::fprintf(stderr, "[ember graphs] captured graph for %s\n", signature(inputs).c_str());
   // Capturing recorded the work without running it: run this step now.
   e.graph.replay();
   ++stats_.replays;
@@ -142,7 +145,8 @@ std::vector<Tensor> GraphedStep::operator()(const std::vector<Tensor>& raw_input
   e.graph.replay();
   ++stats_.replays;
   if (log_ && stats_.replays % 1000 == 1)
-    std::fprintf(stderr, "[ember graphs] replays so far: %llu\n", (unsigned long long)stats_.replays);
+    std::fprintf(stderr, "[ember graphs] replays so far: %llu\n",
+                 (unsigned long long)stats_.replays);
   return e.static_outputs;
 }
 

@@ -25,9 +25,9 @@
 namespace ember::nn {
 
 struct GraphedStepOptions {
-  int warmup_steps = 3;     // eager runs per signature before capture (creates grads, states)
-  size_t max_graphs = 8;    // LRU bound on cached graphs
-  bool enabled = true;      // false: always eager (e.g. --graphs off), same call site
+  int warmup_steps = 3;   // eager runs per signature before capture (creates grads, states)
+  size_t max_graphs = 8;  // LRU bound on cached graphs
+  bool enabled = true;    // false: always eager (e.g. --graphs off), same call site
   // Bucketing for sequence models: round dim `bucket_dim` of input `bucket_input` up to a
   // multiple of `bucket_multiple` by zero padding (0 = off). The step sees padded inputs.
   int bucket_input = -1;

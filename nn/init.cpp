@@ -93,16 +93,20 @@ Tensor& xavier_normal_(Tensor& t, double gain, Generator* gen) {
   return ::ember::normal_(t, 0.0, gain * std::sqrt(2.0 / double(f.fan_in + f.fan_out)), gen);
 }
 
-Tensor& kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity, Generator* gen) {
+Tensor& kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
+                         Generator* gen) {
   check_floating("kaiming_uniform_", t);
-  const double std = calculate_gain(nonlinearity, a) / std::sqrt(double(pick_fan("kaiming_uniform_", t, mode)));
+  const double std =
+      calculate_gain(nonlinearity, a) / std::sqrt(double(pick_fan("kaiming_uniform_", t, mode)));
   const double bound = std::sqrt(3.0) * std;
   return ::ember::uniform_(t, -bound, bound, gen);
 }
 
-Tensor& kaiming_normal_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity, Generator* gen) {
+Tensor& kaiming_normal_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
+                        Generator* gen) {
   check_floating("kaiming_normal_", t);
-  const double std = calculate_gain(nonlinearity, a) / std::sqrt(double(pick_fan("kaiming_normal_", t, mode)));
+  const double std =
+      calculate_gain(nonlinearity, a) / std::sqrt(double(pick_fan("kaiming_normal_", t, mode)));
   return ::ember::normal_(t, 0.0, std, gen);
 }
 

@@ -11,8 +11,20 @@
 namespace ember::nn::init {
 
 enum class FanMode { fan_in, fan_out };
-enum class Nonlinearity { linear, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
-                          conv_transpose3d, sigmoid, tanh, relu, leaky_relu, selu };
+enum class Nonlinearity {
+  linear,
+  conv1d,
+  conv2d,
+  conv3d,
+  conv_transpose1d,
+  conv_transpose2d,
+  conv_transpose3d,
+  sigmoid,
+  tanh,
+  relu,
+  leaky_relu,
+  selu
+};
 
 // torch.nn.init.calculate_gain: 1 for linear/conv/sigmoid, 5/3 for tanh, sqrt(2) for relu,
 // sqrt(2 / (1 + slope^2)) for leaky_relu (slope = `param`, 0.01 when not given), 3/4 for selu.
@@ -38,9 +50,11 @@ Tensor& xavier_normal_(Tensor& t, double gain = 1, Generator* gen = nullptr);
 // U(-b, b) with b = gain(nonlinearity, a) * sqrt(3 / fan), fan chosen by `mode`. PyTorch's Linear
 // and Conv defaults are kaiming_uniform_(w, sqrt(5)), i.e. b = 1 / sqrt(fan_in).
 Tensor& kaiming_uniform_(Tensor& t, double a = 0, FanMode mode = FanMode::fan_in,
-                         Nonlinearity nonlinearity = Nonlinearity::leaky_relu, Generator* gen = nullptr);
+                         Nonlinearity nonlinearity = Nonlinearity::leaky_relu,
+                         Generator* gen = nullptr);
 // N(0, s) with s = gain(nonlinearity, a) / sqrt(fan).
 Tensor& kaiming_normal_(Tensor& t, double a = 0, FanMode mode = FanMode::fan_in,
-                        Nonlinearity nonlinearity = Nonlinearity::leaky_relu, Generator* gen = nullptr);
+                        Nonlinearity nonlinearity = Nonlinearity::leaky_relu,
+                        Generator* gen = nullptr);
 
 }  // namespace ember::nn::init

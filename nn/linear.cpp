@@ -11,8 +11,8 @@ namespace ember::nn {
 
 LinearImpl::LinearImpl(const LinearOptions& options_) : Module("Linear"), options(options_) {
   EMBER_CHECK(options.in_features() >= 0 && options.out_features() >= 0,
-              "Linear: in_features and out_features must be non-negative, got ", options.in_features(),
-              " and ", options.out_features());
+              "Linear: in_features and out_features must be non-negative, got ",
+              options.in_features(), " and ", options.out_features());
   weight = register_parameter("weight", empty({options.out_features(), options.in_features()}));
   if (options.bias()) bias = register_parameter("bias", empty({options.out_features()}));
   reset_parameters();
@@ -20,8 +20,10 @@ LinearImpl::LinearImpl(const LinearOptions& options_) : Module("Linear"), option
 
 void LinearImpl::reset_parameters() {
   const int64_t fan_in = options.in_features();
-  if (weight.numel() > 0) init::kaiming_uniform_(weight, std::sqrt(5.0));
-  else init::zeros_(weight);
+  if (weight.numel() > 0)
+    init::kaiming_uniform_(weight, std::sqrt(5.0));
+  else
+    init::zeros_(weight);
   if (bias.defined()) {
     const double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
     init::uniform_(bias, -bound, bound);
@@ -34,8 +36,9 @@ Tensor LinearImpl::forward(const Tensor& x) {
 }
 
 void LinearImpl::pretty_print(std::ostream& os) const {
-  os << "Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()
-     << ", bias=" << detail::bool_str(options.bias()) << ")";
+  os << "Linear(in_features=" << options.in_features()
+     << ", out_features=" << options.out_features() << ", bias=" << detail::bool_str(options.bias())
+     << ")";
 }
 
 void FlattenImpl::pretty_print(std::ostream& os) const {

@@ -6,7 +6,8 @@
 namespace ember::nn {
 
 struct LinearOptions {
-  LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
+  LinearOptions(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
   EMBER_ARG(int64_t, in_features);
   EMBER_ARG(int64_t, out_features);
   EMBER_ARG(bool, bias) = true;
@@ -19,7 +20,8 @@ struct LinearOptions {
 class LinearImpl : public Module {
  public:
   explicit LinearImpl(const LinearOptions& options);
-  LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
+  LinearImpl(int64_t in_features, int64_t out_features)
+      : LinearImpl(LinearOptions(in_features, out_features)) {}
   void reset_parameters();
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;

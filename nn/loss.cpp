@@ -12,32 +12,39 @@ namespace {
 
 const char* reduction_name(LossReduction r) {
   switch (r) {
-    case LossReduction::none: return "none";
-    case LossReduction::mean: return "mean";
-    case LossReduction::sum: return "sum";
+    case LossReduction::none:
+      return "none";
+    case LossReduction::mean:
+      return "mean";
+    case LossReduction::sum:
+      return "sum";
   }
   return "?";
 }
 
 Tensor reduce(const Tensor& loss, LossReduction r) {
   switch (r) {
-    case LossReduction::none: return loss;
-    case LossReduction::mean: return mean(loss);
-    case LossReduction::sum: return sum(loss);
+    case LossReduction::none:
+      return loss;
+    case LossReduction::mean:
+      return mean(loss);
+    case LossReduction::sum:
+      return sum(loss);
   }
   EMBER_INTERNAL_ASSERT(false, "unknown reduction");
   return loss;
 }
 
 void check_pair(const char* op, const Tensor& input, const Tensor& target) {
-  EMBER_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
+  EMBER_CHECK(input.defined() && target.defined(), op,
+              ": input and target must be defined tensors");
   EMBER_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op,
-              ": input and target must be floating tensors, got ", dtype_name(input.dtype()), " and ",
-              dtype_name(target.dtype()));
+              ": input and target must be floating tensors, got ", dtype_name(input.dtype()),
+              " and ", dtype_name(target.dtype()));
   EMBER_CHECK(input.sizes() == target.sizes(), op, ": target of shape ", target.shape_str(),
               " must have the input's shape ", input.shape_str());
-  EMBER_CHECK(input.device() == target.device(), op, ": input is on ", input.device().str(), " but target on ",
-              target.device().str());
+  EMBER_CHECK(input.device() == target.device(), op, ": input is on ", input.device().str(),
+              " but target on ", target.device().str());
 }
 
 // softplus(-x) = log(1 + exp(-x)) without overflow: max(-x, 0) + log(1 + exp(-|x|)).
@@ -45,7 +52,8 @@ Tensor softplus_neg(const Tensor& x) { return add(relu(neg(x)), log(add(exp(neg(
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const CrossEntropyOptions& options) {
   CrossEntropyOptions o = options;
   o.weight = autocast_input(options.weight, OpClass::fp32);
   return ::ember::cross_entropy(autocast_input(logits, OpClass::fp32), target, o);
@@ -81,10 +89,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                 ": no gradient is defined for weight or pos_weight; pass them detached");
   }
   if (options.pos_weight.defined())
-    EMBER_CHECK(options.pos_weight.dim() <= input.dim() && (options.pos_weight.dim() == 0 ||
-                options.pos_weight.size(-1) == input.size(-1) || options.pos_weight.size(-1) == 1),
-                op, ": pos_weight of shape ", options.pos_weight.shape_str(),
-                " must broadcast along the last dim of the input ", input.shape_str());
+    EMBER_CHECK(
+        options.pos_weight.dim() <= input.dim() &&
+            (options.pos_weight.dim() == 0 || options.pos_weight.size(-1) == input.size(-1) ||
+             options.pos_weight.size(-1) == 1),
+        op, ": pos_weight of shape ", options.pos_weight.shape_str(),
+        " must broadcast along the last dim of the input ", input.shape_str());
   auto in = autocast_inputs({input, target, options.weight, options.pos_weight}, OpClass::fp32);
   const Tensor &x = in[0], &y = in[1], &w = in[2], &pw = in[3];
 
@@ -97,14 +107,16 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     Tensor log_weight = pw.defined() ? add(mul(sub(pw, 1.0), y), 1.0) : Tensor();
     loss = add(mul(rsub(y, 1.0), x), log_weight.defined() ? mul(log_weight, sp) : sp);
     if (w.defined()) loss = mul(loss, w);
-    EMBER_CHECK(loss.sizes() == x.sizes(), op, ": weight ", w.defined() ? w.shape_str() : std::string("-"),
-                " and pos_weight ", pw.defined() ? pw.shape_str() : std::string("-"),
+    EMBER_CHECK(loss.sizes() == x.sizes(), op, ": weight ",
+                w.defined() ? w.shape_str() : std::string("-"), " and pos_weight ",
+                pw.defined() ? pw.shape_str() : std::string("-"),
                 " must broadcast to the input's shape ", x.shape_str());
     if (loss.dtype() != x.dtype()) loss = loss.to(x.dtype());
   }
   if (autograd::needs_grad({&x, &y})) {
     autograd::SavedTensor sx(x, op), sy(y, op), sw(w, op), spw(pw, op);
-    autograd::record_backward(op, {x, y}, {&loss},
+    autograd::record_backward(
+        op, {x, y}, {&loss},
         [sx, sy, sw, spw, xdt = x.dtype(), ydt = y.dtype()](const std::vector<Tensor>& g,
                                                             const autograd::Node& node) {
           const Tensor &xv = sx.unpack(), &yv = sy.unpack(), &wv = sw.unpack(), &pwv = spw.unpack();
@@ -112,8 +124,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
           std::vector<Tensor> r(2);
           if (node.needs_input_grad(0)) {
             // sigmoid(x) * (1 + (p - 1) y) - p y; with p = 1: sigmoid(x) - y.
-            Tensor dx = pwv.defined() ? sub(mul(sigmoid(xv), add(mul(sub(pwv, 1.0), yv), 1.0)), mul(pwv, yv))
-                                      : sub(sigmoid(xv), yv);
+            Tensor dx = pwv.defined()
+                            ? sub(mul(sigmoid(xv), add(mul(sub(pwv, 1.0), yv), 1.0)), mul(pwv, yv))
+                            : sub(sigmoid(xv), yv);
             r[0] = mul(scale, dx);
             if (r[0].dtype() != xdt) r[0] = r[0].to(xdt);
           }
@@ -138,11 +151,11 @@ CrossEntropyLossImpl::CrossEntropyLossImpl(const CrossEntropyLossOptions& option
 
 Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target) {
   return nn::cross_entropy(logits, target,
-                       CrossEntropyOptions()
-                           .with_weight(weight)
-                           .with_ignore_index(options.ignore_index())
-                           .with_label_smoothing(options.label_smoothing())
-                           .with_reduction(options.reduction()));
+                           CrossEntropyOptions()
+                               .with_weight(weight)
+                               .with_ignore_index(options.ignore_index())
+                               .with_label_smoothing(options.label_smoothing())
+                               .with_reduction(options.reduction()));
 }
 
 void CrossEntropyLossImpl::pretty_print(std::ostream& os) const {
@@ -157,13 +170,15 @@ NLLLossImpl::NLLLossImpl(const NLLLossOptions& options_) : Module("NLLLoss"), op
 
 Tensor NLLLossImpl::forward(const Tensor& log_probs, const Tensor& target) {
   return nn::nll_loss(log_probs, target,
-                  NllLossOptions().with_weight(weight).with_ignore_index(options.ignore_index()).with_reduction(
-                      options.reduction()));
+                      NllLossOptions()
+                          .with_weight(weight)
+                          .with_ignore_index(options.ignore_index())
+                          .with_reduction(options.reduction()));
 }
 
 void NLLLossImpl::pretty_print(std::ostream& os) const {
-  os << "NLLLoss(ignore_index=" << options.ignore_index() << ", reduction=" << reduction_name(options.reduction())
-     << ")";
+  os << "NLLLoss(ignore_index=" << options.ignore_index()
+     << ", reduction=" << reduction_name(options.reduction()) << ")";
 }
 
 void MSELossImpl::pretty_print(std::ostream& os) const {
@@ -177,13 +192,16 @@ void L1LossImpl::pretty_print(std::ostream& os) const {
 BCEWithLogitsLossImpl::BCEWithLogitsLossImpl(const BCEWithLogitsLossOptions& options_)
     : Module("BCEWithLogitsLoss"), options(options_) {
   if (options.weight().defined()) weight = register_buffer("weight", options.weight());
-  if (options.pos_weight().defined()) pos_weight = register_buffer("pos_weight", options.pos_weight());
+  if (options.pos_weight().defined())
+    pos_weight = register_buffer("pos_weight", options.pos_weight());
 }
 
 Tensor BCEWithLogitsLossImpl::forward(const Tensor& input, const Tensor& target) {
-  return binary_cross_entropy_with_logits(
-      input, target,
-      BCEWithLogitsOptions().with_weight(weight).with_pos_weight(pos_weight).with_reduction(options.reduction()));
+  return binary_cross_entropy_with_logits(input, target,
+                                          BCEWithLogitsOptions()
+                                              .with_weight(weight)
+                                              .with_pos_weight(pos_weight)
+                                              .with_reduction(options.reduction()));
 }
 
 void BCEWithLogitsLossImpl::pretty_print(std::ostream& os) const {

@@ -16,22 +16,34 @@ using ember::NllLossOptions;
 
 // logits [N, C] or [N, C, d1, ...] (or [C]), target int64 class indices shaped like logits without
 // dim 1; options: weight [C], ignore_index, label_smoothing, reduction (see ops/softmax.h).
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
 // log_probs shaped as cross_entropy's logits; loss = -weight[t] * log_probs[t].
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
 // (input - target)^2; input and target of one shape (PyTorch would broadcast a different target
 // shape with a warning that the result is likely wrong; Ember refuses it).
-Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction = LossReduction::mean);
+Tensor mse_loss(const Tensor& input, const Tensor& target,
+                LossReduction reduction = LossReduction::mean);
 // |input - target|; the gradient at input == target is 0 (sign(0)), as in PyTorch.
-Tensor l1_loss(const Tensor& input, const Tensor& target, LossReduction reduction = LossReduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target,
+               LossReduction reduction = LossReduction::mean);
 
 struct BCEWithLogitsOptions {
   Tensor weight;      // broadcast to the input's shape (per element rescaling), or undefined
   Tensor pos_weight;  // broadcast along the last dim (per class weight of the positive term)
   LossReduction reduction = LossReduction::mean;
-  BCEWithLogitsOptions& with_weight(Tensor w) { weight = std::move(w); return *this; }
-  BCEWithLogitsOptions& with_pos_weight(Tensor w) { pos_weight = std::move(w); return *this; }
-  BCEWithLogitsOptions& with_reduction(LossReduction r) { reduction = r; return *this; }
+  BCEWithLogitsOptions& with_weight(Tensor w) {
+    weight = std::move(w);
+    return *this;
+  }
+  BCEWithLogitsOptions& with_pos_weight(Tensor w) {
+    pos_weight = std::move(w);
+    return *this;
+  }
+  BCEWithLogitsOptions& with_reduction(LossReduction r) {
+    reduction = r;
+    return *this;
+  }
 };
 // loss = -weight * (pos_weight * y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x))), computed
 // stably as weight * ((1 - y) * x + (1 + (pos_weight - 1) * y) * softplus(-x)) with
@@ -42,9 +54,10 @@ struct BCEWithLogitsOptions {
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options = {});
 
-// ---- module forms ---------------------------------------------------------------------------------
-// Weight tensors are registered as buffers ("weight", "pos_weight"), as in PyTorch, so they follow
-// Module::to and appear in the state dict when given.
+// ---- module forms
+// --------------------------------------------------------------------------------- Weight tensors
+// are registered as buffers ("weight", "pos_weight"), as in PyTorch, so they follow Module::to and
+// appear in the state dict when given.
 
 struct CrossEntropyLossOptions {
   EMBER_ARG(Tensor, weight);
@@ -83,7 +96,9 @@ struct MSELossOptions {
 class MSELossImpl : public Module {
  public:
   explicit MSELossImpl(const MSELossOptions& options = {}) : Module("MSELoss"), options(options) {}
-  Tensor forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, options.reduction()); }
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return mse_loss(input, target, options.reduction());
+  }
   void pretty_print(std::ostream& os) const override;
   MSELossOptions options;
 };
@@ -95,7 +110,9 @@ struct L1LossOptions {
 class L1LossImpl : public Module {
  public:
   explicit L1LossImpl(const L1LossOptions& options = {}) : Module("L1Loss"), options(options) {}
-  Tensor forward(const Tensor& input, const Tensor& target) { return l1_loss(input, target, options.reduction()); }
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return l1_loss(input, target, options.reduction());
+  }
   void pretty_print(std::ostream& os) const override;
   L1LossOptions options;
 };

@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
-
 #include <nlohmann/json.hpp>
+#include <numbers>
 
 #include "ember/tensor/json_depth.h"
 
@@ -21,7 +20,8 @@ double cosine_anneal(double start, double end, double pct) {
 double linear_anneal(double start, double end, double pct) { return (end - start) * pct + start; }
 }  // namespace
 
-// ---- LRScheduler ----------------------------------------------------------------------------------
+// ---- LRScheduler
+// ----------------------------------------------------------------------------------
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g) base_lrs_.push_back(optimizer.lr(g));
@@ -38,9 +38,10 @@ void LRScheduler::step() {
     lrs.push_back(compute_lr(next, g));
     momenta.push_back(compute_momentum(next, g));
   }
-  EMBER_CHECK(optimizer_.num_param_groups() == base_lrs_.size(), name(), ".step: the optimizer has ",
-              optimizer_.num_param_groups(), " parameter groups but the scheduler was made for ",
-              base_lrs_.size(), "; make the scheduler after adding every group");
+  EMBER_CHECK(optimizer_.num_param_groups() == base_lrs_.size(), name(),
+              ".step: the optimizer has ", optimizer_.num_param_groups(),
+              " parameter groups but the scheduler was made for ", base_lrs_.size(),
+              "; make the scheduler after adding every group");
   last_epoch_ = next;
   for (size_t g = 0; g < lrs.size(); ++g) {
     optimizer_.set_lr(g, lrs[g]);
@@ -55,8 +56,8 @@ std::vector<double> LRScheduler::get_last_lr() const {
 }
 
 double LRScheduler::lr_at(int64_t epoch, size_t group) const {
-  EMBER_CHECK(group < base_lrs_.size(), name(), ".lr_at: no parameter group ", group, " (there are ",
-              base_lrs_.size(), ")");
+  EMBER_CHECK(group < base_lrs_.size(), name(), ".lr_at: no parameter group ", group,
+              " (there are ", base_lrs_.size(), ")");
   EMBER_CHECK(epoch >= 0, name(), ".lr_at: epoch ", epoch, " is negative");
   return compute_lr(epoch, group);
 }
@@ -74,17 +75,18 @@ void LRScheduler::load_state_json(const std::string& text) {
   } catch (const json::exception& e) {
     EMBER_THROW(bad_param, name(), ".load_state_json: not valid JSON (", e.what(), ")");
   }
-  EMBER_CHECK(j.is_object() && j.contains("type") && j.contains("last_epoch") &&
-                  j["last_epoch"].is_number_integer() && j.contains("base_lrs") &&
-                  j["base_lrs"].is_array(),
-              name(), ".load_state_json: expected {\"type\", \"last_epoch\", \"base_lrs\"}, got ",
-              text);
+  EMBER_CHECK(
+      j.is_object() && j.contains("type") && j.contains("last_epoch") &&
+          j["last_epoch"].is_number_integer() && j.contains("base_lrs") && j["base_lrs"].is_array(),
+      name(), ".load_state_json: expected {\"type\", \"last_epoch\", \"base_lrs\"}, got ", text);
   EMBER_CHECK(j["type"] == name(), name(), ".load_state_json: the state belongs to a ",
               j["type"].dump(), " scheduler");
   std::vector<double> base;
   for (const json& v : j["base_lrs"]) {
-    EMBER_CHECK(v.is_number() && v.get<double>() >= 0, name(), ".load_state_json: base_lrs must be "
-                "non-negative numbers, got ", v.dump());
+    EMBER_CHECK(v.is_number() && v.get<double>() >= 0, name(),
+                ".load_state_json: base_lrs must be "
+                "non-negative numbers, got ",
+                v.dump());
     base.push_back(v.get<double>());
   }
   EMBER_CHECK(base.size() == base_lrs_.size(), name(), ".load_state_json: the state has ",
@@ -95,7 +97,8 @@ void LRScheduler::load_state_json(const std::string& text) {
   last_epoch_ = epoch;
 }
 
-// ---- StepLR, MultiStepLR, CosineAnnealingLR, LinearLR, WarmupCosineLR ------------------------------
+// ---- StepLR, MultiStepLR, CosineAnnealingLR, LinearLR, WarmupCosineLR
+// ------------------------------
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
@@ -109,14 +112,17 @@ double StepLR::compute_lr(int64_t epoch, size_t group) const {
 
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
     : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
-  EMBER_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), "MultiStepLR: milestones must "
+  EMBER_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()),
+              "MultiStepLR: milestones must "
               "be in increasing order");
   initial_step();
 }
 
 double MultiStepLR::compute_lr(int64_t epoch, size_t group) const {
-  // bisect_right: milestones <= epoch have passed (a repeated milestone counts twice, as in PyTorch).
-  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
+  // bisect_right: milestones <= epoch have passed (a repeated milestone counts twice, as in
+  // PyTorch).
+  const auto passed =
+      std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
   return base_lrs_[group] * std::pow(gamma_, double(passed));
 }
 
@@ -131,8 +137,11 @@ double CosineAnnealingLR::compute_lr(int64_t epoch, size_t group) const {
                         (1 + std::cos(std::numbers::pi * double(epoch) / double(t_max_))) / 2;
 }
 
-LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
-    : LRScheduler(optimizer), start_factor_(start_factor), end_factor_(end_factor),
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
+                   int64_t total_iters)
+    : LRScheduler(optimizer),
+      start_factor_(start_factor),
+      end_factor_(end_factor),
       total_iters_(total_iters) {
   EMBER_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor ", start_factor,
               " must be in (0, 1]");
@@ -149,13 +158,19 @@ double LinearLR::compute_lr(int64_t epoch, size_t group) const {
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_iters, int64_t total_iters,
                                double warmup_start_factor, double eta_min)
-    : LRScheduler(optimizer), warmup_iters_(warmup_iters), total_iters_(total_iters),
-      warmup_start_factor_(warmup_start_factor), eta_min_(eta_min) {
-  EMBER_CHECK(warmup_iters >= 0 && total_iters > warmup_iters, "WarmupCosineLR: need 0 <= "
-              "warmup_iters < total_iters, got warmup_iters ", warmup_iters, ", total_iters ",
-              total_iters);
-  EMBER_CHECK(warmup_start_factor > 0 && warmup_start_factor <= 1, "WarmupCosineLR: "
-              "warmup_start_factor ", warmup_start_factor, " must be in (0, 1]");
+    : LRScheduler(optimizer),
+      warmup_iters_(warmup_iters),
+      total_iters_(total_iters),
+      warmup_start_factor_(warmup_start_factor),
+      eta_min_(eta_min) {
+  EMBER_CHECK(warmup_iters >= 0 && total_iters > warmup_iters,
+              "WarmupCosineLR: need 0 <= "
+              "warmup_iters < total_iters, got warmup_iters ",
+              warmup_iters, ", total_iters ", total_iters);
+  EMBER_CHECK(warmup_start_factor > 0 && warmup_start_factor <= 1,
+              "WarmupCosineLR: "
+              "warmup_start_factor ",
+              warmup_start_factor, " must be in (0, 1]");
   initial_step();
 }
 
@@ -169,7 +184,8 @@ double WarmupCosineLR::compute_lr(int64_t epoch, size_t group) const {
   return eta_min_ + (base - eta_min_) * (1 + std::cos(std::numbers::pi * t / period)) / 2;
 }
 
-// ---- OneCycleLR -------------------------------------------------------------------------------------
+// ---- OneCycleLR
+// -------------------------------------------------------------------------------------
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps,
                        const OneCycleLROptions& options)
@@ -180,7 +196,8 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
   EMBER_CHECK(total_steps > 0, "OneCycleLR: total_steps ", total_steps, " must be positive");
   EMBER_CHECK(options.pct_start() >= 0 && options.pct_start() <= 1, "OneCycleLR: pct_start ",
               options.pct_start(), " must be in [0, 1]");
-  EMBER_CHECK(options.div_factor() > 0 && options.final_div_factor() > 0, "OneCycleLR: div_factor "
+  EMBER_CHECK(options.div_factor() > 0 && options.final_div_factor() > 0,
+              "OneCycleLR: div_factor "
               "and final_div_factor must be positive");
   for (size_t g = 0; g < groups; ++g) {
     const double max_lr = max_lrs.size() == 1 ? max_lrs[0] : max_lrs[g];
@@ -205,17 +222,23 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
 
 double OneCycleLR::level_lr(Level level, size_t group) const {
   switch (level) {
-    case Level::initial: return initial_lrs_[group];
-    case Level::max: return max_lrs_[group];
-    case Level::min: return min_lrs_[group];
+    case Level::initial:
+      return initial_lrs_[group];
+    case Level::max:
+      return max_lrs_[group];
+    case Level::min:
+      return min_lrs_[group];
   }
   return 0;
 }
 
 std::pair<double, double> OneCycleLR::at(int64_t epoch, size_t group) const {
-  EMBER_CHECK(epoch <= total_steps_, "OneCycleLR: tried to step ", epoch, " times; the specified "
-              "number of total steps is ", total_steps_, " (make the scheduler with more steps)");
-  const auto anneal = options_.anneal_strategy() == AnnealStrategy::cos ? cosine_anneal : linear_anneal;
+  EMBER_CHECK(epoch <= total_steps_, "OneCycleLR: tried to step ", epoch,
+              " times; the specified "
+              "number of total steps is ",
+              total_steps_, " (make the scheduler with more steps)");
+  const auto anneal =
+      options_.anneal_strategy() == AnnealStrategy::cos ? cosine_anneal : linear_anneal;
   double start_step = 0;
   for (size_t i = 0; i < phases_.size(); ++i) {
     const Phase& phase = phases_[i];

@@ -142,7 +142,8 @@ void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& conver
 }
 
 void Module::to(Device device) {
-  apply_to_tensors([&](const Tensor& t) { return t.device() == device ? t : t.detach().to(device); });
+  apply_to_tensors(
+      [&](const Tensor& t) { return t.device() == device ? t : t.detach().to(device); });
 }
 void Module::to(DType dtype) {
   apply_to_tensors([&](const Tensor& t) {
@@ -164,8 +165,10 @@ void Module::zero_grad(bool set_to_none) {
   autograd::NoGradGuard ng;
   for (Tensor& p : parameters()) {
     if (!p.grad().defined()) continue;
-    if (set_to_none) p.mutable_grad() = Tensor();
-    else p.mutable_grad().zero_();
+    if (set_to_none)
+      p.mutable_grad() = Tensor();
+    else
+      p.mutable_grad().zero_();
   }
 }
 

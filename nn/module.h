@@ -51,7 +51,8 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(const std::string& prefix = "") const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(
+      const std::string& prefix = "") const;
   int64_t num_parameters(bool trainable_only = false) const;
 
   // ---- modes and placement ----
@@ -93,8 +94,8 @@ class Module : public std::enable_shared_from_this<Module> {
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
 // A value-semantics handle to a module implementation, like libtorch's ModuleHolder:
-// `Linear fc(4, 2)` constructs LinearImpl; `fc->forward(x)` or `fc(x)` calls it; `Linear fc{nullptr}`
-// is empty until assigned.
+// `Linear fc(4, 2)` constructs LinearImpl; `fc->forward(x)` or `fc(x)` calls it; `Linear
+// fc{nullptr}` is empty until assigned.
 template <typename Impl>
 class ModuleHolder {
  public:
@@ -102,9 +103,9 @@ class ModuleHolder {
   ModuleHolder(std::nullptr_t) {}  // NOLINT
   // Constructs Impl from the arguments; never taken for a copy of another holder.
   template <typename... Args>
-    requires(!(sizeof...(Args) == 1 &&
-               (std::is_base_of_v<ModuleHolder, std::remove_cvref_t<Args>> && ...)))
-  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
+  requires(!(sizeof...(Args) == 1 && (std::is_base_of_v<ModuleHolder, std::remove_cvref_t<Args>> &&
+                                      ...))) explicit ModuleHolder(Args&&... args)
+      : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
   Impl* operator->() const { return impl_.get(); }
   Impl& operator*() const { return *impl_; }
@@ -122,8 +123,8 @@ class ModuleHolder {
 }  // namespace ember::nn
 
 // Declares `Name` as a ModuleHolder of `Name##Impl`.
-#define EMBER_MODULE(Name)                                   \
-  class Name : public ::ember::nn::ModuleHolder<Name##Impl> { \
-   public:                                                    \
+#define EMBER_MODULE(Name)                                     \
+  class Name : public ::ember::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                     \
     using ::ember::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }

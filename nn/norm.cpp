@@ -18,8 +18,8 @@ BatchNormImplBase::BatchNormImplBase(const char* name, const BatchNormOptions& o
   EMBER_CHECK(c > 0, name, ": num_features must be positive, got ", c);
   EMBER_CHECK(options.eps() > 0, name, ": eps must be positive, got ", options.eps());
   if (options.momentum())
-    EMBER_CHECK(*options.momentum() >= 0 && *options.momentum() <= 1, name, ": momentum must be in [0, 1], got ",
-                *options.momentum());
+    EMBER_CHECK(*options.momentum() >= 0 && *options.momentum() <= 1, name,
+                ": momentum must be in [0, 1], got ", *options.momentum());
   if (options.affine()) {
     weight = register_parameter("weight", empty({c}));
     bias = register_parameter("bias", empty({c}));
@@ -27,7 +27,8 @@ BatchNormImplBase::BatchNormImplBase(const char* name, const BatchNormOptions& o
   if (options.track_running_stats()) {
     running_mean = register_buffer("running_mean", empty({c}));
     running_var = register_buffer("running_var", empty({c}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, TensorOptions(DType::i64)));
+    num_batches_tracked =
+        register_buffer("num_batches_tracked", zeros({}, TensorOptions(DType::i64)));
   }
   reset_parameters();
 }
@@ -50,8 +51,8 @@ void BatchNormImplBase::reset_parameters() {
 Tensor BatchNormImplBase::run(const Tensor& x, const Tensor& residual, Tail tail) {
   EMBER_CHECK(x.defined(), type_name(), ": the input is undefined");
   check_input_dim(x);
-  EMBER_CHECK(x.size(1) == options.num_features(), type_name(), ": expected ", options.num_features(),
-              " channels (dim 1) but the input has shape ", x.shape_str());
+  EMBER_CHECK(x.size(1) == options.num_features(), type_name(), ": expected ",
+              options.num_features(), " channels (dim 1) but the input has shape ", x.shape_str());
   double factor = options.momentum().value_or(0.0);
   if (is_training() && options.track_running_stats()) {
     autograd::NoGradGuard no_grad;
@@ -66,14 +67,16 @@ Tensor BatchNormImplBase::run(const Tensor& x, const Tensor& residual, Tail tail
   Tensor rm = update_running || !use_batch_stats ? running_mean : Tensor();
   Tensor rv = update_running || !use_batch_stats ? running_var : Tensor();
   if (is_training() && training_forward)
-    return training_forward(x, residual, weight, bias, rm, rv, tail != Tail::none, factor, options.eps());
+    return training_forward(x, residual, weight, bias, rm, rv, tail != Tail::none, factor,
+                            options.eps());
   switch (tail) {
     case Tail::none:
       return batch_norm(x, weight, bias, rm, rv, use_batch_stats, factor, options.eps());
     case Tail::relu:
       return batch_norm_relu(x, weight, bias, rm, rv, use_batch_stats, factor, options.eps());
     case Tail::add_relu:
-      return batch_norm_add_relu(x, residual, weight, bias, rm, rv, use_batch_stats, factor, options.eps());
+      return batch_norm_add_relu(x, residual, weight, bias, rm, rv, use_batch_stats, factor,
+                                 options.eps());
   }
   EMBER_INTERNAL_ASSERT(false, "unknown batch norm tail");
   return Tensor();
@@ -88,15 +91,17 @@ Tensor BatchNormImplBase::forward_add_relu(const Tensor& x, const Tensor& residu
 void BatchNormImplBase::pretty_print(std::ostream& os) const {
   os << type_name() << "(" << options.num_features() << ", eps=" << detail::float_str(options.eps())
      << ", momentum=";
-  if (options.momentum()) os << detail::float_str(*options.momentum());
-  else os << "None";
+  if (options.momentum())
+    os << detail::float_str(*options.momentum());
+  else
+    os << "None";
   os << ", affine=" << detail::bool_str(options.affine())
      << ", track_running_stats=" << detail::bool_str(options.track_running_stats()) << ")";
 }
 
 void BatchNorm1dImpl::check_input_dim(const Tensor& x) const {
-  EMBER_CHECK(x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected a 2-D [N, C] or 3-D [N, C, L] input, got ",
-              x.shape_str());
+  EMBER_CHECK(x.dim() == 2 || x.dim() == 3,
+              "BatchNorm1d: expected a 2-D [N, C] or 3-D [N, C, L] input, got ", x.shape_str());
 }
 
 void BatchNorm2dImpl::check_input_dim(const Tensor& x) const {
@@ -105,7 +110,8 @@ void BatchNorm2dImpl::check_input_dim(const Tensor& x) const {
 
 // ---- LayerNorm ---------------------------------------------------------------------------------
 
-LayerNormImpl::LayerNormImpl(const LayerNormOptions& options_) : Module("LayerNorm"), options(options_) {
+LayerNormImpl::LayerNormImpl(const LayerNormOptions& options_)
+    : Module("LayerNorm"), options(options_) {
   EMBER_CHECK(!options.normalized_shape().empty(), "LayerNorm: normalized_shape must not be empty");
   for (int64_t s : options.normalized_shape())
     EMBER_CHECK(s > 0, "LayerNorm: normalized_shape ", shape_str(options.normalized_shape()),
@@ -128,7 +134,8 @@ Tensor LayerNormImpl::forward(const Tensor& x) {
 }
 
 void LayerNormImpl::pretty_print(std::ostream& os) const {
-  os << "LayerNorm(" << shape_str(options.normalized_shape()) << ", eps=" << detail::float_str(options.eps())
+  os << "LayerNorm(" << shape_str(options.normalized_shape())
+     << ", eps=" << detail::float_str(options.eps())
      << ", elementwise_affine=" << detail::bool_str(options.elementwise_affine());
   if (options.elementwise_affine() && !options.bias()) os << ", bias=false";
   os << ")";
@@ -136,11 +143,12 @@ void LayerNormImpl::pretty_print(std::ostream& os) const {
 
 // ---- GroupNorm ---------------------------------------------------------------------------------
 
-GroupNormImpl::GroupNormImpl(const GroupNormOptions& options_) : Module("GroupNorm"), options(options_) {
+GroupNormImpl::GroupNormImpl(const GroupNormOptions& options_)
+    : Module("GroupNorm"), options(options_) {
   EMBER_CHECK(options.num_groups() > 0 && options.num_channels() > 0 &&
                   options.num_channels() % options.num_groups() == 0,
-              "GroupNorm: num_channels (", options.num_channels(), ") must be a positive multiple of num_groups (",
-              options.num_groups(), ")");
+              "GroupNorm: num_channels (", options.num_channels(),
+              ") must be a positive multiple of num_groups (", options.num_groups(), ")");
   if (options.affine()) {
     weight = register_parameter("weight", empty({options.num_channels()}));
     bias = register_parameter("bias", empty({options.num_channels()}));
@@ -154,15 +162,17 @@ void GroupNormImpl::reset_parameters() {
 }
 
 Tensor GroupNormImpl::forward(const Tensor& x) {
-  EMBER_CHECK(x.defined() && x.dim() >= 2 && x.size(1) == options.num_channels(), "GroupNorm: expected an input ",
-              "[N, ", options.num_channels(), ", *], got ", x.defined() ? x.shape_str() : std::string("undefined"));
+  EMBER_CHECK(x.defined() && x.dim() >= 2 && x.size(1) == options.num_channels(),
+              "GroupNorm: expected an input ", "[N, ", options.num_channels(), ", *], got ",
+              x.defined() ? x.shape_str() : std::string("undefined"));
   auto in = autocast_inputs({x, weight, bias}, OpClass::fp32);
   return group_norm(in[0], options.num_groups(), in[1], in[2], options.eps());
 }
 
 void GroupNormImpl::pretty_print(std::ostream& os) const {
   os << "GroupNorm(" << options.num_groups() << ", " << options.num_channels()
-     << ", eps=" << detail::float_str(options.eps()) << ", affine=" << detail::bool_str(options.affine()) << ")";
+     << ", eps=" << detail::float_str(options.eps())
+     << ", affine=" << detail::bool_str(options.affine()) << ")";
 }
 
 }  // namespace ember::nn

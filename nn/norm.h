@@ -49,9 +49,10 @@ class BatchNormImplBase : public Module {
   // is how distributed::convert_sync_batchnorm makes an existing layer (held by its parent as a
   // BatchNorm2d) compute its batch statistics across a process group. Arguments as
   // batch_norm_add_relu (residual undefined and relu false for the plain forward).
-  using TrainingForward = std::function<Tensor(
-      const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-      const Tensor& running_mean, const Tensor& running_var, bool relu, double momentum, double eps)>;
+  using TrainingForward =
+      std::function<Tensor(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                           const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool relu, double momentum, double eps)>;
   TrainingForward training_forward;
 
  protected:
@@ -65,7 +66,8 @@ class BatchNormImplBase : public Module {
 // x [N, C] or [N, C, L].
 class BatchNorm1dImpl : public BatchNormImplBase {
  public:
-  explicit BatchNorm1dImpl(const BatchNormOptions& options) : BatchNormImplBase("BatchNorm1d", options) {}
+  explicit BatchNorm1dImpl(const BatchNormOptions& options)
+      : BatchNormImplBase("BatchNorm1d", options) {}
 
  protected:
   void check_input_dim(const Tensor& x) const override;
@@ -75,7 +77,8 @@ EMBER_MODULE(BatchNorm1d);
 // x [N, C, H, W] (NCHW or channels_last).
 class BatchNorm2dImpl : public BatchNormImplBase {
  public:
-  explicit BatchNorm2dImpl(const BatchNormOptions& options) : BatchNormImplBase("BatchNorm2d", options) {}
+  explicit BatchNorm2dImpl(const BatchNormOptions& options)
+      : BatchNormImplBase("BatchNorm2d", options) {}
 
  protected:
   void check_input_dim(const Tensor& x) const override;
@@ -105,18 +108,21 @@ class LayerNormImpl : public Module {
 EMBER_MODULE(LayerNorm);
 
 struct GroupNormOptions {
-  GroupNormOptions(int64_t num_groups, int64_t num_channels) : num_groups_(num_groups), num_channels_(num_channels) {}
+  GroupNormOptions(int64_t num_groups, int64_t num_channels)
+      : num_groups_(num_groups), num_channels_(num_channels) {}
   EMBER_ARG(int64_t, num_groups);
   EMBER_ARG(int64_t, num_channels);
   EMBER_ARG(double, eps) = 1e-5;
   EMBER_ARG(bool, affine) = true;
 };
 
-// x [N, C, *]: statistics per sample and group of C / num_groups channels; weight = 1, bias = 0 [C].
+// x [N, C, *]: statistics per sample and group of C / num_groups channels; weight = 1, bias = 0
+// [C].
 class GroupNormImpl : public Module {
  public:
   explicit GroupNormImpl(const GroupNormOptions& options);
-  GroupNormImpl(int64_t num_groups, int64_t num_channels) : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
+  GroupNormImpl(int64_t num_groups, int64_t num_channels)
+      : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
   void reset_parameters();
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;

@@ -7,9 +7,8 @@
 #include <cctype>
 #include <charconv>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "ember/kernel_interface/optim.h"
 #include "ember/tensor/json_depth.h"
@@ -83,7 +82,8 @@ Tensor empty_with_layout(const Tensor& like, DType dtype, Device device) {
 
 void check_not_capturing(Device device, const char* what) {
   EMBER_CHECK(!cuda::current_stream_capturing(device), what, ": the current stream of ",
-              device.str(), " is capturing a CUDA graph; change learning rates, momentum and "
+              device.str(),
+              " is capturing a CUDA graph; change learning rates, momentum and "
               "optimizer state between replays (outside the captured region), not inside it");
 }
 
@@ -99,10 +99,12 @@ void Optimizer::add_group(std::vector<Tensor> params, double lr, double momentum
     EMBER_CHECK(p.defined(), op, ": parameter ", i, " is an undefined tensor");
     EMBER_CHECK(is_floating(p.dtype()), op, ": parameter ", i, " has dtype ", dtype_name(p.dtype()),
                 "; only floating tensors can be optimized");
-    EMBER_CHECK(p.is_leaf(), op, ": parameter ", i, " (shape ", p.shape_str(), ") is not a leaf "
+    EMBER_CHECK(p.is_leaf(), op, ": parameter ", i, " (shape ", p.shape_str(),
+                ") is not a leaf "
                 "tensor (it was computed from other tensors); optimize the leaf it came from");
     EMBER_CHECK(is_dense_tensor(p), op, ": parameter ", i, " (shape ", p.shape_str(), ", strides ",
-                shape_str(p.strides()), ") is not dense; optimizers update whole dense tensors, so "
+                shape_str(p.strides()),
+                ") is not dense; optimizers update whole dense tensors, so "
                 "pass the tensor this view was taken from");
     for (const Group& other : groups_)
       for (const Tensor& q : other.params)
@@ -122,7 +124,8 @@ void Optimizer::add_group(std::vector<Tensor> params, double lr, double momentum
 
 void Optimizer::place_group_scalars(Group& group, Device device) {
   if (group.lr_device.defined() && group.lr_device.device() == device) return;
-  check_not_capturing(device, (name() + ".step (moving the learning rate to a new device)").c_str());
+  check_not_capturing(device,
+                      (name() + ".step (moving the learning rate to a new device)").c_str());
   group.lr_device = full({}, group.lr, TensorOptions(DType::f64).with_device(device));
   group.momentum_device = full({}, group.momentum, TensorOptions(DType::f64).with_device(device));
 }
@@ -180,7 +183,8 @@ void Optimizer::set_momentum(size_t group, double momentum) {
 void Optimizer::step() { step_impl(Tensor()); }
 
 void Optimizer::step(const Tensor& found_inf) {
-  EMBER_CHECK(found_inf.defined(), name(), ".step(found_inf): found_inf is undefined; call step() "
+  EMBER_CHECK(found_inf.defined(), name(),
+              ".step(found_inf): found_inf is undefined; call step() "
               "to step unconditionally");
   step_impl(found_inf);
 }
@@ -202,20 +206,20 @@ void Optimizer::step_impl(const Tensor& found_inf) {
       EMBER_CHECK(p.device() == device, name(), ".step: parameter ", index, " is on ",
                   p.device().str(), " but others of its group are on ", device.str(),
                   "; put parameters of different devices in different parameter groups");
-      EMBER_CHECK(is_dense_tensor(p), name(), ".step: parameter ", index, " (shape ",
-                  p.shape_str(), ") is no longer dense");
+      EMBER_CHECK(is_dense_tensor(p), name(), ".step: parameter ", index, " (shape ", p.shape_str(),
+                  ") is no longer dense");
       EMBER_CHECK(g.device() == device && g.dtype() == p.dtype() && g.sizes() == p.sizes(), name(),
-                  ".step: parameter ", index, " (", p.shape_str(), ", ", dtype_name(p.dtype()), ", ",
-                  p.device().str(), ") has a gradient of shape ", g.shape_str(), ", dtype ",
+                  ".step: parameter ", index, " (", p.shape_str(), ", ", dtype_name(p.dtype()),
+                  ", ", p.device().str(), ") has a gradient of shape ", g.shape_str(), ", dtype ",
                   dtype_name(g.dtype()), " on ", g.device().str(),
                   "; gradients must match their parameters");
     }
     if (found_inf.defined())
-      EMBER_CHECK(found_inf.device() == device && found_inf.dtype() == DType::f32 &&
-                      found_inf.numel() == 1,
-                  name(), ".step: found_inf must be a float32 one-element tensor on ", device.str(),
-                  ", got ", found_inf.shape_str(), " ", dtype_name(found_inf.dtype()), " on ",
-                  found_inf.device().str());
+      EMBER_CHECK(
+          found_inf.device() == device && found_inf.dtype() == DType::f32 && found_inf.numel() == 1,
+          name(), ".step: found_inf must be a float32 one-element tensor on ", device.str(),
+          ", got ", found_inf.shape_str(), " ", dtype_name(found_inf.dtype()), " on ",
+          found_inf.device().str());
     place_group_scalars(group, device);
     step_group(gi, with_grad, found_inf);
     for (size_t i : with_grad) group.params[i].bump_version();
@@ -227,8 +231,10 @@ void Optimizer::zero_grad(bool set_to_none) {
   for (Group& g : groups_)
     for (Tensor& p : g.params) {
       if (!p.grad().defined()) continue;
-      if (set_to_none) p.set_grad(Tensor());
-      else p.mutable_grad().zero_();
+      if (set_to_none)
+        p.set_grad(Tensor());
+      else
+        p.mutable_grad().zero_();
     }
 }
 
@@ -275,7 +281,8 @@ Tensor Optimizer::grad_for_update(const Tensor& param) {
 NamedTensors Optimizer::state_dict() const {
   NamedTensors out;
   for (size_t i = 0; i < state_.size(); ++i)
-    for (const auto& [n, t] : state_[i]) out.emplace_back("state." + std::to_string(i) + "." + n, t);
+    for (const auto& [n, t] : state_[i])
+      out.emplace_back("state." + std::to_string(i) + "." + n, t);
   return out;
 }
 
@@ -285,7 +292,8 @@ std::string Optimizer::config_json() const {
     json entry = json::parse(group_options_json(g));
     entry["lr"] = groups_[g].lr;
     std::vector<size_t> indices;
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) indices.push_back(groups_[g].first_index + i);
+    for (size_t i = 0; i < groups_[g].params.size(); ++i)
+      indices.push_back(groups_[g].first_index + i);
     entry["params"] = indices;
     groups.push_back(entry);
   }
@@ -325,7 +333,8 @@ void check_complete(const std::string& op, const std::string& name,
             missing += (missing.empty() ? "" : ", ") + ("state." + std::to_string(index) + "." + n);
         } else if (have && !expected.count(index)) {
           EMBER_THROW(bad_param, op, ": unexpected entry 'state.", index, ".", n, "': the config ",
-                      "says parameter ", index, " had no state; pass strict=false to load it anyway");
+                      "says parameter ", index,
+                      " had no state; pass strict=false to load it anyway");
         }
       }
     }
@@ -354,8 +363,8 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
     EMBER_CHECK(parsed.is_object() && parsed.contains("type") && parsed.contains("param_groups") &&
                     parsed["param_groups"].is_array(),
                 op, ": the optimizer config must be an object with \"type\" and \"param_groups\"");
-    EMBER_CHECK(parsed["type"] == name(), op, ": the state was saved by a ",
-                parsed["type"].dump(), " optimizer, this is ", name());
+    EMBER_CHECK(parsed["type"] == name(), op, ": the state was saved by a ", parsed["type"].dump(),
+                " optimizer, this is ", name());
     const json& groups = parsed["param_groups"];
     EMBER_CHECK(groups.size() == groups_.size(), op, ": the state has ", groups.size(),
                 " parameter groups, this optimizer ", groups_.size());
@@ -370,11 +379,12 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
     }
     if (parsed.contains("stateful")) {
       const json& st = parsed["stateful"];
-      EMBER_CHECK(st.is_array(), op, ": the config's \"stateful\" is not a list of parameter indices");
+      EMBER_CHECK(st.is_array(), op,
+                  ": the config's \"stateful\" is not a list of parameter indices");
       for (const json& i : st)
         EMBER_CHECK(i.is_number_unsigned() && i.get<uint64_t>() < state_.size(), op,
-                    ": the config's \"stateful\" lists ", i.dump(), ", not a parameter index below ",
-                    state_.size());
+                    ": the config's \"stateful\" lists ", i.dump(),
+                    ", not a parameter index below ", state_.size());
     }
   }
   // The state names allowed depend on the options (amsgrad, momentum), which the config may
@@ -403,14 +413,16 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
       const std::string prefix = "state.";
       const size_t dot = key.find('.', prefix.size());
       bool digits = key.rfind(prefix, 0) == 0 && dot != std::string::npos && dot > prefix.size();
-      for (size_t k = prefix.size(); digits && k < dot; ++k) digits = std::isdigit(uint8_t(key[k])) != 0;
+      for (size_t k = prefix.size(); digits && k < dot; ++k)
+        digits = std::isdigit(uint8_t(key[k])) != 0;
       EMBER_CHECK(digits && dot + 1 < key.size(), op, ": unexpected entry '", key,
                   "'; optimizer state entries are named \"state.<parameter index>.<name>\"");
       size_t index = 0;
       const auto [end, ec] = std::from_chars(key.data() + prefix.size(), key.data() + dot, index);
       EMBER_CHECK(ec == std::errc() && end == key.data() + dot && index < state_.size(), op,
-                  ": entry '", key, "' names parameter ", key.substr(prefix.size(), dot - prefix.size()),
-                  " but this optimizer has ", state_.size(), " parameters");
+                  ": entry '", key, "' names parameter ",
+                  key.substr(prefix.size(), dot - prefix.size()), " but this optimizer has ",
+                  state_.size(), " parameters");
       const std::string state_name = key.substr(dot + 1);
       size_t g = 0;
       while (index >= groups_[g].first_index + groups_[g].params.size()) ++g;
@@ -434,7 +446,8 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
     }
     if (strict) {
       std::vector<std::pair<size_t, std::vector<std::string>>> layout;  // (size, state names)
-      for (size_t g = 0; g < groups_.size(); ++g) layout.emplace_back(groups_[g].params.size(), state_names(g));
+      for (size_t g = 0; g < groups_.size(); ++g)
+        layout.emplace_back(groups_[g].params.size(), state_names(g));
       check_complete(op, name(), layout, seen, parsed);
     }
     // Copies into new tensors first: nothing of the optimizer changes until all of them exist.
@@ -547,16 +560,20 @@ namespace {
 void check_adam_options(const AdamOptions& o, size_t group, const char* op) {
   EMBER_CHECK(o.lr() >= 0, op, ": group ", group, ": learning rate ", o.lr(), " is negative");
   EMBER_CHECK(o.eps() >= 0, op, ": group ", group, ": eps ", o.eps(), " is negative");
-  EMBER_CHECK(o.betas().first >= 0 && o.betas().first < 1 && o.betas().second >= 0 &&
-                  o.betas().second < 1,
-              op, ": group ", group, ": betas (", o.betas().first, ", ", o.betas().second,
-              ") must each be in [0, 1)");
+  EMBER_CHECK(
+      o.betas().first >= 0 && o.betas().first < 1 && o.betas().second >= 0 && o.betas().second < 1,
+      op, ": group ", group, ": betas (", o.betas().first, ", ", o.betas().second,
+      ") must each be in [0, 1)");
   EMBER_CHECK(o.weight_decay() >= 0, op, ": group ", group, ": weight_decay ", o.weight_decay(),
               " is negative");
 }
 
 AdamOptions as_adam_options(const AdamWOptions& w) {
-  return AdamOptions(w.lr()).betas(w.betas()).eps(w.eps()).weight_decay(w.weight_decay()).amsgrad(w.amsgrad());
+  return AdamOptions(w.lr())
+      .betas(w.betas())
+      .eps(w.eps())
+      .weight_decay(w.weight_decay())
+      .amsgrad(w.amsgrad());
 }
 }  // namespace
 

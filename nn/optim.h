@@ -1,12 +1,13 @@
 // Optimizers, as torch.optim: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW
 // (optionally AMSGrad), with parameter groups and state dicts.
 //
-// Each step is a few fused kernel launches per parameter group and dtype (kernel_interface/optim.h), on
-// the CPU one fused loop per tensor. Nothing on the step path synchronizes the host: the learning
-// rate and the momentum (Adam's beta1) of each group live in float64 one-element tensors on the
-// group's device, which the kernels read; the Adam step counts live on the device too. So
-// `step()` can be captured in a CUDA graph and replayed while a scheduler changes the learning
-// rate between replays, and GradScaler can skip a step on the device (step(found_inf)).
+// Each step is a few fused kernel launches per parameter group and dtype
+// (kernel_interface/optim.h), on the CPU one fused loop per tensor. Nothing on the step path
+// synchronizes the host: the learning rate and the momentum (Adam's beta1) of each group live in
+// float64 one-element tensors on the group's device, which the kernels read; the Adam step counts
+// live on the device too. So `step()` can be captured in a CUDA graph and replayed while a
+// scheduler changes the learning rate between replays, and GradScaler can skip a step on the device
+// (step(found_inf)).
 //
 // Usage:
 //   optim::AdamW opt(model->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.05));
@@ -103,7 +104,8 @@ class Optimizer {
   void add_group(std::vector<Tensor> params, double lr, double momentum);
   // Runs the kernels of group `g` for the parameters `with_grad` (indices into the group, all with
   // a gradient, one device; the device scalars are in place). found_inf may be undefined.
-  virtual void step_group(size_t g, const std::vector<size_t>& with_grad, const Tensor& found_inf) = 0;
+  virtual void step_group(size_t g, const std::vector<size_t>& with_grad,
+                          const Tensor& found_inf) = 0;
   // The state names this optimizer keeps for a parameter of group g (for load_state_dict checks).
   virtual std::vector<std::string> state_names(size_t g) const = 0;
   // Each group's hyperparameters (JSON object text, without lr/params) and their restoration.

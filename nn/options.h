@@ -20,7 +20,8 @@
 // `const T& name() const` reads it. Follow the macro with `= default_value;` where one exists.
 // Written EMBER_ARG(T, name); a type with commas may be written as is, e.g.
 // EMBER_ARG(std::pair<double, double>, betas) (up to two commas), through the alias name_arg_t.
-#define EMBER_ARG(...) EMBER_ARG_PICK(__VA_ARGS__, EMBER_ARG_4, EMBER_ARG_3, EMBER_ARG_2, )(__VA_ARGS__)
+#define EMBER_ARG(...) \
+  EMBER_ARG_PICK(__VA_ARGS__, EMBER_ARG_4, EMBER_ARG_3, EMBER_ARG_2, )(__VA_ARGS__)
 #define EMBER_ARG_PICK(a1, a2, a3, a4, chosen, ...) chosen
 #define EMBER_ARG_2(T, name) \
  public:                     \
@@ -51,11 +52,13 @@ class ExpandingArray {
  public:
   ExpandingArray(int64_t value) { values_.fill(value); }  // NOLINT: one value for every dim
   ExpandingArray(std::initializer_list<int64_t> list) {
-    EMBER_CHECK(list.size() == D, "expected ", D, " values (one per spatial dim), got ", list.size());
+    EMBER_CHECK(list.size() == D, "expected ", D, " values (one per spatial dim), got ",
+                list.size());
     std::copy(list.begin(), list.end(), values_.begin());
   }
   ExpandingArray(const std::vector<int64_t>& list) {  // NOLINT
-    EMBER_CHECK(list.size() == D, "expected ", D, " values (one per spatial dim), got ", list.size());
+    EMBER_CHECK(list.size() == D, "expected ", D, " values (one per spatial dim), got ",
+                list.size());
     std::copy(list.begin(), list.end(), values_.begin());
   }
   ExpandingArray(const std::array<int64_t, D>& values) : values_(values) {}  // NOLINT

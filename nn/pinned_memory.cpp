@@ -1,11 +1,12 @@
 // The pinned host-memory cache of nn/pinned_memory.h: cudaHostAlloc blocks in power-of-two size
 // classes, handed out again when their tensor dies, never returned to the driver.
 #include "ember/nn/pinned_memory.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <map>
 #include <mutex>
 #include <unordered_map>
+
+#include "ember/tensor/runtime/cuda_device.h"
 
 #ifdef EMBER_WITH_CUDA
 #include "ember/tensor/runtime/cuda_check.h"
@@ -72,11 +73,13 @@ void* acquire_pinned(size_t nbytes) {
 Tensor empty_pinned(const Shape& sizes, DType dtype) {
 #ifdef EMBER_WITH_CUDA
   if (cuda::is_available()) {
-    for (int64_t d : sizes) EMBER_CHECK(d >= 0, "empty_pinned: negative size in ", shape_str(sizes));
+    for (int64_t d : sizes)
+      EMBER_CHECK(d >= 0, "empty_pinned: negative size in ", shape_str(sizes));
     const size_t nbytes = size_t(shape_numel(sizes)) * element_size(dtype);
     void* ptr = acquire_pinned(nbytes);
     auto impl = std::make_shared<TensorImpl>();
-    impl->storage = std::make_shared<StorageImpl>(DataPtr{ptr, &release_pinned}, nbytes, Device::cpu());
+    impl->storage =
+        std::make_shared<StorageImpl>(DataPtr{ptr, &release_pinned}, nbytes, Device::cpu());
     impl->sizes = sizes;
     impl->strides = contiguous_strides(sizes);
     impl->dtype = dtype;

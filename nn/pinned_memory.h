@@ -23,8 +23,8 @@ Tensor empty_pinned(const Shape& sizes, DType dtype);
 bool is_pinned(const Tensor& t);
 
 struct PinnedMemoryStats {
-  size_t in_use_bytes = 0;     // blocks held by live tensors (rounded up to size classes)
-  size_t cached_bytes = 0;     // blocks waiting for reuse
+  size_t in_use_bytes = 0;       // blocks held by live tensors (rounded up to size classes)
+  size_t cached_bytes = 0;       // blocks waiting for reuse
   uint64_t num_host_allocs = 0;  // cudaHostAlloc calls so far
 };
 PinnedMemoryStats pinned_memory_stats();

@@ -19,7 +19,8 @@ struct MaxPool2dOptions {
 class MaxPool2dImpl : public Module {
  public:
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Module("MaxPool2d"), options(options) {}
-  explicit MaxPool2dImpl(ExpandingArray<2> kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
+  explicit MaxPool2dImpl(ExpandingArray<2> kernel_size)
+      : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   MaxPool2dOptions options;
@@ -38,7 +39,8 @@ struct AvgPool2dOptions {
 class AvgPool2dImpl : public Module {
  public:
   explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Module("AvgPool2d"), options(options) {}
-  explicit AvgPool2dImpl(ExpandingArray<2> kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
+  explicit AvgPool2dImpl(ExpandingArray<2> kernel_size)
+      : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   AvgPool2dOptions options;
@@ -46,7 +48,8 @@ class AvgPool2dImpl : public Module {
 EMBER_MODULE(AvgPool2d);
 
 struct AdaptiveAvgPool2dOptions {
-  /* implicit */ AdaptiveAvgPool2dOptions(ExpandingArray<2> output_size) : output_size_(output_size) {}  // NOLINT
+  /* implicit */ AdaptiveAvgPool2dOptions(ExpandingArray<2> output_size)
+      : output_size_(output_size) {}  // NOLINT
   EMBER_ARG(ExpandingArray<2>, output_size);
 };
 // Output size 1x1 is global average pooling (ResNet's head).

@@ -17,7 +17,8 @@ RNNImplBase::RNNImplBase(const char* type_name, RnnMode mode, int64_t input_size
   EMBER_CHECK(input_size >= 1 && hidden_size >= 1, type_name,
               ": input_size and hidden_size must be >= 1, got ", input_size, " and ", hidden_size);
   EMBER_CHECK(num_layers >= 1, type_name, ": num_layers must be >= 1, got ", num_layers);
-  EMBER_CHECK(dropout >= 0 && dropout <= 1, type_name, ": dropout must be in [0, 1], got ", dropout);
+  EMBER_CHECK(dropout >= 0 && dropout <= 1, type_name, ": dropout must be in [0, 1], got ",
+              dropout);
   EMBER_CHECK(proj_size >= 0 && proj_size < hidden_size, type_name,
               ": proj_size must be in [0, hidden_size = ", hidden_size, "), got ", proj_size);
   config_.mode = mode;
@@ -88,7 +89,8 @@ RnnResult GRUImpl::forward(const Tensor& input, const Tensor& h0, const Tensor& 
 }
 
 RNNImpl::RNNImpl(const RNNOptions& o)
-    : RNNImplBase("RNN", o.nonlinearity() == RNNNonlinearity::relu ? RnnMode::rnn_relu : RnnMode::rnn_tanh,
+    : RNNImplBase("RNN",
+                  o.nonlinearity() == RNNNonlinearity::relu ? RnnMode::rnn_relu : RnnMode::rnn_tanh,
                   o.input_size(), o.hidden_size(), o.num_layers(), o.bias(), o.batch_first(),
                   o.dropout(), o.bidirectional(), 0),
       options(o) {}
@@ -101,7 +103,8 @@ void RNNImpl::pretty_print(std::ostream& os) const {
   std::ostringstream base;
   RNNImplBase::pretty_print(base);
   std::string s = base.str();
-  if (options.nonlinearity() == RNNNonlinearity::relu) s.insert(s.size() - 1, ", nonlinearity='relu'");
+  if (options.nonlinearity() == RNNNonlinearity::relu)
+    s.insert(s.size() - 1, ", nonlinearity='relu'");
   os << s;
 }
 

@@ -98,7 +98,8 @@ class RNNImplBase : public Module {
 class LSTMImpl : public RNNImplBase {
  public:
   explicit LSTMImpl(const LSTMOptions& options);
-  LSTMImpl(int64_t input_size, int64_t hidden_size) : LSTMImpl(LSTMOptions(input_size, hidden_size)) {}
+  LSTMImpl(int64_t input_size, int64_t hidden_size)
+      : LSTMImpl(LSTMOptions(input_size, hidden_size)) {}
   RnnResult forward(const Tensor& input, const Tensor& h0 = {}, const Tensor& c0 = {},
                     const Tensor& lengths = {});
   LSTMOptions options;

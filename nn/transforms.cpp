@@ -19,10 +19,14 @@ struct ImageBatch {
 };
 
 ImageBatch as_image_batch(const Tensor& images, const char* op) {
-  EMBER_CHECK(images.defined() && (images.dim() == 3 || images.dim() == 4), op, ": expected images "
-              "[N, C, H, W] or [N, H, W], got ", images.defined() ? images.shape_str() : "undefined");
-  EMBER_CHECK(images.device().is_cpu(), op, ": images must be on the CPU (transforms run in the "
-              "loader's workers before the copy to the device), got ", images.device().str());
+  EMBER_CHECK(images.defined() && (images.dim() == 3 || images.dim() == 4), op,
+              ": expected images "
+              "[N, C, H, W] or [N, H, W], got ",
+              images.defined() ? images.shape_str() : "undefined");
+  EMBER_CHECK(images.device().is_cpu(), op,
+              ": images must be on the CPU (transforms run in the "
+              "loader's workers before the copy to the device), got ",
+              images.device().str());
   ImageBatch b;
   b.dense = images.is_contiguous() ? images : images.contiguous();
   b.n = images.size(0);
@@ -32,14 +36,18 @@ ImageBatch as_image_batch(const Tensor& images, const char* op) {
   return b;
 }
 
-philox::U32x4 image_bits(uint64_t seed, int64_t image) { return philox::draw4(seed, uint64_t(image), 0); }
+philox::U32x4 image_bits(uint64_t seed, int64_t image) {
+  return philox::draw4(seed, uint64_t(image), 0);
+}
 
 }  // namespace
 
 RandomCrop::RandomCrop(int64_t height, int64_t width, int64_t padding)
     : height_(height), width_(width), padding_(padding) {
-  EMBER_CHECK(height > 0 && width > 0 && padding >= 0, "RandomCrop: need a positive size and a "
-              "non-negative padding, got ", height, "x", width, " padding ", padding);
+  EMBER_CHECK(height > 0 && width > 0 && padding >= 0,
+              "RandomCrop: need a positive size and a "
+              "non-negative padding, got ",
+              height, "x", width, " padding ", padding);
 }
 
 Tensor RandomCrop::operator()(const Tensor& images, uint64_t seed) const {
@@ -57,8 +65,10 @@ Tensor RandomCrop::operator()(const Tensor& images, uint64_t seed) const {
   for (int64_t i = 0; i < in.n; ++i) {
     const philox::U32x4 bits = image_bits(seed, i);
     // The window's top-left corner in padded coordinates, uniform over every position that fits.
-    const int64_t top = int64_t(philox::randint_from_bits(bits.x, uint64_t(padded_h - height_ + 1)));
-    const int64_t left = int64_t(philox::randint_from_bits(bits.y, uint64_t(padded_w - width_ + 1)));
+    const int64_t top =
+        int64_t(philox::randint_from_bits(bits.x, uint64_t(padded_h - height_ + 1)));
+    const int64_t left =
+        int64_t(philox::randint_from_bits(bits.y, uint64_t(padded_w - width_ + 1)));
     // Output columns [x0, x1) come from input columns starting at left + x0 - padding.
     const int64_t x0 = std::max<int64_t>(0, padding_ - left);
     const int64_t x1 = std::min<int64_t>(width_, in.w + padding_ - left);
@@ -102,18 +112,25 @@ Tensor RandomHorizontalFlip::operator()(const Tensor& images, uint64_t seed) con
   return out;
 }
 
-Normalize::Normalize(std::vector<double> mean, std::vector<double> std) : mean_(std::move(mean)), std_(std::move(std)) {
-  EMBER_CHECK(!mean_.empty() && mean_.size() == std_.size(), "Normalize: give as many means as "
-              "standard deviations (one, or one per channel), got ", mean_.size(), " and ", std_.size());
-  for (double s : std_) EMBER_CHECK(s > 0, "Normalize: standard deviation ", s, " must be positive");
+Normalize::Normalize(std::vector<double> mean, std::vector<double> std)
+    : mean_(std::move(mean)), std_(std::move(std)) {
+  EMBER_CHECK(!mean_.empty() && mean_.size() == std_.size(),
+              "Normalize: give as many means as "
+              "standard deviations (one, or one per channel), got ",
+              mean_.size(), " and ", std_.size());
+  for (double s : std_)
+    EMBER_CHECK(s > 0, "Normalize: standard deviation ", s, " must be positive");
 }
 
 Tensor Normalize::operator()(const Tensor& images, uint64_t) const {
   EMBER_CHECK(images.defined() && images.dim() >= 2, "Normalize: expected images [N, C, ...], got ",
               images.defined() ? images.shape_str() : "undefined");
-  EMBER_CHECK(images.dtype() == DType::f32 || images.dtype() == DType::f64, "Normalize: images have "
-              "dtype ", dtype_name(images.dtype()), "; convert them to float32 or float64 first");
-  EMBER_CHECK(images.device().is_cpu(), "Normalize: images must be on the CPU, got ", images.device().str());
+  EMBER_CHECK(images.dtype() == DType::f32 || images.dtype() == DType::f64,
+              "Normalize: images have "
+              "dtype ",
+              dtype_name(images.dtype()), "; convert them to float32 or float64 first");
+  EMBER_CHECK(images.device().is_cpu(), "Normalize: images must be on the CPU, got ",
+              images.device().str());
   const int64_t channels = images.size(1);
   EMBER_CHECK(mean_.size() == 1 || int64_t(mean_.size()) == channels, "Normalize: ", mean_.size(),
               " means for images of ", channels, " channels");
@@ -126,11 +143,14 @@ Tensor Normalize::operator()(const Tensor& images, uint64_t) const {
         const size_t k = mean_.size() == 1 ? 0 : size_t(c);
         const double mean = mean_[k], inv_std = 1.0 / std_[k];
         const int64_t base = (i * channels + c) * inner;
-        for (int64_t e = 0; e < inner; ++e) dst[base + e] = decltype(+dst[0])((src[base + e] - mean) * inv_std);
+        for (int64_t e = 0; e < inner; ++e)
+          dst[base + e] = decltype(+dst[0])((src[base + e] - mean) * inv_std);
       }
   };
-  if (images.dtype() == DType::f32) run(out.data<float>(), in.data<float>());
-  else run(out.data<double>(), in.data<double>());
+  if (images.dtype() == DType::f32)
+    run(out.data<float>(), in.data<float>());
+  else
+    run(out.data<double>(), in.data<double>());
   return out;
 }
 

@@ -6,7 +6,8 @@
 // augmentation reproducible and independent of the number of workers. Transforms return new
 // tensors and never modify their input.
 //
-//   loader options: .transform(data::compose({data::RandomCrop(32, 4), data::RandomHorizontalFlip(),
+//   loader options: .transform(data::compose({data::RandomCrop(32, 4),
+//   data::RandomHorizontalFlip(),
 //                                             data::Normalize({0.4914, 0.4822, 0.4465},
 //                                                             {0.2470, 0.2435, 0.2616})}))
 #pragma once

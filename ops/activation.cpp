@@ -34,11 +34,10 @@ Tensor activation(const Tensor& x, ActivationOp op, double param) {
   }
   if (autograd::needs_grad({&x})) {
     autograd::SavedTensor saved_x(x, name);
-    autograd::record_backward(name, {x}, {&y},
-                              [saved_x, op, param](const std::vector<Tensor>& g, const auto&) {
-                                return std::vector<Tensor>{
-                                    activation_backward(g[0], saved_x.unpack(), op, param)};
-                              });
+    autograd::record_backward(
+        name, {x}, {&y}, [saved_x, op, param](const std::vector<Tensor>& g, const auto&) {
+          return std::vector<Tensor>{activation_backward(g[0], saved_x.unpack(), op, param)};
+        });
   }
   return y;
 }
@@ -50,9 +49,9 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 }
 Tensor elu(const Tensor& x, double alpha) { return activation(x, ActivationOp::elu, alpha); }
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  return activation(x, approximate == GeluApproximation::tanh ? ActivationOp::gelu_tanh
-                                                               : ActivationOp::gelu,
-                    0.0);
+  return activation(
+      x, approximate == GeluApproximation::tanh ? ActivationOp::gelu_tanh : ActivationOp::gelu,
+      0.0);
 }
 Tensor silu(const Tensor& x) { return activation(x, ActivationOp::silu, 0.0); }
 

@@ -21,9 +21,8 @@ using dispatch::Direction;
 // goes through the composite relu(conv2d(...)). The arguments themselves are checked by conv2d's
 // own check_conv2d either way, so there is one set of checks and messages.
 bool fused_path_applies(const Tensor& x, const Tensor& w) {
-  return x.defined() && w.defined() &&
-         conv2d_epilogue_kernel().has(x.device().type, x.dtype()) && x.numel() > 0 &&
-         w.numel() > 0;
+  return x.defined() && w.defined() && conv2d_epilogue_kernel().has(x.device().type, x.dtype()) &&
+         x.numel() > 0 && w.numel() > 0;
 }
 
 }  // namespace
@@ -80,8 +79,7 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
           binary_kernel().get(device.type, dtype)(it, BinaryOp::relu_backward, 1);
           if (node.needs_input_grad(0)) {
             Tensor grad_input = empty(x_shape, dtype, device, format);
-            conv2d_run(
-                {Direction::backward_data, grad_input, saved_w.unpack(), grad_pre, p, tf32});
+            conv2d_run({Direction::backward_data, grad_input, saved_w.unpack(), grad_pre, p, tf32});
             result[0] = grad_input;
           }
           if (node.needs_input_grad(1)) {

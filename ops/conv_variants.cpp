@@ -114,8 +114,8 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   }
   const int64_t T_eff = p.dilation[0] * (T - 1) + 1, D_pad = D + pad_front + pad_back;
   EMBER_CHECK(T >= 1 && T_eff <= D_pad, "conv3d: the kernel depth (", T, ", ", T_eff,
-              " with dilation ", p.dilation[0], ") is larger than the padded input depth (",
-              D_pad, " for input ", input.shape_str(), "); use a smaller kernel or more padding");
+              " with dilation ", p.dilation[0], ") is larger than the padded input depth (", D_pad,
+              " for input ", input.shape_str(), "); use a smaller kernel or more padding");
   if (bias.defined())
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == K, "conv3d: bias must be [", K,
                 "] (one value per output channel of weight ", weight.shape_str(), "), got ",

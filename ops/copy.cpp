@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "ember/autograd/graph/graph.h"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/kernel_interface/elementwise.h"
 #include "ember/ops/layout.h"
 #include "ember/ops/ops.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/memcpy.h"
 
 namespace ember {
@@ -27,8 +27,10 @@ void copy_same_device(const Tensor& dst, const Tensor& src) {
 // Raw copy (no autograd, no version bump) from src into dst, any devices.
 void copy_raw(const Tensor& dst, const Tensor& src) {
   EMBER_CHECK(broadcast_shapes("copy_", {dst.sizes(), src.sizes()}) == dst.sizes(),
-              "copy_: source of shape ", src.shape_str(), " cannot be broadcast to the destination "
-              "shape ", dst.shape_str());
+              "copy_: source of shape ", src.shape_str(),
+              " cannot be broadcast to the destination "
+              "shape ",
+              dst.shape_str());
   if (dst.device() == src.device()) {
     copy_same_device(dst, src);
     return;
@@ -77,9 +79,10 @@ Tensor copy_to(const Tensor& src, Device device, DType dtype, MemoryFormat forma
   if (autograd::needs_grad({&src}) && is_floating(dtype)) {
     DType in_dtype = src.dtype();
     Device in_device = src.device();
-    autograd::record_backward("to", {src}, {&out}, [in_dtype, in_device](const auto& g, const auto&) {
-      return std::vector<Tensor>{g[0].to(in_device, in_dtype)};
-    });
+    autograd::record_backward("to", {src}, {&out},
+                              [in_dtype, in_device](const auto& g, const auto&) {
+                                return std::vector<Tensor>{g[0].to(in_device, in_dtype)};
+                              });
   }
   return out;
 }
@@ -89,7 +92,8 @@ Tensor copy_to(const Tensor& src, Device device, DType dtype, MemoryFormat forma
 Tensor& Tensor::copy_(const Tensor& src) {
   EMBER_CHECK(defined() && src.defined(), "copy_: undefined tensor");
   if (autograd::needs_grad({this, &src})) {
-    EMBER_CHECK(!(is_leaf() && requires_grad()), "copy_: a leaf tensor that requires grad cannot be "
+    EMBER_CHECK(!(is_leaf() && requires_grad()),
+                "copy_: a leaf tensor that requires grad cannot be "
                 "written in place; wrap the update in NoGradGuard");
     Tensor converted = src.to(device(), dtype());
     Tensor expanded = converted.sizes() == sizes() ? converted : converted.expand(sizes());
@@ -127,9 +131,7 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
   return clone(format);
 }
 
-Tensor Tensor::detach() const {
-  return make_view(*this, sizes(), strides(), offset());
-}
+Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), offset()); }
 
 Tensor Tensor::to(Device device) const { return to(device, dtype()); }
 Tensor Tensor::to(DType t) const { return to(device(), t); }
@@ -154,8 +156,10 @@ std::vector<double> Tensor::to_vector() const {
 }
 
 double Tensor::item() const {
-  EMBER_CHECK(defined() && numel() == 1, "item: the tensor must have exactly one element, but it "
-              "has shape ", defined() ? shape_str() : std::string("undefined"));
+  EMBER_CHECK(defined() && numel() == 1,
+              "item: the tensor must have exactly one element, but it "
+              "has shape ",
+              defined() ? shape_str() : std::string("undefined"));
   return to_vector()[0];
 }
 

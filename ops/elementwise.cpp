@@ -1,10 +1,11 @@
 // Elementwise ops: unary, binary (broadcasting, type promotion), scalar variants, where, clamp,
 // comparisons and the in-place forms, each with its backward formula beside the forward.
+#include "ember/kernel_interface/elementwise.h"
+
 #include <cmath>
 #include <limits>
 
 #include "ember/autograd/graph/graph.h"
-#include "ember/kernel_interface/elementwise.h"
 #include "ember/ops/ops.h"
 
 namespace ember {
@@ -59,10 +60,12 @@ Tensor to_floating(const Tensor& a) {
 Tensor binary_raw(const char* op, const Tensor& a0, const Tensor& b0, BinaryOp bop, double alpha) {
   check_defined(op, a0, "input");
   check_defined(op, b0, "other");
-  EMBER_CHECK(a0.device() == b0.device(), op, ": expected both tensors on the same device, but got ",
-              a0.device().str(), " and ", b0.device().str(), "; move one with .to(device)");
+  EMBER_CHECK(a0.device() == b0.device(), op,
+              ": expected both tensors on the same device, but got ", a0.device().str(), " and ",
+              b0.device().str(), "; move one with .to(device)");
   DType common = promote_types(a0.dtype(), b0.dtype());
-  if ((bop == BinaryOp::div || bop == BinaryOp::pow || bop == BinaryOp::atan2) && !is_floating(common))
+  if ((bop == BinaryOp::div || bop == BinaryOp::pow || bop == BinaryOp::atan2) &&
+      !is_floating(common))
     common = DType::f32;
   Tensor a = a0, b = b0;
   {
@@ -80,14 +83,14 @@ Tensor binary_raw(const char* op, const Tensor& a0, const Tensor& b0, BinaryOp b
   return out;
 }
 
-
 }  // namespace
 
 // ---- binary ----
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = binary_raw("add", a, b, BinaryOp::add, alpha);
   if (autograd::needs_grad({&a, &b})) {
-    autograd::record_backward("add", {a, b}, {&out},
+    autograd::record_backward(
+        "add", {a, b}, {&out},
         [ta = InputInfo(a), tb = InputInfo(b), alpha](const Grads& g, const auto& node) {
           Grads r(2);
           if (node.needs_input_grad(0)) r[0] = grad_for(g[0], ta);
@@ -101,7 +104,8 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = binary_raw("sub", a, b, BinaryOp::sub, alpha);
   if (autograd::needs_grad({&a, &b})) {
-    autograd::record_backward("sub", {a, b}, {&out},
+    autograd::record_backward(
+        "sub", {a, b}, {&out},
         [ta = InputInfo(a), tb = InputInfo(b), alpha](const Grads& g, const auto& node) {
           Grads r(2);
           if (node.needs_input_grad(0)) r[0] = grad_for(g[0], ta);
@@ -115,8 +119,10 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_raw("mul", a, b, BinaryOp::mul, 1);
   if (autograd::needs_grad({&a, &b})) {
-    SavedTensor sa(b.requires_grad() ? a : Tensor(), "mul"), sb(a.requires_grad() ? b : Tensor(), "mul");
-    autograd::record_backward("mul", {a, b}, {&out},
+    SavedTensor sa(b.requires_grad() ? a : Tensor(), "mul"),
+        sb(a.requires_grad() ? b : Tensor(), "mul");
+    autograd::record_backward(
+        "mul", {a, b}, {&out},
         [sa, sb, ta = InputInfo(a), tb = InputInfo(b)](const Grads& g, const auto& node) {
           Grads r(2);
           if (node.needs_input_grad(0)) r[0] = grad_for(mul(g[0], sb.unpack()), ta);
@@ -131,7 +137,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_raw("div", a, b, BinaryOp::div, 1);
   if (autograd::needs_grad({&a, &b})) {
     SavedTensor sb(b, "div"), so(b.requires_grad() ? out : Tensor(), "div");
-    autograd::record_backward("div", {a, b}, {&out},
+    autograd::record_backward(
+        "div", {a, b}, {&out},
         [sb, so, ta = InputInfo(a), tb = InputInfo(b)](const Grads& g, const auto& node) {
           Grads r(2);
           const Tensor& bv = sb.unpack();
@@ -147,11 +154,13 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_raw("pow", a, b, BinaryOp::pow, 1);
   if (autograd::needs_grad({&a, &b})) {
     SavedTensor sa(a, "pow"), sb(b, "pow"), so(out, "pow");
-    autograd::record_backward("pow", {a, b}, {&out},
+    autograd::record_backward(
+        "pow", {a, b}, {&out},
         [sa, sb, so, ta = InputInfo(a), tb = InputInfo(b)](const Grads& g, const auto& node) {
           Grads r(2);
           const Tensor &av = sa.unpack(), &bv = sb.unpack();
-          if (node.needs_input_grad(0)) r[0] = grad_for(mul(g[0], mul(bv, pow(av, sub(bv, 1.0)))), ta);
+          if (node.needs_input_grad(0))
+            r[0] = grad_for(mul(g[0], mul(bv, pow(av, sub(bv, 1.0)))), ta);
           if (node.needs_input_grad(1)) {
             // d/db a^b = a^b log a, taken as 0 where a == 0 (as PyTorch does).
             Tensor la = where(eq(av, zeros_like(av)), zeros_like(av), log(av));
@@ -169,7 +178,8 @@ Tensor min_max(const char* op, const Tensor& a, const Tensor& b, BinaryOp bop) {
   if (autograd::needs_grad({&a, &b})) {
     SavedTensor sa(a, op), sb(b, op);
     const bool is_max = bop == BinaryOp::maximum;
-    autograd::record_backward(op, {a, b}, {&out},
+    autograd::record_backward(
+        op, {a, b}, {&out},
         [sa, sb, is_max, ta = InputInfo(a), tb = InputInfo(b)](const Grads& g, const auto& node) {
           const Tensor &av = sa.unpack(), &bv = sb.unpack();
           // Ties split the gradient evenly, as PyTorch does.
@@ -186,8 +196,12 @@ Tensor min_max(const char* op, const Tensor& a, const Tensor& b, BinaryOp bop) {
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return min_max("maximum", a, b, BinaryOp::maximum); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return min_max("minimum", a, b, BinaryOp::minimum); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return min_max("maximum", a, b, BinaryOp::maximum);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return min_max("minimum", a, b, BinaryOp::minimum);
+}
 
 Tensor eq(const Tensor& a, const Tensor& b) { return binary_raw("eq", a, b, BinaryOp::eq, 1); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary_raw("ne", a, b, BinaryOp::ne, 1); }
@@ -217,9 +231,8 @@ Tensor unary_op(const char* op, const Tensor& a0, UnaryOp uop, UnaryParams p, bo
 Tensor neg(const Tensor& a) {
   Tensor out = unary_raw("neg", a, UnaryOp::neg, {}, false);
   if (autograd::needs_grad({&a}))
-    autograd::record_backward("neg", {a}, {&out}, [](const Grads& g, const auto&) {
-      return Grads{neg(g[0])};
-    });
+    autograd::record_backward("neg", {a}, {&out},
+                              [](const Grads& g, const auto&) { return Grads{neg(g[0])}; });
   return out;
 }
 Tensor exp(const Tensor& a) {
@@ -231,8 +244,9 @@ Tensor log(const Tensor& a) {
                   [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
 }
 Tensor sqrt(const Tensor& a) {
-  return unary_op("sqrt", a, UnaryOp::sqrt, {}, false, true,
-                  [](const Tensor& g, const Tensor&, const Tensor& o) { return div(g, mul(o, 2.0)); });
+  return unary_op(
+      "sqrt", a, UnaryOp::sqrt, {}, false, true,
+      [](const Tensor& g, const Tensor&, const Tensor& o) { return div(g, mul(o, 2.0)); });
 }
 Tensor rsqrt(const Tensor& a) {
   return unary_op("rsqrt", a, UnaryOp::rsqrt, {}, false, true,
@@ -271,24 +285,27 @@ Tensor sin(const Tensor& a) {
                   [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, cos(x)); });
 }
 Tensor cos(const Tensor& a) {
-  return unary_op("cos", a, UnaryOp::cos, {}, true, false,
-                  [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul(g, sin(x))); });
+  return unary_op(
+      "cos", a, UnaryOp::cos, {}, true, false,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul(g, sin(x))); });
 }
 Tensor square(const Tensor& a) {
   if (!is_floating(a.dtype())) return unary_raw("square", a, UnaryOp::square, {}, false);
-  return unary_op("square", a, UnaryOp::square, {}, true, false,
-                  [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, mul(x, 2.0)); });
+  return unary_op(
+      "square", a, UnaryOp::square, {}, true, false,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, mul(x, 2.0)); });
 }
 Tensor reciprocal(const Tensor& a) {
-  return unary_op("reciprocal", a, UnaryOp::reciprocal, {}, false, true,
-                  [](const Tensor& g, const Tensor&, const Tensor& o) {
-                    return neg(mul(g, mul(o, o)));
-                  });
+  return unary_op(
+      "reciprocal", a, UnaryOp::reciprocal, {}, false, true,
+      [](const Tensor& g, const Tensor&, const Tensor& o) { return neg(mul(g, mul(o, o))); });
 }
 Tensor isnan(const Tensor& a) { return unary_raw("isnan", a, UnaryOp::isnan, {}, true); }
 Tensor isfinite(const Tensor& a) { return unary_raw("isfinite", a, UnaryOp::isfinite, {}, true); }
 Tensor logical_not(const Tensor& a) {
-  Tensor b = a.dtype() == DType::boolean ? a : ne(a, zeros({}, TensorOptions(a.dtype()).with_device(a.device())));
+  Tensor b = a.dtype() == DType::boolean
+                 ? a
+                 : ne(a, zeros({}, TensorOptions(a.dtype()).with_device(a.device())));
   return unary_raw("logical_not", b, UnaryOp::logical_not, {}, false);
 }
 
@@ -318,14 +335,19 @@ Tensor scalar_op(const char* op, const Tensor& a0, UnaryOp uop, double s) {
     SavedTensor si(uop == UnaryOp::rdiv_scalar || uop == UnaryOp::pow_scalar ? a : Tensor(), op);
     autograd::record_backward(op, {a}, {&out}, [uop, s, so, si](const Grads& g, const auto&) {
       switch (uop) {
-        case UnaryOp::add_scalar: return Grads{g[0]};
-        case UnaryOp::mul_scalar: return Grads{mul(g[0], s)};
-        case UnaryOp::rsub_scalar: return Grads{neg(g[0])};
-        case UnaryOp::rdiv_scalar: return Grads{neg(div(mul(g[0], so.unpack()), si.unpack()))};
+        case UnaryOp::add_scalar:
+          return Grads{g[0]};
+        case UnaryOp::mul_scalar:
+          return Grads{mul(g[0], s)};
+        case UnaryOp::rsub_scalar:
+          return Grads{neg(g[0])};
+        case UnaryOp::rdiv_scalar:
+          return Grads{neg(div(mul(g[0], so.unpack()), si.unpack()))};
         case UnaryOp::pow_scalar:
           if (s == 0) return Grads{zeros_like(g[0])};
           return Grads{mul(g[0], mul(pow(si.unpack(), s - 1), s))};
-        default: EMBER_INTERNAL_ASSERT(false, "scalar op backward");
+        default:
+          EMBER_INTERNAL_ASSERT(false, "scalar op backward");
       }
       return Grads{};
     });
@@ -340,7 +362,9 @@ Tensor mul(const Tensor& a, double b) { return scalar_op("mul", a, UnaryOp::mul_
 Tensor div(const Tensor& a, double b) {
   return scalar_op("div", to_floating(a), UnaryOp::mul_scalar, 1.0 / b);
 }
-Tensor pow(const Tensor& a, double e) { return scalar_op("pow", to_floating(a), UnaryOp::pow_scalar, e); }
+Tensor pow(const Tensor& a, double e) {
+  return scalar_op("pow", to_floating(a), UnaryOp::pow_scalar, e);
+}
 Tensor rsub(const Tensor& a, double b) { return scalar_op("rsub", a, UnaryOp::rsub_scalar, b); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -381,13 +405,17 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   }
   if (autograd::needs_grad({&a0, &b0})) {
     autograd::record_backward("where", {a0, b0}, {&out},
-        [c = cond.detach(), ta = InputInfo(a0), tb = InputInfo(b0)](const Grads& g, const auto& node) {
-          Tensor z = zeros({}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
-          Grads r(2);
-          if (node.needs_input_grad(0)) r[0] = grad_for(where(c, g[0], z), ta);
-          if (node.needs_input_grad(1)) r[1] = grad_for(where(c, z, g[0]), tb);
-          return r;
-        });
+                              [c = cond.detach(), ta = InputInfo(a0), tb = InputInfo(b0)](
+                                  const Grads& g, const auto& node) {
+                                Tensor z = zeros(
+                                    {}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+                                Grads r(2);
+                                if (node.needs_input_grad(0))
+                                  r[0] = grad_for(where(c, g[0], z), ta);
+                                if (node.needs_input_grad(1))
+                                  r[1] = grad_for(where(c, z, g[0]), tb);
+                                return r;
+                              });
   }
   return out;
 }
@@ -416,8 +444,11 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
 void check_inplace(const char* op, const Tensor& self) {
   check_defined(op, self, "self");
   if (!autograd::grad_enabled()) return;
-  EMBER_CHECK(!(self.requires_grad() && self.is_leaf()), op, ": a leaf tensor that requires grad "
-              "(shape ", self.shape_str(), ") cannot be modified in place; wrap parameter updates in "
+  EMBER_CHECK(!(self.requires_grad() && self.is_leaf()), op,
+              ": a leaf tensor that requires grad "
+              "(shape ",
+              self.shape_str(),
+              ") cannot be modified in place; wrap parameter updates in "
               "NoGradGuard or use the out-of-place op");
 }
 
@@ -439,8 +470,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   // The common case (optimizers, accumulation): same shape/dtype, no autograd: one kernel, no
   // temporary.
   if (!autograd::needs_grad({&a, &b}) && a.defined() && b.defined() && a.dtype() == b.dtype() &&
-      a.device() == b.device() &&
-      broadcast_shapes("add_", {a.sizes(), b.sizes()}) == a.sizes()) {
+      a.device() == b.device() && broadcast_shapes("add_", {a.sizes(), b.sizes()}) == a.sizes()) {
     if (a.numel() > 0) {
       ElementwiseIter it = make_elementwise_iter("add_", a, {a, b});
       binary_kernel().get(a.device().type, a.dtype())(it, BinaryOp::add, alpha);
@@ -448,7 +478,8 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
     a.bump_version();
     return a;
   }
-  return inplace("add_", a, b, [alpha](const Tensor& s, const Tensor& o) { return add(s, o, alpha); });
+  return inplace("add_", a, b,
+                 [alpha](const Tensor& s, const Tensor& o) { return add(s, o, alpha); });
 }
 Tensor& sub_(Tensor& a, const Tensor& b, double alpha) { return add_(a, b, -alpha); }
 Tensor& mul_(Tensor& a, const Tensor& b) {
@@ -481,10 +512,12 @@ Tensor& unary_inplace(const char* op, Tensor& a, UnaryOp uop, UnaryParams p,
 }
 }  // namespace
 Tensor& add_(Tensor& a, double b) {
-  return unary_inplace("add_", a, UnaryOp::add_scalar, {b, 0}, [b](const Tensor& s) { return add(s, b); });
+  return unary_inplace("add_", a, UnaryOp::add_scalar, {b, 0},
+                       [b](const Tensor& s) { return add(s, b); });
 }
 Tensor& mul_(Tensor& a, double b) {
-  return unary_inplace("mul_", a, UnaryOp::mul_scalar, {b, 0}, [b](const Tensor& s) { return mul(s, b); });
+  return unary_inplace("mul_", a, UnaryOp::mul_scalar, {b, 0},
+                       [b](const Tensor& s) { return mul(s, b); });
 }
 Tensor& relu_(Tensor& a) {
   return unary_inplace("relu_", a, UnaryOp::relu, {}, [](const Tensor& s) { return relu(s); });

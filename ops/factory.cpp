@@ -116,7 +116,8 @@ Tensor randn(const Shape& sizes, const TensorOptions& o, Generator* gen) {
   fill_random(t, RandomKind::normal, 0, 1, gen);
   return finish(t, o);
 }
-Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& o, Generator* gen) {
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& o,
+               Generator* gen) {
   EMBER_CHECK(high > low, "randint: high (", high, ") must be greater than low (", low, ")");
   EMBER_CHECK(high - low <= (int64_t(1) << 32), "randint: the range [", low, ", ", high,
               ") is wider than 2^32, which the Philox mapping does not cover; split the range");

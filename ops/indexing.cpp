@@ -1,8 +1,9 @@
 // Indexing ops: index_select, gather, scatter_add and embedding, with their backward formulas.
 // Index tensors are int32 or int64; out-of-range indices are errors (on CUDA reported through the
 // device error flag at the next sync point, so no op here waits for the GPU).
-#include "ember/autograd/graph/graph.h"
 #include "ember/kernel_interface/indexing.h"
+
+#include "ember/autograd/graph/graph.h"
 #include "ember/ops/ops.h"
 
 namespace ember {
@@ -29,7 +30,8 @@ void split_dims(const Shape& s, int64_t dim, int64_t& outer, int64_t& inner) {
 
 Tensor index_select(const Tensor& a0, int64_t dim, const Tensor& index0) {
   check_index("index_select", a0, index0);
-  EMBER_CHECK(index0.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", index0.shape_str());
+  EMBER_CHECK(index0.dim() <= 1, "index_select: index must be 0-D or 1-D, got ",
+              index0.shape_str());
   const int64_t d = wrap_dim(dim, a0.dim(), "index_select");
   Tensor a = a0.contiguous(), index = index0.reshape({-1}).contiguous();
   Shape shape = a.sizes();
@@ -42,14 +44,15 @@ Tensor index_select(const Tensor& a0, int64_t dim, const Tensor& index0) {
                                                           a.dim() > 0 ? a.size(d) : 1, inner);
   if (autograd::needs_grad({&a0})) {
     autograd::record_backward("index_select", {a0}, {&out},
-        [index, d, in = a0.sizes(), dt = a0.dtype(), dev = a0.device(), outer, inner](
-            const Grads& g, const auto&) {
-          Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
-          Tensor gc = g[0].contiguous();
-          if (gc.numel() > 0)
-            index_add_kernel().get(dev.type, dt)(r, index, gc, outer, in.empty() ? 1 : in[size_t(d)], inner);
-          return Grads{r};
-        });
+                              [index, d, in = a0.sizes(), dt = a0.dtype(), dev = a0.device(), outer,
+                               inner](const Grads& g, const auto&) {
+                                Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
+                                Tensor gc = g[0].contiguous();
+                                if (gc.numel() > 0)
+                                  index_add_kernel().get(dev.type, dt)(
+                                      r, index, gc, outer, in.empty() ? 1 : in[size_t(d)], inner);
+                                return Grads{r};
+                              });
   }
   return out;
 }
@@ -67,10 +70,11 @@ Tensor gather(const Tensor& a0, int64_t dim, const Tensor& index0) {
   if (out.numel() > 0) gather_kernel().get(a.device().type, a.dtype())(out, a, index, d);
   if (autograd::needs_grad({&a0})) {
     autograd::record_backward("gather", {a0}, {&out},
-        [index, d, in = a0.sizes(), dt = a0.dtype(), dev = a0.device()](const Grads& g, const auto&) {
-          Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
-          return Grads{scatter_add(r, d, index, g[0])};
-        });
+                              [index, d, in = a0.sizes(), dt = a0.dtype(), dev = a0.device()](
+                                  const Grads& g, const auto&) {
+                                Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
+                                return Grads{scatter_add(r, d, index, g[0])};
+                              });
   }
   return out;
 }
@@ -94,21 +98,23 @@ Tensor scatter_add(const Tensor& a0, int64_t dim, const Tensor& index0, const Te
   for (int64_t i = 0; i < src.dim(); ++i)
     if (src.size(i) != index.size(i)) src = src.narrow(i, 0, index.size(i));
   src = src.contiguous();
-  if (index.numel() > 0) scatter_add_kernel().get(out.device().type, out.dtype())(out, index, src, d);
+  if (index.numel() > 0)
+    scatter_add_kernel().get(out.device().type, out.dtype())(out, index, src, d);
   if (autograd::needs_grad({&a0, &src0})) {
     autograd::record_backward("scatter_add", {a0, src}, {&out},
-        [index, d](const Grads& g, const auto& node) {
-          Grads r(2);
-          if (node.needs_input_grad(0)) r[0] = g[0];
-          if (node.needs_input_grad(1)) r[1] = gather(g[0], d, index);
-          return r;
-        });
+                              [index, d](const Grads& g, const auto& node) {
+                                Grads r(2);
+                                if (node.needs_input_grad(0)) r[0] = g[0];
+                                if (node.needs_input_grad(1)) r[1] = gather(g[0], d, index);
+                                return r;
+                              });
   }
   return out;
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  EMBER_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be 2-D [num, dim], got ",
+  EMBER_CHECK(weight.defined() && weight.dim() == 2,
+              "embedding: weight must be 2-D [num, dim], got ",
               weight.defined() ? weight.shape_str() : std::string("undefined"));
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));

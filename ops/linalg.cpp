@@ -69,7 +69,8 @@ void gemm_3d(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, do
   g.device = c.device();
   g.allow_tf32 = g_matmul_allow_tf32;
   if (k == 0) {  // nothing to multiply: C = beta * C
-    if (beta == 0) const_cast<Tensor&>(c).zero_();
+    if (beta == 0)
+      const_cast<Tensor&>(c).zero_();
     else {
       Tensor cc = c;
       mul_(cc, beta);
@@ -102,7 +103,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     out = mm_raw(a, b);
   }
   if (autograd::needs_grad({&a, &b})) {
-    autograd::SavedTensor sa(b.requires_grad() ? a : Tensor(), "mm"), sb(a.requires_grad() ? b : Tensor(), "mm");
+    autograd::SavedTensor sa(b.requires_grad() ? a : Tensor(), "mm"),
+        sb(a.requires_grad() ? b : Tensor(), "mm");
     autograd::record_backward("mm", {a, b}, {&out}, [sa, sb](const Grads& g, const auto& node) {
       Grads r(2);
       if (node.needs_input_grad(0)) r[0] = mm(g[0], sb.unpack().t());
@@ -125,7 +127,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     gemm_3d(a, b, out, 1, 0);
   }
   if (autograd::needs_grad({&a, &b})) {
-    autograd::SavedTensor sa(b.requires_grad() ? a : Tensor(), "bmm"), sb(a.requires_grad() ? b : Tensor(), "bmm");
+    autograd::SavedTensor sa(b.requires_grad() ? a : Tensor(), "bmm"),
+        sb(a.requires_grad() ? b : Tensor(), "bmm");
     autograd::record_backward("bmm", {a, b}, {&out}, [sa, sb](const Grads& g, const auto& node) {
       Grads r(2);
       if (node.needs_input_grad(0)) r[0] = bmm(g[0], sb.unpack().transpose(1, 2));
@@ -187,7 +190,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, 
   }
   if (autograd::needs_grad({&bias, &a, &b})) {
     autograd::SavedTensor sa(a, "addmm"), sb(b, "addmm");
-    autograd::record_backward("addmm", {bias, a, b}, {&out},
+    autograd::record_backward(
+        "addmm", {bias, a, b}, {&out},
         [sa, sb, alpha, beta, bshape = bias.sizes()](const Grads& g, const auto& node) {
           Grads r(3);
           if (node.needs_input_grad(0)) r[0] = autograd::sum_to(mul(g[0], beta), bshape);
@@ -203,9 +207,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_matrix_args("linear", x, weight);
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
               weight.shape_str());
-  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ", x.shape_str(),
-              " does not match weight of shape ", weight.shape_str(), " (in_features ",
-              weight.size(1), ")");
+  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ",
+              x.shape_str(), " does not match weight of shape ", weight.shape_str(),
+              " (in_features ", weight.size(1), ")");
   if (bias.defined())
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias of shape ",
                 bias.shape_str(), " does not match out_features ", weight.size(0));
@@ -222,13 +226,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     autograd::SavedTensor sx(weight.requires_grad() ? x2 : Tensor(), "linear"),
         sw(x.requires_grad() ? weight : Tensor(), "linear");
     autograd::record_backward("linear", {x2, weight, bias}, {&out},
-        [sx, sw](const Grads& g, const auto& node) {
-          Grads r(3);
-          if (node.needs_input_grad(0)) r[0] = mm(g[0], sw.unpack());
-          if (node.needs_input_grad(1)) r[1] = mm(g[0].t(), sx.unpack());
-          if (node.needs_input_grad(2)) r[2] = sum(g[0], {0});
-          return r;
-        });
+                              [sx, sw](const Grads& g, const auto& node) {
+                                Grads r(3);
+                                if (node.needs_input_grad(0)) r[0] = mm(g[0], sw.unpack());
+                                if (node.needs_input_grad(1)) r[1] = mm(g[0].t(), sx.unpack());
+                                if (node.needs_input_grad(2)) r[2] = sum(g[0], {0});
+                                return r;
+                              });
   }
   return x.dim() == 2 ? out : out.reshape(out_shape);
 }

@@ -87,7 +87,8 @@ ChannelDense to_channel_dense(const Tensor& x) {
     r.t = x;
     r.layout.channels_inner = true;
   } else {
-    const bool nhwc = (nd == 4 || nd == 5) && x.suggest_memory_format() == MemoryFormat::channels_last;
+    const bool nhwc =
+        (nd == 4 || nd == 5) && x.suggest_memory_format() == MemoryFormat::channels_last;
     r.layout.channels_inner = nhwc || r.layout.S == 1;
     r.t = empty_channel_dense(x.sizes(), x.dtype(), x.device(), r.layout.channels_inner);
     r.t.copy_(x);
@@ -132,8 +133,8 @@ void check_input(const char* op, const Tensor& x, int64_t min_dim, int64_t max_d
 void check_param_shape(const char* op, const char* name, const Tensor& p, const Shape& shape,
                        const Tensor& x, const char* what) {
   if (!p.defined()) return;
-  EMBER_CHECK(p.sizes() == shape, op, ": ", name, " must have shape ", shape_str(shape), " (",
-              what, " of input ", x.shape_str(), "), got ", p.shape_str());
+  EMBER_CHECK(p.sizes() == shape, op, ": ", name, " must have shape ", shape_str(shape), " (", what,
+              " of input ", x.shape_str(), "), got ", p.shape_str());
   EMBER_CHECK(p.device() == x.device(), op, ": ", name, " ", p.shape_str(), " is on ",
               p.device().str(), " but the input ", x.shape_str(), " is on ", x.device().str(),
               "; move them to one device");
@@ -190,8 +191,11 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
   check_param_shape(op, "bias", bias, cshape, x, "one value per channel");
   check_param_shape(op, "running_mean", running_mean, cshape, x, "one value per channel");
   check_param_shape(op, "running_var", running_var, cshape, x, "one value per channel");
-  check_param_dtypes(op, x, {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean},
-                             {"running_var", &running_var}});
+  check_param_dtypes(op, x,
+                     {{"weight", &weight},
+                      {"bias", &bias},
+                      {"running_mean", &running_mean},
+                      {"running_var", &running_var}});
   check_running_stats(op, running_mean, running_var, !training);
   if (tail == BnTail::add_relu) {
     EMBER_CHECK(residual.defined(), op, ": the residual is an undefined tensor");
@@ -219,7 +223,8 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
     ChannelDense dense = to_channel_dense(x.detach());
     xd = dense.t;
     layout = dense.layout;
-    Tensor residual_d = tail == BnTail::add_relu ? match_layout(residual.detach(), layout) : Tensor();
+    Tensor residual_d =
+        tail == BnTail::add_relu ? match_layout(residual.detach(), layout) : Tensor();
     weight_k = norm_param_for_kernel(weight);
     Tensor bias_k = norm_param_for_kernel(bias);
     y = empty_channel_dense(x.sizes(), x.dtype(), device, layout.channels_inner);
@@ -281,43 +286,43 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
   const DType x_dtype = x.dtype();
   const DType w_dtype = weight.defined() ? weight.dtype() : stats_dtype;
   const DType b_dtype = bias.defined() ? bias.dtype() : stats_dtype;
-  autograd::record_backward(
-      op, inputs, {&y},
-      [=](const Grads& grads, const autograd::Node& node) {
-        Grads result(has_residual ? 4 : 3);
-        const bool need_x = node.needs_input_grad(0), need_w = node.needs_input_grad(1),
-                   need_b = node.needs_input_grad(2), need_r = has_residual && node.needs_input_grad(3);
-        if (layout.numel() == 0) {
-          if (need_x) result[0] = zeros(x_shape, TensorOptions(x_dtype).with_device(device));
-          if (need_w) result[1] = zeros({C}, TensorOptions(w_dtype).with_device(device));
-          if (need_b) result[2] = zeros({C}, TensorOptions(b_dtype).with_device(device));
-          if (need_r) result[3] = zeros(x_shape, TensorOptions(x_dtype).with_device(device));
-          return result;
-        }
-        autograd::NoGradGuard no_grad;
-        const Tensor& xs = saved_x.unpack();
-        const Tensor& gate = saved_y.unpack();
-        Tensor dy = match_layout(grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype), layout);
-        Tensor sum_dy, sum_dy_xhat;
-        if ((training && need_x) || need_w || need_b) {
-          sum_dy = empty({C}, stats_dtype, device);
-          sum_dy_xhat = empty({C}, stats_dtype, device);
-          channel_grad_sums_kernel().get(device.type, x_dtype)(ChannelGradSumsArgs{
-              dy, xs, gate, mean, invstd, layout, StatIndex{0, 1}, sum_dy, sum_dy_xhat});
-        }
-        if (need_x || need_r) {
-          Tensor dx = need_x ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
-          Tensor dres = need_r ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
-          Tensor w = norm_param_for_kernel(saved_w.unpack());
-          batch_norm_backward_elemt_kernel().get(device.type, x_dtype)(BatchNormBackwardArgs{
-              dx, dres, dy, xs, gate, mean, invstd, w, sum_dy, sum_dy_xhat, layout, training});
-          result[0] = dx;
-          if (need_r) result[3] = dres;
-        }
-        if (need_w) result[1] = param_grad(sum_dy_xhat, {C}, w_dtype);
-        if (need_b) result[2] = param_grad(sum_dy, {C}, b_dtype);
-        return result;
-      });
+  autograd::record_backward(op, inputs, {&y}, [=](const Grads& grads, const autograd::Node& node) {
+    Grads result(has_residual ? 4 : 3);
+    const bool need_x = node.needs_input_grad(0), need_w = node.needs_input_grad(1),
+               need_b = node.needs_input_grad(2), need_r = has_residual && node.needs_input_grad(3);
+    if (layout.numel() == 0) {
+      if (need_x) result[0] = zeros(x_shape, TensorOptions(x_dtype).with_device(device));
+      if (need_w) result[1] = zeros({C}, TensorOptions(w_dtype).with_device(device));
+      if (need_b) result[2] = zeros({C}, TensorOptions(b_dtype).with_device(device));
+      if (need_r) result[3] = zeros(x_shape, TensorOptions(x_dtype).with_device(device));
+      return result;
+    }
+    autograd::NoGradGuard no_grad;
+    const Tensor& xs = saved_x.unpack();
+    const Tensor& gate = saved_y.unpack();
+    Tensor dy = match_layout(grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype), layout);
+    Tensor sum_dy, sum_dy_xhat;
+    if ((training && need_x) || need_w || need_b) {
+      sum_dy = empty({C}, stats_dtype, device);
+      sum_dy_xhat = empty({C}, stats_dtype, device);
+      channel_grad_sums_kernel().get(device.type, x_dtype)(ChannelGradSumsArgs{
+          dy, xs, gate, mean, invstd, layout, StatIndex{0, 1}, sum_dy, sum_dy_xhat});
+    }
+    if (need_x || need_r) {
+      Tensor dx =
+          need_x ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
+      Tensor dres =
+          need_r ? empty_channel_dense(x_shape, x_dtype, device, layout.channels_inner) : Tensor();
+      Tensor w = norm_param_for_kernel(saved_w.unpack());
+      batch_norm_backward_elemt_kernel().get(device.type, x_dtype)(BatchNormBackwardArgs{
+          dx, dres, dy, xs, gate, mean, invstd, w, sum_dy, sum_dy_xhat, layout, training});
+      result[0] = dx;
+      if (need_r) result[3] = dres;
+    }
+    if (need_w) result[1] = param_grad(sum_dy_xhat, {C}, w_dtype);
+    if (need_b) result[2] = param_grad(sum_dy, {C}, b_dtype);
+    return result;
+  });
   return y;
 }
 
@@ -351,8 +356,7 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
   const DType w_dtype = weight.defined() ? weight.dtype() : stats_dtype;
   const DType b_dtype = bias.defined() ? bias.dtype() : stats_dtype;
   autograd::record_backward(
-      op, {x, weight, bias}, {&y},
-      [=](const Grads& grads, const autograd::Node& node) {
+      op, {x, weight, bias}, {&y}, [=](const Grads& grads, const autograd::Node& node) {
         Grads result(3);
         const bool need_x = node.needs_input_grad(0), need_w = node.needs_input_grad(1),
                    need_b = node.needs_input_grad(2);
@@ -475,8 +479,11 @@ Tensor instance_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   check_param_shape(op, "bias", bias, {C}, x, "one value per channel");
   check_param_shape(op, "running_mean", running_mean, {C}, x, "one value per channel");
   check_param_shape(op, "running_var", running_var, {C}, x, "one value per channel");
-  check_param_dtypes(op, x, {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean},
-                             {"running_var", &running_var}});
+  check_param_dtypes(op, x,
+                     {{"weight", &weight},
+                      {"bias", &bias},
+                      {"running_mean", &running_mean},
+                      {"running_var", &running_var}});
   check_running_stats(op, running_mean, running_var, !use_input_stats);
   if (!use_input_stats)
     return batch_norm_impl(op, x, Tensor(), weight, bias, running_mean, running_var, false,
@@ -485,7 +492,8 @@ Tensor instance_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const int64_t S = spatial_size(x);
   EMBER_CHECK(x.numel() == 0 || S > 1, op,
               ": expected more than 1 spatial element per instance when using input statistics, "
-              "got input of shape ", x.shape_str());
+              "got input of shape ",
+              x.shape_str());
   Tensor y = group_norm(x, C, weight, bias, eps);
   if (running_mean.defined() && x.numel() > 0) {
     // running = (1 - momentum) * running + momentum * (batch mean of the per-instance statistic),
@@ -497,7 +505,8 @@ Tensor instance_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     Tensor xs = x.detach().to(stats_dtype);
     Tensor batch_mean = mean(mean(xs, spatial_dims), {0});
     Tensor batch_var = mean(var(xs, spatial_dims, 1), {0});
-    for (auto [running, stat] : {std::pair{running_mean, batch_mean}, std::pair{running_var, batch_var}}) {
+    for (auto [running, stat] :
+         {std::pair{running_mean, batch_mean}, std::pair{running_var, batch_var}}) {
       Tensor updated = running.to(stats_dtype) * (1.0 - momentum) + stat * momentum;
       running.copy_(updated);
     }

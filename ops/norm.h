@@ -49,9 +49,10 @@ Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
-// Group normalization of x [N, C, *] (2-D and up): channels split into `groups` groups of C / groups;
-// statistics per (sample, group) over its channels and spatial positions; weight, bias [C] (per
-// channel) or undefined. Output contiguous (a channels_last input is computed on a contiguous copy).
+// Group normalization of x [N, C, *] (2-D and up): channels split into `groups` groups of C /
+// groups; statistics per (sample, group) over its channels and spatial positions; weight, bias [C]
+// (per channel) or undefined. Output contiguous (a channels_last input is computed on a contiguous
+// copy).
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 

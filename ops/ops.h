@@ -18,12 +18,24 @@ struct TensorOptions {
   bool requires_grad = false;
   MemoryFormat memory_format = MemoryFormat::contiguous;
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype(t) {}                       // NOLINT
-  TensorOptions(Device d) : device(d) {}                      // NOLINT
-  TensorOptions& with_dtype(DType t) { dtype = t; return *this; }
-  TensorOptions& with_device(Device d) { device = d; return *this; }
-  TensorOptions& with_requires_grad(bool r = true) { requires_grad = r; return *this; }
-  TensorOptions& with_memory_format(MemoryFormat f) { memory_format = f; return *this; }
+  TensorOptions(DType t) : dtype(t) {}    // NOLINT
+  TensorOptions(Device d) : device(d) {}  // NOLINT
+  TensorOptions& with_dtype(DType t) {
+    dtype = t;
+    return *this;
+  }
+  TensorOptions& with_device(Device d) {
+    device = d;
+    return *this;
+  }
+  TensorOptions& with_requires_grad(bool r = true) {
+    requires_grad = r;
+    return *this;
+  }
+  TensorOptions& with_memory_format(MemoryFormat f) {
+    memory_format = f;
+    return *this;
+  }
 };
 inline TensorOptions dtype(DType t) { return TensorOptions(t); }
 inline TensorOptions device(Device d) { return TensorOptions(d); }
@@ -39,8 +51,10 @@ Tensor full_like(const Tensor& t, double value);
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {});
 Tensor arange(double end, const TensorOptions& options = {});
 // Copies host values (converted to options.dtype) into a new tensor of `sizes`.
-Tensor from_vector(const std::vector<double>& values, const Shape& sizes, const TensorOptions& options = {});
-Tensor from_data(const void* data, DType data_dtype, const Shape& sizes, const TensorOptions& options = {});
+Tensor from_vector(const std::vector<double>& values, const Shape& sizes,
+                   const TensorOptions& options = {});
+Tensor from_data(const void* data, DType data_dtype, const Shape& sizes,
+                 const TensorOptions& options = {});
 Tensor scalar_tensor(double value, const TensorOptions& options = {});
 // Random (Philox; the device's default generator unless one is given).
 Tensor rand(const Shape& sizes, const TensorOptions& options = {}, Generator* gen = nullptr);
@@ -48,7 +62,8 @@ Tensor randn(const Shape& sizes, const TensorOptions& options = {}, Generator* g
 Tensor randint(int64_t low, int64_t high, const Shape& sizes,
                const TensorOptions& options = TensorOptions(DType::i64), Generator* gen = nullptr);
 Tensor bernoulli(const Tensor& probs_like, double p, Generator* gen = nullptr);  // same shape, 0/1
-Tensor randperm(int64_t n, const TensorOptions& options = TensorOptions(DType::i64), Generator* gen = nullptr);
+Tensor randperm(int64_t n, const TensorOptions& options = TensorOptions(DType::i64),
+                Generator* gen = nullptr);
 Tensor& uniform_(Tensor& t, double low, double high, Generator* gen = nullptr);
 Tensor& normal_(Tensor& t, double mean, double std, Generator* gen = nullptr);
 
@@ -145,7 +160,8 @@ bool matmul_allow_tf32();
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
-Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1,
+             double alpha = 1);
 // y = x @ weight^T + bias; x [..., in], weight [out, in], bias [out] (optional).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

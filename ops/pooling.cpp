@@ -35,11 +35,13 @@ struct PoolSpec {
 
 // One value per spatial dim (a single value is repeated), placed in the last `spatial` of the 3
 // slots; the leading slots get `fill`.
-std::array<int64_t, 3> per_dim(const PoolSpec& s, const char* name, const IntList& v, int64_t fill) {
+std::array<int64_t, 3> per_dim(const PoolSpec& s, const char* name, const IntList& v,
+                               int64_t fill) {
   EMBER_CHECK(v.size() == 1 || v.size() == size_t(s.spatial), s.op, ": ", name, " ", list_str(v),
               " must hold 1 or ", s.spatial, " values");
   std::array<int64_t, 3> r = {fill, fill, fill};
-  for (int i = 0; i < s.spatial; ++i) r[size_t(3 - s.spatial + i)] = v.size() == 1 ? v[0] : v[size_t(i)];
+  for (int i = 0; i < s.spatial; ++i)
+    r[size_t(3 - s.spatial + i)] = v.size() == 1 ? v[0] : v[size_t(i)];
   return r;
 }
 
@@ -83,8 +85,10 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
   const int rank = s.spatial + 2;
   EMBER_CHECK(x0.defined(), op, ": the input is an undefined tensor");
   EMBER_CHECK(x0.dim() == rank || x0.dim() == rank - 1, op, ": expected a ", rank, "-D [N, C, ",
-              s.spatial == 1 ? "L" : s.spatial == 2 ? "H, W" : "D, H, W", "] or ", rank - 1,
-              "-D unbatched input, got shape ", x0.shape_str());
+              s.spatial == 1   ? "L"
+              : s.spatial == 2 ? "H, W"
+                               : "D, H, W",
+              "] or ", rank - 1, "-D unbatched input, got shape ", x0.shape_str());
   EMBER_CHECK_STATUS(is_floating(x0.dtype()), not_supported, op, ": input has dtype ",
                      dtype_name(x0.dtype()), "; pooling needs a floating dtype");
   const bool unbatched = x0.dim() == rank - 1;
@@ -220,13 +224,13 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
   return r;
 }
 
-PoolSpec max_spec(const char* op, int spatial, const IntList& k, const IntList& s,
-                  const IntList& p, const IntList& d, bool ceil_mode) {
+PoolSpec max_spec(const char* op, int spatial, const IntList& k, const IntList& s, const IntList& p,
+                  const IntList& d, bool ceil_mode) {
   PoolSpec spec{op, spatial, PoolMode::max, k, s, p, d, {}, ceil_mode, true};
   return spec;
 }
-PoolSpec avg_spec(const char* op, int spatial, const IntList& k, const IntList& s,
-                  const IntList& p, bool ceil_mode, bool count_include_pad) {
+PoolSpec avg_spec(const char* op, int spatial, const IntList& k, const IntList& s, const IntList& p,
+                  bool ceil_mode, bool count_include_pad) {
   PoolSpec spec{op, spatial, PoolMode::avg, k, s, p, {1}, {}, ceil_mode, count_include_pad};
   return spec;
 }
@@ -337,8 +341,8 @@ dispatch::AlgoKey pool_key(const PoolProblem& p) {
   const bool out_nchw = pool_is_dense(false, a.batch, a.channels, a.out_size, a.out_strides);
   key.input_layout = uint8_t(layout_of(in_cl, in_nchw));
   key.output_layout = uint8_t(layout_of(out_cl, out_nchw));
-  key.alignment_bytes = std::min({pointer_alignment(a.input), pointer_alignment(a.output),
-                                  pointer_alignment(a.indices)});
+  key.alignment_bytes = std::min(
+      {pointer_alignment(a.input), pointer_alignment(a.output), pointer_alignment(a.indices)});
   // Indices at the output's offsets (allocated by the forward in the output's layout; packed
   // ones at half of them).
   bool indices_at_output = true;

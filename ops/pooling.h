@@ -26,26 +26,32 @@ using IntList = std::vector<int64_t>;
 
 // input [N, C, L] or [C, L]; output [N, C, L_out]. Indices (int64) count positions along L.
 Tensor max_pool1d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
 // input [N, C, H, W] or [C, H, W]. Indices are flat positions h * W + w within each plane, as in
 // PyTorch (so max_unpool-style consumers work).
 Tensor max_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const IntList& kernel_size,
                                       const IntList& stride = {}, const IntList& padding = {0},
                                       const IntList& dilation = {1}, bool ceil_mode = false);
 // input [N, C, D, H, W] or [C, D, H, W]; indices d * H * W + h * W + w.
 Tensor max_pool3d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
 
 // Mean over each window. Windows in the padding count it (count_include_pad) or not; a ceil_mode
 // window hanging past the right padding never counts the part beyond it (PyTorch's rule).
 Tensor avg_pool1d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true);
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
 Tensor avg_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true);
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
 Tensor avg_pool3d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true);
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
 
 // Output cell o of a dim of input size I and output size O averages [floor(o I / O),
 // ceil((o + 1) I / O)). Output size 1 everywhere is global average pooling (a fast path).

@@ -29,7 +29,8 @@ ReducePlan plan_reduce(const char* op, const Tensor& a, const Shape& dims, bool 
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, nd, op);
     if (nd > 0) {
-      EMBER_CHECK(!p.reduced[size_t(w)], op, ": dim ", w, " appears more than once in ", shape_str(dims));
+      EMBER_CHECK(!p.reduced[size_t(w)], op, ": dim ", w, " appears more than once in ",
+                  shape_str(dims));
       p.reduced[size_t(w)] = true;
     }
   }
@@ -112,10 +113,10 @@ Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
   Tensor out = reduce_out("sum", a, dims, keepdim, ReduceOp::sum, 0, &p);
   if (autograd::needs_grad({&a})) {
     autograd::record_backward("sum", {a}, {&out},
-        [p, in = a.sizes(), dt = a.dtype()](const Grads& g, const auto&) {
-          Tensor r = g[0].reshape(p.out_keepdim).expand(in);
-          return Grads{r.dtype() == dt ? r : r.to(dt)};
-        });
+                              [p, in = a.sizes(), dt = a.dtype()](const Grads& g, const auto&) {
+                                Tensor r = g[0].reshape(p.out_keepdim).expand(in);
+                                return Grads{r.dtype() == dt ? r : r.to(dt)};
+                              });
   }
   return out;
 }
@@ -124,9 +125,10 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
   ReducePlan p;
   Tensor out = reduce_out("mean", a, dims, keepdim, ReduceOp::mean, 0, &p);
   if (autograd::needs_grad({&a})) {
-    autograd::record_backward("mean", {a}, {&out}, [p, in = a.sizes()](const Grads& g, const auto&) {
-      return Grads{div(g[0].reshape(p.out_keepdim), double(p.count)).expand(in)};
-    });
+    autograd::record_backward(
+        "mean", {a}, {&out}, [p, in = a.sizes()](const Grads& g, const auto&) {
+          return Grads{div(g[0].reshape(p.out_keepdim), double(p.count)).expand(in)};
+        });
   }
   return out;
 }
@@ -155,12 +157,15 @@ Tensor amax_amin(const char* op, const Tensor& a, const Shape& dims, bool keepdi
       // The gradient is shared evenly among the elements equal to the extremum (as PyTorch).
       const Tensor& x = sa.unpack();
       Tensor mask = eq(x, so.unpack().reshape(p.out_keepdim)).to(x.dtype());
-      Tensor count = sum(mask, [&] {
-        Shape d;
-        for (size_t i = 0; i < p.reduced.size(); ++i)
-          if (p.reduced[i]) d.push_back(int64_t(i));
-        return d;
-      }(), true);
+      Tensor count = sum(
+          mask,
+          [&] {
+            Shape d;
+            for (size_t i = 0; i < p.reduced.size(); ++i)
+              if (p.reduced[i]) d.push_back(int64_t(i));
+            return d;
+          }(),
+          true);
       return Grads{mul(div(g[0].reshape(p.out_keepdim), count), mask)};
     });
   }
@@ -168,8 +173,12 @@ Tensor amax_amin(const char* op, const Tensor& a, const Shape& dims, bool keepdi
 }
 }  // namespace
 
-Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) { return amax_amin("amax", a, dims, keepdim, true); }
-Tensor amin(const Tensor& a, const Shape& dims, bool keepdim) { return amax_amin("amin", a, dims, keepdim, false); }
+Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) {
+  return amax_amin("amax", a, dims, keepdim, true);
+}
+Tensor amin(const Tensor& a, const Shape& dims, bool keepdim) {
+  return amax_amin("amin", a, dims, keepdim, false);
+}
 Tensor max(const Tensor& a) { return amax(a); }
 Tensor min(const Tensor& a) { return amin(a); }
 
@@ -183,12 +192,13 @@ ValuesIndices max_min_dim(const char* op, const Tensor& a, int64_t dim, bool kee
   run_reduce(a, p, is_max ? ReduceOp::max : ReduceOp::min, values, &indices, 0);
   if (autograd::needs_grad({&a})) {
     autograd::record_backward(op, {a}, {&values},
-        [idx = indices, d, in = a.sizes(), dt = a.dtype(), dev = a.device()](
-            const Grads& g, const auto&) {
-          // The node is recorded on the keepdim-shaped values; squeezing is a view after it.
-          Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
-          return Grads{scatter_add(r, d, idx, g[0])};
-        });
+                              [idx = indices, d, in = a.sizes(), dt = a.dtype(), dev = a.device()](
+                                  const Grads& g, const auto&) {
+                                // The node is recorded on the keepdim-shaped values; squeezing is a
+                                // view after it.
+                                Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
+                                return Grads{scatter_add(r, d, idx, g[0])};
+                              });
   }
   if (!keepdim) {
     values = values.squeeze(d);
@@ -198,8 +208,12 @@ ValuesIndices max_min_dim(const char* op, const Tensor& a, int64_t dim, bool kee
 }
 }  // namespace
 
-ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) { return max_min_dim("max", a, dim, keepdim, true); }
-ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) { return max_min_dim("min", a, dim, keepdim, false); }
+ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
+  return max_min_dim("max", a, dim, keepdim, true);
+}
+ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) {
+  return max_min_dim("min", a, dim, keepdim, false);
+}
 
 Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
   if (!dim) return reduce_out("argmax", a.reshape({-1}), {0}, false, ReduceOp::argmax, 0);

@@ -21,15 +21,19 @@ std::atomic<bool> g_rnn_allow_tf32{true};
 bool rnn_allow_tf32() { return g_rnn_allow_tf32.load(std::memory_order_relaxed); }
 void set_rnn_allow_tf32(bool allow) { g_rnn_allow_tf32 = allow; }
 
-// ---- the op ---------------------------------------------------------------------------------------
+// ---- the op
+// ---------------------------------------------------------------------------------------
 
 namespace {
 
 const char* op_name(RnnMode mode) {
   switch (mode) {
-    case RnnMode::lstm: return "lstm";
-    case RnnMode::gru: return "gru";
-    default: return "rnn";
+    case RnnMode::lstm:
+      return "lstm";
+    case RnnMode::gru:
+      return "gru";
+    default:
+      return "rnn";
   }
 }
 
@@ -95,8 +99,8 @@ std::vector<int32_t> host_lengths(const char* op, const Tensor& lengths, int64_t
   std::vector<int32_t> out(values.size());
   bool all_full = true;
   for (size_t b = 0; b < values.size(); ++b) {
-    EMBER_CHECK(values[b] >= 1 && values[b] <= double(T), op, ": lengths[", b, "] = ",
-                int64_t(values[b]), " is out of range: every length must be in [1, ", T,
+    EMBER_CHECK(values[b] >= 1 && values[b] <= double(T), op, ": lengths[", b,
+                "] = ", int64_t(values[b]), " is out of range: every length must be in [1, ", T,
                 "] (the input's sequence length; input time dim is ", T, ", lengths shape ",
                 lengths.shape_str(), ")");
     out[b] = int32_t(values[b]);
@@ -130,7 +134,8 @@ RnnResult rnn_time_major(const Tensor& x, const std::vector<Tensor>& weights, co
   const DType dtype = x.dtype();
   config.seq_len = x.size(0);
   config.batch = x.size(1);
-  const int64_t T = config.seq_len, B = config.batch, LD = config.num_layers * config.num_directions;
+  const int64_t T = config.seq_len, B = config.batch,
+                LD = config.num_layers * config.num_directions;
   const bool is_lstm = config.mode == RnnMode::lstm;
 
   RnnProblem p;
@@ -163,10 +168,13 @@ RnnResult rnn_time_major(const Tensor& x, const std::vector<Tensor>& weights, co
     autograd::NoGradGuard no_grad;
     p.input = dense(x);
     for (const Tensor& w : weights) p.weights.push_back(dense(w));
-    p.h0 = h0.defined() ? dense(h0) : zeros({LD, B, config.out_size()}, TensorOptions(dtype).with_device(device));
+    p.h0 = h0.defined()
+               ? dense(h0)
+               : zeros({LD, B, config.out_size()}, TensorOptions(dtype).with_device(device));
     if (is_lstm)
-      p.c0 = c0.defined() ? dense(c0)
-                          : zeros({LD, B, config.hidden_size}, TensorOptions(dtype).with_device(device));
+      p.c0 = c0.defined()
+                 ? dense(c0)
+                 : zeros({LD, B, config.hidden_size}, TensorOptions(dtype).with_device(device));
     if (!lengths.empty()) {
       std::vector<double> v(lengths.begin(), lengths.end());
       p.lengths = from_vector(v, {B}, TensorOptions(DType::i32).with_device(device));
@@ -204,48 +212,57 @@ RnnResult rnn_time_major(const Tensor& x, const std::vector<Tensor>& weights, co
 
   std::vector<Tensor*> outputs = {&result.output, &result.h_n};
   if (is_lstm) outputs.push_back(&result.c_n);
-  autograd::record_backward(
-      is_lstm ? "LstmBackward" : config.mode == RnnMode::gru ? "GruBackward" : "RnnBackward",
-      inputs, outputs,
-      [saved, meta, has_h0, has_c0, first_weight](const std::vector<Tensor>& grads,
-                                                  const autograd::Node& node) {
-        std::vector<Tensor> result(first_weight + saved->weights.size());
-        bool any = false;
-        for (const Tensor& g : grads) any |= g.defined();
-        if (!any) return result;
-        RnnProblem b = meta;
-        b.direction = Direction::backward;
-        b.input = saved->input.unpack();
-        b.h0 = saved->h0.unpack();
-        if (saved->c0.defined()) b.c0 = saved->c0.unpack();
-        if (saved->lengths.defined()) b.lengths = saved->lengths.unpack();
-        b.reserve = saved->reserve.unpack();
-        for (const autograd::SavedTensor& w : saved->weights) b.weights.push_back(w.unpack());
-        auto grad_in = [&](size_t i) {
-          return i < grads.size() && grads[i].defined() ? grads[i].to(b.dtype).contiguous() : Tensor();
-        };
-        b.grad_output = grad_in(0);
-        b.grad_h_n = grad_in(1);
-        b.grad_c_n = grad_in(2);
-        const Device device = b.input.device();
-        if (node.needs_input_grad(0)) b.grad_input = empty(b.input.sizes(), b.dtype, device);
-        size_t at = 1;
-        const size_t h0_slot = has_h0 ? at++ : 0, c0_slot = has_c0 ? at++ : 0;
-        if (has_h0 && node.needs_input_grad(h0_slot)) b.grad_h0 = empty(b.h0.sizes(), b.dtype, device);
-        if (has_c0 && node.needs_input_grad(c0_slot)) b.grad_c0 = empty(b.c0.sizes(), b.dtype, device);
-        for (size_t i = 0; i < b.weights.size(); ++i)
-          b.need_weight_grads |= node.needs_input_grad(first_weight + i);
-        if (b.need_weight_grads)
-          for (const Tensor& w : b.weights) b.grad_weights.push_back(empty(w.sizes(), b.dtype, device));
-        rnn_run(b);
-        result[0] = b.grad_input;
-        if (has_h0) result[h0_slot] = b.grad_h0;
-        if (has_c0) result[c0_slot] = b.grad_c0;
-        if (b.need_weight_grads)
-          for (size_t i = 0; i < b.weights.size(); ++i)
-            if (node.needs_input_grad(first_weight + i)) result[first_weight + i] = b.grad_weights[i];
-        return result;
-      });
+  autograd::record_backward(is_lstm                       ? "LstmBackward"
+                            : config.mode == RnnMode::gru ? "GruBackward"
+                                                          : "RnnBackward",
+                            inputs, outputs,
+                            [saved, meta, has_h0, has_c0, first_weight](
+                                const std::vector<Tensor>& grads, const autograd::Node& node) {
+                              std::vector<Tensor> result(first_weight + saved->weights.size());
+                              bool any = false;
+                              for (const Tensor& g : grads) any |= g.defined();
+                              if (!any) return result;
+                              RnnProblem b = meta;
+                              b.direction = Direction::backward;
+                              b.input = saved->input.unpack();
+                              b.h0 = saved->h0.unpack();
+                              if (saved->c0.defined()) b.c0 = saved->c0.unpack();
+                              if (saved->lengths.defined()) b.lengths = saved->lengths.unpack();
+                              b.reserve = saved->reserve.unpack();
+                              for (const autograd::SavedTensor& w : saved->weights)
+                                b.weights.push_back(w.unpack());
+                              auto grad_in = [&](size_t i) {
+                                return i < grads.size() && grads[i].defined()
+                                           ? grads[i].to(b.dtype).contiguous()
+                                           : Tensor();
+                              };
+                              b.grad_output = grad_in(0);
+                              b.grad_h_n = grad_in(1);
+                              b.grad_c_n = grad_in(2);
+                              const Device device = b.input.device();
+                              if (node.needs_input_grad(0))
+                                b.grad_input = empty(b.input.sizes(), b.dtype, device);
+                              size_t at = 1;
+                              const size_t h0_slot = has_h0 ? at++ : 0, c0_slot = has_c0 ? at++ : 0;
+                              if (has_h0 && node.needs_input_grad(h0_slot))
+                                b.grad_h0 = empty(b.h0.sizes(), b.dtype, device);
+                              if (has_c0 && node.needs_input_grad(c0_slot))
+                                b.grad_c0 = empty(b.c0.sizes(), b.dtype, device);
+                              for (size_t i = 0; i < b.weights.size(); ++i)
+                                b.need_weight_grads |= node.needs_input_grad(first_weight + i);
+                              if (b.need_weight_grads)
+                                for (const Tensor& w : b.weights)
+                                  b.grad_weights.push_back(empty(w.sizes(), b.dtype, device));
+                              rnn_run(b);
+                              result[0] = b.grad_input;
+                              if (has_h0) result[h0_slot] = b.grad_h0;
+                              if (has_c0) result[c0_slot] = b.grad_c0;
+                              if (b.need_weight_grads)
+                                for (size_t i = 0; i < b.weights.size(); ++i)
+                                  if (node.needs_input_grad(first_weight + i))
+                                    result[first_weight + i] = b.grad_weights[i];
+                              return result;
+                            });
   return result;
 }
 
@@ -295,9 +312,10 @@ RnnResult rnn(const Tensor& input, const std::vector<Tensor>& weights, const Ten
   check_state(op, "c0", c, {LD, B, config.hidden_size}, input);
   const std::vector<int32_t> lens = host_lengths(op, lengths, T, B);
 
-  EMBER_CHECK_STATUS(!x.is_cuda() || x.dtype() != DType::f64, not_supported, op,
-                     ": float64 is not supported on CUDA (the kernels run float32 and bfloat16; "
-                     "float16 runs through float32); convert with .to(DType::f32) or run on the CPU");
+  EMBER_CHECK_STATUS(
+      !x.is_cuda() || x.dtype() != DType::f64, not_supported, op,
+      ": float64 is not supported on CUDA (the kernels run float32 and bfloat16; "
+      "float16 runs through float32); convert with .to(DType::f32) or run on the CPU");
   RnnResult r;
   const bool half = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
   if ((x.device().is_cpu() && half) || (x.is_cuda() && x.dtype() == DType::f16)) {

@@ -16,7 +16,8 @@
 // The equations (PyTorch's), with x the layer input at step t and h, c the previous state:
 //   LSTM  i, f, o = sigmoid(W_i* x + b_i* + W_h* h + b_h*), g = tanh(same for g)
 //         c' = f * c + i * g,  h' = o * tanh(c')  (then h' = W_hr h' with a projection)
-//   GRU   r, z = sigmoid(W_i* x + b_i* + W_h* h + b_h*), n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+//   GRU   r, z = sigmoid(W_i* x + b_i* + W_h* h + b_h*), n = tanh(W_in x + b_in + r * (W_hn h +
+//   b_hn))
 //         h' = (1 - z) * n + z * h
 //   RNN   h' = tanh or relu(W_ih x + b_ih + W_hh h + b_hh)
 // Between layers, in training, the layer output goes through dropout(p) (Philox; the mask of
@@ -36,29 +37,57 @@ namespace ember {
 struct RnnOptions {
   RnnMode mode = RnnMode::lstm;
   int64_t num_layers = 1;
-  bool bias = true;           // the weight list holds bias_ih / bias_hh
-  bool batch_first = false;   // input and output are [B, T, *] instead of [T, B, *]
-  double dropout = 0;         // between layers, only when training
+  bool bias = true;          // the weight list holds bias_ih / bias_hh
+  bool batch_first = false;  // input and output are [B, T, *] instead of [T, B, *]
+  double dropout = 0;        // between layers, only when training
   bool training = true;
   bool bidirectional = false;
-  int64_t proj_size = 0;      // LSTM only
+  int64_t proj_size = 0;           // LSTM only
   Generator* generator = nullptr;  // for dropout; the input device's default when null
 
-  RnnOptions& with_mode(RnnMode m) { mode = m; return *this; }
-  RnnOptions& with_num_layers(int64_t n) { num_layers = n; return *this; }
-  RnnOptions& with_bias(bool b) { bias = b; return *this; }
-  RnnOptions& with_batch_first(bool b) { batch_first = b; return *this; }
-  RnnOptions& with_dropout(double p) { dropout = p; return *this; }
-  RnnOptions& with_training(bool t) { training = t; return *this; }
-  RnnOptions& with_bidirectional(bool b) { bidirectional = b; return *this; }
-  RnnOptions& with_proj_size(int64_t p) { proj_size = p; return *this; }
-  RnnOptions& with_generator(Generator* g) { generator = g; return *this; }
+  RnnOptions& with_mode(RnnMode m) {
+    mode = m;
+    return *this;
+  }
+  RnnOptions& with_num_layers(int64_t n) {
+    num_layers = n;
+    return *this;
+  }
+  RnnOptions& with_bias(bool b) {
+    bias = b;
+    return *this;
+  }
+  RnnOptions& with_batch_first(bool b) {
+    batch_first = b;
+    return *this;
+  }
+  RnnOptions& with_dropout(double p) {
+    dropout = p;
+    return *this;
+  }
+  RnnOptions& with_training(bool t) {
+    training = t;
+    return *this;
+  }
+  RnnOptions& with_bidirectional(bool b) {
+    bidirectional = b;
+    return *this;
+  }
+  RnnOptions& with_proj_size(int64_t p) {
+    proj_size = p;
+    return *this;
+  }
+  RnnOptions& with_generator(Generator* g) {
+    generator = g;
+    return *this;
+  }
 };
 
 struct RnnResult {
-  Tensor output;  // [T, B, D * H_out] ([B, T, D * H_out] when batch_first; [T, D * H_out] unbatched)
-  Tensor h_n;     // [L * D, B, H_out]  ([L * D, H_out] unbatched)
-  Tensor c_n;     // [L * D, B, H] for LSTM; undefined for GRU and RNN
+  Tensor
+      output;  // [T, B, D * H_out] ([B, T, D * H_out] when batch_first; [T, D * H_out] unbatched)
+  Tensor h_n;  // [L * D, B, H_out]  ([L * D, H_out] unbatched)
+  Tensor c_n;  // [L * D, B, H] for LSTM; undefined for GRU and RNN
 };
 
 // A multi-layer recurrent network over a sequence, as torch.nn.LSTM / GRU / RNN's forward.

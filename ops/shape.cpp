@@ -69,8 +69,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& a, const Shape& sizes, int64_
   int64_t total = 0;
   for (int64_t s : sizes)
     EMBER_CHECK(s >= 0 && !__builtin_add_overflow(total, s, &total), "split_with_sizes: sizes ",
-                shape_str(sizes), " must be non-negative and sum to the size ", a.size(d), " of dim ",
-                d, " of ", a.shape_str());
+                shape_str(sizes), " must be non-negative and sum to the size ", a.size(d),
+                " of dim ", d, " of ", a.shape_str());
   EMBER_CHECK(total == a.size(d), "split_with_sizes: sizes ", shape_str(sizes), " sum to ", total,
               " but dim ", d, " of ", a.shape_str(), " has size ", a.size(d));
   std::vector<Tensor> out;

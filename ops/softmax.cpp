@@ -80,11 +80,10 @@ Tensor softmax_forward(const Tensor& x0, int64_t dim0, bool log) {
   Tensor y = p.output;
   if (autograd::needs_grad({&x0})) {
     autograd::SavedTensor saved_y(y, op);
-    autograd::record_backward(op, {x0}, {&y},
-                              [saved_y, log, dim](const std::vector<Tensor>& g, const auto&) {
-                                return std::vector<Tensor>{
-                                    softmax_backward(g[0], saved_y.unpack(), log, dim)};
-                              });
+    autograd::record_backward(
+        op, {x0}, {&y}, [saved_y, log, dim](const std::vector<Tensor>& g, const auto&) {
+          return std::vector<Tensor>{softmax_backward(g[0], saved_y.unpack(), log, dim)};
+        });
   }
   return y;
 }
@@ -150,7 +149,8 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
   EMBER_CHECK(target.sizes() == expected_target, op, ": target has shape ", target0.shape_str(),
               " but ", input_name, " has shape ", input0.shape_str(), "; expected target ",
               shape_str(expected_target), " (", input_name, "' shape without the class dim 1)");
-  EMBER_CHECK(C >= 1, op, ": ", input_name, " ", input0.shape_str(), " has no classes (dim 1 is 0)");
+  EMBER_CHECK(C >= 1, op, ": ", input_name, " ", input0.shape_str(),
+              " has no classes (dim 1 is 0)");
 
   Tensor weight;
   if (spec.weight.defined()) {
@@ -221,8 +221,8 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
     const Shape input_shape = input0.sizes();
     autograd::record_backward(
         op, {input0}, {&result},
-        [saved, saved_input, weight_total, reduction, input_shape](
-            const std::vector<Tensor>& grads, const auto&) {
+        [saved, saved_input, weight_total, reduction, input_shape](const std::vector<Tensor>& grads,
+                                                                   const auto&) {
           CrossEntropyArgs b = saved;
           b.input = saved_input.unpack();
           Tensor g = grads[0].to(b.lse.dtype());
@@ -253,9 +253,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_forward(x, dim
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
   (void)g_registered_class_error;
-  return class_loss(logits, target,
-                    {"cross_entropy", o.weight, o.ignore_index, o.label_smoothing, o.reduction,
-                     false});
+  return class_loss(
+      logits, target,
+      {"cross_entropy", o.weight, o.ignore_index, o.label_smoothing, o.reduction, false});
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& o) {

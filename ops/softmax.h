@@ -25,14 +25,26 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 enum class LossReduction : uint8_t { none, mean, sum };
 
 struct CrossEntropyOptions {
-  Tensor weight;               // [C] class weights (floating), or undefined for all ones
-  int64_t ignore_index = -100; // targets equal to it contribute no loss and no gradient
-  double label_smoothing = 0;  // in [0, 1]
+  Tensor weight;                // [C] class weights (floating), or undefined for all ones
+  int64_t ignore_index = -100;  // targets equal to it contribute no loss and no gradient
+  double label_smoothing = 0;   // in [0, 1]
   LossReduction reduction = LossReduction::mean;
-  CrossEntropyOptions& with_weight(Tensor w) { weight = std::move(w); return *this; }
-  CrossEntropyOptions& with_ignore_index(int64_t i) { ignore_index = i; return *this; }
-  CrossEntropyOptions& with_label_smoothing(double s) { label_smoothing = s; return *this; }
-  CrossEntropyOptions& with_reduction(LossReduction r) { reduction = r; return *this; }
+  CrossEntropyOptions& with_weight(Tensor w) {
+    weight = std::move(w);
+    return *this;
+  }
+  CrossEntropyOptions& with_ignore_index(int64_t i) {
+    ignore_index = i;
+    return *this;
+  }
+  CrossEntropyOptions& with_label_smoothing(double s) {
+    label_smoothing = s;
+    return *this;
+  }
+  CrossEntropyOptions& with_reduction(LossReduction r) {
+    reduction = r;
+    return *this;
+  }
 };
 
 // torch.nn.functional.cross_entropy with class-index targets, fused: one read of the logits in the
@@ -54,9 +66,18 @@ struct NllLossOptions {
   Tensor weight;
   int64_t ignore_index = -100;
   LossReduction reduction = LossReduction::mean;
-  NllLossOptions& with_weight(Tensor w) { weight = std::move(w); return *this; }
-  NllLossOptions& with_ignore_index(int64_t i) { ignore_index = i; return *this; }
-  NllLossOptions& with_reduction(LossReduction r) { reduction = r; return *this; }
+  NllLossOptions& with_weight(Tensor w) {
+    weight = std::move(w);
+    return *this;
+  }
+  NllLossOptions& with_ignore_index(int64_t i) {
+    ignore_index = i;
+    return *this;
+  }
+  NllLossOptions& with_reduction(LossReduction r) {
+    reduction = r;
+    return *this;
+  }
 };
 // torch.nn.functional.nll_loss: loss = -w[t] * input[t] for log-probabilities `input` (shapes as
 // cross_entropy), with the same reductions, ignore_index and error reporting.

@@ -12,8 +12,12 @@ Tensor& Tensor::operator+=(double o) { return add_(*this, o); }
 Tensor& Tensor::operator*=(double o) { return mul_(*this, o); }
 Tensor Tensor::sum() const { return ::ember::sum(*this); }
 Tensor Tensor::mean() const { return ::ember::mean(*this); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ::ember::sum(*this, dims, keepdim); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ::ember::mean(*this, dims, keepdim); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const {
+  return ::ember::sum(*this, dims, keepdim);
+}
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
+  return ::ember::mean(*this, dims, keepdim);
+}
 Tensor Tensor::matmul(const Tensor& o) const { return ::ember::matmul(*this, o); }
 Tensor Tensor::relu() const { return ::ember::relu(*this); }
 Tensor Tensor::exp() const { return ::ember::exp(*this); }

@@ -26,7 +26,8 @@ std::optional<Shape> view_strides(const Tensor& t, const Shape& shape) {
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = int64_t(os.size()) - 1; d >= 0; --d) {
     tensor_numel *= os[size_t(d)];
-    if (d == 0 || (os[size_t(d - 1)] != 1 && ost[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
+    if (d == 0 ||
+        (os[size_t(d - 1)] != 1 && ost[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
         nst[size_t(view_d)] = view_numel * chunk_base_stride;
         view_numel *= shape[size_t(view_d)];
@@ -55,8 +56,10 @@ Shape infer_shape(const char* op, const Tensor& t, const Shape& shape) {
       EMBER_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(shape));
       EMBER_CHECK(!__builtin_mul_overflow(known, std::max<int64_t>(out[i], 1), &known) &&
                       known <= kMaxNumel,
-                  op, ": shape ", shape_str(shape), " exceeds the limit of 2^48 elements per "
-                  "tensor; it is invalid for a tensor of ", t.numel(), " elements");
+                  op, ": shape ", shape_str(shape),
+                  " exceeds the limit of 2^48 elements per "
+                  "tensor; it is invalid for a tensor of ",
+                  t.numel(), " elements");
       if (out[i] == 0) known = 0;
     }
   }
@@ -80,9 +83,8 @@ Tensor Tensor::view(const Shape& shape) const {
               " without a copy; use reshape() instead");
   Tensor out = make_view(*this, s, *st, offset());
   Shape in = sizes();
-  record_view("view", *this, out, [in](const auto& g, const auto&) {
-    return std::vector<Tensor>{g[0].reshape(in)};
-  });
+  record_view("view", *this, out,
+              [in](const auto& g, const auto&) { return std::vector<Tensor>{g[0].reshape(in)}; });
   return out;
 }
 
@@ -94,8 +96,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::permute(const Shape& dims) const {
   const int64_t nd = dim();
-  EMBER_CHECK(int64_t(dims.size()) == nd, "permute: got ", dims.size(), " dims ", ::ember::shape_str(dims),
-              " for a tensor with ", nd, " dims");
+  EMBER_CHECK(int64_t(dims.size()) == nd, "permute: got ", dims.size(), " dims ",
+              ::ember::shape_str(dims), " for a tensor with ", nd, " dims");
   Shape sz(static_cast<size_t>(nd)), st(static_cast<size_t>(nd)), inv(static_cast<size_t>(nd));
   std::vector<bool> used(size_t(nd), false);
   for (int64_t i = 0; i < nd; ++i) {
@@ -107,9 +109,8 @@ Tensor Tensor::permute(const Shape& dims) const {
     inv[size_t(d)] = i;
   }
   Tensor out = make_view(*this, sz, st, offset());
-  record_view("permute", *this, out, [inv](const auto& g, const auto&) {
-    return std::vector<Tensor>{g[0].permute(inv)};
-  });
+  record_view("permute", *this, out,
+              [inv](const auto& g, const auto&) { return std::vector<Tensor>{g[0].permute(inv)}; });
   return out;
 }
 
@@ -159,8 +160,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   const int64_t n = sizes()[size_t(d)];
   if (start < 0) start += n;
-  EMBER_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: start ", start,
-              " and length ", length, " are out of range for dimension ", d, " of size ", n,
+  EMBER_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: start ",
+              start, " and length ", length, " are out of range for dimension ", d, " of size ", n,
               " (shape ", shape_str(), ")");
   return slice(d, start, start + length);
 }
@@ -220,9 +221,8 @@ Tensor Tensor::squeeze(int64_t d) const {
   st.erase(st.begin() + d);
   Tensor out = make_view(*this, sz, st, offset());
   Shape in = sizes();
-  record_view("squeeze", *this, out, [in](const auto& g, const auto&) {
-    return std::vector<Tensor>{g[0].reshape(in)};
-  });
+  record_view("squeeze", *this, out,
+              [in](const auto& g, const auto&) { return std::vector<Tensor>{g[0].reshape(in)}; });
   return out;
 }
 
@@ -241,9 +241,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   st.insert(st.begin() + d, new_stride);
   Tensor out = make_view(*this, sz, st, offset());
   Shape in = sizes();
-  record_view("unsqueeze", *this, out, [in](const auto& g, const auto&) {
-    return std::vector<Tensor>{g[0].reshape(in)};
-  });
+  record_view("unsqueeze", *this, out,
+              [in](const auto& g, const auto&) { return std::vector<Tensor>{g[0].reshape(in)}; });
   return out;
 }
 

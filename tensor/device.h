@@ -27,5 +27,4 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
-
 }  // namespace ember

@@ -5,24 +5,40 @@ namespace ember {
 
 size_t element_size(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f64: case DType::i64: return 8;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::u8: case DType::boolean: return 1;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::u8:
+    case DType::boolean:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
@@ -50,18 +66,27 @@ DType promote_types(DType a, DType b) {
   // Order of "rank" within a category: bool < u8 < i32 < i64 < f16/bf16 < f32 < f64.
   auto rank = [](DType t) {
     switch (t) {
-      case DType::boolean: return 0;
-      case DType::u8: return 1;
-      case DType::i32: return 2;
-      case DType::i64: return 3;
-      case DType::f16: return 4;
-      case DType::bf16: return 4;
-      case DType::f32: return 5;
-      case DType::f64: return 6;
+      case DType::boolean:
+        return 0;
+      case DType::u8:
+        return 1;
+      case DType::i32:
+        return 2;
+      case DType::i64:
+        return 3;
+      case DType::f16:
+        return 4;
+      case DType::bf16:
+        return 4;
+      case DType::f32:
+        return 5;
+      case DType::f64:
+        return 6;
     }
     return 0;
   };
-  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16))
+    return DType::f32;
   return rank(a) >= rank(b) ? a : b;
 }
 

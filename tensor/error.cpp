@@ -5,12 +5,18 @@ namespace ember {
 
 const char* status_name(Status s) {
   switch (s) {
-    case Status::bad_param: return "bad_param";
-    case Status::not_supported: return "not_supported";
-    case Status::alloc_failed: return "alloc_failed";
-    case Status::arch_mismatch: return "arch_mismatch";
-    case Status::execution_failed: return "execution_failed";
-    case Status::internal: return "internal";
+    case Status::bad_param:
+      return "bad_param";
+    case Status::not_supported:
+      return "not_supported";
+    case Status::alloc_failed:
+      return "alloc_failed";
+    case Status::arch_mismatch:
+      return "arch_mismatch";
+    case Status::execution_failed:
+      return "execution_failed";
+    case Status::internal:
+      return "internal";
   }
   return "unknown";
 }

@@ -8,7 +8,14 @@
 
 namespace ember {
 
-enum class Status { bad_param, not_supported, alloc_failed, arch_mismatch, execution_failed, internal };
+enum class Status {
+  bad_param,
+  not_supported,
+  alloc_failed,
+  arch_mismatch,
+  execution_failed,
+  internal
+};
 
 const char* status_name(Status s);
 
@@ -37,30 +44,30 @@ std::string concat(const Args&... args) {
 }  // namespace ember
 
 // User error: throws ember::Error(bad_param) with the streamed message when cond is false.
-#define EMBER_CHECK(cond, ...)                                                                   \
-  do {                                                                                           \
-    if (!(cond)) [[unlikely]]                                                                    \
-      ::ember::detail::throw_error(::ember::Status::bad_param, __FILE__, __LINE__,               \
-                                   ::ember::detail::concat(__VA_ARGS__));                        \
+#define EMBER_CHECK(cond, ...)                                                     \
+  do {                                                                             \
+    if (!(cond)) [[unlikely]]                                                      \
+      ::ember::detail::throw_error(::ember::Status::bad_param, __FILE__, __LINE__, \
+                                   ::ember::detail::concat(__VA_ARGS__));          \
   } while (0)
 
 // Like EMBER_CHECK with an explicit status (not_supported, alloc_failed, ...).
-#define EMBER_CHECK_STATUS(cond, status, ...)                                                    \
-  do {                                                                                           \
-    if (!(cond)) [[unlikely]]                                                                    \
-      ::ember::detail::throw_error(::ember::Status::status, __FILE__, __LINE__,                  \
-                                   ::ember::detail::concat(__VA_ARGS__));                        \
+#define EMBER_CHECK_STATUS(cond, status, ...)                                   \
+  do {                                                                          \
+    if (!(cond)) [[unlikely]]                                                   \
+      ::ember::detail::throw_error(::ember::Status::status, __FILE__, __LINE__, \
+                                   ::ember::detail::concat(__VA_ARGS__));       \
   } while (0)
 
-#define EMBER_THROW(status, ...)                                                                 \
-  ::ember::detail::throw_error(::ember::Status::status, __FILE__, __LINE__,                      \
+#define EMBER_THROW(status, ...)                                            \
+  ::ember::detail::throw_error(::ember::Status::status, __FILE__, __LINE__, \
                                ::ember::detail::concat(__VA_ARGS__))
 
 // A broken invariant inside Ember: a bug, not a user error.
-#define EMBER_INTERNAL_ASSERT(cond, ...)                                                         \
-  do {                                                                                           \
-    if (!(cond)) [[unlikely]]                                                                    \
-      ::ember::detail::throw_error(::ember::Status::internal, __FILE__, __LINE__,                \
-                                   ::ember::detail::concat("internal error (please report): ",   \
-                                                           #cond, " ", ##__VA_ARGS__));          \
+#define EMBER_INTERNAL_ASSERT(cond, ...)                                                           \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                      \
+      ::ember::detail::throw_error(                                                                \
+          ::ember::Status::internal, __FILE__, __LINE__,                                           \
+          ::ember::detail::concat("internal error (please report): ", #cond, " ", ##__VA_ARGS__)); \
   } while (0)

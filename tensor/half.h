@@ -25,7 +25,7 @@ struct BFloat16 {
   static uint16_t from_float(float f) {
     uint32_t u = float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
-    u += 0x7fffu + ((u >> 16) & 1u);                                        // round to nearest even
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
     return uint16_t(u >> 16);
   }
 };
@@ -42,7 +42,7 @@ struct Half {
     x &= 0x7fffffffu;
     if (x >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));
     if (x >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow to inf
-    if (x < 0x38800000u) {                                   // subnormal or zero
+    if (x < 0x38800000u) {                                  // subnormal or zero
       if (x < 0x33000000u) return uint16_t(sign);
       uint32_t e = x >> 23;
       uint32_t m = (x & 0x7fffffu) | 0x800000u;

@@ -11,9 +11,12 @@ namespace ember {
 
 const char* memory_format_name(MemoryFormat f) {
   switch (f) {
-    case MemoryFormat::contiguous: return "contiguous";
-    case MemoryFormat::channels_last: return "channels_last";
-    case MemoryFormat::preserve: return "preserve";
+    case MemoryFormat::contiguous:
+      return "contiguous";
+    case MemoryFormat::channels_last:
+      return "channels_last";
+    case MemoryFormat::preserve:
+      return "preserve";
   }
   return "?";
 }
@@ -28,9 +31,10 @@ int64_t checked_numel(const Shape& s, const char* op) {
     if (d < 0) [[unlikely]]
       EMBER_THROW(bad_param, op, ": negative size ", d, " in ", shape_str(s),
                   "; sizes must be >= 0");
-    if (__builtin_mul_overflow(clamped, std::max<int64_t>(d, 1), &clamped) ||
-        clamped > kMaxNumel) [[unlikely]]
-      EMBER_THROW(bad_param, op, ": the sizes ", shape_str(s), " exceed Ember's limit of 2^48 "
+    if (__builtin_mul_overflow(clamped, std::max<int64_t>(d, 1), &clamped) || clamped > kMaxNumel)
+        [[unlikely]]
+      EMBER_THROW(bad_param, op, ": the sizes ", shape_str(s),
+                  " exceed Ember's limit of 2^48 "
                   "elements per tensor (kMaxNumel, counting a size of 0 as 1); check the sizes "
                   "for a wrong or overflowed value");
     n *= d;  // cannot overflow: n <= clamped <= kMaxNumel
@@ -73,8 +77,10 @@ Shape contiguous_strides(const Shape& sizes, MemoryFormat format) {
     }
     return st;
   }
-  EMBER_CHECK(format != MemoryFormat::channels_last, "channels_last needs a 4-D (NCHW) or 5-D "
-              "(NCDHW) tensor, got sizes ", shape_str(sizes));
+  EMBER_CHECK(format != MemoryFormat::channels_last,
+              "channels_last needs a 4-D (NCHW) or 5-D "
+              "(NCDHW) tensor, got sizes ",
+              shape_str(sizes));
   int64_t s = 1;
   for (int64_t d = nd - 1; d >= 0; --d) {
     st[d] = s;
@@ -210,8 +216,10 @@ void print_recursive(std::ostringstream& os, const std::vector<double>& v, const
     }
     if (i > 0 && !(summarise && i == n - 3)) {
       os << ",";
-      if (dim + 1 < sizes.size()) os << "\n" << std::string(size_t(indent + 1), ' ');
-      else os << " ";
+      if (dim + 1 < sizes.size())
+        os << "\n" << std::string(size_t(indent + 1), ' ');
+      else
+        os << " ";
     }
     print_recursive(os, v, sizes, dim + 1, idx, floating, indent + 1);
   }

@@ -47,7 +47,7 @@ class Node;  // autograd/graph/node.h
 struct TensorImpl {
   Storage storage;
   Shape sizes;
-  Shape strides;  // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
   std::shared_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
@@ -67,7 +67,7 @@ class Tensor {
   const Shape& sizes() const;
   const Shape& strides() const;
   Shape shape() const { return sizes(); }
-  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t stride(int64_t dim) const;
   int64_t dim() const;
   int64_t numel() const;
@@ -125,14 +125,16 @@ class Tensor {
   // ---- element access (host sync for CUDA tensors) ----
   double item() const;  // the value of a one-element tensor
   template <typename T>
-  T item() const { return static_cast<T>(item()); }
+  T item() const {
+    return static_cast<T>(item());
+  }
   std::vector<double> to_vector() const;  // all elements in logical order, as double
 
   // ---- autograd (autograd/variable.cpp) ----
   bool requires_grad() const;
   Tensor& set_requires_grad(bool requires_grad);
   Tensor& requires_grad_(bool requires_grad = true) { return set_requires_grad(requires_grad); }
-  const Tensor& grad() const;   // undefined Tensor when no gradient has been accumulated
+  const Tensor& grad() const;  // undefined Tensor when no gradient has been accumulated
   Tensor& mutable_grad();
   void set_grad(const Tensor& g);
   const std::shared_ptr<autograd::Node>& grad_fn() const;
@@ -180,7 +182,8 @@ class Tensor {
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string shape_str(const Shape& s);
 
-// Contiguous strides for `sizes` in `format` (channels_last needs 4 dims, NHWC order; 5 dims NDHWC).
+// Contiguous strides for `sizes` in `format` (channels_last needs 4 dims, NHWC order; 5 dims
+// NDHWC).
 Shape contiguous_strides(const Shape& sizes, MemoryFormat format = MemoryFormat::contiguous);
 
 // The element limit: a tensor holds at most 2^48 elements (2^51 bytes at 8 bytes an element, more

@@ -20,7 +20,7 @@ struct AutogradMeta {
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;
   uint32_t output_nr = 0;
-  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only
+  std::weak_ptr<autograd::Node> grad_accumulator;   // leaves only
   std::vector<std::pair<int, Tensor::Hook>> hooks;  // leaves: run before accumulation
   std::vector<Tensor::PostAccumulateHook> post_accumulate_hooks;
   int next_hook_id = 0;

@@ -14,6 +14,8 @@
 // (shapes timed, time spent timing, borrowed, re-timed, budget fallbacks) and, for the graphed
 // loop (nn::GraphedStep; resolutions zero-padded up to a multiple of 8, so three graphs), its
 // captures and replays.
+#include "models/varying.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,7 +28,6 @@
 #include "ember/ember.h"
 #include "ember/nn/graphed_step.h"
 #include "ember/nn/nn.h"
-#include "models/varying.h"
 #include "resnet/resnet.h"
 
 namespace ember::bench {
@@ -88,9 +89,8 @@ nn::GraphedStep::StepFn train_step_of(Model& m) {
     Tensor loss;
     {
       nn::AutocastGuard ac(DType::bf16, true);
-      loss = cross_entropy(m.net->forward(in[0].contiguous(MemoryFormat::channels_last))
-                               .to(DType::f32),
-                           in[1]);
+      loss = cross_entropy(
+          m.net->forward(in[0].contiguous(MemoryFormat::channels_last)).to(DType::f32), in[1]);
     }
     loss.backward();
     m.opt->step();
@@ -108,8 +108,8 @@ void synchronize(Device dev) {
 bool run_varying_resolution_row(const VaryingOptions& o) {
   const Device dev = o.device;
   const std::vector<int64_t> seq = resolution_sequence(o);
-  const Tensor base =
-      synthetic_images({o.batch, 3, o.max_res, o.max_res}, 0, dev).contiguous(MemoryFormat::channels_last);
+  const Tensor base = synthetic_images({o.batch, 3, o.max_res, o.max_res}, 0, dev)
+                          .contiguous(MemoryFormat::channels_last);
   const Tensor labels = synthetic_labels(o.batch, 0, 10, dev);
   // Every resolution's batch, made before any loop (and its bucket-padded copy for graphs).
   std::vector<Tensor> images(size_t(o.max_res + 1)), padded(size_t(o.max_res + 1));
@@ -140,9 +140,9 @@ bool run_varying_resolution_row(const VaryingOptions& o) {
     const dispatch::AlgoMode mode =
         graphed || tune ? dispatch::AlgoMode::adaptive : dispatch::algo_mode_from_name(mode_name);
     std::ostringstream j;
-    j << "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"resnet18-cifar " << o.min_res << ".."
-      << o.max_res << "x3 b" << o.batch << " bf16 cl varying\",\"row\":\"" << kVaryingRowId << "\",\"mode\":\""
-      << mode_name << "\"";
+    j << "{\"bench\":\"train_step\",\"impl\":\"ember\",\"shape\":\"resnet18-cifar " << o.min_res
+      << ".." << o.max_res << "x3 b" << o.batch << " bf16 cl varying\",\"row\":\"" << kVaryingRowId
+      << "\",\"mode\":\"" << mode_name << "\"";
     if (graphed && !dev.is_cuda()) {
       std::printf("%s,\"skipped\":\"graphs need a GPU\"}\n", j.str().c_str());
       continue;
@@ -168,7 +168,8 @@ bool run_varying_resolution_row(const VaryingOptions& o) {
       if (tune) dispatch::algo_cache().tune_pending();
     }
     synchronize(dev);
-    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double total_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const dispatch::AlgoCacheStats after = dispatch::algo_cache().stats();
 
     const std::vector<double> l = losses.cpu().to_vector();
@@ -185,7 +186,8 @@ bool run_varying_resolution_row(const VaryingOptions& o) {
       << ",\"shapes_timed\":" << after.benchmarks - before.benchmarks
       << ",\"timing_ms\":" << after.benchmark_ms - before.benchmark_ms
       << ",\"candidates_timed\":" << after.candidates_timed - before.candidates_timed
-      << ",\"misses\":" << after.misses - before.misses << ",\"borrowed\":" << after.borrowed - before.borrowed
+      << ",\"misses\":" << after.misses - before.misses
+      << ",\"borrowed\":" << after.borrowed - before.borrowed
       << ",\"retimed\":" << after.retimed - before.retimed
       << ",\"budget_fallbacks\":" << after.budget_fallbacks - before.budget_fallbacks
       << ",\"heuristic_choices\":" << after.heuristic_choices - before.heuristic_choices
@@ -195,14 +197,16 @@ bool run_varying_resolution_row(const VaryingOptions& o) {
       j << ",\"graph_captures\":" << gs.captures << ",\"graph_replays\":" << gs.replays
         << ",\"graph_eager_steps\":" << gs.eager_steps << ",\"graph_fallbacks\":" << gs.fallbacks;
     }
-    j << ",\"optimizer\":\"SGD momentum\",\"loss_first\":" << l.front() << ",\"loss_last\":" << l.back()
-      << ",\"correct\":" << (ok ? "true" : "false") << "}";
+    j << ",\"optimizer\":\"SGD momentum\",\"loss_first\":" << l.front()
+      << ",\"loss_last\":" << l.back() << ",\"correct\":" << (ok ? "true" : "false") << "}";
     std::printf("%s\n", j.str().c_str());
     std::fflush(stdout);
     if (!ok)
-      std::fprintf(stderr, "bench_models: %s (%s): the loss %s (first %g, smallest of the last %zu steps %g)\n",
-                   kVaryingRowId, mode_name.c_str(), finite ? "did not fall" : "is not finite", l.front(), tail,
-                   tail_min);
+      std::fprintf(
+          stderr,
+          "bench_models: %s (%s): the loss %s (first %g, smallest of the last %zu steps %g)\n",
+          kVaryingRowId, mode_name.c_str(), finite ? "did not fall" : "is not finite", l.front(),
+          tail, tail_min);
     if (graphed && step.stats().fallbacks > 0)
       std::fprintf(stderr, "bench_models: %s (graphed) ran eagerly: %s\n", kVaryingRowId,
                    step.last_fallback_reason().c_str());

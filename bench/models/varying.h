@@ -42,7 +42,8 @@ struct VaryingOptions {
   // adaptive_tune (adaptive, calling tune_pending() after every step as the examples do),
   // benchmark, heuristic, graphed (adaptive through nn::GraphedStep, resolutions padded up to a
   // multiple of 8: three graphs).
-  std::vector<std::string> modes = {"adaptive", "adaptive_tune", "benchmark", "heuristic", "graphed"};
+  std::vector<std::string> modes = {"adaptive", "adaptive_tune", "benchmark", "heuristic",
+                                    "graphed"};
 };
 
 // Prints one JSON line per mode; false when a loop's losses were not finite or did not fall.

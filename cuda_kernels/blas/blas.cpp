@@ -14,8 +14,8 @@
 #include "ember/kernel_interface/gemm.h"
 #include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/cuda_check.h"
-#include "ember/tensor/runtime/stream.h"
 #include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/runtime/stream.h"
 
 namespace ember::cuda {
 namespace {
@@ -82,7 +82,8 @@ HandleEntry* acquire_entry(int device) {
   auto entry = std::make_unique<HandleEntry>();
   EMBER_CUBLAS_CHECK(cublasCreate(&entry->handle));
   EMBER_CUBLAS_CHECK(cublasSetMathMode(
-      entry->handle, cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+      entry->handle,
+      cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   return entry.release();
 }
 
@@ -91,13 +92,15 @@ HandleEntry* acquire_entry(int device) {
 cublasHandle_t cublas_handle() {
   const int device = current_device();
   thread_local ThreadHandles thread_handles;
-  if (thread_handles.by_device.size() <= size_t(device)) thread_handles.by_device.resize(size_t(device) + 1);
+  if (thread_handles.by_device.size() <= size_t(device))
+    thread_handles.by_device.resize(size_t(device) + 1);
   HandleEntry*& entry = thread_handles.by_device[size_t(device)];
   if (entry == nullptr) entry = acquire_entry(device);
   void* stream = current_stream(Device::cuda(device)).handle;
   EMBER_CUBLAS_CHECK(cublasSetStream(entry->handle, static_cast<cudaStream_t>(stream)));
   // cublasSetStream resets the workspace to cuBLAS's own pool, so set ours after it, every time.
-  EMBER_CUBLAS_CHECK(cublasSetWorkspace(entry->handle, entry->workspace_for(stream, device), kWorkspaceBytes));
+  EMBER_CUBLAS_CHECK(
+      cublasSetWorkspace(entry->handle, entry->workspace_for(stream, device), kWorkspaceBytes));
   return entry->handle;
 }
 
@@ -133,8 +136,9 @@ int64_t fix_ld(int64_t ld, int64_t rows, int64_t cols) {
 
 void gemm_cuda(const GemmArgs& g) {
   EMBER_INTERNAL_ASSERT(g.device.is_cuda(), "gemm_kernel (CUDA) called for ", g.device.str());
-  EMBER_INTERNAL_ASSERT(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm_kernel: negative size m=",
-                        g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
+  EMBER_INTERNAL_ASSERT(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0,
+                        "gemm_kernel: negative size m=", g.m, " n=", g.n, " k=", g.k,
+                        " batch=", g.batch);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   DeviceGuard device_guard(g.device);
   if (g.k == 0) {
@@ -147,11 +151,11 @@ void gemm_cuda(const GemmArgs& g) {
   const int64_t ld_first = g.trans_b ? fix_ld(g.ldb, g.k, g.n) : fix_ld(g.ldb, g.n, g.k);
   const int64_t ld_second = g.trans_a ? fix_ld(g.lda, g.m, g.k) : fix_ld(g.lda, g.k, g.m);
   const int64_t ld_c = fix_ld(g.ldc, g.n, g.m);
-  EMBER_INTERNAL_ASSERT(ld_first >= (g.trans_b ? g.k : g.n) && ld_second >= (g.trans_a ? g.m : g.k) &&
-                            ld_c >= g.n,
-                        "gemm_kernel: leading dims lda=", g.lda, " ldb=", g.ldb, " ldc=", g.ldc,
-                        " are too small for m=", g.m, " n=", g.n, " k=", g.k,
-                        " trans_a=", g.trans_a, " trans_b=", g.trans_b);
+  EMBER_INTERNAL_ASSERT(
+      ld_first >= (g.trans_b ? g.k : g.n) && ld_second >= (g.trans_a ? g.m : g.k) && ld_c >= g.n,
+      "gemm_kernel: leading dims lda=", g.lda, " ldb=", g.ldb, " ldc=", g.ldc,
+      " are too small for m=", g.m, " n=", g.n, " k=", g.k, " trans_a=", g.trans_a,
+      " trans_b=", g.trans_b);
 
   cudaDataType_t data_type = CUDA_R_32F;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -163,8 +167,12 @@ void gemm_cuda(const GemmArgs& g) {
     case DType::f32:
       compute = g.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       break;
-    case DType::f16: data_type = CUDA_R_16F; break;
-    case DType::bf16: data_type = CUDA_R_16BF; break;
+    case DType::f16:
+      data_type = CUDA_R_16F;
+      break;
+    case DType::bf16:
+      data_type = CUDA_R_16BF;
+      break;
     case DType::f64:
       data_type = CUDA_R_64F;
       compute = CUBLAS_COMPUTE_64F;

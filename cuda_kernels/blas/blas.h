@@ -1,7 +1,7 @@
 // cuBLAS access for Ember's CUDA code: one handle per (device, thread), bound on every call to the
-// current stream and to a workspace owned by that (handle, stream) pair, so cuBLAS calls are ordered
-// with Ember's kernels, never share scratch memory across streams, and can be captured in CUDA
-// graphs. Include only from sources compiled with CUDA (cuda_kernels/).
+// current stream and to a workspace owned by that (handle, stream) pair, so cuBLAS calls are
+// ordered with Ember's kernels, never share scratch memory across streams, and can be captured in
+// CUDA graphs. Include only from sources compiled with CUDA (cuda_kernels/).
 #pragma once
 #include <cublas_v2.h>
 

@@ -1,5 +1,5 @@
-// Device-side building blocks shared by the CUDA kernels of cuda_kernels/: the device scalar type of
-// each DType and the dispatch switches over it (every dtype, or a set of floating dtypes), the
+// Device-side building blocks shared by the CUDA kernels of cuda_kernels/: the device scalar type
+// of each DType and the dispatch switches over it (every dtype, or a set of floating dtypes), the
 // accumulation type and conversions (f16/bf16 go through float, as ember::Half/BFloat16 do on the
 // host), 16-byte aligned vectors, a fast 32-bit divmod, the offset calculator that turns a flat
 // index into per-operand byte offsets over the dims of an ElementwiseIter, and launch helpers
@@ -17,13 +17,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "ember/tensor/runtime/cuda_check.h"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/device.h"
 #include "ember/tensor/dtype.h"
+#include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/stream.h"
 #include "ember/tensor/tensor_iter.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 namespace ember::cuda {
 
@@ -47,9 +46,8 @@ inline constexpr bool is_device_floating_v =
 // The type arithmetic happens in: float for f16/bf16/f32, double for f64, int64 for the integral
 // types (so i32/u8 wrap exactly like their own arithmetic once stored back; bool computes as 0/1).
 template <typename T>
-using OpMath = std::conditional_t<
-    std::is_same_v<T, double>, double,
-    std::conditional_t<is_device_floating_v<T>, float, int64_t>>;
+using OpMath = std::conditional_t<std::is_same_v<T, double>, double,
+                                  std::conditional_t<is_device_floating_v<T>, float, int64_t>>;
 
 // The two bfloat16 values of a 32-bit word (as loaded: the lower-addressed one in the low half)
 // widened to float exactly, one instruction each (a shift, a mask).
@@ -86,8 +84,10 @@ __device__ __forceinline__ To convert(From v) {
 
 template <typename T>
 __device__ __forceinline__ bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
 }
 
 // N elements loaded or stored as one access (16 bytes for the elementwise vector paths).
@@ -105,14 +105,30 @@ struct alignas(sizeof(T) * N) AlignedVec {
 template <typename F>
 void dispatch_all_dtypes(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::f32: f(float{}); return;
-    case DType::f64: f(double{}); return;
-    case DType::f16: f(__half{}); return;
-    case DType::bf16: f(__nv_bfloat16{}); return;
-    case DType::i32: f(int32_t{}); return;
-    case DType::i64: f(int64_t{}); return;
-    case DType::u8: f(uint8_t{}); return;
-    case DType::boolean: f(bool{}); return;
+    case DType::f32:
+      f(float{});
+      return;
+    case DType::f64:
+      f(double{});
+      return;
+    case DType::f16:
+      f(__half{});
+      return;
+    case DType::bf16:
+      f(__nv_bfloat16{});
+      return;
+    case DType::i32:
+      f(int32_t{});
+      return;
+    case DType::i64:
+      f(int64_t{});
+      return;
+    case DType::u8:
+      f(uint8_t{});
+      return;
+    case DType::boolean:
+      f(bool{});
+      return;
   }
   EMBER_THROW(internal, op, ": unknown dtype code ", int(dtype));
 }
@@ -144,8 +160,12 @@ namespace detail {
 template <FloatingTypes types = FloatingTypes::all, typename F>
 void dispatch_floating(DType dtype, const char* op, const char* algorithm, F&& f) {
   switch (dtype) {
-    case DType::f32: f(float{}); return;
-    case DType::bf16: f(__nv_bfloat16{}); return;
+    case DType::f32:
+      f(float{});
+      return;
+    case DType::bf16:
+      f(__nv_bfloat16{});
+      return;
     case DType::f16:
       if constexpr (types != FloatingTypes::f32_bf16) {
         f(__half{});
@@ -158,7 +178,8 @@ void dispatch_floating(DType dtype, const char* op, const char* algorithm, F&& f
         return;
       }
       break;
-    default: break;
+    default:
+      break;
   }
   detail::throw_unsupported_floating(dtype, types, op, algorithm);
 }
@@ -173,14 +194,22 @@ void dispatch_floating(DType dtype, const char* op, F&& f) {
 template <typename T>
 __device__ __forceinline__ T load_as(const char* p, DType dtype) {
   switch (dtype) {
-    case DType::f32: return convert<T>(*reinterpret_cast<const float*>(p));
-    case DType::f64: return convert<T>(*reinterpret_cast<const double*>(p));
-    case DType::f16: return convert<T>(*reinterpret_cast<const __half*>(p));
-    case DType::bf16: return convert<T>(*reinterpret_cast<const __nv_bfloat16*>(p));
-    case DType::i32: return convert<T>(*reinterpret_cast<const int32_t*>(p));
-    case DType::i64: return convert<T>(*reinterpret_cast<const int64_t*>(p));
-    case DType::u8: return convert<T>(*reinterpret_cast<const uint8_t*>(p));
-    case DType::boolean: return convert<T>(*reinterpret_cast<const bool*>(p));
+    case DType::f32:
+      return convert<T>(*reinterpret_cast<const float*>(p));
+    case DType::f64:
+      return convert<T>(*reinterpret_cast<const double*>(p));
+    case DType::f16:
+      return convert<T>(*reinterpret_cast<const __half*>(p));
+    case DType::bf16:
+      return convert<T>(*reinterpret_cast<const __nv_bfloat16*>(p));
+    case DType::i32:
+      return convert<T>(*reinterpret_cast<const int32_t*>(p));
+    case DType::i64:
+      return convert<T>(*reinterpret_cast<const int64_t*>(p));
+    case DType::u8:
+      return convert<T>(*reinterpret_cast<const uint8_t*>(p));
+    case DType::boolean:
+      return convert<T>(*reinterpret_cast<const bool*>(p));
   }
   return T();
 }

@@ -34,8 +34,8 @@ __device__ __forceinline__ void allow_dependents() {
 
 // kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed.
 template <typename... Params, typename... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      Args&&... args) {
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;

@@ -40,8 +40,10 @@ __device__ __forceinline__ A exp_acc(A x) {
 }
 template <typename A>
 __device__ __forceinline__ A log_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) return logf(x);
-  else return log(x);
+  if constexpr (std::is_same_v<A, float>)
+    return logf(x);
+  else
+    return log(x);
 }
 template <typename A>
 __device__ __forceinline__ A neg_infinity() {
@@ -52,7 +54,9 @@ __device__ __forceinline__ A neg_infinity() {
 
 struct SumOp {
   template <typename A>
-  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 // NaN-propagating max: a NaN anywhere makes the row's max NaN (then every output is NaN, as in
 // PyTorch, instead of NaN being silently skipped).

@@ -1,8 +1,7 @@
 // The stream-holding kernel of cuda_kernels/common/stream_hold.h.
-#include "ember/cuda_kernels/common/stream_hold.h"
-
 #include <cstdint>
 
+#include "ember/cuda_kernels/common/stream_hold.h"
 #include "ember/tensor/runtime/cuda_check.h"
 
 namespace ember::cuda {

@@ -30,7 +30,9 @@ void* WorkspaceArena::take(size_t bytes) {
 
 void WorkspacePlan::add(size_t piece) { bytes += align_workspace(piece); }
 
-size_t staging_bytes(const Tensor& t, Form f) { return dense_as(t, f) ? 0 : align_workspace(t.nbytes()); }
+size_t staging_bytes(const Tensor& t, Form f) {
+  return dense_as(t, f) ? 0 : align_workspace(t.nbytes());
+}
 
 Tensor workspace_tensor(void* memory, const Shape& sizes, DType dtype, Device device, Form f) {
   auto impl = std::make_shared<TensorImpl>();
@@ -93,8 +95,12 @@ F32OutCall f32_out_call(const GemmArgs& g) {
       c.in_type = CUDA_R_32F;
       if (g.allow_tf32) c.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
       break;
-    case DType::f16: c.in_type = CUDA_R_16F; break;
-    case DType::bf16: c.in_type = CUDA_R_16BF; break;
+    case DType::f16:
+      c.in_type = CUDA_R_16F;
+      break;
+    case DType::bf16:
+      c.in_type = CUDA_R_16BF;
+      break;
     default:
       EMBER_THROW(internal, "conv2d gemm_f32_out: dtype ", dtype_name(g.dtype),
                   " is not an f32/f16/bf16 operand type");
@@ -167,10 +173,17 @@ double math_time_us(double macs, DType dtype, bool allow_tf32, double efficiency
   double peak_flops = 50e12;  // fp32 on CUDA cores
   switch (dtype) {
     case DType::f16:
-    case DType::bf16: peak_flops = 769e12; break;
-    case DType::f32: peak_flops = allow_tf32 ? 386e12 : 50e12; break;
-    case DType::f64: peak_flops = 60e12; break;
-    default: break;
+    case DType::bf16:
+      peak_flops = 769e12;
+      break;
+    case DType::f32:
+      peak_flops = allow_tf32 ? 386e12 : 50e12;
+      break;
+    case DType::f64:
+      peak_flops = 60e12;
+      break;
+    default:
+      break;
   }
   return 2.0 * macs / (peak_flops * std::max(efficiency, 1e-6)) * 1e6;
 }

@@ -8,8 +8,8 @@
 
 #include <utility>
 
-#include "ember/cuda_kernels/conv/conv.h"
 #include "ember/cuda_kernels/common/common.cuh"
+#include "ember/cuda_kernels/conv/conv.h"
 
 namespace ember::cuda::conv {
 
@@ -25,8 +25,8 @@ void dispatch_conv_dtype(DType dtype, const char* algorithm, F&& f) {
 // order, of partial[(s * rows + r) * cols + c] over s < splits (fp32 partials, T output).
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-sum_split_partials_kernel(const float* __restrict__ partial, int64_t splits, int64_t rows,
-                          int64_t cols, int64_t out_row, int64_t out_col, T* __restrict__ out) {
+    sum_split_partials_kernel(const float* __restrict__ partial, int64_t splits, int64_t rows,
+                              int64_t cols, int64_t out_row, int64_t out_col, T* __restrict__ out) {
   const int64_t total = rows * cols;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {

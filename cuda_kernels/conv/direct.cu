@@ -15,8 +15,8 @@
 // Every direction OVERWRITES the tensor it writes. Accumulation is in fp32 (fp64 for f64).
 #include <algorithm>
 
-#include "ember/cuda_kernels/conv/conv_common.cuh"
 #include "ember/cuda_kernels/common/reduce.cuh"
+#include "ember/cuda_kernels/conv/conv_common.cuh"
 
 namespace ember::cuda::conv {
 namespace {
@@ -33,8 +33,8 @@ struct DirectArgs {
 DirectArgs direct_args(const ConvProblem& pr) {
   const ConvDims d = conv_dims(pr);
   DirectArgs a{};
-  a.N = d.N, a.C = d.C, a.H = d.H, a.W = d.W, a.K = d.K, a.R = d.R, a.S = d.S, a.P = d.P,
-  a.Q = d.Q, a.Cg = d.Cg, a.Kg = d.Kg;
+  a.N = d.N, a.C = d.C, a.H = d.H, a.W = d.W, a.K = d.K, a.R = d.R, a.S = d.S, a.P = d.P, a.Q = d.Q,
+  a.Cg = d.Cg, a.Kg = d.Kg;
   a.sh = d.sh, a.sw = d.sw, a.ph = d.ph, a.pw = d.pw, a.dh = d.dh, a.dw = d.dw;
   for (int i = 0; i < 4; ++i) {
     a.xs[i] = pr.input.stride(i);
@@ -68,8 +68,8 @@ __device__ __forceinline__ void split_nchw(int64_t idx, int64_t C, int64_t H, in
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-conv2d_direct_forward_kernel(DirectArgs a, const T* __restrict__ x, const T* __restrict__ w,
-                             T* __restrict__ y, int64_t total) {
+    conv2d_direct_forward_kernel(DirectArgs a, const T* __restrict__ x, const T* __restrict__ w,
+                                 T* __restrict__ y, int64_t total) {
   using Acc = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -99,8 +99,8 @@ conv2d_direct_forward_kernel(DirectArgs a, const T* __restrict__ x, const T* __r
 // p = (h + ph - r * dh) / sh (exact division) lies in [0, P), likewise q.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-conv2d_direct_backward_data_kernel(DirectArgs a, T* __restrict__ dx, const T* __restrict__ w,
-                                   const T* __restrict__ dy, int64_t total) {
+    conv2d_direct_backward_data_kernel(DirectArgs a, T* __restrict__ dx, const T* __restrict__ w,
+                                       const T* __restrict__ dy, int64_t total) {
   using Acc = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -132,8 +132,8 @@ conv2d_direct_backward_data_kernel(DirectArgs a, T* __restrict__ dx, const T* __
 // a fixed strided subset, then a fixed-order block reduction.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-conv2d_direct_backward_filter_kernel(DirectArgs a, const T* __restrict__ x, T* __restrict__ dw,
-                                     const T* __restrict__ dy, int64_t total) {
+    conv2d_direct_backward_filter_kernel(DirectArgs a, const T* __restrict__ x, T* __restrict__ dw,
+                                         const T* __restrict__ dy, int64_t total) {
   using Acc = OpMath<T>;
   __shared__ Acc scratch[kWarpSize];
   const int64_t npq = a.N * a.P * a.Q;
@@ -150,7 +150,8 @@ conv2d_direct_backward_filter_kernel(DirectArgs a, const T* __restrict__ x, T* _
              convert<Acc>(x[n * a.xs[0] + c * a.xs[1] + h * a.xs[2] + ww * a.xs[3]]);
     }
     acc = block_reduce(acc, SumOp(), Acc(0), scratch);
-    if (threadIdx.x == 0) dw[k * a.ws[0] + ci * a.ws[1] + r * a.ws[2] + s * a.ws[3]] = convert<T>(acc);
+    if (threadIdx.x == 0)
+      dw[k * a.ws[0] + ci * a.ws[1] + r * a.ws[2] + s * a.ws[3]] = convert<T>(acc);
   }
 }
 
@@ -165,20 +166,21 @@ void run_direct(const ConvProblem& pr, void*, size_t) {
     const auto* y = static_cast<const scalar_t*>(pr.output.data_ptr());
     if (pr.direction == Direction::forward) {
       const int64_t total = a.N * a.K * a.P * a.Q;
-      conv2d_direct_forward_kernel<scalar_t><<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
-          a, x, w, const_cast<scalar_t*>(y), total);
+      conv2d_direct_forward_kernel<scalar_t>
+          <<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(
+              a, x, w, const_cast<scalar_t*>(y), total);
       EMBER_CUDA_LAUNCH_CHECK();
     } else if (pr.direction == Direction::backward_data) {
       const int64_t total = a.N * a.C * a.H * a.W;
       conv2d_direct_backward_data_kernel<scalar_t>
-          <<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(a, const_cast<scalar_t*>(x),
-                                                                    w, y, total);
+          <<<grid_for(total, dev.index), kBlockThreads, 0, stream>>>(a, const_cast<scalar_t*>(x), w,
+                                                                     y, total);
       EMBER_CUDA_LAUNCH_CHECK();
     } else {
       const int64_t total = a.K * a.Cg * a.R * a.S;
       const unsigned blocks = unsigned(std::min<int64_t>(total, int64_t(sm_count(dev)) * 64));
-      conv2d_direct_backward_filter_kernel<scalar_t><<<blocks, kBlockThreads, 0, stream>>>(
-          a, x, const_cast<scalar_t*>(w), y, total);
+      conv2d_direct_backward_filter_kernel<scalar_t>
+          <<<blocks, kBlockThreads, 0, stream>>>(a, x, const_cast<scalar_t*>(w), y, total);
       EMBER_CUDA_LAUNCH_CHECK();
     }
   });
@@ -191,15 +193,33 @@ double direct_cost_us(const ConvProblem& pr) {
   return math_time_us(conv_dims(pr).macs(), DType::f32, false, efficiency) + kLaunchUs;
 }
 
-const auto direct_forward = register_conv_algorithm(
-    {"direct", Direction::forward, true, {DType::f32, DType::f64, DType::f16, DType::bf16}, nullptr,
-     nullptr, direct_cost_us, run_direct});
-const auto direct_backward_data = register_conv_algorithm(
-    {"direct", Direction::backward_data, true, {DType::f32, DType::f64, DType::f16, DType::bf16},
-     nullptr, nullptr, direct_cost_us, run_direct});
-const auto direct_backward_filter = register_conv_algorithm(
-    {"direct", Direction::backward_filter, true, {DType::f32, DType::f64, DType::f16, DType::bf16},
-     nullptr, nullptr, direct_cost_us, run_direct});
+const auto direct_forward =
+    register_conv_algorithm({"direct",
+                             Direction::forward,
+                             true,
+                             {DType::f32, DType::f64, DType::f16, DType::bf16},
+                             nullptr,
+                             nullptr,
+                             direct_cost_us,
+                             run_direct});
+const auto direct_backward_data =
+    register_conv_algorithm({"direct",
+                             Direction::backward_data,
+                             true,
+                             {DType::f32, DType::f64, DType::f16, DType::bf16},
+                             nullptr,
+                             nullptr,
+                             direct_cost_us,
+                             run_direct});
+const auto direct_backward_filter =
+    register_conv_algorithm({"direct",
+                             Direction::backward_filter,
+                             true,
+                             {DType::f32, DType::f64, DType::f16, DType::bf16},
+                             nullptr,
+                             nullptr,
+                             direct_cost_us,
+                             run_direct});
 
 // ---- depthwise, NHWC --------------------------------------------------------------------------
 
@@ -209,7 +229,7 @@ constexpr int kDepthwiseThreads = 256;
 // The kernel maps destination pixels to source pixels: forward reads x (src) for y (dst);
 // backward_data reads dy (src) for dx (dst) through the transposed map.
 struct DepthwiseArgs {
-  int64_t N, C, CV;         // channels and 16-byte channel vectors
+  int64_t N, C, CV;  // channels and 16-byte channel vectors
   int64_t src_h, src_w, dst_h, dst_w;
   int S, taps;
   int64_t sh, sw, ph, pw, dh, dw;
@@ -233,8 +253,8 @@ __device__ __forceinline__ bool depthwise_source(int64_t o, int64_t t, int64_t s
 
 template <typename T>
 __global__ void __launch_bounds__(kDepthwiseThreads)
-depthwise_nhwc_kernel(DepthwiseArgs a, const T* __restrict__ src, const T* __restrict__ w,
-                      T* __restrict__ dst) {
+    depthwise_nhwc_kernel(DepthwiseArgs a, const T* __restrict__ src, const T* __restrict__ w,
+                          T* __restrict__ dst) {
   constexpr int VEC = 16 / int(sizeof(T));
   using Vec = AlignedVec<T, VEC>;
   const int64_t cvec = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
@@ -261,7 +281,8 @@ depthwise_nhwc_kernel(DepthwiseArgs a, const T* __restrict__ src, const T* __res
         int64_t ih, iw;
         if (depthwise_source(oh, r, a.sh, a.ph, a.dh, a.src_h, a.transposed, ih) &&
             depthwise_source(ow, s, a.sw, a.pw, a.dw, a.src_w, a.transposed, iw)) {
-          const Vec in = *reinterpret_cast<const Vec*>(src + ((n * a.src_h + ih) * a.src_w + iw) * a.C + c0);
+          const Vec in =
+              *reinterpret_cast<const Vec*>(src + ((n * a.src_h + ih) * a.src_w + iw) * a.C + c0);
 #pragma unroll
           for (int v = 0; v < VEC; ++v) acc[v] += convert<float>(in.v[v]) * wr[t][v];
         }
@@ -278,8 +299,8 @@ depthwise_nhwc_kernel(DepthwiseArgs a, const T* __restrict__ src, const T* __res
 // over the block's rows in a fixed order.
 template <typename T>
 __global__ void __launch_bounds__(kDepthwiseThreads)
-depthwise_nhwc_backward_filter_kernel(DepthwiseArgs a, const T* __restrict__ x,
-                                      const T* __restrict__ dy, float* __restrict__ partial) {
+    depthwise_nhwc_backward_filter_kernel(DepthwiseArgs a, const T* __restrict__ x,
+                                          const T* __restrict__ dy, float* __restrict__ partial) {
   constexpr int VEC = 16 / int(sizeof(T));
   using Vec = AlignedVec<T, VEC>;
   __shared__ float rows[kDepthwiseThreads * VEC];
@@ -309,7 +330,8 @@ depthwise_nhwc_backward_filter_kernel(DepthwiseArgs a, const T* __restrict__ x,
         int64_t ih, iw;
         if (depthwise_source(op, r, a.sh, a.ph, a.dh, a.src_h, false, ih) &&
             depthwise_source(oq, s, a.sw, a.pw, a.dw, a.src_w, false, iw)) {
-          const Vec in = *reinterpret_cast<const Vec*>(x + ((n * a.src_h + ih) * a.src_w + iw) * a.C + c0);
+          const Vec in =
+              *reinterpret_cast<const Vec*>(x + ((n * a.src_h + ih) * a.src_w + iw) * a.C + c0);
 #pragma unroll
           for (int v = 0; v < VEC; ++v) acc[t][v] += gf[v] * convert<float>(in.v[v]);
         }
@@ -341,9 +363,9 @@ depthwise_nhwc_backward_filter_kernel(DepthwiseArgs a, const T* __restrict__ x,
 // dw[c, 0, r, s] = sum over splits of partial[split][tap][c], in split order.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-depthwise_filter_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t taps,
-                               int64_t C, int S, int64_t ws0, int64_t ws2, int64_t ws3,
-                               T* __restrict__ dw) {
+    depthwise_filter_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t taps,
+                                   int64_t C, int S, int64_t ws0, int64_t ws2, int64_t ws3,
+                                   T* __restrict__ dw) {
   const int64_t total = taps * C;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -370,8 +392,8 @@ DepthwiseLaunch depthwise_launch(const ConvProblem& pr) {
   const int64_t channel_blocks = (cv + bx - 1) / bx;
   const int64_t dst_pixels = pr.direction == Direction::backward_data ? d.NHW() : d.NPQ();
   const int64_t sms = sm_count(pr.device());
-  int64_t pixel_blocks = std::max<int64_t>(1, std::min<int64_t>((dst_pixels + by - 1) / by,
-                                                                 sms * 8 / channel_blocks + 1));
+  int64_t pixel_blocks = std::max<int64_t>(
+      1, std::min<int64_t>((dst_pixels + by - 1) / by, sms * 8 / channel_blocks + 1));
   if (pr.direction == Direction::backward_filter) {
     // Enough splits to fill the GPU twice, each walking at least 64 rows of pixels.
     pixel_blocks = std::clamp<int64_t>((dst_pixels + by * 64 - 1) / (by * 64), 1,
@@ -438,16 +460,17 @@ void run_depthwise(const ConvProblem& pr, void* workspace, size_t workspace_byte
     } else {
       Tensor x = stage_read(pr.input, Form::nhwc, arena);
       Tensor dy = stage_read(pr.output, Form::nhwc, arena);
-      auto* partial = static_cast<float*>(
-          arena.take(size_t(l.splits) * size_t(d.RS() * d.C) * sizeof(float)));
+      auto* partial =
+          static_cast<float*>(arena.take(size_t(l.splits) * size_t(d.RS() * d.C) * sizeof(float)));
       a.src_h = d.H, a.src_w = d.W, a.dst_h = d.P, a.dst_w = d.Q, a.transposed = false;
       depthwise_nhwc_backward_filter_kernel<T><<<l.grid, l.block, 0, stream>>>(
           a, static_cast<const T*>(x.data_ptr()), static_cast<const T*>(dy.data_ptr()), partial);
       EMBER_CUDA_LAUNCH_CHECK();
       const int64_t total = d.RS() * d.C;
-      depthwise_filter_reduce_kernel<T><<<grid_for(total, pr.device().index), kBlockThreads, 0, stream>>>(
-          partial, l.splits, d.RS(), d.C, int(d.S), pr.weight.stride(0), pr.weight.stride(2),
-          pr.weight.stride(3), static_cast<T*>(pr.weight.data_ptr()));
+      depthwise_filter_reduce_kernel<T>
+          <<<grid_for(total, pr.device().index), kBlockThreads, 0, stream>>>(
+              partial, l.splits, d.RS(), d.C, int(d.S), pr.weight.stride(0), pr.weight.stride(2),
+              pr.weight.stride(3), static_cast<T*>(pr.weight.data_ptr()));
       EMBER_CUDA_LAUNCH_CHECK();
     }
   });
@@ -456,19 +479,36 @@ void run_depthwise(const ConvProblem& pr, void* workspace, size_t workspace_byte
 // Bandwidth-bound: both activations once (plus staging copies) at about half the copy rate.
 double depthwise_cost_us(const ConvProblem& pr) {
   const double bytes = double(pr.input.nbytes() + pr.output.nbytes());
-  const double staging = double(staging_bytes(pr.input, Form::nhwc) + staging_bytes(pr.output, Form::nhwc));
+  const double staging =
+      double(staging_bytes(pr.input, Form::nhwc) + staging_bytes(pr.output, Form::nhwc));
   return memory_time_us(bytes) / 0.5 + memory_time_us(2 * staging) + 2 * kLaunchUs;
 }
 
-const auto depthwise_forward = register_conv_algorithm(
-    {"depthwise_direct", Direction::forward, true, {DType::f32, DType::f16, DType::bf16},
-     depthwise_applies, depthwise_workspace, depthwise_cost_us, run_depthwise});
-const auto depthwise_backward_data = register_conv_algorithm(
-    {"depthwise_direct", Direction::backward_data, true, {DType::f32, DType::f16, DType::bf16},
-     depthwise_applies, depthwise_workspace, depthwise_cost_us, run_depthwise});
-const auto depthwise_backward_filter = register_conv_algorithm(
-    {"depthwise_direct", Direction::backward_filter, true, {DType::f32, DType::f16, DType::bf16},
-     depthwise_applies, depthwise_workspace, depthwise_cost_us, run_depthwise});
+const auto depthwise_forward = register_conv_algorithm({"depthwise_direct",
+                                                        Direction::forward,
+                                                        true,
+                                                        {DType::f32, DType::f16, DType::bf16},
+                                                        depthwise_applies,
+                                                        depthwise_workspace,
+                                                        depthwise_cost_us,
+                                                        run_depthwise});
+const auto depthwise_backward_data = register_conv_algorithm({"depthwise_direct",
+                                                              Direction::backward_data,
+                                                              true,
+                                                              {DType::f32, DType::f16, DType::bf16},
+                                                              depthwise_applies,
+                                                              depthwise_workspace,
+                                                              depthwise_cost_us,
+                                                              run_depthwise});
+const auto depthwise_backward_filter =
+    register_conv_algorithm({"depthwise_direct",
+                             Direction::backward_filter,
+                             true,
+                             {DType::f32, DType::f16, DType::bf16},
+                             depthwise_applies,
+                             depthwise_workspace,
+                             depthwise_cost_us,
+                             run_depthwise});
 
 }  // namespace
 }  // namespace ember::cuda::conv

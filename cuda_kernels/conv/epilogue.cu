@@ -3,8 +3,8 @@
 // register_conv_algorithm runs after an algorithm that does not apply ConvProblem::epilogue in its
 // own kernel, registered as conv2d_epilogue_kernel (kernel_interface/conv.h). ReLU keeps NaN (as
 // torch.relu). The output is updated in place.
-#include "ember/cuda_kernels/conv/conv_common.cuh"
 #include "ember/cuda_kernels/common/reduce.cuh"
+#include "ember/cuda_kernels/conv/conv_common.cuh"
 
 namespace ember::cuda::conv {
 namespace {
@@ -13,8 +13,9 @@ namespace {
 // or (i / PQ) % K.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-bias_act_inplace_kernel(T* __restrict__ y, const T* __restrict__ bias, bool relu, int64_t total,
-                        int64_t K, FastDivmod64 by_pq, FastDivmod64 by_k, bool channels_last, bool use32) {
+    bias_act_inplace_kernel(T* __restrict__ y, const T* __restrict__ bias, bool relu, int64_t total,
+                            int64_t K, FastDivmod64 by_pq, FastDivmod64 by_k, bool channels_last,
+                            bool use32) {
   using Acc = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -33,9 +34,8 @@ bias_act_inplace_kernel(T* __restrict__ y, const T* __restrict__ bias, bool relu
 
 void bias_act_inplace(const Tensor& y, const Tensor& bias, bool relu) {
   const bool channels_last = !y.is_contiguous() && y.is_contiguous(MemoryFormat::channels_last);
-  EMBER_INTERNAL_ASSERT(channels_last || y.is_contiguous(),
-                        "conv2d epilogue: the output (shape ", y.shape_str(),
-                        ") must be dense NCHW or channels_last");
+  EMBER_INTERNAL_ASSERT(channels_last || y.is_contiguous(), "conv2d epilogue: the output (shape ",
+                        y.shape_str(), ") must be dense NCHW or channels_last");
   Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   const int64_t total = y.numel(), K = y.size(1), PQ = y.size(2) * y.size(3);
   const bool use32 = total <= std::numeric_limits<int32_t>::max();
@@ -44,8 +44,8 @@ void bias_act_inplace(const Tensor& y, const Tensor& bias, bool relu) {
     using T = decltype(tag);
     bias_act_inplace_kernel<T><<<grid_for(total, dev.index), kBlockThreads, 0, stream_of(dev)>>>(
         static_cast<T*>(y.data_ptr()), b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr,
-        relu, total, K, FastDivmod64(std::max<int64_t>(PQ, 1), use32), FastDivmod64(K, use32), channels_last,
-        use32);
+        relu, total, K, FastDivmod64(std::max<int64_t>(PQ, 1), use32), FastDivmod64(K, use32),
+        channels_last, use32);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

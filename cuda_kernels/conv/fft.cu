@@ -65,7 +65,7 @@ struct FftSizes {
   int64_t F;       // Hf * Wc frequency bins
   int64_t chunk;   // images per chunk
   int64_t chunks;
-  int64_t Cmax;    // max(C, K): planes per image of the larger activation
+  int64_t Cmax;  // max(C, K): planes per image of the larger activation
 };
 
 FftSizes sizes_of(const ConvDims& d) {
@@ -78,8 +78,8 @@ FftSizes sizes_of(const ConvDims& d) {
   z.Cmax = std::max(d.C, d.K);
   const size_t per_image = size_t(z.Cmax * z.Hf * z.Wf) * sizeof(float) +
                            size_t(z.F * (d.C + d.K)) * sizeof(cufftComplex);
-  z.chunk = std::clamp<int64_t>(int64_t(kFftChunkBudgetBytes / std::max<size_t>(per_image, 1)), 1,
-                                d.N);
+  z.chunk =
+      std::clamp<int64_t>(int64_t(kFftChunkBudgetBytes / std::max<size_t>(per_image, 1)), 1, d.N);
   z.chunks = (d.N + z.chunk - 1) / z.chunk;
   return z;
 }
@@ -275,9 +275,9 @@ FftLayout layout_of(const ConvProblem& pr) {
 // Planes b of one tensor [*, inner, h, w] (b = n * inner + c over images n0 + n) and where they sit
 // on the transform grid.
 struct PlaneMap {
-  int64_t inner, n0;    // channels per image (K * C filters: inner = C, n0 = 0)
-  int64_t h, w;         // extent of the tensor's planes
-  int64_t off_h, off_w; // grid position of element (0, 0)
+  int64_t inner, n0;     // channels per image (K * C filters: inner = C, n0 = 0)
+  int64_t h, w;          // extent of the tensor's planes
+  int64_t off_h, off_w;  // grid position of element (0, 0)
   int64_t Hf, Wf;
   int64_t strides[4];
 };
@@ -300,8 +300,8 @@ PlaneMap plane_map(const Tensor& t, int64_t inner, int64_t n0, int64_t off_h, in
 // grid[b][i][j] = src plane b at (i - off_h, j - off_w) in fp32, zero outside it.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-fft_pad_planes_kernel(PlaneMap m, const T* __restrict__ src, float* __restrict__ grid,
-                      int64_t total) {
+    fft_pad_planes_kernel(PlaneMap m, const T* __restrict__ src, float* __restrict__ grid,
+                          int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     const int64_t j = idx % m.Wf, rest = idx / m.Wf;
@@ -310,8 +310,8 @@ fft_pad_planes_kernel(PlaneMap m, const T* __restrict__ src, float* __restrict__
     float v = 0.f;
     if (h >= 0 && h < m.h && w >= 0 && w < m.w) {
       const int64_t n = m.n0 + b / m.inner, c = b % m.inner;
-      v = convert<float>(src[n * m.strides[0] + c * m.strides[1] + h * m.strides[2] +
-                             w * m.strides[3]]);
+      v = convert<float>(
+          src[n * m.strides[0] + c * m.strides[1] + h * m.strides[2] + w * m.strides[3]]);
     }
     grid[idx] = v;
   }
@@ -320,8 +320,8 @@ fft_pad_planes_kernel(PlaneMap m, const T* __restrict__ src, float* __restrict__
 // dst plane b at (i, j) = scale * grid[b][i + off_h][j + off_w], for the whole plane.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-fft_extract_planes_kernel(PlaneMap m, float scale, const float* __restrict__ grid,
-                          T* __restrict__ dst, int64_t total) {
+    fft_extract_planes_kernel(PlaneMap m, float scale, const float* __restrict__ grid,
+                              T* __restrict__ dst, int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     const int64_t j = idx % m.w, rest = idx / m.w;
@@ -484,15 +484,14 @@ double fft_cost_us(const ConvProblem& pr) {
 
 const std::vector<DType> kFftTypes = {DType::f32, DType::f16, DType::bf16};
 
-const auto fft_forward = register_conv_algorithm({"fft", Direction::forward, true, kFftTypes,
-                                                  fft_applies, fft_workspace, fft_cost_us,
-                                                  run_fft});
-const auto fft_backward_data = register_conv_algorithm(
-    {"fft", Direction::backward_data, true, kFftTypes, fft_applies, fft_workspace, fft_cost_us,
-     run_fft});
-const auto fft_backward_filter = register_conv_algorithm(
-    {"fft", Direction::backward_filter, true, kFftTypes, fft_applies, fft_workspace, fft_cost_us,
-     run_fft});
+const auto fft_forward = register_conv_algorithm(
+    {"fft", Direction::forward, true, kFftTypes, fft_applies, fft_workspace, fft_cost_us, run_fft});
+const auto fft_backward_data =
+    register_conv_algorithm({"fft", Direction::backward_data, true, kFftTypes, fft_applies,
+                             fft_workspace, fft_cost_us, run_fft});
+const auto fft_backward_filter =
+    register_conv_algorithm({"fft", Direction::backward_filter, true, kFftTypes, fft_applies,
+                             fft_workspace, fft_cost_us, run_fft});
 
 }  // namespace
 }  // namespace ember::cuda::conv

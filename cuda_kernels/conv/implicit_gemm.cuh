@@ -31,9 +31,9 @@
 
 #include <cstdint>
 
+#include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/common/cp_async.cuh"
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
-#include "ember/cuda_kernels/common/common.cuh"
 
 namespace ember::cuda::conv::igemm {
 
@@ -376,8 +376,8 @@ struct FpropGather {
       }
     }
     b_pass = int64_t(kRowsPerPass) * p.R * p.S * p.Cpad;
-    b_first = static_cast<const T*>(p.filter) + (block_n + row0) * (b_pass / kRowsPerPass) +
-              chunk * VEC;
+    b_first =
+        static_cast<const T*>(p.filter) + (block_n + row0) * (b_pass / kRowsPerPass) + chunk * VEC;
     b_valid = 0;
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i)
@@ -413,9 +413,8 @@ struct FpropGather {
     const T* src = static_cast<const T*>(p.src);
     const int c0 = ld_cb * BK;
     const uint32_t offset = uint32_t((ld_r * p.dh * p.SW + ld_s * p.dw) * p.Csrc + c0);
-    const uint32_t taps =
-        (1u << ld_r) | (1u << (kMaxGatherTaps + ld_s)) |
-        (c0 + chunk * VEC < p.Csrc ? 0u : kChannelBit);
+    const uint32_t taps = (1u << ld_r) | (1u << (kMaxGatherTaps + ld_s)) |
+                          (c0 + chunk * VEC < p.Csrc ? 0u : kChannelBit);
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
       const bool valid = (a_out[i] & taps) == 0;
@@ -465,7 +464,8 @@ struct FpropEpilogue {
   const T* bias;
   bool pairs;  // Nout even: two columns stored at once
   __device__ __forceinline__ explicit FpropEpilogue(const FpropParams& p)
-      : dst(static_cast<T*>(p.dst)), bias(static_cast<const T*>(p.bias)),
+      : dst(static_cast<T*>(p.dst)),
+        bias(static_cast<const T*>(p.bias)),
         pairs((p.Nout & 1) == 0) {}
 
   template <int kPairs, int kRowSlots, typename Acc>
@@ -573,7 +573,7 @@ __device__ __forceinline__ void fprop_mma_epilogue(const FpropParams& p, float (
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool kVec, bool kSplitK>
 __global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
                                   fprop_min_blocks<T, BM, BN, STAGES>())
-implicit_gemm_fprop_kernel(const __grid_constant__ FpropParams params) {
+    implicit_gemm_fprop_kernel(const __grid_constant__ FpropParams params) {
   allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
   static_assert(STAGES >= 3, "the stage refilled must differ from the one read next");

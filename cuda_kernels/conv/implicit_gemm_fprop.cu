@@ -43,8 +43,8 @@
 #include <optional>
 #include <vector>
 
-#include "ember/cuda_kernels/conv/implicit_gemm_host.cuh"
 #include "ember/cuda_kernels/conv/implicit_gemm_halo_fprop.cuh"
+#include "ember/cuda_kernels/conv/implicit_gemm_host.cuh"
 #include "ember/cuda_kernels/conv/implicit_gemm_wgmma.cuh"
 
 namespace ember::cuda::conv {
@@ -143,8 +143,8 @@ constexpr int kPackTile = 32;
 constexpr int kPackThreads = kPackTile * 8;
 template <typename T>
 __global__ void __launch_bounds__(kPackThreads)
-pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
-                   FilterPack fp, int Nout, int Cin, int Cpad, T* __restrict__ out) {
+    pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
+                       FilterPack fp, int Nout, int Cin, int Cpad, T* __restrict__ out) {
   __shared__ T tile[kPackTile][kPackTile + 1];  // [o - o0][i - i0]; the +1 spreads the banks
   const int lane = int(threadIdx.x) % kPackTile, row = int(threadIdx.x) / kPackTile;
   const bool transposed = fp.backward_data;
@@ -177,14 +177,14 @@ pack_filter_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws
 // The same packing for backward_data when W is channels-last with whole 16-byte vectors (W's c,
 // the packed o, contiguous; every stride and Nout multiples of V): 64 x 64 tiles of (i, o) at one
 // tap, read as 16-byte vectors along W's c and written as 16-byte vectors along the packed i, the
-// transpose in shared memory (rows of kPackVecTile + 4 / sizeof(T) elements: an odd number of 32-bit
-// words, so a column read touches distinct banks but for one 2-way pair). ResNet's 3x3
+// transpose in shared memory (rows of kPackVecTile + 4 / sizeof(T) elements: an odd number of
+// 32-bit words, so a column read touches distinct banks but for one 2-way pair). ResNet's 3x3
 // backward_data packs its filter every step, where the scalar 32 x 32 tiles are slower.
 constexpr int kPackVecTile = 64;
 template <typename T>
 __global__ void __launch_bounds__(kPackThreads)
-pack_filter_transposed_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws2, int64_t ws3,
-                              FilterPack fp, int Nout, int Cin, int Cpad, T* __restrict__ out) {
+    pack_filter_transposed_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws2, int64_t ws3,
+                                  FilterPack fp, int Nout, int Cin, int Cpad, T* __restrict__ out) {
   constexpr int V = 16 / int(sizeof(T));
   constexpr int kVecs = kPackVecTile / V;  // vectors per tile row
   constexpr int kRow = kPackVecTile + 4 / int(sizeof(T));
@@ -228,8 +228,8 @@ pack_filter_transposed_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws2,
 // The sum over splits of fp32 partials [splits][total], in order of z, as T: split-K fprop.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
-                          T* __restrict__ dst, int64_t total) {
+    fprop_split_reduce_kernel(const float* __restrict__ partial, int64_t splits,
+                              T* __restrict__ dst, int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
     float sum = 0.f;
@@ -339,8 +339,7 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
   f.OH = f.backward_data ? d.H : d.P;
   f.OW = f.backward_data ? d.W : d.Q;
   f.M = d.N * f.OH * f.OW;
-  f.M_phase =
-      d.N * ((f.OH + f.phases_h - 1) / f.phases_h) * ((f.OW + f.phases_w - 1) / f.phases_w);
+  f.M_phase = d.N * ((f.OH + f.phases_h - 1) / f.phases_h) * ((f.OW + f.phases_w - 1) / f.phases_w);
   const int64_t bk = block_k_elems(pr.input.dtype());
   f.Cpad = (f.Csrc + bk - 1) / bk * bk;
   if (!fprop_vector_path(pr)) {
@@ -355,8 +354,8 @@ FpropPlan fprop_plan(const ConvProblem& pr, std::optional<FpropTile> fixed, bool
     const int64_t sms = sm_count(pr.device());
     double best = 0;
     auto consider = [&](const FpropTileInfo& t, double speed, int64_t per_sm) {
-      const int64_t blocks = f.phases_h * f.phases_w * ((f.M_phase + t.bm - 1) / t.bm) *
-                             ((f.Nout + t.bn - 1) / t.bn);
+      const int64_t blocks =
+          f.phases_h * f.phases_w * ((f.M_phase + t.bm - 1) / t.bm) * ((f.Nout + t.bn - 1) / t.bn);
       const double work =
           double((blocks + sms * per_sm - 1) / (sms * per_sm)) * per_sm * t.bm * t.bn / speed;
       if (best == 0 || work < best) best = work, f.tile = t;
@@ -455,7 +454,7 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
   dispatch_conv_dtype(pr.input.dtype(), "implicit_gemm", [&](auto tag) {
     using T = decltype(tag);
     if (f.pack_filter) {
-      const FilterPack fp{f.backward_data, int(d.R), int(d.S), int(d.sh),
+      const FilterPack fp{f.backward_data, int(d.R),  int(d.S), int(d.sh),
                           int(d.sw),       int(d.ph), int(d.pw)};
       const Tensor& w = pr.weight;
       constexpr int V = 16 / int(sizeof(T));
@@ -473,8 +472,8 @@ void run_fprop(const ConvProblem& pr, void* workspace, size_t workspace_bytes, c
             int(f.Nout), int(f.Csrc), int(f.Cpad), static_cast<T*>(packed));
       else
         pack_filter_kernel<T><<<grid, kPackThreads, 0, stream>>>(
-            static_cast<const T*>(w.data_ptr()), w.stride(0), w.stride(1), w.stride(2),
-            w.stride(3), fp, int(f.Nout), int(f.Csrc), int(f.Cpad), static_cast<T*>(packed));
+            static_cast<const T*>(w.data_ptr()), w.stride(0), w.stride(1), w.stride(2), w.stride(3),
+            fp, int(f.Nout), int(f.Csrc), int(f.Cpad), static_cast<T*>(packed));
       EMBER_CUDA_LAUNCH_CHECK();
       filter = packed;
     }
@@ -580,10 +579,8 @@ double fprop_cost_us(const ConvProblem& pr, std::optional<FpropTile> fixed) {
          double(fprop_launches(f) + (f.pack_filter ? 1 : 0)) * kLaunchUs;
 }
 
-
 double fixed_fprop_cost_us(const ConvProblem& pr, FpropTile tile) {
-  return std::max(fprop_cost_us(pr, tile), fprop_cost_us(pr, std::nullopt)) *
-         kFixedTileCostFactor;
+  return std::max(fprop_cost_us(pr, tile), fprop_cost_us(pr, std::nullopt)) * kFixedTileCostFactor;
 }
 
 // Split-K variants of fixed tiles, for layers with too few destination pixels to fill the SMs
@@ -609,9 +606,8 @@ bool halo_fprop_applies(const ConvProblem& pr) {
   const DType t = pr.input.dtype();
   const int64_t csrc = pr.direction == Direction::backward_data ? d.K : d.C;
   return (t == DType::bf16 || t == DType::f16) && fprop_applies(pr) && d.R == 3 && d.S == 3 &&
-         d.sh == 1 && d.sw == 1 && d.dh == 1 && d.dw == 1 && d.ph == 1 && d.pw == 1 &&
-         d.P == d.H && d.Q == d.W && csrc % igemm::kHaloFpropBN == 0 &&
-         d.NHW() < (int64_t(1) << 30);
+         d.sh == 1 && d.sw == 1 && d.dh == 1 && d.dw == 1 && d.ph == 1 && d.pw == 1 && d.P == d.H &&
+         d.Q == d.W && csrc % igemm::kHaloFpropBN == 0 && d.NHW() < (int64_t(1) << 30);
 }
 
 // Ranked just behind "implicit_gemm" (like a fixed tile) until measurements give the cost model
@@ -643,21 +639,21 @@ bool fprop_fuses_epilogue(const ConvProblem& pr) {
 }
 double fprop_cost_auto_us(const ConvProblem& pr) { return fprop_cost_us(pr, std::nullopt); }
 
-const auto implicit_gemm_forward = register_conv_algorithm(
-    {"implicit_gemm", Direction::forward, true, kTensorCoreTypes, fprop_applies, fprop_workspace,
-     fprop_cost_auto_us, run_fprop_auto},
-    fprop_fuses_epilogue);
-const auto implicit_gemm_backward_data = register_conv_algorithm(
-    {"implicit_gemm", Direction::backward_data, true, kTensorCoreTypes, fprop_applies,
-     fprop_workspace, fprop_cost_auto_us, run_fprop_auto});
+const auto implicit_gemm_forward =
+    register_conv_algorithm({"implicit_gemm", Direction::forward, true, kTensorCoreTypes,
+                             fprop_applies, fprop_workspace, fprop_cost_auto_us, run_fprop_auto},
+                            fprop_fuses_epilogue);
+const auto implicit_gemm_backward_data =
+    register_conv_algorithm({"implicit_gemm", Direction::backward_data, true, kTensorCoreTypes,
+                             fprop_applies, fprop_workspace, fprop_cost_auto_us, run_fprop_auto});
 
 bool register_halo_fprop_algorithms() {
   for (const Direction direction : {Direction::forward, Direction::backward_data})
-    register_conv_algorithm(
-        {"implicit_gemm_halo", direction, true, kSixteenBitTypes, halo_fprop_applies,
-         fprop_workspace, halo_fprop_cost_us, [](const ConvProblem& pr, void* ws, size_t bytes) {
-           run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, true);
-         }});
+    register_conv_algorithm({"implicit_gemm_halo", direction, true, kSixteenBitTypes,
+                             halo_fprop_applies, fprop_workspace, halo_fprop_cost_us,
+                             [](const ConvProblem& pr, void* ws, size_t bytes) {
+                               run_fprop(pr, ws, bytes, Tensor(), false, std::nullopt, false, true);
+                             }});
   return true;
 }
 const bool halo_fprop_algorithms_registered = register_halo_fprop_algorithms();

@@ -75,7 +75,7 @@ __device__ __forceinline__ uint32_t halo_a_fragment(uint32_t tap_ok, int tap, ui
 template <typename T>
 struct HaloFpropGather {
   static constexpr int VEC = 8;
-  static constexpr int kRowsPerPass = kHaloFpropThreads / 8;  // 32
+  static constexpr int kRowsPerPass = kHaloFpropThreads / 8;                             // 32
   static constexpr int X_ITERS = (kHaloFpropSrcRows + kRowsPerPass - 1) / kRowsPerPass;  // 9
   static constexpr int B_ITERS = kHaloFpropBN / kRowsPerPass;  // 2 per tap
   static_assert(B_ITERS * kRowsPerPass == kHaloFpropBN, "filter rows vs threads");
@@ -93,16 +93,15 @@ struct HaloFpropGather {
     row0 = tid >> 3;
     halo_first = block_m - p.SW - 1;
     filter_row_elems = int64_t(kHaloFpropTaps) * kHaloFpropTaps * p.Cpad;
-    b_first = static_cast<const T*>(p.filter) + int64_t(block_n + row0) * filter_row_elems +
-              chunk * VEC;
+    b_first =
+        static_cast<const T*>(p.filter) + int64_t(block_n + row0) * filter_row_elems + chunk * VEC;
     b_valid = 0;
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i)
       if (block_n + row0 + i * kRowsPerPass < p.Nout) b_valid |= 1u << i;
   }
 
-  __device__ __forceinline__ void load_stage(const FpropParams& p, uint32_t smem_base,
-                                             int stage) {
+  __device__ __forceinline__ void load_stage(const FpropParams& p, uint32_t smem_base, int stage) {
     const T* src = static_cast<const T*>(p.src);
     const uint32_t a_off = uint32_t(stage * kHaloFpropStageBytes);
     const uint32_t b_off = a_off + uint32_t(kHaloFpropFilterOffset);
@@ -126,8 +125,7 @@ struct HaloFpropGather {
         const bool valid = (b_valid >> i) & 1u;
         const T* g = b_first + int64_t(i * kRowsPerPass) * filter_row_elems +
                      (ld_r * kHaloFpropTaps + s) * p.Cpad + ld_cb * kFpropRowBytes / 2;
-        cp_async_16(smem_base + b_off +
-                        swizzled(s * kHaloFpropBN + row0 + i * kRowsPerPass, chunk),
+        cp_async_16(smem_base + b_off + swizzled(s * kHaloFpropBN + row0 + i * kRowsPerPass, chunk),
                     valid ? g : p.filter, valid);
       }
     if (++ld_cb == p.cblocks) {
@@ -139,7 +137,7 @@ struct HaloFpropGather {
 
 template <typename T>
 __global__ void __launch_bounds__(kHaloFpropThreads, 1)
-implicit_gemm_halo_fprop_kernel(FpropParams p) {
+    implicit_gemm_halo_fprop_kernel(FpropParams p) {
   allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 channels of 128-byte rows");
   static_assert(kHaloFpropStageBytes % kFpropRowBytes == 0, "stages keep the swizzle's alignment");

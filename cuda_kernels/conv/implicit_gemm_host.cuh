@@ -42,7 +42,15 @@ void split_k(int64_t grid, int64_t k_tiles, int64_t slots, int64_t& tiles_per_sp
 // ---- fprop tiles and their launchers ---------------------------------------------------------
 
 enum class FpropTile : uint8_t {
-  wide, square, narrow, small, general, wgmma_wide, wgmma_square, wgmma_narrow, wgmma_ws_wide,
+  wide,
+  square,
+  narrow,
+  small,
+  general,
+  wgmma_wide,
+  wgmma_square,
+  wgmma_narrow,
+  wgmma_ws_wide,
   wgmma_ws_square
 };
 constexpr int kGeneralTile = 64;  // the element-load path's square tile
@@ -50,8 +58,8 @@ constexpr int kGeneralTile = 64;  // the element-load path's square tile
 // Launches the fprop kernel of `tile` (`split`: its split-K build; square, small and
 // wgmma_square only) for the launch's FpropParams.
 template <typename T>
-void launch_fprop_tile(FpropTile tile, bool split, const igemm::FpropParams& p,
-                       cudaStream_t stream, int device);
+void launch_fprop_tile(FpropTile tile, bool split, const igemm::FpropParams& p, cudaStream_t stream,
+                       int device);
 // The halo fprop kernel (16-bit types only).
 template <typename T>
 void launch_halo_fprop(const igemm::FpropParams& p, cudaStream_t stream, int device);

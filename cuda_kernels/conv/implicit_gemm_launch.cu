@@ -3,8 +3,8 @@
 // float, __half and __nv_bfloat16: the one source that compiles those kernels.
 #include <algorithm>
 
-#include "ember/cuda_kernels/conv/implicit_gemm_host.cuh"
 #include "ember/cuda_kernels/conv/implicit_gemm_halo_fprop.cuh"
+#include "ember/cuda_kernels/conv/implicit_gemm_host.cuh"
 #include "ember/cuda_kernels/conv/implicit_gemm_wgmma.cuh"
 
 namespace ember::cuda::conv {
@@ -61,9 +61,9 @@ template <typename T>
 void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStream_t stream,
                        int device) {
   if (split) {
-    EMBER_CHECK(tile == FpropTile::square || tile == FpropTile::small ||
-                    tile == FpropTile::wgmma_square,
-                "implicit_gemm: no split-K build of fprop tile ", int(tile));
+    EMBER_CHECK(
+        tile == FpropTile::square || tile == FpropTile::small || tile == FpropTile::wgmma_square,
+        "implicit_gemm: no split-K build of fprop tile ", int(tile));
     if (tile == FpropTile::wgmma_square) {
       launch_wgmma_fprop<T, 128, 128, kWgmmaSquareStages, true>(p, stream, device);
     } else if (tile == FpropTile::square) {
@@ -74,10 +74,18 @@ void launch_fprop_tile(FpropTile tile, bool split, const FpropParams& p, cudaStr
     return;
   }
   switch (tile) {
-    case FpropTile::wide: launch_fprop<T, 256, 128, 64, 64, 4, true>(p, stream, device); break;
-    case FpropTile::square: launch_fprop<T, 128, 128, 64, 64, 3, true>(p, stream, device); break;
-    case FpropTile::narrow: launch_fprop<T, 128, 64, 64, 32, 3, true>(p, stream, device); break;
-    case FpropTile::small: launch_fprop<T, 64, 64, 32, 32, 3, true>(p, stream, device); break;
+    case FpropTile::wide:
+      launch_fprop<T, 256, 128, 64, 64, 4, true>(p, stream, device);
+      break;
+    case FpropTile::square:
+      launch_fprop<T, 128, 128, 64, 64, 3, true>(p, stream, device);
+      break;
+    case FpropTile::narrow:
+      launch_fprop<T, 128, 64, 64, 32, 3, true>(p, stream, device);
+      break;
+    case FpropTile::small:
+      launch_fprop<T, 64, 64, 32, 32, 3, true>(p, stream, device);
+      break;
     case FpropTile::general:
       launch_fprop<T, kGeneralTile, kGeneralTile, 32, 32, 3, false>(p, stream, device);
       break;

@@ -50,14 +50,16 @@ constexpr int wgmma_fprop_smem_bytes() {
 // A shared-memory matrix descriptor: K-major rows of 128 bytes with the 128-byte swizzle, 8-row
 // groups 1024 bytes apart (the leading-byte offset is unused in this mode).
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) {
-  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
-         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
 }
 // Descriptor units are 16 bytes: one 32-byte k-step, and 64 rows of 128 bytes.
 constexpr uint64_t kWgmmaDescKStep = 32 >> 4;
 constexpr uint64_t kWgmmaDescM64 = (64 * kFpropRowBytes) >> 4;
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -82,14 +84,14 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
   "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
   "%56, %57, %58, %59, %60, %61, %62, %63}"
-#define EMBER_WGMMA_ACC8(d, i)                                                                 \
+#define EMBER_WGMMA_ACC8(d, i)                                                                \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
-#define EMBER_WGMMA_ACC32(d)                                                                  \
+#define EMBER_WGMMA_ACC32(d) \
   EMBER_WGMMA_ACC8(d, 0), EMBER_WGMMA_ACC8(d, 8), EMBER_WGMMA_ACC8(d, 16), EMBER_WGMMA_ACC8(d, 24)
-#define EMBER_WGMMA_ACC64(d)                                                                  \
-  EMBER_WGMMA_ACC32(d), EMBER_WGMMA_ACC8(d, 32), EMBER_WGMMA_ACC8(d, 40),                    \
-      EMBER_WGMMA_ACC8(d, 48), EMBER_WGMMA_ACC8(d, 56)
+#define EMBER_WGMMA_ACC64(d)                                                                       \
+  EMBER_WGMMA_ACC32(d), EMBER_WGMMA_ACC8(d, 32), EMBER_WGMMA_ACC8(d, 40), EMBER_WGMMA_ACC8(d, 48), \
+      EMBER_WGMMA_ACC8(d, 56)
 #define EMBER_WGMMA_D32                                                                         \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -102,16 +104,16 @@ struct WgmmaOp;
 
 // One specialization per (type, N): the PTX shape and type names and the accumulator operands.
 // 16-bit types pass the scale-d, scale-a/b and transpose-a/b immediates; TF32 has no transposes.
-#define EMBER_WGMMA_OP(T, N, SHAPE_TYPES, D, ACC, AB, TAIL)                                \
-  template <>                                                                              \
-  struct WgmmaOp<T, N> {                                                                   \
+#define EMBER_WGMMA_OP(T, N, SHAPE_TYPES, D, ACC, AB, TAIL)                                 \
+  template <>                                                                               \
+  struct WgmmaOp<T, N> {                                                                    \
     __device__ __forceinline__ static void run(float (&d)[N / 2], uint64_t a, uint64_t b) { \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                             \
-                   "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " D ", " AB ", p, " TAIL  \
-                   ";\n}\n"                                                                \
-                   : ACC(d)                                                                \
-                   : "l"(a), "l"(b));                                                      \
-    }                                                                                      \
+      asm volatile(                                                                         \
+          "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                        \
+          "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " D ", " AB ", p, " TAIL ";\n}\n"   \
+          : ACC(d)                                                                          \
+          : "l"(a), "l"(b));                                                                \
+    }                                                                                       \
   };
 EMBER_WGMMA_OP(__nv_bfloat16, 128, "m64n128k16.f32.bf16.bf16", EMBER_WGMMA_D64, EMBER_WGMMA_ACC64,
                "%64, %65", "1, 1, 0, 0")
@@ -121,10 +123,10 @@ EMBER_WGMMA_OP(float, 128, "m64n128k8.f32.tf32.tf32", EMBER_WGMMA_D64, EMBER_WGM
                "%64, %65", "1, 1")
 EMBER_WGMMA_OP(__nv_bfloat16, 64, "m64n64k16.f32.bf16.bf16", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
                "%32, %33", "1, 1, 0, 0")
-EMBER_WGMMA_OP(__half, 64, "m64n64k16.f32.f16.f16", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
-               "%32, %33", "1, 1, 0, 0")
-EMBER_WGMMA_OP(float, 64, "m64n64k8.f32.tf32.tf32", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32,
-               "%32, %33", "1, 1")
+EMBER_WGMMA_OP(__half, 64, "m64n64k16.f32.f16.f16", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32, "%32, %33",
+               "1, 1, 0, 0")
+EMBER_WGMMA_OP(float, 64, "m64n64k8.f32.tf32.tf32", EMBER_WGMMA_D32, EMBER_WGMMA_ACC32, "%32, %33",
+               "1, 1")
 #undef EMBER_WGMMA_OP
 
 // The warp-specialized kernel's stage barriers are cuda_kernels/common/tma.cuh's; a producer thread
@@ -183,9 +185,8 @@ __device__ __forceinline__ unsigned char* wgmma_aligned_stages(unsigned char* sm
 // the warpgroup plus lane / 4 and its col0 two columns per lane % 4. kSplitK: the fp32 partials;
 // else the destination, with the bias and ReLU (FpropEpilogue::write).
 template <typename T, int MH, int BN, bool kSplitK>
-__device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p,
-                                                     float (&acc)[MH][BN / 2], int first_row,
-                                                     int first_col) {
+__device__ __forceinline__ void wgmma_fprop_epilogue(const FpropParams& p, float (&acc)[MH][BN / 2],
+                                                     int first_row, int first_col) {
   constexpr int kPairs = BN / 8;
   const int lane = threadIdx.x & 31, warp_in_group = (threadIdx.x >> 5) & 3;
   const int row0 = first_row + warp_in_group * 16 + (lane >> 2);

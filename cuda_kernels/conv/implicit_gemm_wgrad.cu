@@ -37,10 +37,10 @@ using igemm::WgradParams;
 constexpr int kReduceOutputs = 32;
 constexpr int kReduceMaxWalkers = 32;
 template <typename T>
-__global__ void __launch_bounds__(kReduceOutputs * kReduceMaxWalkers)
-wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C, int64_t Cpart,
-                    int64_t S, int64_t RS, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
-                    T* __restrict__ dw, int64_t total) {
+__global__ void __launch_bounds__(kReduceOutputs* kReduceMaxWalkers)
+    wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C, int64_t Cpart,
+                        int64_t S, int64_t RS, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
+                        T* __restrict__ dw, int64_t total) {
   __shared__ float sums[kReduceMaxWalkers][kReduceOutputs];
   const int lane = int(threadIdx.x), walker = int(threadIdx.y), walkers = int(blockDim.y);
   const int64_t split_elems = total / C * Cpart;  // K * RS * Cpart
@@ -62,15 +62,16 @@ wgrad_reduce_kernel(const float* __restrict__ partial, int64_t splits, int64_t C
 
 // Sums the splits' fp32 partials (laid out with Cpart channels) into pr.weight (any strides).
 template <typename T>
-void reduce_wgrad_splits(const ConvProblem& pr, const float* partial, int64_t splits,
-                         int64_t Cpart, cudaStream_t stream) {
+void reduce_wgrad_splits(const ConvProblem& pr, const float* partial, int64_t splits, int64_t Cpart,
+                         cudaStream_t stream) {
   const ConvDims d = conv_dims(pr);
   const int64_t total = d.K * d.RS() * d.C;
   // About four splits per walker.
   const int walkers = int(std::clamp<int64_t>((splits + 3) / 4, 1, kReduceMaxWalkers));
   const int64_t blocks = (total + kReduceOutputs - 1) / kReduceOutputs;
-  EMBER_CHECK(blocks <= int64_t(std::numeric_limits<int32_t>::max()), "conv2d backward_filter: ",
-              total, " filter elements are too many for one reduction grid");
+  EMBER_CHECK(blocks <= int64_t(std::numeric_limits<int32_t>::max()),
+              "conv2d backward_filter: ", total,
+              " filter elements are too many for one reduction grid");
   wgrad_reduce_kernel<T><<<unsigned(blocks), dim3(kReduceOutputs, unsigned(walkers)), 0, stream>>>(
       partial, splits, d.C, Cpart, d.S, d.RS(), pr.weight.stride(0), pr.weight.stride(1),
       pr.weight.stride(2), pr.weight.stride(3), static_cast<T*>(pr.weight.data_ptr()), total);
@@ -81,10 +82,10 @@ void reduce_wgrad_splits(const ConvProblem& pr, const float* partial, int64_t sp
 // gradient's x as NHWC with whole 16-byte channel vectors. One thread per 16-byte vector.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-stage_padded_nhwc_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2,
-                         int64_t xs3, int C, int H, int W, int vectors_per_pixel,
-                         FastDivmod div_vectors, FastDivmod div_w, FastDivmod div_h,
-                         T* __restrict__ out, int64_t total) {
+    stage_padded_nhwc_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2,
+                             int64_t xs3, int C, int H, int W, int vectors_per_pixel,
+                             FastDivmod div_vectors, FastDivmod div_w, FastDivmod div_h,
+                             T* __restrict__ out, int64_t total) {
   constexpr int VEC = 16 / int(sizeof(T));
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -97,8 +98,7 @@ stage_padded_nhwc_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int6
     const T* src = x + n * xs0 + h * xs2 + w * xs3;
     alignas(16) T vals[VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      vals[e] = c0 + e < C ? src[(c0 + e) * xs1] : convert<T>(0.0f);
+    for (int e = 0; e < VEC; ++e) vals[e] = c0 + e < C ? src[(c0 + e) * xs1] : convert<T>(0.0f);
     *reinterpret_cast<uint4*>(out + int64_t(idx) * VEC) = *reinterpret_cast<const uint4*>(vals);
   }
 }
@@ -138,10 +138,8 @@ WgradPlan wgrad_plan(const ConvProblem& pr, bool atomic, std::optional<WgradTile
   w.grid_n = (d.RS() * w.Cpad + w.bn - 1) / w.bn;
   const int64_t rows = igemm::wgrad_rows(int(pr.input.element_size()));
   w.k_tiles = (d.NPQ() + rows - 1) / rows;
-  split_k(w.grid_m * w.grid_n, w.k_tiles, 2 * sm_count(pr.device()), w.tiles_per_split,
-          w.splits);
-  w.partial_bytes =
-      size_t(atomic ? 1 : w.splits) * size_t(d.K * d.RS() * w.Cpad) * sizeof(float);
+  split_k(w.grid_m * w.grid_n, w.k_tiles, 2 * sm_count(pr.device()), w.tiles_per_split, w.splits);
+  w.partial_bytes = size_t(atomic ? 1 : w.splits) * size_t(d.K * d.RS() * w.Cpad) * sizeof(float);
   w.padded_x_bytes = w.pad_channels ? size_t(d.NHW() * w.Cpad) * pr.input.element_size() : 0;
   WorkspacePlan ws;
   ws.add(w.pad_channels ? w.padded_x_bytes : staging_bytes(pr.input, Form::nhwc));
@@ -244,11 +242,11 @@ constexpr double kWgradMeasuredOverModel = 1.4;
 double wgrad_cost_us(const ConvProblem& pr, bool atomic, std::optional<WgradTile> fixed) {
   const ConvDims d = conv_dims(pr);
   const WgradPlan w = wgrad_plan(pr, atomic, fixed);
-  const double waste = double(w.grid_m * w.bm) / double(d.K) *
-                       double(w.grid_n * w.bn) / double(d.RS() * d.C);
+  const double waste =
+      double(w.grid_m * w.bm) / double(d.K) * double(w.grid_n * w.bn) / double(d.RS() * d.C);
   // Partials: written once per split and read back by the reduction (atomics: read-modify-write).
-  const double partial_traffic = atomic ? 3.0 * double(w.partial_bytes) * double(w.splits)
-                                        : 2.0 * double(w.partial_bytes);
+  const double partial_traffic =
+      atomic ? 3.0 * double(w.partial_bytes) * double(w.splits) : 2.0 * double(w.partial_bytes);
   return kWgradMeasuredOverModel *
          (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, w.big ? 0.45 : 0.35) +
           memory_time_us(partial_traffic + 2.0 * double(w.staging_bytes)) + 2 * kLaunchUs);
@@ -298,10 +296,10 @@ size_t halo_wgrad_workspace(const ConvProblem& pr, bool atomic) {
 bool halo_wgrad_applies(const ConvProblem& pr) {
   const ConvDims d = conv_dims(pr);
   const DType t = pr.input.dtype();
-  return (t == DType::bf16 || t == DType::f16) && wgrad_applies(pr) &&
-         d.S == igemm::kHaloTaps && d.sh == 1 && d.sw == 1 && d.dw == 1 && d.pw == 1 &&
-         d.P == d.H && d.Q == d.W && d.C % igemm::kHaloChannels == 0 &&
-         d.R * (d.C / igemm::kHaloChannels) <= 65535 && d.NPQ() < (int64_t(1) << 30);
+  return (t == DType::bf16 || t == DType::f16) && wgrad_applies(pr) && d.S == igemm::kHaloTaps &&
+         d.sh == 1 && d.sw == 1 && d.dw == 1 && d.pw == 1 && d.P == d.H && d.Q == d.W &&
+         d.C % igemm::kHaloChannels == 0 && d.R * (d.C / igemm::kHaloChannels) <= 65535 &&
+         d.NPQ() < (int64_t(1) << 30);
 }
 
 void run_halo_wgrad(const ConvProblem& pr, void* workspace, size_t workspace_bytes, bool atomic) {
@@ -354,12 +352,12 @@ double halo_wgrad_cost_us(const ConvProblem& pr, bool atomic) {
   if (d.NPQ() >= 10000) return 0.6 * wgrad_cost_us(pr, atomic, std::nullopt);
   const HaloWgradPlan h = halo_wgrad_plan(pr, atomic);
   const double waste = double(h.grid_m * igemm::kHaloBM) / double(d.K);
-  const double partial_traffic = atomic ? 3.0 * double(h.partial_bytes) * double(h.splits)
-                                        : 2.0 * double(h.partial_bytes);
-  const double own = kWgradMeasuredOverModel *
-                     (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, 0.45) +
-                      memory_time_us(partial_traffic + 2.0 * double(h.staging_bytes)) +
-                      2 * kLaunchUs);
+  const double partial_traffic =
+      atomic ? 3.0 * double(h.partial_bytes) * double(h.splits) : 2.0 * double(h.partial_bytes);
+  const double own =
+      kWgradMeasuredOverModel *
+      (math_time_us(d.macs() * waste, pr.input.dtype(), pr.allow_tf32, 0.45) +
+       memory_time_us(partial_traffic + 2.0 * double(h.staging_bytes)) + 2 * kLaunchUs);
   return std::max(own, wgrad_cost_us(pr, false, std::nullopt)) * kFixedTileCostFactor;
 }
 

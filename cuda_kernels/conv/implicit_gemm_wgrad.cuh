@@ -48,7 +48,7 @@ constexpr int wgrad_smem_bytes() {
 template <typename T, int BM, int BN, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(TileShape<BM, BN, WM, WN>::kThreads,
                                   blocks_per_sm(wgrad_smem_bytes<T, BM, BN, STAGES>()))
-implicit_gemm_wgrad_kernel(WgradParams p) {
+    implicit_gemm_wgrad_kernel(WgradParams p) {
   allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   constexpr int kThreads = TileShape<BM, BN, WM, WN>::kThreads;
   constexpr int VEC = 16 / int(sizeof(T));
@@ -266,7 +266,7 @@ static_assert(blocks_per_sm(kHaloSmemBytes) >= kHaloBlocksPerSm, "shared memory 
 
 template <typename T>
 __global__ void __launch_bounds__(kHaloThreads, kHaloBlocksPerSm)
-implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
+    implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
   allow_dependents();  // a batch-norm kernel launched dependent may take freed SMs early
   static_assert(sizeof(T) == 2, "16-bit types: a stage is 64 pixels of 128-byte rows");
   static_assert(kHaloStageBytes % 16 == 0, "stages keep 16-byte alignment");
@@ -278,7 +278,7 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
   constexpr int kRowsPerPass = kHaloThreads / kChunks;  // 16
   constexpr int A_ITERS = kHaloPixels / kRowsPerPass;   // 4
   constexpr int X_ITERS = (kHaloRows + kRowsPerPass - 1) / kRowsPerPass;  // 5, the last partial
-  constexpr int MT = kHaloBM / 16, NT = kHaloWN / 8;  // 4, 6
+  constexpr int MT = kHaloBM / 16, NT = kHaloWN / 8;                      // 4, 6
   static_assert(NT % 2 == 0, "B fragments load two n8 tiles at a time");
   constexpr int kDyBytes = kHaloPixels * kHaloRowBytes;
   constexpr int kFlagsOffset = kDyBytes + kHaloRows * kHaloRowBytes;
@@ -361,8 +361,8 @@ implicit_gemm_halo_wgrad_kernel(HaloWgradParams p) {
   uint32_t af[2][MT][4], bf[2][NT][2];
   auto load_frags = [&](int buf, int stage, int ks) {
     const unsigned char* sA = smem + stage * kHaloStageBytes;
-    const uint32_t a_base = smem_u32(sA) + uint32_t((ks * 16 + a_krow) * kHaloRowBytes +
-                                                    a_mcol_bytes);
+    const uint32_t a_base =
+        smem_u32(sA) + uint32_t((ks * 16 + a_krow) * kHaloRowBytes + a_mcol_bytes);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) ldmatrix_x4_trans(af[buf][mt], a_base + mt * 16 * 2);
     const int krow = ks * 16 + b_krow;

@@ -20,19 +20,19 @@ namespace {
 constexpr size_t kWinogradBudgetBytes = size_t(256) << 20;  // V and M of one chunk of images
 
 struct WinogradArgs {
-  int64_t n0, Nc;      // images of this chunk
-  int64_t Cin, Kout;   // channels of the source and of the destination
-  int64_t SH, SW;      // source spatial size
-  int64_t DH, DW;      // destination spatial size
-  int64_t ph, pw;      // padding of the (possibly transposed) convolution
-  int64_t TP, TQ;      // 2x2 output tiles per image along H and W
+  int64_t n0, Nc;     // images of this chunk
+  int64_t Cin, Kout;  // channels of the source and of the destination
+  int64_t SH, SW;     // source spatial size
+  int64_t DH, DW;     // destination spatial size
+  int64_t ph, pw;     // padding of the (possibly transposed) convolution
+  int64_t TP, TQ;     // 2x2 output tiles per image along H and W
   int64_t src_strides[4], dst_strides[4];
 };
 
 // V[xi][tile][c] for the tiles of images [n0, n0 + Nc); idx = tile * Cin + c.
 __global__ void __launch_bounds__(kBlockThreads)
-winograd_input_transform_kernel(WinogradArgs a, const float* __restrict__ src,
-                                float* __restrict__ V, int64_t total) {
+    winograd_input_transform_kernel(WinogradArgs a, const float* __restrict__ src,
+                                    float* __restrict__ V, int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   const int64_t tiles_per_image = a.TP * a.TQ;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -72,9 +72,9 @@ winograd_input_transform_kernel(WinogradArgs a, const float* __restrict__ src,
 // U[xi][cin][kout] = G g G^T with g = w[kout, cin] (forward) or, transposed (backward_data),
 // g = w[cin, kout] rotated by 180 degrees.
 __global__ void __launch_bounds__(kBlockThreads)
-winograd_filter_transform_kernel(const float* __restrict__ w, int64_t ws0, int64_t ws1,
-                                 int64_t ws2, int64_t ws3, int64_t Cin, int64_t Kout,
-                                 bool transposed, float* __restrict__ U) {
+    winograd_filter_transform_kernel(const float* __restrict__ w, int64_t ws0, int64_t ws1,
+                                     int64_t ws2, int64_t ws3, int64_t Cin, int64_t Kout,
+                                     bool transposed, float* __restrict__ U) {
   const int64_t total = Cin * Kout;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -106,8 +106,8 @@ winograd_filter_transform_kernel(const float* __restrict__ w, int64_t ws0, int64
 
 // dst 2x2 tile = A^T M A for M[xi][tile][k]; idx = tile * Kout + k.
 __global__ void __launch_bounds__(kBlockThreads)
-winograd_output_transform_kernel(WinogradArgs a, const float* __restrict__ M,
-                                 float* __restrict__ dst, int64_t total) {
+    winograd_output_transform_kernel(WinogradArgs a, const float* __restrict__ M,
+                                     float* __restrict__ dst, int64_t total) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   const int64_t tiles_per_image = a.TP * a.TQ;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
@@ -172,8 +172,8 @@ Plan plan_of(const ConvProblem& pr) {
 
 bool winograd_applies(const ConvProblem& pr) {
   const ConvDims d = conv_dims(pr);
-  const bool shape_ok = d.G == 1 && d.R == 3 && d.S == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 &&
-                        d.dw == 1;
+  const bool shape_ok =
+      d.G == 1 && d.R == 3 && d.S == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.dw == 1;
   if (!shape_ok) return false;
   if (pr.direction == Direction::backward_data) return d.ph <= 2 && d.pw <= 2;
   return pr.direction == Direction::forward;
@@ -192,7 +192,8 @@ void run_winograd(const ConvProblem& pr, void* workspace, size_t workspace_bytes
   auto* V = static_cast<float*>(arena.take(16 * size_t(max_tiles * plan.Cin) * sizeof(float)));
   auto* M = static_cast<float*>(arena.take(16 * size_t(max_tiles * plan.Kout) * sizeof(float)));
 
-  winograd_filter_transform_kernel<<<grid_for(plan.Cin * plan.Kout, dev.index), kBlockThreads, 0, stream>>>(
+  winograd_filter_transform_kernel<<<grid_for(plan.Cin * plan.Kout, dev.index), kBlockThreads, 0,
+                                     stream>>>(
       static_cast<const float*>(pr.weight.data_ptr()), pr.weight.stride(0), pr.weight.stride(1),
       pr.weight.stride(2), pr.weight.stride(3), plan.Cin, plan.Kout, plan.transposed, U);
   EMBER_CUDA_LAUNCH_CHECK();
@@ -244,12 +245,22 @@ double winograd_cost_us(const ConvProblem& pr) {
          double(1 + 3 * chunks) * kLaunchUs;
 }
 
-const auto winograd_forward = register_conv_algorithm(
-    {"winograd", Direction::forward, true, {DType::f32}, winograd_applies, winograd_workspace,
-     winograd_cost_us, run_winograd});
-const auto winograd_backward_data = register_conv_algorithm(
-    {"winograd", Direction::backward_data, true, {DType::f32}, winograd_applies,
-     winograd_workspace, winograd_cost_us, run_winograd});
+const auto winograd_forward = register_conv_algorithm({"winograd",
+                                                       Direction::forward,
+                                                       true,
+                                                       {DType::f32},
+                                                       winograd_applies,
+                                                       winograd_workspace,
+                                                       winograd_cost_us,
+                                                       run_winograd});
+const auto winograd_backward_data = register_conv_algorithm({"winograd",
+                                                             Direction::backward_data,
+                                                             true,
+                                                             {DType::f32},
+                                                             winograd_applies,
+                                                             winograd_workspace,
+                                                             winograd_cost_us,
+                                                             run_winograd});
 
 }  // namespace
 }  // namespace ember::cuda::conv

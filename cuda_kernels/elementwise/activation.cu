@@ -29,23 +29,31 @@ inline constexpr int kContiguousBlocksPerSm = std::is_same_v<T, double> ? 4 : (B
 
 template <typename A>
 __device__ __forceinline__ A d_exp(A x) {
-  if constexpr (std::is_same_v<A, float>) return expf(x);
-  else return exp(x);
+  if constexpr (std::is_same_v<A, float>)
+    return expf(x);
+  else
+    return exp(x);
 }
 template <typename A>
 __device__ __forceinline__ A d_expm1(A x) {
-  if constexpr (std::is_same_v<A, float>) return expm1f(x);
-  else return expm1(x);
+  if constexpr (std::is_same_v<A, float>)
+    return expm1f(x);
+  else
+    return expm1(x);
 }
 template <typename A>
 __device__ __forceinline__ A d_erf(A x) {
-  if constexpr (std::is_same_v<A, float>) return erff(x);
-  else return erf(x);
+  if constexpr (std::is_same_v<A, float>)
+    return erff(x);
+  else
+    return erf(x);
 }
 template <typename A>
 __device__ __forceinline__ A d_tanh(A x) {
-  if constexpr (std::is_same_v<A, float>) return tanhf(x);
-  else return tanh(x);
+  if constexpr (std::is_same_v<A, float>)
+    return tanhf(x);
+  else
+    return tanh(x);
 }
 
 inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
@@ -106,11 +114,16 @@ struct ActivationFunctor {
 
   __device__ __forceinline__ acc_t forward(acc_t x) const {
     switch (op) {
-      case ActivationOp::leaky_relu: return activation_forward<ActivationOp::leaky_relu>(x, param);
-      case ActivationOp::elu: return activation_forward<ActivationOp::elu>(x, param);
-      case ActivationOp::gelu: return activation_forward<ActivationOp::gelu>(x, param);
-      case ActivationOp::gelu_tanh: return activation_forward<ActivationOp::gelu_tanh>(x, param);
-      case ActivationOp::silu: return activation_forward<ActivationOp::silu>(x, param);
+      case ActivationOp::leaky_relu:
+        return activation_forward<ActivationOp::leaky_relu>(x, param);
+      case ActivationOp::elu:
+        return activation_forward<ActivationOp::elu>(x, param);
+      case ActivationOp::gelu:
+        return activation_forward<ActivationOp::gelu>(x, param);
+      case ActivationOp::gelu_tanh:
+        return activation_forward<ActivationOp::gelu_tanh>(x, param);
+      case ActivationOp::silu:
+        return activation_forward<ActivationOp::silu>(x, param);
     }
     return x;
   }
@@ -118,10 +131,14 @@ struct ActivationFunctor {
     switch (op) {
       case ActivationOp::leaky_relu:
         return activation_derivative<ActivationOp::leaky_relu>(x, param);
-      case ActivationOp::elu: return activation_derivative<ActivationOp::elu>(x, param);
-      case ActivationOp::gelu: return activation_derivative<ActivationOp::gelu>(x, param);
-      case ActivationOp::gelu_tanh: return activation_derivative<ActivationOp::gelu_tanh>(x, param);
-      case ActivationOp::silu: return activation_derivative<ActivationOp::silu>(x, param);
+      case ActivationOp::elu:
+        return activation_derivative<ActivationOp::elu>(x, param);
+      case ActivationOp::gelu:
+        return activation_derivative<ActivationOp::gelu>(x, param);
+      case ActivationOp::gelu_tanh:
+        return activation_derivative<ActivationOp::gelu_tanh>(x, param);
+      case ActivationOp::silu:
+        return activation_derivative<ActivationOp::silu>(x, param);
     }
     return acc_t(1);
   }
@@ -132,8 +149,10 @@ template <ActivationOp Op, bool Backward, typename T>
 __device__ __forceinline__ OpMath<T> activation_value(T x, T g, OpMath<T> param) {
   using acc_t = OpMath<T>;
   const acc_t xv = convert<acc_t>(x);
-  if constexpr (Backward) return convert<acc_t>(g) * activation_derivative<Op>(xv, param);
-  else return activation_forward<Op>(xv, param);
+  if constexpr (Backward)
+    return convert<acc_t>(g) * activation_derivative<Op>(xv, param);
+  else
+    return activation_forward<Op>(xv, param);
 }
 
 // The contiguous kernel's thread for one op: vector i of out from vector i of x (and g), and
@@ -170,8 +189,8 @@ __device__ __forceinline__ void activation_contiguous_vector(OpMath<T> param, T*
     } else {
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        y.v[j] = convert<T>(
-            activation_value<Op, Backward>(vx.v[j], Backward ? vg.v[j] : T(), param));
+        y.v[j] =
+            convert<T>(activation_value<Op, Backward>(vx.v[j], Backward ? vg.v[j] : T(), param));
     }
     reinterpret_cast<Vec*>(out)[i] = y;
   }
@@ -184,8 +203,8 @@ __device__ __forceinline__ void activation_contiguous_vector(OpMath<T> param, T*
 // 16-byte vector per thread. One kernel per dtype and direction; the op switch is uniform.
 template <typename T, bool Backward>
 __global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T, Backward>)
-activation_contiguous_kernel(ActivationOp op, OpMath<T> param, T* out, const T* g, const T* x,
-                             int64_t n) {
+    activation_contiguous_kernel(ActivationOp op, OpMath<T> param, T* out, const T* g, const T* x,
+                                 int64_t n) {
   switch (op) {
     case ActivationOp::leaky_relu:
       activation_contiguous_vector<ActivationOp::leaky_relu, Backward>(param, out, g, x, n);
@@ -208,14 +227,15 @@ activation_contiguous_kernel(ActivationOp op, OpMath<T> param, T* out, const T* 
 // ---- exact gelu on bf16 through a per-block table ---------------------------------------------
 //
 // erff costs about 30 instructions per element (two polynomials chosen by selects, an ex2), and
-// with 8 bf16 values per 16-byte vector the erf gelu is issue-bound, well below copy bandwidth. A bf16 input has only 256 values per binade, so each block first tabulates the op
-// for every bf16 value with 2^-12 <= |x| < 16 (4096 entries; forward the rounded bf16 result,
-// backward the float derivative), then does a table lookup per element (a few integer
-// instructions and a shared-memory load). The entries come from the same activation_forward /
-// activation_derivative code and are rounded the same way, so every result is bit-identical to
-// the direct path; values outside the table (tiny, large, inf, NaN) take the direct path.
-constexpr unsigned kGeluTableLowBits = (127u - 12u) << 7;  // bf16 bits of 2^-12
-constexpr unsigned kGeluTableSpan = 16u * 128u;            // 16 binades of 128 mantissas
+// with 8 bf16 values per 16-byte vector the erf gelu is issue-bound, well below copy bandwidth. A
+// bf16 input has only 256 values per binade, so each block first tabulates the op for every bf16
+// value with 2^-12 <= |x| < 16 (4096 entries; forward the rounded bf16 result, backward the float
+// derivative), then does a table lookup per element (a few integer instructions and a shared-memory
+// load). The entries come from the same activation_forward / activation_derivative code and are
+// rounded the same way, so every result is bit-identical to the direct path; values outside the
+// table (tiny, large, inf, NaN) take the direct path.
+constexpr unsigned kGeluTableLowBits = (127u - 12u) << 7;   // bf16 bits of 2^-12
+constexpr unsigned kGeluTableSpan = 16u * 128u;             // 16 binades of 128 mantissas
 constexpr int kGeluTableEntries = 2 * int(kGeluTableSpan);  // both signs
 
 // The table slot of a bf16 value, or -1 outside the table.
@@ -238,8 +258,8 @@ inline constexpr int kGeluTableBlocksPerSm = Backward ? 6 : 8;
 // out = gelu(x) or g * gelu'(x), bf16, dense and 16-byte aligned, n elements.
 template <bool Backward>
 __global__ void __launch_bounds__(kBlockThreads, kGeluTableBlocksPerSm<Backward>)
-gelu_bf16_table_kernel(__nv_bfloat16* out, const __nv_bfloat16* g, const __nv_bfloat16* x,
-                       int64_t n) {
+    gelu_bf16_table_kernel(__nv_bfloat16* out, const __nv_bfloat16* g, const __nv_bfloat16* x,
+                           int64_t n) {
   using T = __nv_bfloat16;
   using Entry = std::conditional_t<Backward, float, T>;
   constexpr int V = 8;
@@ -247,21 +267,24 @@ gelu_bf16_table_kernel(__nv_bfloat16* out, const __nv_bfloat16* g, const __nv_bf
   __shared__ Entry table[kGeluTableEntries];
   for (int e = threadIdx.x; e < kGeluTableEntries; e += blockDim.x) {
     const float xv = gelu_table_input(e);
-    if constexpr (Backward) table[e] = activation_derivative<ActivationOp::gelu>(xv, 0.0f);
-    else table[e] = __float2bfloat16_rn(activation_forward<ActivationOp::gelu>(xv, 0.0f));
+    if constexpr (Backward)
+      table[e] = activation_derivative<ActivationOp::gelu>(xv, 0.0f);
+    else
+      table[e] = __float2bfloat16_rn(activation_forward<ActivationOp::gelu>(xv, 0.0f));
   }
   __syncthreads();
   // One element: the table, or the direct path (activation_value) outside it.
   auto value = [&](T xv, T gv) -> T {
     const int slot = gelu_table_slot(xv);
     if constexpr (Backward) {
-      const float d = slot >= 0 ? table[slot]
-                                : activation_derivative<ActivationOp::gelu>(convert<float>(xv), 0.0f);
+      const float d = slot >= 0
+                          ? table[slot]
+                          : activation_derivative<ActivationOp::gelu>(convert<float>(xv), 0.0f);
       return __float2bfloat16_rn(convert<float>(gv) * d);
     } else {
       return slot >= 0 ? table[slot]
-                       : __float2bfloat16_rn(activation_forward<ActivationOp::gelu>(
-                             convert<float>(xv), 0.0f));
+                       : __float2bfloat16_rn(
+                             activation_forward<ActivationOp::gelu>(convert<float>(xv), 0.0f));
     }
   };
   const Vec* xv = reinterpret_cast<const Vec*>(x);
@@ -295,8 +318,8 @@ gelu_bf16_table_kernel(__nv_bfloat16* out, const __nv_bfloat16* g, const __nv_bf
 // Any layout. Operands: forward (out, x), backward (out, g, x); `backward` selects the meaning.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-activation_strided_kernel(ActivationFunctor<T> f, OffsetCalc<3> oc, char* out, const char* a,
-                          const char* b, int64_t n, bool backward) {
+    activation_strided_kernel(ActivationFunctor<T> f, OffsetCalc<3> oc, char* out, const char* a,
+                              const char* b, int64_t n, bool backward) {
   using acc_t = OpMath<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -344,16 +367,16 @@ void launch_activation(const ElementwiseIter& iter, ActivationOp op, double para
       }
     }
     if (backward)
-      activation_contiguous_kernel<T, true><<<blocks_for(nvec), kBlockThreads, 0, stream>>>(
-          op, f.param, out, g, x, n);
+      activation_contiguous_kernel<T, true>
+          <<<blocks_for(nvec), kBlockThreads, 0, stream>>>(op, f.param, out, g, x, n);
     else
-      activation_contiguous_kernel<T, false><<<blocks_for(nvec), kBlockThreads, 0, stream>>>(
-          op, f.param, out, g, x, n);
+      activation_contiguous_kernel<T, false>
+          <<<blocks_for(nvec), kBlockThreads, 0, stream>>>(op, f.param, out, g, x, n);
     EMBER_CUDA_LAUNCH_CHECK();
   } else {
     activation_strided_kernel<T><<<grid_for(n, device), kBlockThreads, 0, stream>>>(
-        f, make_offset_calc<3>(iter), iter.data[0], iter.data[1],
-        backward ? iter.data[2] : nullptr, n, backward);
+        f, make_offset_calc<3>(iter), iter.data[0], iter.data[1], backward ? iter.data[2] : nullptr,
+        n, backward);
     EMBER_CUDA_LAUNCH_CHECK();
   }
 }

@@ -21,9 +21,9 @@ inline constexpr int kGroupsPerThread = sizeof(T) == 2 ? 2 : 1;
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restrict__ mask,
-                       int64_t n, double keep, OpMath<T> scale, uint64_t seed, uint64_t offset,
-                       const uint64_t* device_offset, bool vec) {
+    dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restrict__ mask,
+                           int64_t n, double keep, OpMath<T> scale, uint64_t seed, uint64_t offset,
+                           const uint64_t* device_offset, bool vec) {
   using A = OpMath<T>;
   constexpr int G = kGroupsPerThread<T>, E = 4 * G;  // groups and elements per thread
   const uint64_t base_offset = offset + (device_offset != nullptr ? *device_offset : 0);
@@ -69,8 +69,8 @@ dropout_forward_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restr
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-dropout_backward_kernel_impl(const T* __restrict__ g, const bool* __restrict__ mask,
-                             T* __restrict__ gx, int64_t n, OpMath<T> scale, bool vec) {
+    dropout_backward_kernel_impl(const T* __restrict__ g, const bool* __restrict__ mask,
+                                 T* __restrict__ gx, int64_t n, OpMath<T> scale, bool vec) {
   using A = OpMath<T>;
   constexpr int V = 16 / sizeof(T);
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
@@ -83,7 +83,8 @@ dropout_backward_kernel_impl(const T* __restrict__ g, const bool* __restrict__ m
       const AlignedVec<bool, V> m = reinterpret_cast<const AlignedVec<bool, V>*>(mask)[i];
       AlignedVec<T, V> out;
 #pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = convert<T>(m.v[j] ? convert<A>(in.v[j]) * scale : A(0));
+      for (int j = 0; j < V; ++j)
+        out.v[j] = convert<T>(m.v[j] ? convert<A>(in.v[j]) * scale : A(0));
       reinterpret_cast<AlignedVec<T, V>*>(gx)[i] = out;
     }
     done = nvec * V;
@@ -99,11 +100,13 @@ void launch_dropout(const DropoutArgs& a, cudaStream_t stream) {
   T* y = static_cast<T*>(a.output.data_ptr());
   bool* mask = a.mask.data<bool>();
   constexpr int E = 4 * kGroupsPerThread<T>;
-  const bool vec = is_aligned(x, E * sizeof(T)) && is_aligned(y, E * sizeof(T)) && is_aligned(mask, E);
+  const bool vec =
+      is_aligned(x, E * sizeof(T)) && is_aligned(y, E * sizeof(T)) && is_aligned(mask, E);
   const OpMath<T> scale = OpMath<T>(a.p >= 1 ? 0.0 : 1.0 / (1.0 - a.p));
-  dropout_forward_kernel<T><<<grid_for((n + E - 1) / E, a.input.device().index), kBlockThreads, 0,
-                              stream>>>(x, y, mask, n, 1.0 - a.p, scale, a.random.seed,
-                                        a.random.offset, a.random.device_offset, vec);
+  dropout_forward_kernel<T>
+      <<<grid_for((n + E - 1) / E, a.input.device().index), kBlockThreads, 0, stream>>>(
+          x, y, mask, n, 1.0 - a.p, scale, a.random.seed, a.random.offset, a.random.device_offset,
+          vec);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -34,11 +34,13 @@ inline constexpr int kContiguousBlocksPerSm =
 constexpr int kStridedUnroll = 4;
 
 // ---- math on the accumulation type (float or double overloads picked at compile time) ----------
-#define EMBER_DEFINE_MATH1(name, float_fn, double_fn)                   \
-  template <typename A>                                                \
-  __device__ __forceinline__ A name(A x) {                             \
-    if constexpr (std::is_same_v<A, float>) return float_fn(x);        \
-    else return double_fn(x);                                          \
+#define EMBER_DEFINE_MATH1(name, float_fn, double_fn) \
+  template <typename A>                               \
+  __device__ __forceinline__ A name(A x) {            \
+    if constexpr (std::is_same_v<A, float>)           \
+      return float_fn(x);                             \
+    else                                              \
+      return double_fn(x);                            \
   }
 EMBER_DEFINE_MATH1(m_exp, expf, exp)
 EMBER_DEFINE_MATH1(m_log, logf, log)
@@ -53,11 +55,13 @@ EMBER_DEFINE_MATH1(m_floor, floorf, floor)
 EMBER_DEFINE_MATH1(m_ceil, ceilf, ceil)
 EMBER_DEFINE_MATH1(m_rint, rintf, rint)  // round half to even, as torch.round
 #undef EMBER_DEFINE_MATH1
-#define EMBER_DEFINE_MATH2(name, float_fn, double_fn)                   \
-  template <typename A>                                                \
-  __device__ __forceinline__ A name(A x, A y) {                        \
-    if constexpr (std::is_same_v<A, float>) return float_fn(x, y);     \
-    else return double_fn(x, y);                                       \
+#define EMBER_DEFINE_MATH2(name, float_fn, double_fn) \
+  template <typename A>                               \
+  __device__ __forceinline__ A name(A x, A y) {       \
+    if constexpr (std::is_same_v<A, float>)           \
+      return float_fn(x, y);                          \
+    else                                              \
+      return double_fn(x, y);                         \
   }
 EMBER_DEFINE_MATH2(m_pow, powf, pow)
 EMBER_DEFINE_MATH2(m_atan2, atan2f, atan2)
@@ -82,20 +86,36 @@ __device__ __forceinline__ A min_propagate_nan(A a, A b) {
 
 const char* unary_op_name(UnaryOp op) {
   static constexpr const char* kNames[] = {
-      "neg",    "exp",         "log",        "sqrt",       "rsqrt",       "abs",   "tanh",
-      "sigmoid", "relu",       "sin",        "cos",        "sign",        "reciprocal",
-      "square", "log1p",       "expm1",      "floor",      "ceil",        "round", "logical_not",
-      "isnan",  "isfinite",    "clamp",      "pow_scalar", "add_scalar",  "mul_scalar",
-      "rsub_scalar", "rdiv_scalar", "fill"};
+      "neg",        "exp",         "log",         "sqrt",        "rsqrt", "abs",
+      "tanh",       "sigmoid",     "relu",        "sin",         "cos",   "sign",
+      "reciprocal", "square",      "log1p",       "expm1",       "floor", "ceil",
+      "round",      "logical_not", "isnan",       "isfinite",    "clamp", "pow_scalar",
+      "add_scalar", "mul_scalar",  "rsub_scalar", "rdiv_scalar", "fill"};
   const size_t i = size_t(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown unary op";
 }
 
 const char* binary_op_name(BinaryOp op) {
-  static constexpr const char* kNames[] = {
-      "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder", "eq", "ne",
-      "lt",  "le",  "gt",  "ge",  "logical_and", "logical_or", "relu_backward",
-      "sigmoid_backward", "tanh_backward"};
+  static constexpr const char* kNames[] = {"add",
+                                           "sub",
+                                           "mul",
+                                           "div",
+                                           "pow",
+                                           "maximum",
+                                           "minimum",
+                                           "atan2",
+                                           "remainder",
+                                           "eq",
+                                           "ne",
+                                           "lt",
+                                           "le",
+                                           "gt",
+                                           "ge",
+                                           "logical_and",
+                                           "logical_or",
+                                           "relu_backward",
+                                           "sigmoid_backward",
+                                           "tanh_backward"};
   const size_t i = size_t(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown binary op";
 }
@@ -106,11 +126,23 @@ const char* binary_op_name(BinaryOp op) {
 bool unary_supported(UnaryOp op, DType t) {
   if (is_floating(t)) return true;
   switch (op) {
-    case UnaryOp::fill: case UnaryOp::isnan: case UnaryOp::isfinite: case UnaryOp::logical_not:
+    case UnaryOp::fill:
+    case UnaryOp::isnan:
+    case UnaryOp::isfinite:
+    case UnaryOp::logical_not:
       return true;
-    case UnaryOp::neg: case UnaryOp::abs: case UnaryOp::relu: case UnaryOp::sign:
-    case UnaryOp::square: case UnaryOp::clamp: case UnaryOp::add_scalar: case UnaryOp::mul_scalar:
-    case UnaryOp::rsub_scalar: case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round:
+    case UnaryOp::neg:
+    case UnaryOp::abs:
+    case UnaryOp::relu:
+    case UnaryOp::sign:
+    case UnaryOp::square:
+    case UnaryOp::clamp:
+    case UnaryOp::add_scalar:
+    case UnaryOp::mul_scalar:
+    case UnaryOp::rsub_scalar:
+    case UnaryOp::floor:
+    case UnaryOp::ceil:
+    case UnaryOp::round:
       return t != DType::boolean;
     default:
       return false;
@@ -120,11 +152,21 @@ bool unary_supported(UnaryOp op, DType t) {
 bool binary_supported(BinaryOp op, DType t) {
   if (is_floating(t)) return true;
   switch (op) {
-    case BinaryOp::mul: case BinaryOp::maximum: case BinaryOp::minimum:  // and / or / and on bool
-    case BinaryOp::eq: case BinaryOp::ne: case BinaryOp::lt: case BinaryOp::le: case BinaryOp::gt:
-    case BinaryOp::ge: case BinaryOp::logical_and: case BinaryOp::logical_or:
+    case BinaryOp::mul:
+    case BinaryOp::maximum:
+    case BinaryOp::minimum:  // and / or / and on bool
+    case BinaryOp::eq:
+    case BinaryOp::ne:
+    case BinaryOp::lt:
+    case BinaryOp::le:
+    case BinaryOp::gt:
+    case BinaryOp::ge:
+    case BinaryOp::logical_and:
+    case BinaryOp::logical_or:
       return true;
-    case BinaryOp::add: case BinaryOp::sub: case BinaryOp::remainder:
+    case BinaryOp::add:
+    case BinaryOp::sub:
+    case BinaryOp::remainder:
       return t != DType::boolean;
     default:  // div (true division), pow, atan2 and the gradient helpers: floating only
       return false;
@@ -145,7 +187,9 @@ template <typename T>
 int64_t integral_bound(double v, bool is_min) {
   const double lowest = double(std::numeric_limits<T>::lowest());
   const double highest = double(std::numeric_limits<T>::max());
-  if (std::isnan(v)) return is_min ? int64_t(std::numeric_limits<T>::lowest()) : int64_t(std::numeric_limits<T>::max());
+  if (std::isnan(v))
+    return is_min ? int64_t(std::numeric_limits<T>::lowest())
+                  : int64_t(std::numeric_limits<T>::max());
   const double r = is_min ? std::ceil(v) : std::floor(v);
   if (r <= lowest) return int64_t(std::numeric_limits<T>::lowest());
   if (r >= highest) return int64_t(std::numeric_limits<T>::max());
@@ -162,8 +206,10 @@ int64_t saturate_to_int64(double v) {
 
 template <typename A>
 A scalar_param(double v) {
-  if constexpr (std::is_floating_point_v<A>) return A(v);
-  else return saturate_to_int64(v);
+  if constexpr (std::is_floating_point_v<A>)
+    return A(v);
+  else
+    return saturate_to_int64(v);
 }
 
 // ---- unary ------------------------------------------------------------------------------------
@@ -172,50 +218,79 @@ template <typename T>
 struct UnaryFunctor {
   using acc_t = OpMath<T>;
   UnaryOp op;
-  acc_t a, b;        // UnaryParams in the accumulation type
+  acc_t a, b;         // UnaryParams in the accumulation type
   bool has_a, has_b;  // clamp: whether the min / max bound is present
 
   __device__ __forceinline__ acc_t operator()(acc_t x) const {
     constexpr bool kFloating = std::is_floating_point_v<acc_t>;
     switch (op) {
-      case UnaryOp::neg: return -x;
+      case UnaryOp::neg:
+        return -x;
       case UnaryOp::abs:
-        if constexpr (kFloating) return m_fabs(x);
-        else return x < 0 ? -x : x;
-      case UnaryOp::relu: return x < acc_t(0) ? acc_t(0) : x;  // NaN stays NaN
-      case UnaryOp::sign: return acc_t((acc_t(0) < x) - (x < acc_t(0)));
-      case UnaryOp::square: return x * x;
+        if constexpr (kFloating)
+          return m_fabs(x);
+        else
+          return x < 0 ? -x : x;
+      case UnaryOp::relu:
+        return x < acc_t(0) ? acc_t(0) : x;  // NaN stays NaN
+      case UnaryOp::sign:
+        return acc_t((acc_t(0) < x) - (x < acc_t(0)));
+      case UnaryOp::square:
+        return x * x;
       case UnaryOp::clamp:
         if (has_a) x = is_nan(x) ? x : (x < a ? a : x);
         if (has_b) x = is_nan(x) ? x : (x > b ? b : x);
         return x;
-      case UnaryOp::add_scalar: return x + a;
-      case UnaryOp::mul_scalar: return x * a;
-      case UnaryOp::rsub_scalar: return a - x;
-      case UnaryOp::fill: return a;
-      case UnaryOp::logical_not: return acc_t(x == acc_t(0));
-      case UnaryOp::isnan: return acc_t(is_nan(x));
+      case UnaryOp::add_scalar:
+        return x + a;
+      case UnaryOp::mul_scalar:
+        return x * a;
+      case UnaryOp::rsub_scalar:
+        return a - x;
+      case UnaryOp::fill:
+        return a;
+      case UnaryOp::logical_not:
+        return acc_t(x == acc_t(0));
+      case UnaryOp::isnan:
+        return acc_t(is_nan(x));
       case UnaryOp::isfinite:
-        if constexpr (kFloating) return acc_t(isfinite(x));
-        else return acc_t(1);
-      default: break;
+        if constexpr (kFloating)
+          return acc_t(isfinite(x));
+        else
+          return acc_t(1);
+      default:
+        break;
     }
     if constexpr (kFloating) {
       switch (op) {
-        case UnaryOp::exp: return m_exp(x);
-        case UnaryOp::log: return m_log(x);
-        case UnaryOp::sqrt: return m_sqrt(x);
-        case UnaryOp::rsqrt: return acc_t(1) / m_sqrt(x);  // correctly rounded, like the CPU
-        case UnaryOp::tanh: return m_tanh(x);
-        case UnaryOp::sigmoid: return acc_t(1) / (acc_t(1) + m_exp(-x));
-        case UnaryOp::sin: return m_sin(x);
-        case UnaryOp::cos: return m_cos(x);
-        case UnaryOp::reciprocal: return acc_t(1) / x;
-        case UnaryOp::log1p: return m_log1p(x);
-        case UnaryOp::expm1: return m_expm1(x);
-        case UnaryOp::floor: return m_floor(x);
-        case UnaryOp::ceil: return m_ceil(x);
-        case UnaryOp::round: return m_rint(x);
+        case UnaryOp::exp:
+          return m_exp(x);
+        case UnaryOp::log:
+          return m_log(x);
+        case UnaryOp::sqrt:
+          return m_sqrt(x);
+        case UnaryOp::rsqrt:
+          return acc_t(1) / m_sqrt(x);  // correctly rounded, like the CPU
+        case UnaryOp::tanh:
+          return m_tanh(x);
+        case UnaryOp::sigmoid:
+          return acc_t(1) / (acc_t(1) + m_exp(-x));
+        case UnaryOp::sin:
+          return m_sin(x);
+        case UnaryOp::cos:
+          return m_cos(x);
+        case UnaryOp::reciprocal:
+          return acc_t(1) / x;
+        case UnaryOp::log1p:
+          return m_log1p(x);
+        case UnaryOp::expm1:
+          return m_expm1(x);
+        case UnaryOp::floor:
+          return m_floor(x);
+        case UnaryOp::ceil:
+          return m_ceil(x);
+        case UnaryOp::round:
+          return m_rint(x);
         case UnaryOp::pow_scalar:  // the exponents PyTorch (and the CPU kernel) special-case
           if (a == acc_t(2)) return x * x;
           if (a == acc_t(3)) return x * x * x;
@@ -225,13 +300,19 @@ struct UnaryFunctor {
           if (a == acc_t(-1)) return acc_t(1) / x;
           if (a == acc_t(-2)) return acc_t(1) / (x * x);
           return m_pow(x, a);
-        case UnaryOp::rdiv_scalar: return a / x;
-        default: break;
+        case UnaryOp::rdiv_scalar:
+          return a / x;
+        default:
+          break;
       }
     } else {
       switch (op) {
-        case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round: return x;
-        default: break;
+        case UnaryOp::floor:
+        case UnaryOp::ceil:
+        case UnaryOp::round:
+          return x;
+        default:
+          break;
       }
     }
     return x;  // unreachable: unary_supported filtered the op on the host
@@ -262,7 +343,7 @@ UnaryFunctor<T> make_unary_functor(UnaryOp op, UnaryParams p) {
 // out[i] = f(in[i]) over n dense elements, a 16-byte vector per thread; in == nullptr for fill.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T>)
-unary_contiguous_kernel(UnaryFunctor<T> f, T* out, const T* in, int64_t n) {
+    unary_contiguous_kernel(UnaryFunctor<T> f, T* out, const T* in, int64_t n) {
   using acc_t = OpMath<T>;
   constexpr int V = 16 / sizeof(T);
   using Vec = AlignedVec<T, V>;
@@ -273,7 +354,8 @@ unary_contiguous_kernel(UnaryFunctor<T> f, T* out, const T* in, int64_t n) {
     if (in != nullptr) x = reinterpret_cast<const Vec*>(in)[i];
     Vec y;
 #pragma unroll
-    for (int j = 0; j < V; ++j) y.v[j] = convert<T>(f(in != nullptr ? convert<acc_t>(x.v[j]) : acc_t(0)));
+    for (int j = 0; j < V; ++j)
+      y.v[j] = convert<T>(f(in != nullptr ? convert<acc_t>(x.v[j]) : acc_t(0)));
     reinterpret_cast<Vec*>(out)[i] = y;
   }
   const int64_t t = nvec * V + i;  // the n % V elements past the last whole vector
@@ -283,13 +365,14 @@ unary_contiguous_kernel(UnaryFunctor<T> f, T* out, const T* in, int64_t n) {
 // Any layout. out_bool: the output is bool (isnan, isfinite on a non-bool input).
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-unary_strided_kernel(UnaryFunctor<T> f, OffsetCalc<2> oc, char* out, const char* in, int64_t n,
-                     bool out_bool) {
+    unary_strided_kernel(UnaryFunctor<T> f, OffsetCalc<2> oc, char* out, const char* in, int64_t n,
+                         bool out_bool) {
   using acc_t = OpMath<T>;
   // A block takes tiles of kStridedUnroll * blockDim consecutive elements (thread t gets t,
   // t + blockDim, ...): coalesced, and its loads stay within a few DRAM pages.
   const int64_t tile = int64_t(blockDim.x) * kStridedUnroll;
-  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n; first += int64_t(gridDim.x) * tile) {
+  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n;
+       first += int64_t(gridDim.x) * tile) {
     int64_t out_off[kStridedUnroll];
     acc_t x[kStridedUnroll];
 #pragma unroll
@@ -305,8 +388,10 @@ unary_strided_kernel(UnaryFunctor<T> f, OffsetCalc<2> oc, char* out, const char*
     for (int u = 0; u < kStridedUnroll; ++u) {
       if (first + u * int64_t(blockDim.x) < n) {
         const acc_t y = f(x[u]);
-        if (out_bool) *reinterpret_cast<bool*>(out + out_off[u]) = convert<bool>(y);
-        else *reinterpret_cast<T*>(out + out_off[u]) = convert<T>(y);
+        if (out_bool)
+          *reinterpret_cast<bool*>(out + out_off[u]) = convert<bool>(y);
+        else
+          *reinterpret_cast<T*>(out + out_off[u]) = convert<T>(y);
       }
     }
   }
@@ -319,8 +404,9 @@ void launch_unary(const ElementwiseIter& iter, UnaryOp op, UnaryParams p, bool o
   const bool has_input = iter.num_operands >= 2;
   const int device = iter.device.index;
   const int64_t n = iter.numel;
-  const bool contiguous = !out_bool && operand_is_flat(iter, 0) && is_aligned(iter.data[0], 16) &&
-                          (!has_input || (operand_is_flat(iter, 1) && is_aligned(iter.data[1], 16)));
+  const bool contiguous =
+      !out_bool && operand_is_flat(iter, 0) && is_aligned(iter.data[0], 16) &&
+      (!has_input || (operand_is_flat(iter, 1) && is_aligned(iter.data[1], 16)));
   if (contiguous) {
     constexpr int V = 16 / sizeof(T);
     unary_contiguous_kernel<T><<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
@@ -328,9 +414,10 @@ void launch_unary(const ElementwiseIter& iter, UnaryOp op, UnaryParams p, bool o
         has_input ? reinterpret_cast<const T*>(iter.data[1]) : nullptr, n);
     EMBER_CUDA_LAUNCH_CHECK();
   } else {
-    unary_strided_kernel<T><<<grid_for((n + kStridedUnroll - 1) / kStridedUnroll, device, strided_blocks_per_sm(iter)),
-                              kBlockThreads, 0, stream>>>(
-        f, make_offset_calc<2>(iter), iter.data[0], has_input ? iter.data[1] : nullptr, n, out_bool);
+    unary_strided_kernel<T>
+        <<<grid_for((n + kStridedUnroll - 1) / kStridedUnroll, device, strided_blocks_per_sm(iter)),
+           kBlockThreads, 0, stream>>>(f, make_offset_calc<2>(iter), iter.data[0],
+                                       has_input ? iter.data[1] : nullptr, n, out_bool);
     EMBER_CUDA_LAUNCH_CHECK();
   }
 }
@@ -354,7 +441,9 @@ void unary_cuda(const ElementwiseIter& iter, UnaryOp op, UnaryParams p) {
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
   dispatch_all_dtypes(in_dtype, "unary_kernel", [&](auto tag) {
-    using scalar_t = decltype(tag); launch_unary<scalar_t>(iter, op, p, out_bool, stream); });
+    using scalar_t = decltype(tag);
+    launch_unary<scalar_t>(iter, op, p, out_bool, stream);
+  });
 }
 
 // ---- binary -----------------------------------------------------------------------------------
@@ -368,11 +457,16 @@ struct BinaryFunctor {
   __device__ __forceinline__ acc_t operator()(acc_t a, acc_t b) const {
     constexpr bool kFloating = std::is_floating_point_v<acc_t>;
     switch (op) {
-      case BinaryOp::add: return a + alpha * b;
-      case BinaryOp::sub: return a - alpha * b;
-      case BinaryOp::mul: return a * b;
-      case BinaryOp::maximum: return max_propagate_nan(a, b);
-      case BinaryOp::minimum: return min_propagate_nan(a, b);
+      case BinaryOp::add:
+        return a + alpha * b;
+      case BinaryOp::sub:
+        return a - alpha * b;
+      case BinaryOp::mul:
+        return a * b;
+      case BinaryOp::maximum:
+        return max_propagate_nan(a, b);
+      case BinaryOp::minimum:
+        return min_propagate_nan(a, b);
       case BinaryOp::remainder: {  // Python's modulus: the result takes the divisor's sign
         if constexpr (kFloating) {
           acc_t r = m_fmod(a, b);
@@ -387,25 +481,41 @@ struct BinaryFunctor {
           return r;
         }
       }
-      case BinaryOp::eq: return acc_t(a == b);
-      case BinaryOp::ne: return acc_t(a != b);
-      case BinaryOp::lt: return acc_t(a < b);
-      case BinaryOp::le: return acc_t(a <= b);
-      case BinaryOp::gt: return acc_t(a > b);
-      case BinaryOp::ge: return acc_t(a >= b);
-      case BinaryOp::logical_and: return acc_t(a != acc_t(0) && b != acc_t(0));
-      case BinaryOp::logical_or: return acc_t(a != acc_t(0) || b != acc_t(0));
-      default: break;
+      case BinaryOp::eq:
+        return acc_t(a == b);
+      case BinaryOp::ne:
+        return acc_t(a != b);
+      case BinaryOp::lt:
+        return acc_t(a < b);
+      case BinaryOp::le:
+        return acc_t(a <= b);
+      case BinaryOp::gt:
+        return acc_t(a > b);
+      case BinaryOp::ge:
+        return acc_t(a >= b);
+      case BinaryOp::logical_and:
+        return acc_t(a != acc_t(0) && b != acc_t(0));
+      case BinaryOp::logical_or:
+        return acc_t(a != acc_t(0) || b != acc_t(0));
+      default:
+        break;
     }
     if constexpr (kFloating) {
       switch (op) {
-        case BinaryOp::div: return a / b;
-        case BinaryOp::relu_backward: return b > acc_t(0) ? a : acc_t(0);
-        case BinaryOp::pow: return m_pow(a, b);
-        case BinaryOp::atan2: return m_atan2(a, b);
-        case BinaryOp::sigmoid_backward: return a * b * (acc_t(1) - b);
-        case BinaryOp::tanh_backward: return a * (acc_t(1) - b * b);
-        default: break;
+        case BinaryOp::div:
+          return a / b;
+        case BinaryOp::relu_backward:
+          return b > acc_t(0) ? a : acc_t(0);
+        case BinaryOp::pow:
+          return m_pow(a, b);
+        case BinaryOp::atan2:
+          return m_atan2(a, b);
+        case BinaryOp::sigmoid_backward:
+          return a * b * (acc_t(1) - b);
+        case BinaryOp::tanh_backward:
+          return a * (acc_t(1) - b * b);
+        default:
+          break;
       }
     }
     return a;  // unreachable: binary_supported filtered the op on the host
@@ -416,8 +526,8 @@ struct BinaryFunctor {
 // scalar is one value broadcast.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T>)
-binary_contiguous_kernel(BinaryFunctor<T> f, T* out, const T* a, const T* b, int64_t n,
-                         bool a_scalar, bool b_scalar) {
+    binary_contiguous_kernel(BinaryFunctor<T> f, T* out, const T* a, const T* b, int64_t n,
+                             bool a_scalar, bool b_scalar) {
   using acc_t = OpMath<T>;
   constexpr int V = 16 / sizeof(T);
   using Vec = AlignedVec<T, V>;
@@ -432,23 +542,26 @@ binary_contiguous_kernel(BinaryFunctor<T> f, T* out, const T* a, const T* b, int
     Vec y;
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      y.v[j] = convert<T>(f(a_scalar ? a0 : convert<acc_t>(va.v[j]), b_scalar ? b0 : convert<acc_t>(vb.v[j])));
+      y.v[j] = convert<T>(
+          f(a_scalar ? a0 : convert<acc_t>(va.v[j]), b_scalar ? b0 : convert<acc_t>(vb.v[j])));
     reinterpret_cast<Vec*>(out)[i] = y;
   }
   const int64_t t = nvec * V + i;  // the n % V elements past the last whole vector
   if (t < n)
-    out[t] = convert<T>(f(a_scalar ? a0 : convert<acc_t>(a[t]), b_scalar ? b0 : convert<acc_t>(b[t])));
+    out[t] =
+        convert<T>(f(a_scalar ? a0 : convert<acc_t>(a[t]), b_scalar ? b0 : convert<acc_t>(b[t])));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-binary_strided_kernel(BinaryFunctor<T> f, OffsetCalc<3> oc, char* out, const char* a,
-                      const char* b, int64_t n, bool out_bool) {
+    binary_strided_kernel(BinaryFunctor<T> f, OffsetCalc<3> oc, char* out, const char* a,
+                          const char* b, int64_t n, bool out_bool) {
   using acc_t = OpMath<T>;
   // A block takes tiles of kStridedUnroll * blockDim consecutive elements (thread t gets t,
   // t + blockDim, ...): coalesced, and its loads stay within a few DRAM pages.
   const int64_t tile = int64_t(blockDim.x) * kStridedUnroll;
-  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n; first += int64_t(gridDim.x) * tile) {
+  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n;
+       first += int64_t(gridDim.x) * tile) {
     int64_t out_off[kStridedUnroll];
     acc_t xa[kStridedUnroll], xb[kStridedUnroll];
 #pragma unroll
@@ -465,8 +578,10 @@ binary_strided_kernel(BinaryFunctor<T> f, OffsetCalc<3> oc, char* out, const cha
     for (int u = 0; u < kStridedUnroll; ++u) {
       if (first + u * int64_t(blockDim.x) < n) {
         const acc_t y = f(xa[u], xb[u]);
-        if (out_bool) *reinterpret_cast<bool*>(out + out_off[u]) = convert<bool>(y);
-        else *reinterpret_cast<T*>(out + out_off[u]) = convert<T>(y);
+        if (out_bool)
+          *reinterpret_cast<bool*>(out + out_off[u]) = convert<bool>(y);
+        else
+          *reinterpret_cast<T*>(out + out_off[u]) = convert<T>(y);
       }
     }
   }
@@ -492,9 +607,10 @@ void launch_binary(const ElementwiseIter& iter, BinaryOp op, double alpha, bool 
         reinterpret_cast<const T*>(iter.data[2]), n, scalar[0], scalar[1]);
     EMBER_CUDA_LAUNCH_CHECK();
   } else {
-    binary_strided_kernel<T><<<grid_for((n + kStridedUnroll - 1) / kStridedUnroll, device, strided_blocks_per_sm(iter)),
-                               kBlockThreads, 0, stream>>>(
-        f, make_offset_calc<3>(iter), iter.data[0], iter.data[1], iter.data[2], n, out_bool);
+    binary_strided_kernel<T>
+        <<<grid_for((n + kStridedUnroll - 1) / kStridedUnroll, device, strided_blocks_per_sm(iter)),
+           kBlockThreads, 0, stream>>>(f, make_offset_calc<3>(iter), iter.data[0], iter.data[1],
+                                       iter.data[2], n, out_bool);
     EMBER_CUDA_LAUNCH_CHECK();
   }
 }
@@ -510,7 +626,8 @@ void binary_cuda(const ElementwiseIter& iter, BinaryOp op, double alpha) {
   EMBER_CHECK_STATUS(binary_supported(op, dtype), not_supported, "binary op ", binary_op_name(op),
                      ": dtype ", dtype_name(dtype),
                      " is not supported on CUDA; convert the inputs to a floating dtype first");
-  if (op == BinaryOp::add || op == BinaryOp::sub) check_integral_scalar(binary_op_name(op), dtype, alpha);
+  if (op == BinaryOp::add || op == BinaryOp::sub)
+    check_integral_scalar(binary_op_name(op), dtype, alpha);
   const DType out_dtype = iter.dtypes[0];
   const bool out_bool = out_dtype == DType::boolean && dtype != DType::boolean;
   EMBER_INTERNAL_ASSERT(out_dtype == dtype || out_bool, "binary_kernel: op ", binary_op_name(op),
@@ -519,7 +636,9 @@ void binary_cuda(const ElementwiseIter& iter, BinaryOp op, double alpha) {
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
   dispatch_all_dtypes(dtype, "binary_kernel", [&](auto tag) {
-    using scalar_t = decltype(tag); launch_binary<scalar_t>(iter, op, alpha, out_bool, stream); });
+    using scalar_t = decltype(tag);
+    launch_binary<scalar_t>(iter, op, alpha, out_bool, stream);
+  });
 }
 
 // ---- where ------------------------------------------------------------------------------------
@@ -527,12 +646,13 @@ void binary_cuda(const ElementwiseIter& iter, BinaryOp op, double alpha) {
 // out = cond ? a : b moves bits, so it is instantiated per element size (S = uint8..uint64).
 template <typename S>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-where_strided_kernel(OffsetCalc<4> oc, char* out, const char* cond, const char* a, const char* b,
-                     int64_t n) {
+    where_strided_kernel(OffsetCalc<4> oc, char* out, const char* cond, const char* a,
+                         const char* b, int64_t n) {
   // A block takes tiles of kStridedUnroll * blockDim consecutive elements (thread t gets t,
   // t + blockDim, ...): coalesced, and its loads stay within a few DRAM pages.
   const int64_t tile = int64_t(blockDim.x) * kStridedUnroll;
-  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n; first += int64_t(gridDim.x) * tile) {
+  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n;
+       first += int64_t(gridDim.x) * tile) {
     int64_t out_off[kStridedUnroll];
     S v[kStridedUnroll];
 #pragma unroll
@@ -564,15 +684,28 @@ void where_cuda(const ElementwiseIter& iter) {
   DeviceGuard device_guard(iter.device);
   cudaStream_t stream = stream_of(iter.device);
   const OffsetCalc<4> oc = make_offset_calc<4>(iter);
-  const unsigned grid = grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll, iter.device.index,
-                                 strided_blocks_per_sm(iter));
+  const unsigned grid = grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll,
+                                 iter.device.index, strided_blocks_per_sm(iter));
   char* const* d = iter.data;
   switch (element_size(iter.dtypes[0])) {
-    case 1: where_strided_kernel<uint8_t><<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel); break;
-    case 2: where_strided_kernel<uint16_t><<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel); break;
-    case 4: where_strided_kernel<uint32_t><<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel); break;
-    case 8: where_strided_kernel<uint64_t><<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel); break;
-    default: EMBER_INTERNAL_ASSERT(false, "where_kernel: element size ", element_size(iter.dtypes[0]));
+    case 1:
+      where_strided_kernel<uint8_t>
+          <<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel);
+      break;
+    case 2:
+      where_strided_kernel<uint16_t>
+          <<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel);
+      break;
+    case 4:
+      where_strided_kernel<uint32_t>
+          <<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel);
+      break;
+    case 8:
+      where_strided_kernel<uint64_t>
+          <<<grid, kBlockThreads, 0, stream>>>(oc, d[0], d[1], d[2], d[3], iter.numel);
+      break;
+    default:
+      EMBER_INTERNAL_ASSERT(false, "where_kernel: element size ", element_size(iter.dtypes[0]));
   }
   EMBER_CUDA_LAUNCH_CHECK();
 }
@@ -582,7 +715,7 @@ void where_cuda(const ElementwiseIter& iter) {
 // Dense casts between f32, f16 and bf16: 8 elements per thread (16 bytes on the 16-bit side).
 template <typename To, typename From>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-cast_contiguous_kernel(To* out, const From* in, int64_t n) {
+    cast_contiguous_kernel(To* out, const From* in, int64_t n) {
   constexpr int V = 8;
   using InVec = AlignedVec<From, V>;
   using OutVec = AlignedVec<To, V>;
@@ -602,11 +735,12 @@ cast_contiguous_kernel(To* out, const From* in, int64_t n) {
 // Any layout, any input dtype (a uniform runtime switch per load), one instantiation per output.
 template <typename To>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-copy_strided_kernel(OffsetCalc<2> oc, char* out, const char* in, DType in_dtype, int64_t n) {
+    copy_strided_kernel(OffsetCalc<2> oc, char* out, const char* in, DType in_dtype, int64_t n) {
   // A block takes tiles of kStridedUnroll * blockDim consecutive elements (thread t gets t,
   // t + blockDim, ...): coalesced, and its loads stay within a few DRAM pages.
   const int64_t tile = int64_t(blockDim.x) * kStridedUnroll;
-  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n; first += int64_t(gridDim.x) * tile) {
+  for (int64_t first = int64_t(blockIdx.x) * tile + threadIdx.x; first < n;
+       first += int64_t(gridDim.x) * tile) {
     int64_t out_off[kStridedUnroll];
     To v[kStridedUnroll];
 #pragma unroll
@@ -630,9 +764,8 @@ bool try_cast_contiguous(const ElementwiseIter& iter, cudaStream_t stream) {
   if (!is_aligned(iter.data[0], V * sizeof(To)) || !is_aligned(iter.data[1], V * sizeof(From)))
     return false;
   const int64_t n = iter.numel;
-  cast_contiguous_kernel<To, From>
-      <<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
-          reinterpret_cast<To*>(iter.data[0]), reinterpret_cast<const From*>(iter.data[1]), n);
+  cast_contiguous_kernel<To, From><<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
+      reinterpret_cast<To*>(iter.data[0]), reinterpret_cast<const From*>(iter.data[1]), n);
   EMBER_CUDA_LAUNCH_CHECK();
   return true;
 }
@@ -640,12 +773,18 @@ bool try_cast_contiguous(const ElementwiseIter& iter, cudaStream_t stream) {
 // The fast path for dense float <-> half/bfloat16 conversions (mixed precision lives on these).
 bool try_float_cast(const ElementwiseIter& iter, cudaStream_t stream) {
   const DType to = iter.dtypes[0], from = iter.dtypes[1];
-  if (to == DType::f32 && from == DType::f16) return try_cast_contiguous<float, __half>(iter, stream);
-  if (to == DType::f32 && from == DType::bf16) return try_cast_contiguous<float, __nv_bfloat16>(iter, stream);
-  if (to == DType::f16 && from == DType::f32) return try_cast_contiguous<__half, float>(iter, stream);
-  if (to == DType::bf16 && from == DType::f32) return try_cast_contiguous<__nv_bfloat16, float>(iter, stream);
-  if (to == DType::f16 && from == DType::bf16) return try_cast_contiguous<__half, __nv_bfloat16>(iter, stream);
-  if (to == DType::bf16 && from == DType::f16) return try_cast_contiguous<__nv_bfloat16, __half>(iter, stream);
+  if (to == DType::f32 && from == DType::f16)
+    return try_cast_contiguous<float, __half>(iter, stream);
+  if (to == DType::f32 && from == DType::bf16)
+    return try_cast_contiguous<float, __nv_bfloat16>(iter, stream);
+  if (to == DType::f16 && from == DType::f32)
+    return try_cast_contiguous<__half, float>(iter, stream);
+  if (to == DType::bf16 && from == DType::f32)
+    return try_cast_contiguous<__nv_bfloat16, float>(iter, stream);
+  if (to == DType::f16 && from == DType::bf16)
+    return try_cast_contiguous<__half, __nv_bfloat16>(iter, stream);
+  if (to == DType::bf16 && from == DType::f16)
+    return try_cast_contiguous<__nv_bfloat16, __half>(iter, stream);
   return false;
 }
 
@@ -660,7 +799,8 @@ void copy_cuda(const ElementwiseIter& iter) {
   if (operand_is_flat(iter, 0) && operand_is_flat(iter, 1)) {
     if (to == from) {
       if (iter.data[0] != iter.data[1])
-        EMBER_CUDA_CHECK(cudaMemcpyAsync(iter.data[0], iter.data[1], size_t(iter.numel) * element_size(to),
+        EMBER_CUDA_CHECK(cudaMemcpyAsync(iter.data[0], iter.data[1],
+                                         size_t(iter.numel) * element_size(to),
                                          cudaMemcpyDeviceToDevice, stream));
       return;
     }
@@ -669,10 +809,10 @@ void copy_cuda(const ElementwiseIter& iter) {
   const OffsetCalc<2> oc = make_offset_calc<2>(iter);
   dispatch_all_dtypes(to, "copy_kernel", [&](auto tag) {
     using scalar_t = decltype(tag);
-    copy_strided_kernel<scalar_t><<<grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll, iter.device.index,
-                                             strided_blocks_per_sm(iter)),
-                                    kBlockThreads, 0, stream>>>(
-        oc, iter.data[0], iter.data[1], from, iter.numel);
+    copy_strided_kernel<scalar_t>
+        <<<grid_for((iter.numel + kStridedUnroll - 1) / kStridedUnroll, iter.device.index,
+                    strided_blocks_per_sm(iter)),
+           kBlockThreads, 0, stream>>>(oc, iter.data[0], iter.data[1], from, iter.numel);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

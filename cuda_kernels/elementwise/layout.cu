@@ -14,9 +14,9 @@ constexpr int kTile = 32;
 constexpr int kTileRowsPerPass = 8;  // blockDim.y: each thread moves kTile / 8 words per tile
 
 template <typename Word>
-__global__ void __launch_bounds__(kTile * kTileRowsPerPass)
-transpose_tiles_kernel(Word* __restrict__ dst, const Word* __restrict__ src, int64_t batch,
-                       int64_t rows, int64_t cols, int64_t tiles_r, int64_t tiles_c) {
+__global__ void __launch_bounds__(kTile* kTileRowsPerPass)
+    transpose_tiles_kernel(Word* __restrict__ dst, const Word* __restrict__ src, int64_t batch,
+                           int64_t rows, int64_t cols, int64_t tiles_r, int64_t tiles_c) {
   __shared__ Word tile[kTile][kTile + 1];
   const int64_t tiles_per_plane = tiles_r * tiles_c;
   const int64_t total_tiles = batch * tiles_per_plane;
@@ -68,10 +68,18 @@ void layout_transpose_cuda(const Tensor& dst, const Tensor& src, int64_t batch, 
   DeviceGuard device_guard(dst.device());
   cudaStream_t stream = stream_of(dst.device());
   switch (dst.element_size()) {
-    case 1: launch_transpose<uint8_t>(dst, src, batch, rows, cols, stream); break;
-    case 2: launch_transpose<uint16_t>(dst, src, batch, rows, cols, stream); break;
-    case 4: launch_transpose<uint32_t>(dst, src, batch, rows, cols, stream); break;
-    case 8: launch_transpose<uint64_t>(dst, src, batch, rows, cols, stream); break;
+    case 1:
+      launch_transpose<uint8_t>(dst, src, batch, rows, cols, stream);
+      break;
+    case 2:
+      launch_transpose<uint16_t>(dst, src, batch, rows, cols, stream);
+      break;
+    case 4:
+      launch_transpose<uint32_t>(dst, src, batch, rows, cols, stream);
+      break;
+    case 8:
+      launch_transpose<uint64_t>(dst, src, batch, rows, cols, stream);
+      break;
     default:
       EMBER_INTERNAL_ASSERT(false, "layout_transpose_kernel: element size ", dst.element_size());
   }

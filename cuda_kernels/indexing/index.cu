@@ -1,16 +1,16 @@
 // CUDA indexing kernels behind index_select_kernel, index_add_kernel, gather_kernel and
 // scatter_add_kernel (kernel_interface/). Index tensors may be int32 or int64 (a uniform runtime
 // switch). An index outside [0, size) does not trap and is not checked on the host (that would
-// need a sync): the kernel reports it through the device error flag (tensor/runtime/device_errors.h,
-// code kDeviceErrorIndexOutOfRange with the index and the size), skips it (index_add,
-// scatter_add) or writes zero (index_select, gather), and check_device_errors throws at the next
-// sync point.
-// index_add and scatter_add ACCUMULATE into `out` with atomicAdd (native for f16/bf16 on sm_90),
-// so their float results may differ in the last bits from run to run. In the algorithm cache's
-// deterministic mode index_add (the backward of embedding and index_select) adds in index order
-// instead, bitwise repeatably: with few rows x indices, one thread per output element scans the
-// index for its row (O(rows x indices) cheap broadcast reads); otherwise one thread per output
-// column walks the indices in order (O(indices x columns) work, latency-bound in the indices).
+// need a sync): the kernel reports it through the device error flag
+// (tensor/runtime/device_errors.h, code kDeviceErrorIndexOutOfRange with the index and the size),
+// skips it (index_add, scatter_add) or writes zero (index_select, gather), and check_device_errors
+// throws at the next sync point. index_add and scatter_add ACCUMULATE into `out` with atomicAdd
+// (native for f16/bf16 on sm_90), so their float results may differ in the last bits from run to
+// run. In the algorithm cache's deterministic mode index_add (the backward of embedding and
+// index_select) adds in index order instead, bitwise repeatably: with few rows x indices, one
+// thread per output element scans the index for its row (O(rows x indices) cheap broadcast reads);
+// otherwise one thread per output column walks the indices in order (O(indices x columns) work,
+// latency-bound in the indices).
 #include <array>
 #include <limits>
 #include <vector>
@@ -38,7 +38,9 @@ __device__ __forceinline__ bool index_in_range(int64_t idx, int64_t size, int* e
 __device__ __forceinline__ void atomic_accumulate(float* p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_accumulate(double* p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_accumulate(__half* p, __half v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_accumulate(__nv_bfloat16* p, __nv_bfloat16 v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_accumulate(__nv_bfloat16* p, __nv_bfloat16 v) {
+  atomicAdd(p, v);
+}
 __device__ __forceinline__ void atomic_accumulate(int32_t* p, int32_t v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_accumulate(int64_t* p, int64_t v) {
   // Two's-complement addition is the same operation on the unsigned bits.
@@ -57,16 +59,18 @@ void check_index_dtype(const char* op, const Tensor& index) {
 // embedding lookup of 4-byte floats moves 16 bytes per thread when rows allow it.
 template <typename U>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-index_select_kernel_impl(U* out, const U* in, const void* index, bool index_is_i64, int64_t in_size,
-                         int64_t units_per_row, int64_t total, FastDivmod64 by_units, FastDivmod64 by_nidx,
-                         bool use32, int* error_flag) {
+    index_select_kernel_impl(U* out, const U* in, const void* index, bool index_is_i64,
+                             int64_t in_size, int64_t units_per_row, int64_t total,
+                             FastDivmod64 by_units, FastDivmod64 by_nidx, bool use32,
+                             int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
     int64_t row, u, o, i;
     by_units.divmod(t, use32, row, u);
     by_nidx.divmod(row, use32, o, i);
     const int64_t idx = load_index(index, index_is_i64, i);
-    out[t] = index_in_range(idx, in_size, error_flag) ? in[(o * in_size + idx) * units_per_row + u] : U{};
+    out[t] = index_in_range(idx, in_size, error_flag) ? in[(o * in_size + idx) * units_per_row + u]
+                                                      : U{};
   }
 }
 
@@ -77,8 +81,9 @@ void launch_index_select(const Tensor& out, const Tensor& in, const Tensor& inde
   const int device = out.device().index;
   index_select_kernel_impl<U><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
       static_cast<U*>(out.data_ptr()), static_cast<const U*>(in.data_ptr()), index.data_ptr(),
-      index.dtype() == DType::i64, in_size, units_per_row, total, FastDivmod64(units_per_row, use32),
-      FastDivmod64(nidx, use32), use32, device_error_flag(device));
+      index.dtype() == DType::i64, in_size, units_per_row, total,
+      FastDivmod64(units_per_row, use32), FastDivmod64(nidx, use32), use32,
+      device_error_flag(device));
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -86,12 +91,13 @@ void index_select_cuda(const Tensor& out, const Tensor& in, const Tensor& index,
                        int64_t in_size, int64_t inner) {
   check_index_dtype("index_select", index);
   const int64_t nidx = index.numel();
-  EMBER_INTERNAL_ASSERT(in.numel() == outer * in_size * inner && out.numel() == outer * nidx * inner &&
-                            in.is_contiguous() && out.is_contiguous() && index.is_contiguous() &&
+  EMBER_INTERNAL_ASSERT(in.numel() == outer * in_size * inner &&
+                            out.numel() == outer * nidx * inner && in.is_contiguous() &&
+                            out.is_contiguous() && index.is_contiguous() &&
                             in.dtype() == out.dtype(),
                         "index_select_kernel: in ", in.shape_str(), ", out ", out.shape_str(),
-                        ", index ", index.shape_str(), " do not match [", outer, ", ", in_size, ", ",
-                        inner, "] / [", outer, ", ", nidx, ", ", inner, "] dense");
+                        ", index ", index.shape_str(), " do not match [", outer, ", ", in_size,
+                        ", ", inner, "] / [", outer, ", ", nidx, ", ", inner, "] dense");
   if (out.numel() == 0) return;
   DeviceGuard device_guard(out.device());
   cudaStream_t stream = stream_of(out.device());
@@ -103,11 +109,21 @@ void index_select_cuda(const Tensor& out, const Tensor& in, const Tensor& index,
   const int64_t units_per_row = row_bytes / unit;
   const int64_t total = outer * nidx * units_per_row;
   switch (unit) {
-    case 16: launch_index_select<uint4>(out, in, index, in_size, units_per_row, nidx, total, stream); break;
-    case 8: launch_index_select<uint64_t>(out, in, index, in_size, units_per_row, nidx, total, stream); break;
-    case 4: launch_index_select<uint32_t>(out, in, index, in_size, units_per_row, nidx, total, stream); break;
-    case 2: launch_index_select<uint16_t>(out, in, index, in_size, units_per_row, nidx, total, stream); break;
-    default: launch_index_select<uint8_t>(out, in, index, in_size, units_per_row, nidx, total, stream); break;
+    case 16:
+      launch_index_select<uint4>(out, in, index, in_size, units_per_row, nidx, total, stream);
+      break;
+    case 8:
+      launch_index_select<uint64_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
+      break;
+    case 4:
+      launch_index_select<uint32_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
+      break;
+    case 2:
+      launch_index_select<uint16_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
+      break;
+    default:
+      launch_index_select<uint8_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
+      break;
   }
 }
 
@@ -115,16 +131,17 @@ void index_select_cuda(const Tensor& out, const Tensor& in, const Tensor& index,
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-index_add_kernel_impl(T* out, const T* src, const void* index, bool index_is_i64, int64_t out_size,
-                      int64_t inner, int64_t total, FastDivmod64 by_inner, FastDivmod64 by_nidx, bool use32,
-                      int* error_flag) {
+    index_add_kernel_impl(T* out, const T* src, const void* index, bool index_is_i64,
+                          int64_t out_size, int64_t inner, int64_t total, FastDivmod64 by_inner,
+                          FastDivmod64 by_nidx, bool use32, int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
     int64_t row, n, o, i;
     by_inner.divmod(t, use32, row, n);
     by_nidx.divmod(row, use32, o, i);
     const int64_t idx = load_index(index, index_is_i64, i);
-    if (index_in_range(idx, out_size, error_flag)) atomic_accumulate(out + (o * out_size + idx) * inner + n, src[t]);
+    if (index_in_range(idx, out_size, error_flag))
+      atomic_accumulate(out + (o * out_size + idx) * inner + n, src[t]);
   }
 }
 
@@ -133,8 +150,9 @@ index_add_kernel_impl(T* out, const T* src, const void* index, bool index_is_i64
 // same index[i] (a broadcast), so the scan costs little beside the matching rows it loads.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-index_add_ordered_kernel(T* out, const T* src, const void* index, bool index_is_i64, int64_t out_size,
-                         int64_t nidx, int64_t inner, int64_t total, int* error_flag) {
+    index_add_ordered_kernel(T* out, const T* src, const void* index, bool index_is_i64,
+                             int64_t out_size, int64_t nidx, int64_t inner, int64_t total,
+                             int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
     const int64_t n = t % inner, row = t / inner;
@@ -154,9 +172,9 @@ index_add_ordered_kernel(T* out, const T* src, const void* index, bool index_is_
 // out[o, index[i], n] += src[o, i, n].
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-index_add_column_walk_kernel(T* out, const T* src, const void* index, bool index_is_i64,
-                             int64_t out_size, int64_t nidx, int64_t inner, int64_t columns,
-                             int* error_flag) {
+    index_add_column_walk_kernel(T* out, const T* src, const void* index, bool index_is_i64,
+                                 int64_t out_size, int64_t nidx, int64_t inner, int64_t columns,
+                                 int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < columns; t += step) {
     const int64_t n = t % inner, o = t / inner;
@@ -176,8 +194,9 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
                     int64_t out_size, int64_t inner) {
   check_index_dtype("index_add", index);
   const int64_t nidx = index.numel();
-  EMBER_INTERNAL_ASSERT(out.numel() == outer * out_size * inner && src.numel() == outer * nidx * inner &&
-                            out.is_contiguous() && src.is_contiguous() && index.is_contiguous() &&
+  EMBER_INTERNAL_ASSERT(out.numel() == outer * out_size * inner &&
+                            src.numel() == outer * nidx * inner && out.is_contiguous() &&
+                            src.is_contiguous() && index.is_contiguous() &&
                             out.dtype() == src.dtype(),
                         "index_add_kernel: out ", out.shape_str(), ", src ", src.shape_str(),
                         ", index ", index.shape_str(), " do not match [", outer, ", ", out_size,
@@ -197,14 +216,18 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
     } else if (dispatch::current_algo_settings().mode == dispatch::AlgoMode::deterministic) {
       if (out_size * nidx <= kRowScanLimit) {
         const int64_t out_total = out.numel();
-        index_add_ordered_kernel<scalar_t><<<grid_for(out_total, device), kBlockThreads, 0, stream>>>(
-            static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
-            index.data_ptr(), index.dtype() == DType::i64, out_size, nidx, inner, out_total, flag);
+        index_add_ordered_kernel<scalar_t>
+            <<<grid_for(out_total, device), kBlockThreads, 0, stream>>>(
+                static_cast<scalar_t*>(out.data_ptr()),
+                static_cast<const scalar_t*>(src.data_ptr()), index.data_ptr(),
+                index.dtype() == DType::i64, out_size, nidx, inner, out_total, flag);
       } else {
         const int64_t columns = outer * inner;
-        index_add_column_walk_kernel<scalar_t><<<grid_for(columns, device), kBlockThreads, 0, stream>>>(
-            static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
-            index.data_ptr(), index.dtype() == DType::i64, out_size, nidx, inner, columns, flag);
+        index_add_column_walk_kernel<scalar_t>
+            <<<grid_for(columns, device), kBlockThreads, 0, stream>>>(
+                static_cast<scalar_t*>(out.data_ptr()),
+                static_cast<const scalar_t*>(src.data_ptr()), index.data_ptr(),
+                index.dtype() == DType::i64, out_size, nidx, inner, columns, flag);
       }
       EMBER_CUDA_LAUNCH_CHECK();
     } else {
@@ -230,7 +253,8 @@ OffsetCalc<3> make_gather_offsets(const char* op, const Tensor& index, const Ten
   for (int64_t d = 0; d < index.dim(); ++d) {
     const int64_t size = index.size(d);
     if (size == 1) continue;
-    const std::array<int64_t, 3> s = {index.stride(d), d == dim ? 0 : data.stride(d), other.stride(d)};
+    const std::array<int64_t, 3> s = {index.stride(d), d == dim ? 0 : data.stride(d),
+                                      other.stride(d)};
     if (!sizes.empty()) {
       const auto& prev = strides.back();
       if (prev[0] == s[0] * size && prev[1] == s[1] * size && prev[2] == s[2] * size) {
@@ -256,11 +280,12 @@ OffsetCalc<3> make_gather_offsets(const char* op, const Tensor& index, const Ten
   return make_offset_calc<3>(it);
 }
 
-void check_gather_shapes(const char* op, const Tensor& index, const Tensor& data, const Tensor& other,
-                         int64_t dim) {
+void check_gather_shapes(const char* op, const Tensor& index, const Tensor& data,
+                         const Tensor& other, int64_t dim) {
   check_index_dtype(op, index);
-  EMBER_INTERNAL_ASSERT((index.dim() == 0 || (dim >= 0 && dim < data.dim())) && index.dim() == data.dim() &&
-                            index.sizes() == other.sizes() && data.dtype() == other.dtype(),
+  EMBER_INTERNAL_ASSERT((index.dim() == 0 || (dim >= 0 && dim < data.dim())) &&
+                            index.dim() == data.dim() && index.sizes() == other.sizes() &&
+                            data.dtype() == other.dtype(),
                         op, "_kernel: index ", index.shape_str(), ", data ", data.shape_str(),
                         ", other ", other.shape_str(), " along dim ", dim, " do not match");
   for (int64_t d = 0; d < index.dim(); ++d)
@@ -275,20 +300,21 @@ int64_t indexed_stride(const Tensor& t, int64_t dim) { return t.dim() == 0 ? 0 :
 // S moves the element's bits (uint8..uint64).
 template <typename S>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-gather_kernel_impl(OffsetCalc<3> oc, S* out, const S* in, const void* index, bool index_is_i64,
-                   int64_t n, int64_t dim_size, int64_t in_dim_stride, int* error_flag) {
+    gather_kernel_impl(OffsetCalc<3> oc, S* out, const S* in, const void* index, bool index_is_i64,
+                       int64_t n, int64_t dim_size, int64_t in_dim_stride, int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += step) {
     int64_t off[3];  // index, in (without dim), out
     oc.get(t, off);
     const int64_t idx = load_index(index, index_is_i64, off[0]);
-    out[off[2]] = index_in_range(idx, dim_size, error_flag) ? in[off[1] + idx * in_dim_stride] : S{};
+    out[off[2]] =
+        index_in_range(idx, dim_size, error_flag) ? in[off[1] + idx * in_dim_stride] : S{};
   }
 }
 
 template <typename S>
-void launch_gather(const OffsetCalc<3>& oc, const Tensor& out, const Tensor& in, const Tensor& index,
-                   int64_t dim, cudaStream_t stream) {
+void launch_gather(const OffsetCalc<3>& oc, const Tensor& out, const Tensor& in,
+                   const Tensor& index, int64_t dim, cudaStream_t stream) {
   const int device = out.device().index;
   gather_kernel_impl<S><<<grid_for(index.numel(), device), kBlockThreads, 0, stream>>>(
       oc, static_cast<S*>(out.data_ptr()), static_cast<const S*>(in.data_ptr()), index.data_ptr(),
@@ -304,24 +330,35 @@ void gather_cuda(const Tensor& out, const Tensor& in, const Tensor& index, int64
   cudaStream_t stream = stream_of(out.device());
   const OffsetCalc<3> oc = make_gather_offsets("gather", index, in, out, dim);
   switch (out.element_size()) {
-    case 1: launch_gather<uint8_t>(oc, out, in, index, dim, stream); break;
-    case 2: launch_gather<uint16_t>(oc, out, in, index, dim, stream); break;
-    case 4: launch_gather<uint32_t>(oc, out, in, index, dim, stream); break;
-    case 8: launch_gather<uint64_t>(oc, out, in, index, dim, stream); break;
-    default: EMBER_INTERNAL_ASSERT(false, "gather_kernel: element size ", out.element_size());
+    case 1:
+      launch_gather<uint8_t>(oc, out, in, index, dim, stream);
+      break;
+    case 2:
+      launch_gather<uint16_t>(oc, out, in, index, dim, stream);
+      break;
+    case 4:
+      launch_gather<uint32_t>(oc, out, in, index, dim, stream);
+      break;
+    case 8:
+      launch_gather<uint64_t>(oc, out, in, index, dim, stream);
+      break;
+    default:
+      EMBER_INTERNAL_ASSERT(false, "gather_kernel: element size ", out.element_size());
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-scatter_add_kernel_impl(OffsetCalc<3> oc, T* out, const T* src, const void* index, bool index_is_i64,
-                        int64_t n, int64_t dim_size, int64_t out_dim_stride, int* error_flag) {
+    scatter_add_kernel_impl(OffsetCalc<3> oc, T* out, const T* src, const void* index,
+                            bool index_is_i64, int64_t n, int64_t dim_size, int64_t out_dim_stride,
+                            int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += step) {
     int64_t off[3];  // index, out (without dim), src
     oc.get(t, off);
     const int64_t idx = load_index(index, index_is_i64, off[0]);
-    if (index_in_range(idx, dim_size, error_flag)) atomic_accumulate(out + off[1] + idx * out_dim_stride, src[off[2]]);
+    if (index_in_range(idx, dim_size, error_flag))
+      atomic_accumulate(out + off[1] + idx * out_dim_stride, src[off[2]]);
   }
 }
 
@@ -339,10 +376,12 @@ void scatter_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src,
       EMBER_THROW(not_supported, "scatter_add: dtype ", dtype_name(out.dtype()),
                   " is not supported on CUDA; use a floating dtype, int32 or int64");
     } else {
-      scatter_add_kernel_impl<scalar_t><<<grid_for(index.numel(), device), kBlockThreads, 0, stream>>>(
-          oc, static_cast<scalar_t*>(out.data_ptr()), static_cast<const scalar_t*>(src.data_ptr()),
-          index.data_ptr(), index.dtype() == DType::i64, index.numel(), indexed_extent(out, dim),
-          indexed_stride(out, dim), flag);
+      scatter_add_kernel_impl<scalar_t>
+          <<<grid_for(index.numel(), device), kBlockThreads, 0, stream>>>(
+              oc, static_cast<scalar_t*>(out.data_ptr()),
+              static_cast<const scalar_t*>(src.data_ptr()), index.data_ptr(),
+              index.dtype() == DType::i64, index.numel(), indexed_extent(out, dim),
+              indexed_stride(out, dim), flag);
       EMBER_CUDA_LAUNCH_CHECK();
     }
   });
@@ -353,7 +392,7 @@ void scatter_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src,
 
 namespace ember {
 namespace {
-constexpr std::initializer_list<DType> kAtomicAddTypes = {DType::f32, DType::f64, DType::f16,
+constexpr std::initializer_list<DType> kAtomicAddTypes = {DType::f32,  DType::f64, DType::f16,
                                                           DType::bf16, DType::i32, DType::i64};
 }  // namespace
 EMBER_REGISTER_KERNEL(index_select_kernel, CUDA, dispatch::kAllTypes, &cuda::index_select_cuda);

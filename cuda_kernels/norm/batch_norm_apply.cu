@@ -5,10 +5,9 @@
 // input's dtype (NormParam: a 16-bit model's parameters need no conversion). Channels-inner
 // layouts: a thread owns a vector of 16 bytes of consecutive channels and walks rows;
 // channels-outer: flat over the tensor in 16-byte vectors when S allows.
-#include "ember/cuda_kernels/norm/norm.cuh"
-
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
 #include "ember/cuda_kernels/norm/batch_norm_plan.cuh"
+#include "ember/cuda_kernels/norm/norm.cuh"
 #include "ember/dispatch/algorithm.h"
 
 namespace ember::cuda::norm {
@@ -26,12 +25,11 @@ struct ApplyParams {
   int64_t C, rows;      // channels-inner: rows = N * S
   int64_t numel;
   bool vector_ok, relu;
-  FlatChannel flat;     // channels-outer
+  FlatChannel flat;  // channels-outer
 };
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-bn_apply_inner_kernel(ApplyParams<T> p) {
+__global__ void __launch_bounds__(kThreads) bn_apply_inner_kernel(ApplyParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -75,8 +73,7 @@ bn_apply_inner_kernel(ApplyParams<T> p) {
 // Channels-outer apply: flat over the tensor; on the vector path (S a multiple of VEC) the VEC
 // values of a vector share one channel.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-bn_apply_outer_kernel(ApplyParams<T> p) {
+__global__ void __launch_bounds__(kThreads) bn_apply_outer_kernel(ApplyParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -126,8 +123,10 @@ void launch_apply(const BatchNormApplyArgs& a, cudaStream_t stream) {
   if (!l.channels_inner) p.flat = make_flat_channel(l);
   const ElementwiseLaunch e = plan_elementwise<bn_apply_inner_kernel<T>, bn_apply_outer_kernel<T>>(
       l, VEC, p.vector_ok, device, "batch_norm");
-  if (l.channels_inner) launch_dependent(bn_apply_inner_kernel<T>, e.grid, e.block, 0, stream, p);
-  else launch_dependent(bn_apply_outer_kernel<T>, e.grid, e.block, 0, stream, p);
+  if (l.channels_inner)
+    launch_dependent(bn_apply_inner_kernel<T>, e.grid, e.block, 0, stream, p);
+  else
+    launch_dependent(bn_apply_outer_kernel<T>, e.grid, e.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -6,10 +6,9 @@
 // statistics kernel's (cuda_kernels/norm/batch_norm_stats.cu): one partial per (split, channel),
 // merged by a finalize kernel in a fixed order. Passes over memory: sums (2 reads, 3 with the
 // ReLU gate) + elementwise (2-3 reads, 1-2 writes). Every output is overwritten.
-#include "ember/cuda_kernels/norm/norm.cuh"
-
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
 #include "ember/cuda_kernels/norm/batch_norm_plan.cuh"
+#include "ember/cuda_kernels/norm/norm.cuh"
 
 namespace ember::cuda::norm {
 namespace {
@@ -21,13 +20,13 @@ struct GradSumsParams {
   const T* gate;  // may be null
   const float* mean;
   const float* rstd;
-  int64_t C, S, rows;       // rows = N * S
+  int64_t C, S, rows;  // rows = N * S
   int64_t n_stride, group_size;
   int64_t chunk;
   bool vector_ok;
-  OuterIndex outer;         // channels-outer (also gives the sample of a channels-inner row)
-  float* part_dy;           // [splits, C]
-  float* part_dy_xhat;      // [splits, C]
+  OuterIndex outer;     // channels-outer (also gives the sample of a channels-inner row)
+  float* part_dy;       // [splits, C]
+  float* part_dy_xhat;  // [splits, C]
 };
 
 // g = dy, zeroed where the gate (the saved ReLU output) is not > 0.
@@ -46,8 +45,7 @@ __device__ __forceinline__ void load_gated(const T* dy, const T* gate, bool vect
 
 // Channels-inner sums: the layout of bn_stats_inner_kernel, sums instead of Welford states.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-grad_sums_inner_kernel(GradSumsParams<T> p) {
+__global__ void __launch_bounds__(kThreads) grad_sums_inner_kernel(GradSumsParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -81,7 +79,8 @@ grad_sums_inner_kernel(GradSumsParams<T> p) {
       }
       const int64_t off = r * p.C + c0;
       float g[VEC], xv[VEC];
-      load_gated<T, VEC>(p.dy + off, p.gate != nullptr ? p.gate + off : nullptr, p.vector_ok, valid, g);
+      load_gated<T, VEC>(p.dy + off, p.gate != nullptr ? p.gate + off : nullptr, p.vector_ok, valid,
+                         g);
       load_floats<T, VEC>(p.x + off, p.vector_ok, valid, xv);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -123,8 +122,7 @@ grad_sums_inner_kernel(GradSumsParams<T> p) {
 
 // Channels-outer sums: a block per (channel, slice of its N*S values).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-grad_sums_outer_kernel(GradSumsParams<T> p) {
+__global__ void __launch_bounds__(kThreads) grad_sums_outer_kernel(GradSumsParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -148,7 +146,8 @@ grad_sums_outer_kernel(GradSumsParams<T> p) {
     }
     const int64_t off = p.outer.offset(c, j, n);
     float g[VEC], xv[VEC];
-    load_gated<T, VEC>(p.dy + off, p.gate != nullptr ? p.gate + off : nullptr, p.vector_ok, valid, g);
+    load_gated<T, VEC>(p.dy + off, p.gate != nullptr ? p.gate + off : nullptr, p.vector_ok, valid,
+                       g);
     load_floats<T, VEC>(p.x + off, p.vector_ok, valid, xv);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
@@ -164,9 +163,9 @@ grad_sums_outer_kernel(GradSumsParams<T> p) {
 }
 
 // The sums' finalize (see bn_stats_finalize_kernel for the block's shape).
-__global__ void __launch_bounds__(kFinalizeChannels * kFinalizeMaxWalkers)
-grad_sums_finalize_kernel(const float* part_dy, const float* part_dy_xhat, int64_t splits,
-                          int64_t C, float* sum_dy, float* sum_dy_xhat) {
+__global__ void __launch_bounds__(kFinalizeChannels* kFinalizeMaxWalkers)
+    grad_sums_finalize_kernel(const float* part_dy, const float* part_dy_xhat, int64_t splits,
+                              int64_t C, float* sum_dy, float* sum_dy_xhat) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   __shared__ float sh_a[kFinalizeChannels * kFinalizeMaxWalkers];
@@ -221,7 +220,8 @@ struct BackwardCoefficients {
 };
 
 template <typename T>
-__device__ __forceinline__ BackwardCoefficients backward_coefficients(const BackwardParams<T>& p, int64_t c) {
+__device__ __forceinline__ BackwardCoefficients backward_coefficients(const BackwardParams<T>& p,
+                                                                      int64_t c) {
   BackwardCoefficients k;
   const float invstd = p.invstd[c];
   k.mean = p.mean[c];
@@ -252,8 +252,7 @@ __device__ __forceinline__ void backward_vector(const BackwardParams<T>& p, int6
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-bn_backward_inner_kernel(BackwardParams<T> p) {
+__global__ void __launch_bounds__(kThreads) bn_backward_inner_kernel(BackwardParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -269,8 +268,7 @@ bn_backward_inner_kernel(BackwardParams<T> p) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-bn_backward_outer_kernel(BackwardParams<T> p) {
+__global__ void __launch_bounds__(kThreads) bn_backward_outer_kernel(BackwardParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -311,10 +309,13 @@ void launch_grad_sums(const ChannelGradSumsArgs& a, cudaStream_t stream) {
   Tensor workspace = empty({2 * splits * l.C}, DType::f32, device);
   p.part_dy = static_cast<float*>(workspace.data_ptr());
   p.part_dy_xhat = p.part_dy + splits * l.C;
-  if (l.channels_inner) launch_dependent(grad_sums_inner_kernel<T>, r.grid, r.block, 0, stream, p);
-  else launch_dependent(grad_sums_outer_kernel<T>, r.grid, r.block, 0, stream, p);
+  if (l.channels_inner)
+    launch_dependent(grad_sums_inner_kernel<T>, r.grid, r.block, 0, stream, p);
+  else
+    launch_dependent(grad_sums_outer_kernel<T>, r.grid, r.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
-  launch_grad_sums_finalize(p.part_dy, p.part_dy_xhat, splits, l.C, static_cast<float*>(a.sum_dy.data_ptr()),
+  launch_grad_sums_finalize(p.part_dy, p.part_dy_xhat, splits, l.C,
+                            static_cast<float*>(a.sum_dy.data_ptr()),
                             static_cast<float*>(a.sum_dy_xhat.data_ptr()), stream);
 }
 
@@ -346,8 +347,10 @@ void launch_backward_elemt(const BatchNormBackwardArgs& a, cudaStream_t stream) 
   const ElementwiseLaunch e =
       plan_elementwise<bn_backward_inner_kernel<T>, bn_backward_outer_kernel<T>>(
           l, VEC, p.vector_ok, device, "batch_norm backward");
-  if (l.channels_inner) launch_dependent(bn_backward_inner_kernel<T>, e.grid, e.block, 0, stream, p);
-  else launch_dependent(bn_backward_outer_kernel<T>, e.grid, e.block, 0, stream, p);
+  if (l.channels_inner)
+    launch_dependent(bn_backward_inner_kernel<T>, e.grid, e.block, 0, stream, p);
+  else
+    launch_dependent(bn_backward_outer_kernel<T>, e.grid, e.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -355,12 +358,12 @@ void channel_grad_sums_cuda(const ChannelGradSumsArgs& a) {
   const Device device = a.x.device();
   check_stats_tensor(a.sum_dy, a.layout.C, device, "sum_dy");
   check_stats_tensor(a.sum_dy_xhat, a.layout.C, device, "sum_dy_xhat");
-  EMBER_INTERNAL_ASSERT(a.stats.group_size >= 1, "channel_grad_sums: group_size ", a.stats.group_size);
+  EMBER_INTERNAL_ASSERT(a.stats.group_size >= 1, "channel_grad_sums: group_size ",
+                        a.stats.group_size);
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  dispatch_floating<kNormFloatingTypes>(a.x.dtype(), "norm backward", [&](auto tag) {
-    launch_grad_sums<decltype(tag)>(a, stream);
-  });
+  dispatch_floating<kNormFloatingTypes>(
+      a.x.dtype(), "norm backward", [&](auto tag) { launch_grad_sums<decltype(tag)>(a, stream); });
 }
 
 void batch_norm_backward_elemt_cuda(const BatchNormBackwardArgs& a) {
@@ -382,8 +385,8 @@ void batch_norm_backward_elemt_cuda(const BatchNormBackwardArgs& a) {
 
 void launch_grad_sums_finalize(const float* part_dy, const float* part_dy_xhat, int64_t splits,
                                int64_t C, float* sum_dy, float* sum_dy_xhat, cudaStream_t stream) {
-  launch_dependent(grad_sums_finalize_kernel, dim3(finalize_grid(C)), finalize_block(splits), 0, stream,
-                   part_dy, part_dy_xhat, splits, C, sum_dy, sum_dy_xhat);
+  launch_dependent(grad_sums_finalize_kernel, dim3(finalize_grid(C)), finalize_block(splits), 0,
+                   stream, part_dy, part_dy_xhat, splits, C, sum_dy, sum_dy_xhat);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

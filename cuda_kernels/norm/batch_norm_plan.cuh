@@ -67,7 +67,6 @@ inline FlatChannel make_flat_channel(const ChannelLayout& l) {
 
 // ---- finalize kernels ---------------------------------------------------------------------------
 
-
 // Finalize kernels (statistics and gradient sums) merge the [splits, C] partials of each channel:
 // block (kFinalizeChannels channels, by split walkers; by a power of 2), so that consecutive
 // threads read consecutive channels of a split row (coalesced) and the splits' loads are spread
@@ -78,8 +77,8 @@ inline constexpr int kFinalizeChannels = 8;
 inline constexpr int kFinalizeMaxWalkers = 128;
 
 inline dim3 finalize_block(int64_t splits) {
-  return dim3(kFinalizeChannels,
-              unsigned(std::min<int64_t>(next_pow2(std::max<int64_t>(splits, 1)), kFinalizeMaxWalkers)));
+  return dim3(kFinalizeChannels, unsigned(std::min<int64_t>(next_pow2(std::max<int64_t>(splits, 1)),
+                                                            kFinalizeMaxWalkers)));
 }
 inline unsigned finalize_grid(int64_t C) { return unsigned(ceil_div(C, kFinalizeChannels)); }
 
@@ -118,8 +117,7 @@ struct InnerPlan {
   int64_t chunk = 1;
 };
 
-inline InnerPlan plan_inner(int64_t rows, int64_t C, int vec, int64_t fill_blocks,
-                            bool reduction) {
+inline InnerPlan plan_inner(int64_t rows, int64_t C, int vec, int64_t fill_blocks, bool reduction) {
   InnerPlan p;
   const int64_t cvecs = ceil_div(C, vec);
   p.bx = int(std::min<int64_t>(next_pow2(cvecs), 32));
@@ -145,11 +143,11 @@ struct OuterPlan {
   int64_t splits = 1, chunk = 1;
 };
 
-inline OuterPlan plan_outer_reduce(int64_t per_channel, int64_t C, int vec,
-                                   int64_t fill_blocks) {
+inline OuterPlan plan_outer_reduce(int64_t per_channel, int64_t C, int vec, int64_t fill_blocks) {
   OuterPlan p;
   const int64_t want = std::max<int64_t>(1, fill_blocks / C);
-  const int64_t max_splits = std::max<int64_t>(1, ceil_div(per_channel, int64_t(kThreads) * vec * 4));
+  const int64_t max_splits =
+      std::max<int64_t>(1, ceil_div(per_channel, int64_t(kThreads) * vec * 4));
   const int64_t splits = std::min({want, max_splits, int64_t(65535)});
   p.chunk = ceil_div(std::max<int64_t>(1, ceil_div(per_channel, splits)), vec) * vec;
   p.splits = std::max<int64_t>(1, ceil_div(per_channel, p.chunk));

@@ -28,8 +28,8 @@
 
 #include <algorithm>
 
-#include "ember/cuda_kernels/norm/norm.cuh"
 #include "ember/cuda_kernels/common/cp_async.cuh"
+#include "ember/cuda_kernels/norm/norm.cuh"
 #include "ember/dispatch/algorithm.h"
 
 namespace ember::cuda::norm {
@@ -54,7 +54,7 @@ __host__ __device__ constexpr int holders_per_vector(int S) {
 // [lane of V], then (reused) the cross-block walkers [walker][channel], one per thread.
 __host__ __device__ constexpr int walk_entries(int S, int V) {
   return holders_per_vector(S) * S * V > kSingleThreads ? holders_per_vector(S) * S * V
-                                                         : kSingleThreads;
+                                                        : kSingleThreads;
 }
 // Shared scratch ahead of the data: means and M2s (walk_entries each), counts (one per thread),
 // and the wave's per-channel mean, scale and shift; 128-byte aligned.
@@ -70,14 +70,14 @@ struct SingleReadParams {
   NormParam<T> weight;  // may be absent (1)
   NormParam<T> bias;    // may be absent (0)
   ChannelStatsOut<T> out;
-  int rows;            // values per channel (N * S)
-  int C;               // channels; C * sizeof(T) is a multiple of 16
-  int row_vecs;        // 16-byte vectors per row: C / kVec<T>
-  int wave_vecs;       // vectors per row in one wave: a power of 2, <= kMaxWaveVecs
-  int waves;           // ceil(row_vecs / wave_vecs)
+  int rows;       // values per channel (N * S)
+  int C;          // channels; C * sizeof(T) is a multiple of 16
+  int row_vecs;   // 16-byte vectors per row: C / kVec<T>
+  int wave_vecs;  // vectors per row in one wave: a power of 2, <= kMaxWaveVecs
+  int waves;      // ceil(row_vecs / wave_vecs)
   int rows_per_block;
   bool relu;
-  float* part_mean;    // [gridDim.x, C]: one Welford partial per (block, channel)
+  float* part_mean;  // [gridDim.x, C]: one Welford partial per (block, channel)
   float* part_m2;
 };
 
@@ -87,8 +87,7 @@ __device__ __forceinline__ int block_rows(const SingleReadParams<T>& p, int b) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSingleThreads, 1)
-bn_single_read_kernel(SingleReadParams<T> p) {
+__global__ void __launch_bounds__(kSingleThreads, 1) bn_single_read_kernel(SingleReadParams<T> p) {
   constexpr int V = kVec<T>;
   using Vec = AlignedVec<T, V>;
   const int S = p.wave_vecs;
@@ -208,8 +207,7 @@ bn_single_read_kernel(SingleReadParams<T> p) {
         for (int w = 1; w < walkers; ++w)
           chan_merge(mean_c, m2_c, cn, walk_mean[w * wave_channels + j],
                      walk_m2[w * wave_channels + j], walk_n[w * wave_channels + j]);
-        if (blockIdx.x == 0)
-          p.out.store(c, mean_c, m2_c, p.rows);
+        if (blockIdx.x == 0) p.out.store(c, mean_c, m2_c, p.rows);
         invstd_c = p.out.invstd(m2_c, p.rows);
       }
     } else {
@@ -232,8 +230,7 @@ bn_single_read_kernel(SingleReadParams<T> p) {
           const int n_b = __shfl_down_sync(0xffffffffu, cn, o);
           if (lane < o) chan_merge(m, q, cn, m_b, q_b, n_b);
         }
-        if (lane == 0)
-          p.out.store(cc, m, q, p.rows);
+        if (lane == 0) p.out.store(cc, m, q, p.rows);
       }
       grid.sync();
       if (j < wave_channels && c < p.C) {
@@ -338,7 +335,8 @@ SingleReadPlan plan_for(const BatchNormForwardProblem& p) {
 }
 
 template <typename T>
-void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& plan, void* workspace) {
+void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& plan,
+                        void* workspace) {
   SingleReadParams<T> p{};
   p.x = static_cast<const T*>(a.x.data_ptr());
   p.residual = ptr_or_null<const T>(a.residual);
@@ -356,9 +354,9 @@ void launch_single_read(const BatchNormForwardProblem& a, const SingleReadPlan& 
   p.part_mean = static_cast<float*>(workspace);
   p.part_m2 = p.part_mean + int64_t(plan.blocks) * p.C;
   void* args[] = {&p};
-  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(bn_single_read_kernel<T>),
-                                               dim3(unsigned(plan.blocks)), dim3(kSingleThreads), args,
-                                               plan.smem, stream_of(a.device())));
+  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(bn_single_read_kernel<T>), dim3(unsigned(plan.blocks)),
+      dim3(kSingleThreads), args, plan.smem, stream_of(a.device())));
 }
 
 dispatch::Algorithm<BatchNormForwardProblem> single_read_algorithm() {

@@ -10,10 +10,9 @@
 // a fixed order: no atomics, so results are the same run to run. Welford within a thread (lanes
 // of a thread share one count, so one reciprocal per row serves all its channels), Chan merges
 // across threads and splits; never a sum and a sum of squares.
-#include "ember/cuda_kernels/norm/norm.cuh"
-
 #include "ember/cuda_kernels/common/dependent_launch.cuh"
 #include "ember/cuda_kernels/norm/batch_norm_plan.cuh"
+#include "ember/cuda_kernels/norm/norm.cuh"
 
 namespace ember::cuda::norm {
 namespace {
@@ -23,19 +22,18 @@ namespace {
 template <typename T>
 struct StatsParams {
   const T* x;
-  int64_t C, rows;       // rows = N * S (the values per channel)
-  int64_t chunk;         // values per split (rows for channels-inner)
+  int64_t C, rows;  // rows = N * S (the values per channel)
+  int64_t chunk;    // values per split (rows for channels-inner)
   bool vector_ok;
   OuterIndex outer;
-  float* part_mean;      // [splits, C]
-  float* part_m2;        // [splits, C]
+  float* part_mean;  // [splits, C]
+  float* part_m2;    // [splits, C]
 };
 
 // Channels-inner statistics. blockDim = (channel vectors, row walkers), grid = (channel-vector
 // blocks, row splits). Each thread keeps VEC Welford lanes (its channels) with one shared count.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-bn_stats_inner_kernel(StatsParams<T> p) {
+__global__ void __launch_bounds__(kThreads) bn_stats_inner_kernel(StatsParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -58,7 +56,8 @@ bn_stats_inner_kernel(StatsParams<T> p) {
     for (; r + 3 * by < r_end; r += 4 * by) {
       float v[4][VEC];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) load_floats<T, VEC>(base + (r + u * by) * p.C, p.vector_ok, valid, v[u]);
+      for (int u = 0; u < 4; ++u)
+        load_floats<T, VEC>(base + (r + u * by) * p.C, p.vector_ok, valid, v[u]);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         ++n;
@@ -112,8 +111,7 @@ bn_stats_inner_kernel(StatsParams<T> p) {
 // Channels-outer statistics: a block per (channel, slice of its N*S values). On the vector path
 // (S a multiple of VEC, aligned) a thread keeps VEC lanes with one count; else one lane.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-bn_stats_outer_kernel(StatsParams<T> p) {
+__global__ void __launch_bounds__(kThreads) bn_stats_outer_kernel(StatsParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int VEC = kVec<T>;
@@ -175,14 +173,14 @@ struct StatsFinalizeParams {
   const float* part_mean;
   const float* part_m2;
   int64_t splits, C, rows, chunk;  // split i holds min(chunk, rows - i * chunk) values
-  ChannelStatsOut<T> out;  // running statistics in float32 or T
+  ChannelStatsOut<T> out;          // running statistics in float32 or T
 };
 
 // The statistics finalize (see finalize_block for the block's shape); templated on the input dtype
 // T only for the running statistics, which are float32 or T.
 template <typename T>
-__global__ void __launch_bounds__(kFinalizeChannels * kFinalizeMaxWalkers)
-bn_stats_finalize_kernel(StatsFinalizeParams<T> p) {
+__global__ void __launch_bounds__(kFinalizeChannels* kFinalizeMaxWalkers)
+    bn_stats_finalize_kernel(StatsFinalizeParams<T> p) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   __shared__ float sh_mean[kFinalizeChannels * kFinalizeMaxWalkers];
@@ -236,8 +234,10 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
   Tensor workspace = empty({2 * splits * l.C}, DType::f32, device);
   p.part_mean = static_cast<float*>(workspace.data_ptr());
   p.part_m2 = p.part_mean + splits * l.C;
-  if (l.channels_inner) launch_dependent(bn_stats_inner_kernel<T>, r.grid, r.block, 0, stream, p);
-  else launch_dependent(bn_stats_outer_kernel<T>, r.grid, r.block, 0, stream, p);
+  if (l.channels_inner)
+    launch_dependent(bn_stats_inner_kernel<T>, r.grid, r.block, 0, stream, p);
+  else
+    launch_dependent(bn_stats_outer_kernel<T>, r.grid, r.block, 0, stream, p);
   EMBER_CUDA_LAUNCH_CHECK();
 
   StatsFinalizeParams<T> f{};
@@ -248,7 +248,8 @@ void launch_stats(const BatchNormStatsArgs& a, cudaStream_t stream) {
   f.rows = p.rows;
   f.chunk = p.chunk;
   f.out = channel_stats_out<T>(a);
-  launch_dependent(bn_stats_finalize_kernel<T>, dim3(finalize_grid(l.C)), finalize_block(splits), 0, stream, f);
+  launch_dependent(bn_stats_finalize_kernel<T>, dim3(finalize_grid(l.C)), finalize_block(splits), 0,
+                   stream, f);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -29,8 +29,8 @@ struct RowForwardParams {
   float* mean;  // [rows]
   float* rstd;  // [rows]
   const T* x;
-  NormParam<T> weight;  // may be absent (1)
-  NormParam<T> bias;    // may be absent (0)
+  NormParam<T> weight;                         // may be absent (1)
+  NormParam<T> bias;                           // may be absent (0)
   int64_t rows, D, groups, S, group_channels;  // group_channels = D / S
   float eps;
   bool vector_ok;
@@ -80,8 +80,7 @@ __device__ __forceinline__ void load_params(const P& p, const NormParam<T>& para
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-row_norm_forward_block_per_row(RowForwardParams<T> p) {
+__global__ void __launch_bounds__(kThreads) row_norm_forward_block_per_row(RowForwardParams<T> p) {
   constexpr int VEC = kVec<T>;
   __shared__ float sh_stats[2];
   const int tid = threadIdx.x;
@@ -197,7 +196,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // (D % VEC == 0, S % VEC == 0, x and y 16-byte aligned) and D <= 32 * kVecsPerLane * VEC.
 template <typename T, int kVecsPerLane>
 __global__ void __launch_bounds__(kRowsPerWarpBlock * 32, (kWarpBlocksPerSm<T, kVecsPerLane>))
-row_norm_forward_warp_per_row(RowForwardParams<T> p, bool params_aligned) {
+    row_norm_forward_warp_per_row(RowForwardParams<T> p, bool params_aligned) {
   constexpr int VEC = kVec<T>;
   using Vec = AlignedVec<T, VEC>;
   const int lane = threadIdx.x % 32;
@@ -256,7 +255,8 @@ row_norm_forward_warp_per_row(RowForwardParams<T> p, bool params_aligned) {
   }
 }
 
-// Threads of a backward block at most: blockDim.x per row (plan_rows) times blockDim.y rows at once.
+// Threads of a backward block at most: blockDim.x per row (plan_rows) times blockDim.y rows at
+// once.
 constexpr int kMaxBackwardBlock = 1024;
 
 // Row groups in a block at most: each synchronizes on its own named barrier (ids 1 .. 8; 0 is
@@ -300,7 +300,7 @@ __device__ __forceinline__ void row_group_sum2(float& a, float& b, float* scratc
 // consecutive banks), and the block writes the slices' sum, in group order, as its partial row.
 template <typename T>
 __global__ void __launch_bounds__(kMaxBackwardBlock)
-row_norm_backward_data_rows(RowBackwardParams<T> p) {
+    row_norm_backward_data_rows(RowBackwardParams<T> p) {
   constexpr int VEC = kVec<T>;
   __shared__ float sh_scratch[2 * kMaxBackwardBlock / 32];
   extern __shared__ float sh_param_sums[];  // [blockDim.y][2][D] when p.part_dy
@@ -313,10 +313,12 @@ row_norm_backward_data_rows(RowBackwardParams<T> p) {
   float* acc_dy = sh_param_sums + int64_t(threadIdx.y) * 2 * p.D;
   float* acc_dy_xhat = acc_dy + p.D;
   if (param_sums) {
-    for (int64_t j = flat; j < int64_t(groups) * 2 * p.D; j += block_threads) sh_param_sums[j] = 0.f;
+    for (int64_t j = flat; j < int64_t(groups) * 2 * p.D; j += block_threads)
+      sh_param_sums[j] = 0.f;
     __syncthreads();
   }
-  for (int64_t r = int64_t(blockIdx.x) * groups + threadIdx.y; r < p.rows; r += int64_t(gridDim.x) * groups) {
+  for (int64_t r = int64_t(blockIdx.x) * groups + threadIdx.y; r < p.rows;
+       r += int64_t(gridDim.x) * groups) {
     const T* xr = p.x + r * p.D;
     const T* dyr = p.dy + r * p.D;
     const float mu = p.mean[r], rs = p.rstd[r];
@@ -363,7 +365,8 @@ row_norm_backward_data_rows(RowBackwardParams<T> p) {
         load_floats<T, VEC>(xr + j, true, VEC, v);
         load_params<VEC>(p, p.weight, 1.f, base, j, w);
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) g[k] = rs * (g[k] * w[k] - mean_gw - (v[k] - mu) * rs * mean_gw_xhat);
+        for (int k = 0; k < VEC; ++k)
+          g[k] = rs * (g[k] * w[k] - mean_gw - (v[k] - mu) * rs * mean_gw_xhat);
         store_floats<T, VEC>(dxr + j, true, VEC, g);
       }
     } else {
@@ -418,8 +421,8 @@ RowPlan plan_rows(const RowNormLayout& l, int vec, bool aligned) {
 }
 
 void check_row_layout(const RowNormLayout& l) {
-  EMBER_CHECK_STATUS(fits_fast_divmod(l.D), not_supported, "layer_norm / group_norm: rows of ",
-                     l.D, " elements are not supported on CUDA (at most 2^31 - 1)");
+  EMBER_CHECK_STATUS(fits_fast_divmod(l.D), not_supported, "layer_norm / group_norm: rows of ", l.D,
+                     " elements are not supported on CUDA (at most 2^31 - 1)");
   EMBER_INTERNAL_ASSERT(l.S >= 1 && l.groups >= 1 && l.D % l.S == 0, "row norm layout: D ", l.D,
                         ", S ", l.S, ", groups ", l.groups);
 }
@@ -452,11 +455,11 @@ void launch_row_forward(const RowNormForwardArgs& a, cudaStream_t stream) {
     const unsigned grid =
         unsigned(std::clamp<int64_t>(ceil_div(l.rows, kRowsPerWarpBlock), 1, kMaxGridX));
     if (nvec <= 32 * 2)
-      row_norm_forward_warp_per_row<T, 2><<<grid, kRowsPerWarpBlock * 32, 0, stream>>>(
-          p, params_aligned);
+      row_norm_forward_warp_per_row<T, 2>
+          <<<grid, kRowsPerWarpBlock * 32, 0, stream>>>(p, params_aligned);
     else
-      row_norm_forward_warp_per_row<T, kMaxVecs><<<grid, kRowsPerWarpBlock * 32, 0, stream>>>(
-          p, params_aligned);
+      row_norm_forward_warp_per_row<T, kMaxVecs>
+          <<<grid, kRowsPerWarpBlock * 32, 0, stream>>>(p, params_aligned);
   } else {
     row_norm_forward_block_per_row<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
   }
@@ -487,7 +490,8 @@ void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
     EMBER_CUDA_LAUNCH_CHECK();
     return;
   }
-  EMBER_INTERNAL_ASSERT(l.groups == 1 && l.S == 1, "layer-norm parameter sums: groups ", l.groups, ", S ", l.S);
+  EMBER_INTERNAL_ASSERT(l.groups == 1 && l.S == 1, "layer-norm parameter sums: groups ", l.groups,
+                        ", S ", l.S);
   check_stats_tensor(a.sum_dy, l.D, a.x.device(), "sum_dy");
   check_stats_tensor(a.sum_dy_xhat, l.D, a.x.device(), "sum_dy_xhat");
   const size_t slice = size_t(2 * l.D) * sizeof(float);  // one row group's accumulators
@@ -496,8 +500,8 @@ void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
     row_norm_backward_data_rows<T><<<unsigned(plan.blocks), plan.threads, 0, stream>>>(p);
     EMBER_CUDA_LAUNCH_CHECK();
     channel_grad_sums_kernel().get(DeviceType::CUDA, a.x.dtype())(ChannelGradSumsArgs{
-        a.dy, a.x, Tensor(), a.mean, a.rstd, ChannelLayout{l.rows, l.D, 1, true},
-        StatIndex{1, l.D}, a.sum_dy, a.sum_dy_xhat});
+        a.dy, a.x, Tensor(), a.mean, a.rstd, ChannelLayout{l.rows, l.D, 1, true}, StatIndex{1, l.D},
+        a.sum_dy, a.sum_dy_xhat});
     return;
   }
   // Row groups filling the block (up to kMaxBackwardBlock threads, as the accumulators fit), as
@@ -510,16 +514,18 @@ void launch_row_backward(const RowNormBackwardArgs& a, cudaStream_t stream) {
   int per_sm = 0;
   EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &per_sm, row_norm_backward_data_rows<T>, plan.threads * groups, smem));
-  const int64_t resident = int64_t(std::max(per_sm, 1)) * device_properties(a.x.device().index).sm_count;
+  const int64_t resident =
+      int64_t(std::max(per_sm, 1)) * device_properties(a.x.device().index).sm_count;
   const int64_t blocks =
       std::clamp<int64_t>(ceil_div(l.rows, int64_t(groups) * kMinRowsPerGroup), 1, resident);
   Tensor workspace = empty({2 * blocks * l.D}, DType::f32, a.x.device());
   p.part_dy = static_cast<float*>(workspace.data_ptr());
   p.part_dy_xhat = p.part_dy + blocks * l.D;
-  row_norm_backward_data_rows<T><<<unsigned(blocks), dim3(unsigned(plan.threads), unsigned(groups)), smem,
-                                   stream>>>(p);
+  row_norm_backward_data_rows<T>
+      <<<unsigned(blocks), dim3(unsigned(plan.threads), unsigned(groups)), smem, stream>>>(p);
   EMBER_CUDA_LAUNCH_CHECK();
-  launch_grad_sums_finalize(p.part_dy, p.part_dy_xhat, blocks, l.D, static_cast<float*>(a.sum_dy.data_ptr()),
+  launch_grad_sums_finalize(p.part_dy, p.part_dy_xhat, blocks, l.D,
+                            static_cast<float*>(a.sum_dy.data_ptr()),
                             static_cast<float*>(a.sum_dy_xhat.data_ptr()), stream);
 }
 

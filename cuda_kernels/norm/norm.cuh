@@ -25,7 +25,8 @@ inline constexpr int kThreads = 256;
 inline constexpr int kBlocksPerSm = 2048 / kThreads;
 // The dtypes the CUDA normalization kernels are built for (float64 is a CPU-only dtype here:
 // keeping it out halves the template instantiations).
-inline constexpr std::initializer_list<DType> kCudaNormTypes = {DType::f32, DType::f16, DType::bf16};
+inline constexpr std::initializer_list<DType> kCudaNormTypes = {DType::f32, DType::f16,
+                                                                DType::bf16};
 // The same set for dispatch_floating.
 inline constexpr FloatingTypes kNormFloatingTypes = FloatingTypes::no_f64;
 
@@ -38,7 +39,8 @@ inline constexpr int kVec = int(16 / sizeof(T));
 // v[k] = p[k] for k < valid (0 beyond), as float. `vector_ok`: p is 16-byte aligned and all VEC
 // elements exist, so one 16-byte load does it.
 template <typename T, int VEC>
-__device__ __forceinline__ void load_floats(const T* p, bool vector_ok, int valid, float (&v)[VEC]) {
+__device__ __forceinline__ void load_floats(const T* p, bool vector_ok, int valid,
+                                            float (&v)[VEC]) {
   if (vector_ok) {
     const AlignedVec<T, VEC> a = *reinterpret_cast<const AlignedVec<T, VEC>*>(p);
 #pragma unroll
@@ -50,7 +52,8 @@ __device__ __forceinline__ void load_floats(const T* p, bool vector_ok, int vali
 }
 
 template <typename T, int VEC>
-__device__ __forceinline__ void store_floats(T* p, bool vector_ok, int valid, const float (&v)[VEC]) {
+__device__ __forceinline__ void store_floats(T* p, bool vector_ok, int valid,
+                                             const float (&v)[VEC]) {
   if (vector_ok) {
     AlignedVec<T, VEC> a;
 #pragma unroll
@@ -189,8 +192,10 @@ struct NormParam {
   }
   // Writes value i (rounded to nearest for a 16-bit T): the running statistics' update in place.
   __device__ __forceinline__ void store(int64_t i, float v) const {
-    if (in_input_dtype) static_cast<T*>(ptr)[i] = convert<T>(v);
-    else static_cast<float*>(ptr)[i] = v;
+    if (in_input_dtype)
+      static_cast<T*>(ptr)[i] = convert<T>(v);
+    else
+      static_cast<float*>(ptr)[i] = v;
   }
 };
 
@@ -199,9 +204,8 @@ struct NormParam {
 template <typename T>
 NormParam<T> norm_param(const Tensor& t, DType x_dtype) {
   if (!t.defined()) return {};
-  EMBER_INTERNAL_ASSERT(t.dtype() == DType::f32 || t.dtype() == x_dtype,
-                        "norm parameter of dtype ", dtype_name(t.dtype()),
-                        " for input of dtype ", dtype_name(x_dtype));
+  EMBER_INTERNAL_ASSERT(t.dtype() == DType::f32 || t.dtype() == x_dtype, "norm parameter of dtype ",
+                        dtype_name(t.dtype()), " for input of dtype ", dtype_name(x_dtype));
   return {t.data_ptr(), t.dtype() != DType::f32};
 }
 

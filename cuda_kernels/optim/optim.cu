@@ -1,11 +1,12 @@
-// CUDA kernels behind the optimizer, GradScaler and gradient-clipping tables (kernel_interface/optim.h),
-// as fused multi-tensor kernels (the "multi-tensor apply" of Apex and PyTorch's _foreach/fused
-// optimizers): the host packs the pointers and sizes of many tensors into the kernel argument
-// (MultiTensorMeta, under the classic 4 KB parameter limit), every block takes one chunk of
-// kMultiTensorChunk elements of one tensor (block_to_tensor / block_to_chunk), and each launch
-// covers up to kMaxBlocksPerLaunch chunks of up to MultiTensorMeta<Depth>::kMaxTensors tensors; a
-// tensor that does not fit continues in the next launch. Inside a chunk the threads walk 16-byte
-// vectors of every list when all of the chunk's pointers are 16-byte aligned, else elements.
+// CUDA kernels behind the optimizer, GradScaler and gradient-clipping tables
+// (kernel_interface/optim.h), as fused multi-tensor kernels (the "multi-tensor apply" of Apex and
+// PyTorch's _foreach/fused optimizers): the host packs the pointers and sizes of many tensors into
+// the kernel argument (MultiTensorMeta, under the classic 4 KB parameter limit), every block takes
+// one chunk of kMultiTensorChunk elements of one tensor (block_to_tensor / block_to_chunk), and
+// each launch covers up to kMaxBlocksPerLaunch chunks of up to MultiTensorMeta<Depth>::kMaxTensors
+// tensors; a tensor that does not fit continues in the next launch. Inside a chunk the threads walk
+// 16-byte vectors of every list when all of the chunk's pointers are 16-byte aligned, else
+// elements.
 //
 // Device scalars (learning rate, momentum/beta1, the GradScaler scale, found_inf, the total norm,
 // the step counts) are read by the kernels, never by the host, so every launch here can be
@@ -32,9 +33,8 @@ constexpr int kPointerBytes = 4096 - kMaxBlocksPerLaunch * (1 + 4) - 256;
 template <int Depth>
 struct MultiTensorMeta {
   // Per tensor: Depth list pointers, the size and a step-count pointer.
-  static constexpr int kMaxTensors = kPointerBytes / ((Depth + 2) * 8) < 110
-                                         ? kPointerBytes / ((Depth + 2) * 8)
-                                         : 110;
+  static constexpr int kMaxTensors =
+      kPointerBytes / ((Depth + 2) * 8) < 110 ? kPointerBytes / ((Depth + 2) * 8) : 110;
   void* ptrs[Depth][kMaxTensors];
   int64_t numel[kMaxTensors];
   const float* steps[kMaxTensors];  // optimizers only: the step count (already incremented)
@@ -62,10 +62,12 @@ void for_each_pack(const std::array<const std::vector<Tensor>*, Depth>& lists,
     if (numel == 0) continue;
     for (int d = 0; d < Depth; ++d) meta.ptrs[d][num_tensors] = (*lists[d])[t].data_ptr();
     meta.numel[num_tensors] = numel;
-    meta.steps[num_tensors] = steps != nullptr ? static_cast<const float*>((*steps)[t].data_ptr()) : nullptr;
+    meta.steps[num_tensors] =
+        steps != nullptr ? static_cast<const float*>((*steps)[t].data_ptr()) : nullptr;
     ++num_tensors;
     const int64_t chunks = (numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
-    EMBER_CHECK(chunks <= INT32_MAX, "multi-tensor kernel: a tensor of ", numel, " elements is too large");
+    EMBER_CHECK(chunks <= INT32_MAX, "multi-tensor kernel: a tensor of ", numel,
+                " elements is too large");
     for (int64_t c = 0; c < chunks; ++c) {
       meta.block_to_tensor[num_blocks] = static_cast<unsigned char>(num_tensors - 1);
       meta.block_to_chunk[num_blocks] = static_cast<int32_t>(c);
@@ -98,7 +100,6 @@ template <typename T>
 T* device_ptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
-
 
 // ---- device: walking one chunk ------------------------------------------------------------------
 
@@ -147,7 +148,8 @@ __device__ __forceinline__ void apply_to_chunk(const Chunk<T, Depth>& c, Op& op)
     for (int64_t i = threadIdx.x; i < num_vectors; i += blockDim.x) {
       AlignedVec<T, V> vec[Depth];
 #pragma unroll
-      for (int d = 0; d < Depth; ++d) vec[d] = reinterpret_cast<const AlignedVec<T, V>*>(c.ptr[d])[i];
+      for (int d = 0; d < Depth; ++d)
+        vec[d] = reinterpret_cast<const AlignedVec<T, V>*>(c.ptr[d])[i];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         A v[Depth];
@@ -175,7 +177,8 @@ __device__ __forceinline__ void apply_to_chunk(const Chunk<T, Depth>& c, Op& op)
   }
 }
 
-// ---- step counts ----------------------------------------------------------------------------------
+// ---- step counts
+// ----------------------------------------------------------------------------------
 
 constexpr int kMaxStepsPerLaunch = 480;
 struct StepList {
@@ -190,17 +193,20 @@ __global__ void increment_steps_kernel(StepList list, const float* found_inf) {
 }
 
 // Adds one to every step count (unless found_inf is set), before the update kernels read them.
-void increment_steps(const std::vector<Tensor>& steps, const float* found_inf, cudaStream_t stream) {
+void increment_steps(const std::vector<Tensor>& steps, const float* found_inf,
+                     cudaStream_t stream) {
   for (size_t first = 0; first < steps.size(); first += kMaxStepsPerLaunch) {
     StepList list;
     list.count = int(std::min<size_t>(kMaxStepsPerLaunch, steps.size() - first));
-    for (int i = 0; i < list.count; ++i) list.steps[i] = static_cast<float*>(steps[first + i].data_ptr());
+    for (int i = 0; i < list.count; ++i)
+      list.steps[i] = static_cast<float*>(steps[first + i].data_ptr());
     increment_steps_kernel<<<1, kMultiTensorThreads, 0, stream>>>(list, found_inf);
     EMBER_CUDA_LAUNCH_CHECK();
   }
 }
 
-// ---- SGD ------------------------------------------------------------------------------------------
+// ---- SGD
+// ------------------------------------------------------------------------------------------
 
 struct SgdScalars {
   double dampening, weight_decay;
@@ -210,8 +216,8 @@ struct SgdScalars {
 // Lists: 0 param, 1 grad, 2 momentum buffer (Depth 3 only).
 template <typename T, int Depth>
 __global__ void __launch_bounds__(kMultiTensorThreads)
-sgd_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const double* momentum,
-                        const float* found_inf, SgdScalars s) {
+    sgd_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const double* momentum,
+                            const float* found_inf, SgdScalars s) {
   using A = OpMath<T>;
   if (step_skipped(found_inf)) return;
   const Chunk<T, Depth> c = this_chunk<T, Depth>(meta);
@@ -219,7 +225,7 @@ sgd_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const dou
   const A weight_decay = A(s.weight_decay);
   const bool decay = s.weight_decay != 0;
   if constexpr (Depth == 2) {
-    auto op = [&](A (&v)[2]) {
+    auto op = [&](A(&v)[2]) {
       A d = v[1];
       if (decay) d += weight_decay * v[0];
       v[0] = v[0] + neg_lr * d;
@@ -230,7 +236,7 @@ sgd_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const dou
     const A one_minus_dampening = A(1.0 - s.dampening);
     const bool first_step = *meta.steps[c.tensor] == 1.0f;
     const bool nesterov = s.nesterov;
-    auto op = [&](A (&v)[3]) {
+    auto op = [&](A(&v)[3]) {
       A d = v[1];
       if (decay) d += weight_decay * v[0];
       const A buf = first_step ? d : mom * v[2] + one_minus_dampening * d;
@@ -248,11 +254,12 @@ void launch_sgd(const SgdKernelArgs& a, cudaStream_t stream) {
   const double* lr = device_ptr<double>(a.lr);
   const float* found_inf = device_ptr<float>(a.found_inf);
   if (a.momentum_buffers.empty()) {
-    for_each_pack<2>({&a.params, &a.grads}, nullptr, [&](const MultiTensorMeta<2>& meta, int blocks) {
-      sgd_multi_tensor_kernel<T, 2><<<blocks, kMultiTensorThreads, 0, stream>>>(meta, lr, nullptr,
-                                                                               found_inf, s);
-      EMBER_CUDA_LAUNCH_CHECK();
-    });
+    for_each_pack<2>(
+        {&a.params, &a.grads}, nullptr, [&](const MultiTensorMeta<2>& meta, int blocks) {
+          sgd_multi_tensor_kernel<T, 2>
+              <<<blocks, kMultiTensorThreads, 0, stream>>>(meta, lr, nullptr, found_inf, s);
+          EMBER_CUDA_LAUNCH_CHECK();
+        });
     return;
   }
   increment_steps(a.steps, found_inf, stream);
@@ -270,10 +277,12 @@ void sgd_cuda(const SgdKernelArgs& a) {
   const Device device = a.params[0].device();
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  dispatch_floating(a.params[0].dtype(), "SGD", [&](auto tag) { launch_sgd<decltype(tag)>(a, stream); });
+  dispatch_floating(a.params[0].dtype(), "SGD",
+                    [&](auto tag) { launch_sgd<decltype(tag)>(a, stream); });
 }
 
-// ---- Adam / AdamW -----------------------------------------------------------------------------------
+// ---- Adam / AdamW
+// -----------------------------------------------------------------------------------
 
 struct AdamScalars {
   double beta2, eps, weight_decay;
@@ -283,8 +292,8 @@ struct AdamScalars {
 // Lists: 0 param, 1 grad, 2 exp_avg, 3 exp_avg_sq, 4 max_exp_avg_sq (Depth 5: amsgrad).
 template <typename T, int Depth>
 __global__ void __launch_bounds__(kMultiTensorThreads)
-adam_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const double* beta1,
-                         const float* found_inf, AdamScalars s) {
+    adam_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const double* beta1,
+                             const float* found_inf, AdamScalars s) {
   using A = OpMath<T>;
   if (step_skipped(found_inf)) return;
   const Chunk<T, Depth> c = this_chunk<T, Depth>(meta);
@@ -301,12 +310,14 @@ adam_multi_tensor_kernel(MultiTensorMeta<Depth> meta, const double* lr, const do
   const A decay_factor = A(1.0 - lr_d * s.weight_decay);
   const bool decay = s.weight_decay != 0;
   const bool decoupled = s.decoupled;
-  auto op = [&](A (&v)[Depth]) {
+  auto op = [&](A(&v)[Depth]) {
     A param = v[0];
     A grad = v[1];
     if (decay) {
-      if (decoupled) param *= decay_factor;
-      else grad += weight_decay * param;
+      if (decoupled)
+        param *= decay_factor;
+      else
+        grad += weight_decay * param;
     }
     const A exp_avg = b1 * v[2] + one_minus_b1 * grad;
     const A exp_avg_sq = b2 * v[3] + one_minus_b2 * grad * grad;
@@ -331,8 +342,8 @@ void launch_adam(const AdamKernelArgs& a, cudaStream_t stream) {
   const float* found_inf = device_ptr<float>(a.found_inf);
   increment_steps(a.steps, found_inf, stream);
   if (a.amsgrad) {
-    for_each_pack<5>({&a.params, &a.grads, &a.exp_avgs, &a.exp_avg_sqs, &a.max_exp_avg_sqs}, &a.steps,
-                     [&](const MultiTensorMeta<5>& meta, int blocks) {
+    for_each_pack<5>({&a.params, &a.grads, &a.exp_avgs, &a.exp_avg_sqs, &a.max_exp_avg_sqs},
+                     &a.steps, [&](const MultiTensorMeta<5>& meta, int blocks) {
                        adam_multi_tensor_kernel<T, 5><<<blocks, kMultiTensorThreads, 0, stream>>>(
                            meta, lr, beta1, found_inf, s);
                        EMBER_CUDA_LAUNCH_CHECK();
@@ -352,21 +363,23 @@ void adam_cuda(const AdamKernelArgs& a) {
   const Device device = a.params[0].device();
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  dispatch_floating(a.params[0].dtype(), "Adam", [&](auto tag) { launch_adam<decltype(tag)>(a, stream); });
+  dispatch_floating(a.params[0].dtype(), "Adam",
+                    [&](auto tag) { launch_adam<decltype(tag)>(a, stream); });
 }
 
-// ---- GradScaler ---------------------------------------------------------------------------------------
+// ---- GradScaler
+// ---------------------------------------------------------------------------------------
 
 template <typename T>
 __global__ void __launch_bounds__(kMultiTensorThreads)
-unscale_multi_tensor_kernel(MultiTensorMeta<1> meta, const float* scale, float* found_inf) {
+    unscale_multi_tensor_kernel(MultiTensorMeta<1> meta, const float* scale, float* found_inf) {
   using A = OpMath<T>;
   const Chunk<T, 1> c = this_chunk<T, 1>(meta);
   const float inv_scale = float(1.0 / double(*scale));
   const A inv = A(inv_scale);
   const bool scaling = inv_scale != 1.0f;
   bool non_finite = false;
-  auto op = [&](A (&v)[1]) {
+  auto op = [&](A(&v)[1]) {
     if (!isfinite(v[0])) non_finite = true;
     if (scaling) v[0] = v[0] * inv;
   };
@@ -384,16 +397,16 @@ void unscale_cuda(const std::vector<Tensor>& grads, const Tensor& scale, const T
   dispatch_floating(grads[0].dtype(), "GradScaler.unscale_", [&](auto tag) {
     using T = decltype(tag);
     for_each_pack<1>({&grads}, nullptr, [&](const MultiTensorMeta<1>& meta, int blocks) {
-      unscale_multi_tensor_kernel<T><<<blocks, kMultiTensorThreads, 0, stream>>>(meta, scale_ptr,
-                                                                                found_ptr);
+      unscale_multi_tensor_kernel<T>
+          <<<blocks, kMultiTensorThreads, 0, stream>>>(meta, scale_ptr, found_ptr);
       EMBER_CUDA_LAUNCH_CHECK();
     });
   });
 }
 
-__global__ void update_scale_kernel_impl(float* scale, int32_t* growth_tracker, const float* found_inf,
-                                         double growth_factor, double backoff_factor,
-                                         int64_t growth_interval) {
+__global__ void update_scale_kernel_impl(float* scale, int32_t* growth_tracker,
+                                         const float* found_inf, double growth_factor,
+                                         double backoff_factor, int64_t growth_interval) {
   if (*found_inf != 0.0f) {
     *scale = float(double(*scale) * backoff_factor);
     *growth_tracker = 0;
@@ -418,7 +431,8 @@ void update_scale_cuda(const Tensor& scale, const Tensor& growth_tracker, const 
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-// ---- gradient norm and clipping -------------------------------------------------------------------
+// ---- gradient norm and clipping
+// -------------------------------------------------------------------
 
 enum class NormKind : int { two, one, inf, general };
 
@@ -457,18 +471,26 @@ __device__ A block_reduce(A value, NormKind kind) {
 // One partial per block: sum |x|^p (or max |x|) over its chunk, into partials[first_block + block].
 template <typename T>
 __global__ void __launch_bounds__(kMultiTensorThreads)
-grad_norm_partials_kernel(MultiTensorMeta<1> meta, NormKind kind, float p, double* partials,
-                          int64_t first_block) {
+    grad_norm_partials_kernel(MultiTensorMeta<1> meta, NormKind kind, float p, double* partials,
+                              int64_t first_block) {
   using A = OpMath<T>;
   const Chunk<T, 1> c = this_chunk<T, 1>(meta);
   A local = A(0);
-  auto op = [&](A (&v)[1]) {
+  auto op = [&](A(&v)[1]) {
     const A a = v[0] < A(0) ? -v[0] : v[0];
     switch (kind) {
-      case NormKind::two: local += a * a; break;
-      case NormKind::one: local += a; break;
-      case NormKind::inf: local = nan_max(local, a); break;
-      case NormKind::general: local += A(pow(a, A(p))); break;
+      case NormKind::two:
+        local += a * a;
+        break;
+      case NormKind::one:
+        local += a;
+        break;
+      case NormKind::inf:
+        local = nan_max(local, a);
+        break;
+      case NormKind::general:
+        local += A(pow(a, A(p)));
+        break;
     }
   };
   apply_to_chunk<T, 1, 0u>(c, op);
@@ -478,14 +500,17 @@ grad_norm_partials_kernel(MultiTensorMeta<1> meta, NormKind kind, float p, doubl
 
 // accumulator = accumulator + sum(partials) (or the max), by one block in a fixed order.
 __global__ void __launch_bounds__(kMultiTensorThreads)
-grad_norm_finish_kernel(const double* partials, int64_t count, NormKind kind, double* accumulator) {
+    grad_norm_finish_kernel(const double* partials, int64_t count, NormKind kind,
+                            double* accumulator) {
   double local = 0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) local = combine(kind, local, partials[i]);
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    local = combine(kind, local, partials[i]);
   const double total = block_reduce(local, kind);
   if (threadIdx.x == 0) *accumulator = combine(kind, *accumulator, total);
 }
 
-void grad_norm_cuda(const std::vector<Tensor>& tensors, double norm_type, const Tensor& accumulator) {
+void grad_norm_cuda(const std::vector<Tensor>& tensors, double norm_type,
+                    const Tensor& accumulator) {
   if (tensors.empty()) return;
   const Device device = tensors[0].device();
   const int64_t chunks = total_chunks(tensors);
@@ -493,9 +518,9 @@ void grad_norm_cuda(const std::vector<Tensor>& tensors, double norm_type, const 
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
   const NormKind kind = std::isinf(norm_type) ? NormKind::inf
-                        : norm_type == 2 ? NormKind::two
-                        : norm_type == 1 ? NormKind::one
-                                         : NormKind::general;
+                        : norm_type == 2      ? NormKind::two
+                        : norm_type == 1      ? NormKind::one
+                                              : NormKind::general;
   // One partial per chunk; allocated from the caching allocator on this stream (capture-safe).
   Tensor partials = empty({chunks}, DType::f64, device);
   double* partials_ptr = partials.data<double>();
@@ -516,17 +541,19 @@ void grad_norm_cuda(const std::vector<Tensor>& tensors, double norm_type, const 
 
 template <typename T>
 __global__ void __launch_bounds__(kMultiTensorThreads)
-clip_by_norm_multi_tensor_kernel(MultiTensorMeta<1> meta, const float* total_norm, double max_norm) {
+    clip_by_norm_multi_tensor_kernel(MultiTensorMeta<1> meta, const float* total_norm,
+                                     double max_norm) {
   using A = OpMath<T>;
   const Chunk<T, 1> c = this_chunk<T, 1>(meta);
   float coef = float(max_norm) / (*total_norm + 1e-6f);
   if (coef > 1.0f) coef = 1.0f;  // a NaN norm keeps a NaN coefficient, as in PyTorch
   const A scale = A(coef);
-  auto op = [&](A (&v)[1]) { v[0] = v[0] * scale; };
+  auto op = [&](A(&v)[1]) { v[0] = v[0] * scale; };
   apply_to_chunk<T, 1, 0b1u>(c, op);
 }
 
-void clip_by_norm_cuda(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm) {
+void clip_by_norm_cuda(const std::vector<Tensor>& tensors, const Tensor& total_norm,
+                       double max_norm) {
   if (tensors.empty()) return;
   const Device device = tensors[0].device();
   DeviceGuard guard(device);
@@ -535,8 +562,8 @@ void clip_by_norm_cuda(const std::vector<Tensor>& tensors, const Tensor& total_n
   dispatch_floating(tensors[0].dtype(), "clip_grad_norm_", [&](auto tag) {
     using T = decltype(tag);
     for_each_pack<1>({&tensors}, nullptr, [&](const MultiTensorMeta<1>& meta, int blocks) {
-      clip_by_norm_multi_tensor_kernel<T><<<blocks, kMultiTensorThreads, 0, stream>>>(meta, norm_ptr,
-                                                                                     max_norm);
+      clip_by_norm_multi_tensor_kernel<T>
+          <<<blocks, kMultiTensorThreads, 0, stream>>>(meta, norm_ptr, max_norm);
       EMBER_CUDA_LAUNCH_CHECK();
     });
   });
@@ -551,5 +578,6 @@ EMBER_REGISTER_KERNEL(adam_kernel, CUDA, dispatch::kFloatingTypes, &cuda::adam_c
 EMBER_REGISTER_KERNEL(unscale_kernel, CUDA, dispatch::kFloatingTypes, &cuda::unscale_cuda);
 EMBER_REGISTER_KERNEL(update_scale_kernel, CUDA, {DType::f32}, &cuda::update_scale_cuda);
 EMBER_REGISTER_KERNEL(grad_norm_kernel, CUDA, dispatch::kFloatingTypes, &cuda::grad_norm_cuda);
-EMBER_REGISTER_KERNEL(clip_by_norm_kernel, CUDA, dispatch::kFloatingTypes, &cuda::clip_by_norm_cuda);
+EMBER_REGISTER_KERNEL(clip_by_norm_kernel, CUDA, dispatch::kFloatingTypes,
+                      &cuda::clip_by_norm_cuda);
 }  // namespace ember

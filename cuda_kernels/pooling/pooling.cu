@@ -94,8 +94,8 @@ __device__ __forceinline__ Window window(const PoolDevice& a, int dim, int64_t o
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-pool_forward_kernel_impl(PoolDevice a, const T* __restrict__ in, T* __restrict__ out,
-                         void* __restrict__ indices, int64_t total) {
+    pool_forward_kernel_impl(PoolDevice a, const T* __restrict__ in, T* __restrict__ out,
+                             void* __restrict__ indices, int64_t total) {
   using A = OpMath<T>;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
@@ -110,9 +110,9 @@ pool_forward_kernel_impl(PoolDevice a, const T* __restrict__ in, T* __restrict__
     if (a.mode == PoolMode::max) {
       const bool taps = a.indices == MaxIndices::taps_u8;
       A best = neg_infinity<A>();
-      int64_t best_index = taps ? (wd.first_tap * a.kernel[1] + wh.first_tap) * a.kernel[2] +
-                                      ww.first_tap
-                                : (wd.begin * H + wh.begin) * W + ww.begin;
+      int64_t best_index =
+          taps ? (wd.first_tap * a.kernel[1] + wh.first_tap) * a.kernel[2] + ww.first_tap
+               : (wd.begin * H + wh.begin) * W + ww.begin;
       for (int64_t d = wd.begin, td = wd.first_tap; d < wd.end; d += wd.step, ++td)
         for (int64_t h = wh.begin, th = wh.first_tap; h < wh.end; h += wh.step, ++th)
           for (int64_t w = ww.begin, tw = ww.first_tap; w < ww.end; w += ww.step, ++tw) {
@@ -141,9 +141,9 @@ pool_forward_kernel_impl(PoolDevice a, const T* __restrict__ in, T* __restrict__
 // Global average of dense NCHW planes: a warp per (n, c) plane of `plane` elements.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-global_avg_pool_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t planes,
-                       int64_t channels, int64_t plane, int64_t out_stride_n,
-                       int64_t out_stride_c) {
+    global_avg_pool_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t planes,
+                           int64_t channels, int64_t plane, int64_t out_stride_n,
+                           int64_t out_stride_c) {
   using A = OpMath<T>;
   const int warps_per_block = kBlockThreads / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -187,8 +187,8 @@ __device__ __forceinline__ void for_each_window_of(const PoolDevice& a, int dim,
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-pool_backward_kernel_impl(PoolDevice a, T* __restrict__ grad_in, const T* __restrict__ grad_out,
-                          const void* __restrict__ indices, int64_t total) {
+    pool_backward_kernel_impl(PoolDevice a, T* __restrict__ grad_in, const T* __restrict__ grad_out,
+                              const void* __restrict__ indices, int64_t total) {
   using A = OpMath<T>;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
@@ -206,10 +206,9 @@ pool_backward_kernel_impl(PoolDevice a, T* __restrict__ grad_in, const T* __rest
         for_each_window_of(a, 2, x[2], [&](int64_t ow, int64_t div_w, int64_t tw) {
           const int64_t at = base + od * os[2] + oh * os[3] + ow * os[4];
           if (a.mode == PoolMode::max) {
-            const bool chosen =
-                taps ? int64_t(static_cast<const uint8_t*>(indices)[at]) ==
-                           (td * a.kernel[1] + th) * a.kernel[2] + tw
-                     : static_cast<const int64_t*>(indices)[at] == flat;
+            const bool chosen = taps ? int64_t(static_cast<const uint8_t*>(indices)[at]) ==
+                                           (td * a.kernel[1] + th) * a.kernel[2] + tw
+                                     : static_cast<const int64_t*>(indices)[at] == flat;
             if (chosen) acc += convert<A>(grad_out[at]);
           } else {
             acc += convert<A>(grad_out[at]) / A(div_d * div_h * div_w);
@@ -283,8 +282,8 @@ void launch_pool_forward(const PoolArgs& a, cudaStream_t stream) {
   const int64_t total = pool_volume(a, a.out_size);
   const PoolDevice d = make_pool_device(a, a.out_size, total);
   void* indices = d.indices == MaxIndices::none ? nullptr : a.indices.data_ptr();
-  pool_forward_kernel_impl<T><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
-      d, in, out, indices, total);
+  pool_forward_kernel_impl<T>
+      <<<grid_for(total, device), kBlockThreads, 0, stream>>>(d, in, out, indices, total);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -293,10 +292,10 @@ void launch_pool_backward(const PoolArgs& a, cudaStream_t stream) {
   const int64_t total = pool_volume(a, a.in_size);
   const PoolDevice d = make_pool_device(a, a.in_size, total);
   const void* indices = d.indices == MaxIndices::none ? nullptr : a.indices.data_ptr();
-  pool_backward_kernel_impl<T><<<grid_for(total, a.input.device().index), kBlockThreads, 0,
-                                 stream>>>(d, static_cast<T*>(a.input.data_ptr()),
-                                           static_cast<const T*>(a.output.data_ptr()), indices,
-                                           total);
+  pool_backward_kernel_impl<T>
+      <<<grid_for(total, a.input.device().index), kBlockThreads, 0, stream>>>(
+          d, static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()),
+          indices, total);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

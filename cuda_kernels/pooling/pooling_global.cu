@@ -20,8 +20,8 @@ constexpr int64_t kGlobalThreadsPerSm = 2048;
 // (n, channel group) items, y splits the plane's rows; partial sums meet in shared memory.
 template <typename T, int V>
 __global__ void __launch_bounds__(kBlockThreads)
-global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ out, int items,
-                                    int groups, int channels, int plane) {
+    global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ out, int items,
+                                        int groups, int channels, int plane) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -71,10 +71,10 @@ global_avg_pool_nhwc_forward_kernel(const T* __restrict__ in, T* __restrict__ ou
 // so that a thread's stores issue back to back once its value is known.
 template <typename T, int V>
 __global__ void __launch_bounds__(kBlockThreads)
-global_avg_pool_nhwc_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
-                                     int items, int groups, int channels, int plane,
-                                     int64_t grad_out_stride_n, int64_t grad_out_stride_c,
-                                     bool vector_grad_out) {
+    global_avg_pool_nhwc_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
+                                         int items, int groups, int channels, int plane,
+                                         int64_t grad_out_stride_n, int64_t grad_out_stride_c,
+                                         bool vector_grad_out) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -102,10 +102,10 @@ global_avg_pool_nhwc_backward_kernel(T* __restrict__ grad_in, const T* __restric
 // vector stored element by element when total % V != 0.
 template <typename T, int V>
 __global__ void __launch_bounds__(kBlockThreads)
-global_avg_pool_nchw_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
-                                     int total, FastDivmod by_plane, FastDivmod by_channels,
-                                     int plane, int64_t grad_out_stride_n,
-                                     int64_t grad_out_stride_c) {
+    global_avg_pool_nchw_backward_kernel(T* __restrict__ grad_in, const T* __restrict__ grad_out,
+                                         int total, FastDivmod by_plane, FastDivmod by_channels,
+                                         int plane, int64_t grad_out_stride_n,
+                                         int64_t grad_out_stride_c) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -170,8 +170,9 @@ void launch_global_typed(const PoolArgs& a, PoolFastKernel kernel, dispatch::Dir
   const int plane = int(a.in_size[0] * a.in_size[1] * a.in_size[2]);
   if (kernel == PoolFastKernel::global_nchw) {
     const int total = int(volume(a, a.in_size));
-    launch_dependent(global_avg_pool_nchw_backward_kernel<T, V>, dim3(blocks_for((int64_t(total) + V - 1) / V)),
-                     dim3(kBlockThreads), 0, stream, static_cast<T*>(a.input.data_ptr()),
+    launch_dependent(global_avg_pool_nchw_backward_kernel<T, V>,
+                     dim3(blocks_for((int64_t(total) + V - 1) / V)), dim3(kBlockThreads), 0, stream,
+                     static_cast<T*>(a.input.data_ptr()),
                      static_cast<const T*>(a.output.data_ptr()), total, FastDivmod(uint32_t(plane)),
                      FastDivmod(uint32_t(channels)), plane, a.out_strides[0], a.out_strides[1]);
     EMBER_CUDA_LAUNCH_CHECK();
@@ -183,12 +184,13 @@ void launch_global_typed(const PoolArgs& a, PoolFastKernel kernel, dispatch::Dir
   const unsigned grid = unsigned((items + int64_t(block.x) - 1) / block.x);
   if (direction == dispatch::Direction::forward)
     launch_dependent(global_avg_pool_nhwc_forward_kernel<T, V>, dim3(grid), block, 0, stream,
-                     static_cast<const T*>(a.input.data_ptr()), static_cast<T*>(a.output.data_ptr()), items,
-                     groups, channels, plane);
+                     static_cast<const T*>(a.input.data_ptr()),
+                     static_cast<T*>(a.output.data_ptr()), items, groups, channels, plane);
   else
     launch_dependent(global_avg_pool_nhwc_backward_kernel<T, V>, dim3(grid), block, 0, stream,
-                     static_cast<T*>(a.input.data_ptr()), static_cast<const T*>(a.output.data_ptr()), items,
-                     groups, channels, plane, a.out_strides[0], a.out_strides[1],
+                     static_cast<T*>(a.input.data_ptr()),
+                     static_cast<const T*>(a.output.data_ptr()), items, groups, channels, plane,
+                     a.out_strides[0], a.out_strides[1],
                      a.out_strides[1] == 1 && (a.batch == 1 || a.out_strides[0] % V == 0) &&
                          aligned16(a.output));
 }

@@ -19,18 +19,18 @@ namespace ember::cuda {
 
 // The channels_last kernels (each an algorithm of the pooling slots, pooling_nhwc_algorithms.cu).
 enum class PoolFastKernel : uint8_t {
-  window_nhwc,  // 2-D max / avg pooling, dense channels_last input, output (and gradients)
+  window_nhwc,        // 2-D max / avg pooling, dense channels_last input, output (and gradients)
   window_tiles_nhwc,  // backward of window_nhwc max pooling with uint8 taps by 2x2 input
                       // tiles, two to a thread where the row stride is 2 (16-byte vectors; a
                       // tile meets at most 2x2 windows)
   window_avg_tiles_nhwc,  // backward of window_nhwc average pooling by 2x2 input tiles, a block's
                           // windows divided once into shared memory (16-byte vectors; a tile
                           // meets at most 2x2 windows)
-  window_disjoint_nhwc,  // backward of window_nhwc where the windows tile the input (kernel ==
-                         // stride, no padding or dilation): a thread per window; 16-byte
-                         // vectors, average pooling or uint8 taps
-  window_3x3_nhwc,    // forward of window_nhwc over 3x3 windows, max (uint8 taps or none) or
-                      // average pooling (16-byte vectors only)
+  window_disjoint_nhwc,   // backward of window_nhwc where the windows tile the input (kernel ==
+                          // stride, no padding or dilation): a thread per window; 16-byte
+                          // vectors, average pooling or uint8 taps
+  window_3x3_nhwc,        // forward of window_nhwc over 3x3 windows, max (uint8 taps or none) or
+                          // average pooling (16-byte vectors only)
   global_nhwc,  // global average pooling of dense channels_last input (forward and backward)
   global_nchw,  // backward of global average pooling into a dense NCHW gradient
 };
@@ -316,7 +316,6 @@ __device__ __forceinline__ int avg_divisor(int o, int stride, int pad, int kerne
   end = ::min(end, in);
   return count_include_pad ? padded : end - begin;
 }
-
 
 // A 16-byte vector of T held as four 32-bit words, as loaded: float32 channel j is word j,
 // bfloat16 channel j the low (j even) or high (j odd) half of word j / 2. Keeping bfloat16 packed

@@ -22,9 +22,9 @@ namespace {
 // Idx as in the forward (average pooling: uint8_t, null indices).
 template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
-pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
-                            const T* __restrict__ grad_out, const Idx* __restrict__ indices,
-                            int64_t total, bool packed_taps) {
+    pool2d_nhwc_backward_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                const T* __restrict__ grad_out, const Idx* __restrict__ indices,
+                                int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -219,9 +219,9 @@ template <int kRows>
 constexpr int kTileBlocksPerSm = kRows > 1 ? 4 : 5;
 template <typename T, int V, bool kPackedTaps, int kRows>
 __global__ void __launch_bounds__(kBlockThreads, kTileBlocksPerSm<kRows>)
-max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
-                                      const T* __restrict__ grad_out,
-                                      const uint8_t* __restrict__ taps, int64_t total) {
+    max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                          const T* __restrict__ grad_out,
+                                          const uint8_t* __restrict__ taps, int64_t total) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   static_assert(V == kVectorOf<T> && (V == 4 || V == 8),
@@ -295,8 +295,7 @@ max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
         return window_taps[k0 + a][b].mismatch(uint32_t(key));
       };
       uint32_t result[4];
-      const bool packed =
-          kBf16 && !(meets(0, 0) && meets(0, 1) && meets(1, 0) && meets(1, 1));
+      const bool packed = kBf16 && !(meets(0, 0) && meets(0, 1) && meets(1, 0) && meets(1, 1));
       if (packed) {
         // At most two windows (a pixel meets one or two rows times one or two columns of them,
         // so not all four means at most two): bfloat16 pairs summed from +0 (see above).
@@ -356,9 +355,9 @@ max_pool2d_nhwc_backward_tiles_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
 // tile read (and the loading threads write) one float4 each from consecutive addresses.
 template <typename T, int V>
 __global__ void __launch_bounds__(kAvgTilesThreads, 10)
-avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
-                                       const T* __restrict__ grad_out, int tiles_h, int tiles_w,
-                                       int chunks, FastDivmod by_patch_w) {
+    avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                           const T* __restrict__ grad_out, int tiles_h, int tiles_w,
+                                           int chunks, FastDivmod by_patch_w) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   static_assert(V == kVectorOf<T> && (V == 4 || V == 8), "16-byte vectors of float32 or bfloat16");
@@ -471,10 +470,10 @@ avg_pool2d_nhwc_backward_shared_kernel(Pool2dGeometry g, T* __restrict__ grad_in
 // vector and its stores.
 template <typename T, int V, bool kMax>
 __global__ void __launch_bounds__(kBlockThreads)
-pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
-                                     const T* __restrict__ grad_out,
-                                     const uint8_t* __restrict__ taps, int64_t total,
-                                     bool packed_taps) {
+    pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
+                                         const T* __restrict__ grad_out,
+                                         const uint8_t* __restrict__ taps, int64_t total,
+                                         bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   static_assert(V == 4 || V == 8, "cells move 16-byte vectors and their taps in 32-bit words");
@@ -489,7 +488,7 @@ pool2d_nhwc_backward_disjoint_kernel(Pool2dGeometry g, T* __restrict__ grad_in,
   uint32_t words[V / 4];
 #pragma unroll
   for (int j = 0; j < V; ++j) go.v[j] = convert<T>(0.f);
-  // Outside a window the gradient is zero, so whichever tap matches adds 0.
+    // Outside a window the gradient is zero, so whichever tap matches adds 0.
 #pragma unroll
   for (int k = 0; k < V / 4; ++k) words[k] = 0xffffffffu;
   if (window) {
@@ -549,8 +548,8 @@ void launch_window_backward_typed(const PoolArgs& a, PoolFastKernel kernel, cuda
     if (kernel == PoolFastKernel::window_avg_tiles_nhwc) {
       const AvgTilesLaunch l = avg_tiles_launch(a, V);
       launch_dependent(avg_pool2d_nhwc_backward_shared_kernel<T, V>, l.grid, l.block,
-                       l.shared_bytes, stream, g, grad_in, grad_out, l.tiles_h, l.tiles_w,
-                       l.chunks, FastDivmod(l.block.y + 1));
+                       l.shared_bytes, stream, g, grad_in, grad_out, l.tiles_h, l.tiles_w, l.chunks,
+                       FastDivmod(l.block.y + 1));
       EMBER_CUDA_LAUNCH_CHECK();
       return;
     }
@@ -560,29 +559,29 @@ void launch_window_backward_typed(const PoolArgs& a, PoolFastKernel kernel, cuda
       if (disjoint)
         launch_window_kernel(max ? pool2d_nhwc_backward_disjoint_kernel<T, V, true>
                                  : pool2d_nhwc_backward_disjoint_kernel<T, V, false>,
-                             grid, stream, g, grad_in, grad_out,
-                             static_cast<const uint8_t*>(taps), total, packed);
+                             grid, stream, g, grad_in, grad_out, static_cast<const uint8_t*>(taps),
+                             total, packed);
       else if (tile_band_rows(a) == 2)
         launch_window_kernel(packed ? max_pool2d_nhwc_backward_tiles_kernel<T, V, true, 2>
                                     : max_pool2d_nhwc_backward_tiles_kernel<T, V, false, 2>,
-                             grid, stream, g, grad_in, grad_out,
-                             static_cast<const uint8_t*>(taps), total);
+                             grid, stream, g, grad_in, grad_out, static_cast<const uint8_t*>(taps),
+                             total);
       else
         launch_window_kernel(packed ? max_pool2d_nhwc_backward_tiles_kernel<T, V, true, 1>
                                     : max_pool2d_nhwc_backward_tiles_kernel<T, V, false, 1>,
-                             grid, stream, g, grad_in, grad_out,
-                             static_cast<const uint8_t*>(taps), total);
+                             grid, stream, g, grad_in, grad_out, static_cast<const uint8_t*>(taps),
+                             total);
       EMBER_CUDA_LAUNCH_CHECK();
       return;
     }
   }
   if (flat_indices)
-    launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, true, int64_t>, grid, stream, g,
-                         grad_in, grad_out, static_cast<const int64_t*>(a.indices.data<int64_t>()),
-                         total, false);
+    launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, true, int64_t>, grid, stream, g, grad_in,
+                         grad_out, static_cast<const int64_t*>(a.indices.data<int64_t>()), total,
+                         false);
   else if (max)
-    launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, true, uint8_t>, grid, stream, g,
-                         grad_in, grad_out, static_cast<const uint8_t*>(taps), total, packed);
+    launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, true, uint8_t>, grid, stream, g, grad_in,
+                         grad_out, static_cast<const uint8_t*>(taps), total, packed);
   else
     launch_window_kernel(pool2d_nhwc_backward_kernel<T, V, false, uint8_t>, grid, stream, g,
                          grad_in, grad_out, static_cast<const uint8_t*>(nullptr), total, false);
@@ -609,7 +608,8 @@ AvgTilesLaunch avg_tiles_launch(const PoolArgs& a, int vector) {
   l.tiles_h = int(tiles_h);
   l.tiles_w = int(tiles_w);
   l.chunks = int(chunks);
-  l.shared_bytes = size_t(rows + 1) * size_t(columns + 1) * size_t(vectors * vector) * sizeof(float);
+  l.shared_bytes =
+      size_t(rows + 1) * size_t(columns + 1) * size_t(vectors * vector) * sizeof(float);
   return l;
 }
 
@@ -622,8 +622,7 @@ void launch_window_backward(const PoolArgs& a, PoolFastKernel kernel, int vector
     else
       launch_window_backward_typed<T, 1>(a, kernel, stream);
   };
-  dispatch_floating<FloatingTypes::f32_bf16>(a.input.dtype(), "pooling", "window backward",
-                                             launch);
+  dispatch_floating<FloatingTypes::f32_bf16>(a.input.dtype(), "pooling", "window backward", launch);
 }
 
 }  // namespace ember::cuda

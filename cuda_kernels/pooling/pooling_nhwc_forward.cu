@@ -18,8 +18,8 @@ namespace {
 // Average pooling is instantiated with Idx = uint8_t and null indices.
 template <typename T, int V, bool kMax, typename Idx>
 __global__ void __launch_bounds__(kBlockThreads)
-pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
-                           Idx* __restrict__ indices, int64_t total, bool packed_taps) {
+    pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
+                               Idx* __restrict__ indices, int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   using Vec = AlignedVec<T, V>;
@@ -102,7 +102,6 @@ pool2d_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __rest
   *reinterpret_cast<Vec*>(out + at) = result;
 }
 
-
 // Per 16-bit half of two packed bfloat16 pairs: 0xffff where x > best or x is NaN (the window
 // scan's "first maximum wins, every NaN wins" test), else 0. The comparisons are float's (bf16 to
 // float is exact): unordered when either is NaN, -0 == +0.
@@ -132,8 +131,8 @@ __device__ __forceinline__ uint32_t bf16x2_greater_or_nan(uint32_t x, uint32_t b
 // bfloat16 word's halves as floats, at 4 resident blocks (at 5 it spills).
 template <typename T, bool kMax>
 __global__ void __launch_bounds__(kBlockThreads, kMax ? 5 : 4)
-pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
-                               uint8_t* __restrict__ taps, int64_t total, bool packed_taps) {
+    pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __restrict__ out,
+                                   uint8_t* __restrict__ taps, int64_t total, bool packed_taps) {
   wait_for_prior_grid();  // launched dependent: the previous kernel may still be finishing
   allow_dependents();
   constexpr int V = kVectorOf<T>;
@@ -173,9 +172,9 @@ pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __
   Vec result;
   if constexpr (!kMax) {
     // The general kernel's divisor: the window clipped to the padded input, or to the input.
-    const CountDivisor divisor = count_divisor(
-        avg_divisor(o.y, g.stride_h, g.pad_h, 3, g.in_h, g.count_include_pad) *
-        avg_divisor(o.x, g.stride_w, g.pad_w, 3, g.in_w, g.count_include_pad));
+    const CountDivisor divisor =
+        count_divisor(avg_divisor(o.y, g.stride_h, g.pad_h, 3, g.in_h, g.count_include_pad) *
+                      avg_divisor(o.x, g.stride_w, g.pad_w, 3, g.in_w, g.count_include_pad));
     float sum[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) sum[j] = 0.f;
@@ -199,8 +198,13 @@ pool2d_3x3_nhwc_forward_kernel(Pool2dGeometry g, const T* __restrict__ in, T* __
   } else {
     // A window starts inside the input or in its left / top padding, so its first tap inside the
     // input is the first whose row and column are inside (the general kernel's starting index).
-    const int first_tap =
-        (row_in[0] ? 0 : row_in[1] ? 1 : 2) * 3 + (col_in[0] ? 0 : col_in[1] ? 1 : 2);
+    const int first_tap = (row_in[0]   ? 0
+                           : row_in[1] ? 1
+                                       : 2) *
+                              3 +
+                          (col_in[0]   ? 0
+                           : col_in[1] ? 1
+                                       : 2);
     if constexpr (kPacked) {
       // Per word: two best values (-inf to start) and their taps, each in its 16-bit half.
       uint32_t best[V / 2], best_tap[V / 2];
@@ -302,15 +306,15 @@ void launch_window_forward_typed(const PoolArgs& a, cudaStream_t stream) {
     launch_window_kernel(pool2d_nhwc_forward_kernel<T, V, true, uint8_t>, grid, stream, g, in, out,
                          taps, total, packed);
   else
-    launch_window_kernel(pool2d_nhwc_forward_kernel<T, V, false, uint8_t>, grid, stream, g, in,
-                         out, static_cast<uint8_t*>(nullptr), total, false);
+    launch_window_kernel(pool2d_nhwc_forward_kernel<T, V, false, uint8_t>, grid, stream, g, in, out,
+                         static_cast<uint8_t*>(nullptr), total, false);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
 void launch_window_3x3_typed(const PoolArgs& a, cudaStream_t stream) {
-  const Pool2dGeometry g = make_geometry(a, kVectorOf<T>, PoolFastKernel::window_3x3_nhwc,
-                                         dispatch::Direction::forward);
+  const Pool2dGeometry g =
+      make_geometry(a, kVectorOf<T>, PoolFastKernel::window_3x3_nhwc, dispatch::Direction::forward);
   const int64_t total = a.batch * g.groups * int64_t(g.out_h) * g.out_w;
   uint8_t* taps = a.indices.defined() ? a.indices.data<uint8_t>() : nullptr;
   launch_window_kernel(a.mode == PoolMode::max ? pool2d_3x3_nhwc_forward_kernel<T, true>

@@ -13,12 +13,12 @@
 #include <type_traits>
 
 #include "ember/cuda_kernels/random/random.cuh"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/kernel_interface/random.h"
-#include "ember/tensor/tensor_iter.h"
-#include "ember/tensor/runtime/cuda_check.h"
 #include "ember/tensor/philox.h"
+#include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/stream.h"
+#include "ember/tensor/tensor_iter.h"
 
 namespace ember {
 namespace {

@@ -1,6 +1,6 @@
 // CUDA random numbers: the launchers that keep a CUDA graph's Philox offset on the device (used by
-// tensor/runtime/generator.cpp) and a cuRAND reference for the tests. The random_kernel fill itself is
-// registered from random.cu and reached through the kernel table (kernel_interface/).
+// tensor/runtime/generator.cpp) and a cuRAND reference for the tests. The random_kernel fill itself
+// is registered from random.cu and reached through the kernel table (kernel_interface/).
 #pragma once
 #include <cuda_runtime_api.h>
 

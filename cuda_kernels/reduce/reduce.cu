@@ -1,5 +1,5 @@
-// CUDA reductions behind reduce_kernel (kernel_interface/): sum, mean, prod, max/min (with indices),
-// argmax/argmin, var and amax_abs over a dense input viewed as [outer, reduce, inner].
+// CUDA reductions behind reduce_kernel (kernel_interface/): sum, mean, prod, max/min (with
+// indices), argmax/argmin, var and amax_abs over a dense input viewed as [outer, reduce, inner].
 //  - inner == 1 (row reductions): a group of up to 32 lanes per row (a warp, or fewer lanes for
 //    short rows) combined with warp shuffles, or a 256-thread block per row for rows longer than
 //    2048 loads, combined with shuffles and shared memory. Rows of whole 16-byte vectors are read
@@ -26,15 +26,24 @@ namespace {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::argmax: return "argmax";
-    case ReduceOp::argmin: return "argmin";
-    case ReduceOp::var: return "var";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::amax_abs: return "amax_abs";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::argmax:
+      return "argmax";
+    case ReduceOp::argmin:
+      return "argmin";
+    case ReduceOp::var:
+      return "var";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::amax_abs:
+      return "amax_abs";
   }
   return "unknown reduce op";
 }
@@ -60,17 +69,26 @@ struct Reducer {
   __device__ __forceinline__ State init() const {
     State s{acc_t(0), acc_t(0), 0};
     switch (op) {
-      case ReduceOp::prod: s.a = acc_t(1); break;
-      case ReduceOp::max: case ReduceOp::argmax:
-        s.a = kFloating ? -std::numeric_limits<acc_t>::infinity() : std::numeric_limits<acc_t>::lowest();
+      case ReduceOp::prod:
+        s.a = acc_t(1);
+        break;
+      case ReduceOp::max:
+      case ReduceOp::argmax:
+        s.a = kFloating ? -std::numeric_limits<acc_t>::infinity()
+                        : std::numeric_limits<acc_t>::lowest();
         s.n = std::numeric_limits<int64_t>::max();
         break;
-      case ReduceOp::min: case ReduceOp::argmin:
-        s.a = kFloating ? std::numeric_limits<acc_t>::infinity() : std::numeric_limits<acc_t>::max();
+      case ReduceOp::min:
+      case ReduceOp::argmin:
+        s.a =
+            kFloating ? std::numeric_limits<acc_t>::infinity() : std::numeric_limits<acc_t>::max();
         s.n = std::numeric_limits<int64_t>::max();
         break;
-      case ReduceOp::amax_abs: s.n = std::numeric_limits<int64_t>::max(); break;
-      default: break;
+      case ReduceOp::amax_abs:
+        s.n = std::numeric_limits<int64_t>::max();
+        break;
+      default:
+        break;
     }
     return s;
   }
@@ -78,7 +96,8 @@ struct Reducer {
   // Whether (v, i) beats the current best (cur, ci): NaN beats numbers, then the larger (or
   // smaller) value, then the smaller index; so merging partial results in any order gives the
   // first index of the extreme value, or of the first NaN.
-  __device__ __forceinline__ static bool beats(bool is_max, acc_t v, int64_t i, acc_t cur, int64_t ci) {
+  __device__ __forceinline__ static bool beats(bool is_max, acc_t v, int64_t i, acc_t cur,
+                                               int64_t ci) {
     if (is_nan(cur)) return is_nan(v) && i < ci;
     if (is_nan(v)) return true;
     if (v == cur) return i < ci;
@@ -87,13 +106,26 @@ struct Reducer {
 
   __device__ __forceinline__ void add(State& s, acc_t x, int64_t i) const {
     switch (op) {
-      case ReduceOp::sum: case ReduceOp::mean: s.a += x; break;
-      case ReduceOp::prod: s.a *= x; break;
-      case ReduceOp::max: case ReduceOp::argmax:
-        if (beats(true, x, i, s.a, s.n)) { s.a = x; s.n = i; }
+      case ReduceOp::sum:
+      case ReduceOp::mean:
+        s.a += x;
         break;
-      case ReduceOp::min: case ReduceOp::argmin:
-        if (beats(false, x, i, s.a, s.n)) { s.a = x; s.n = i; }
+      case ReduceOp::prod:
+        s.a *= x;
+        break;
+      case ReduceOp::max:
+      case ReduceOp::argmax:
+        if (beats(true, x, i, s.a, s.n)) {
+          s.a = x;
+          s.n = i;
+        }
+        break;
+      case ReduceOp::min:
+      case ReduceOp::argmin:
+        if (beats(false, x, i, s.a, s.n)) {
+          s.a = x;
+          s.n = i;
+        }
         break;
       case ReduceOp::amax_abs: {
         const acc_t ax = x < acc_t(0) ? -x : x;
@@ -114,7 +146,8 @@ struct Reducer {
   // The V elements of one aligned vector load, starting at index `first`. var folds them in with
   // one Chan merge (their own mean and M2) instead of a Welford division per element.
   template <int V>
-  __device__ __forceinline__ void add_vector(State& s, const AlignedVec<T, V>& v, int64_t first) const {
+  __device__ __forceinline__ void add_vector(State& s, const AlignedVec<T, V>& v,
+                                             int64_t first) const {
     if constexpr (kFloating) {
       if (op == ReduceOp::var) {
         acc_t x[V];
@@ -138,18 +171,35 @@ struct Reducer {
 
   __device__ __forceinline__ void merge(State& s, const State& o) const {
     switch (op) {
-      case ReduceOp::sum: case ReduceOp::mean: s.a += o.a; break;
-      case ReduceOp::prod: s.a *= o.a; break;
-      case ReduceOp::max: case ReduceOp::argmax: case ReduceOp::amax_abs:
-        if (beats(true, o.a, o.n, s.a, s.n)) { s.a = o.a; s.n = o.n; }
+      case ReduceOp::sum:
+      case ReduceOp::mean:
+        s.a += o.a;
         break;
-      case ReduceOp::min: case ReduceOp::argmin:
-        if (beats(false, o.a, o.n, s.a, s.n)) { s.a = o.a; s.n = o.n; }
+      case ReduceOp::prod:
+        s.a *= o.a;
+        break;
+      case ReduceOp::max:
+      case ReduceOp::argmax:
+      case ReduceOp::amax_abs:
+        if (beats(true, o.a, o.n, s.a, s.n)) {
+          s.a = o.a;
+          s.n = o.n;
+        }
+        break;
+      case ReduceOp::min:
+      case ReduceOp::argmin:
+        if (beats(false, o.a, o.n, s.a, s.n)) {
+          s.a = o.a;
+          s.n = o.n;
+        }
         break;
       case ReduceOp::var:
         if constexpr (kFloating) {  // Chan et al.
           if (o.n == 0) break;
-          if (s.n == 0) { s = o; break; }
+          if (s.n == 0) {
+            s = o;
+            break;
+          }
           const int64_t n = s.n + o.n;
           const acc_t delta = o.a - s.a;
           const acc_t w = acc_t(o.n) / acc_t(n);
@@ -161,7 +211,8 @@ struct Reducer {
     }
   }
 
-  __device__ __forceinline__ void store(const State& s, void* out, int64_t* indices, int64_t o) const {
+  __device__ __forceinline__ void store(const State& s, void* out, int64_t* indices,
+                                        int64_t o) const {
     if (op == ReduceOp::argmax || op == ReduceOp::argmin) {
       static_cast<int64_t*>(out)[o] = s.n;
       return;
@@ -204,12 +255,12 @@ __device__ __forceinline__ ReduceState<OpMath<T>> shfl_xor_state(const Reducer<T
 // How the [outer, reduce, inner] problem maps onto blocks (chosen on the host, see plan_reduce).
 struct ReduceConfig {
   int64_t outer = 1, reduce = 1, inner = 1;
-  bool row_mode = true;      // inner == 1: threadIdx.x walks the row, threadIdx.y picks the row
-  bool vectorized = false;   // row mode: 16-byte loads (rows and chunks are whole vectors)
+  bool row_mode = true;     // inner == 1: threadIdx.x walks the row, threadIdx.y picks the row
+  bool vectorized = false;  // row mode: 16-byte loads (rows and chunks are whole vectors)
   int block_x = 32, block_y = 8;  // power-of-two sizes, block_x * block_y == kBlockThreads
-  int64_t inner_blocks = 1;  // column mode: blocks across inner per outer index
-  int splits = 1;            // blocks across the reduce dim (grid.y)
-  int64_t chunk = 1;         // reduce elements per split
+  int64_t inner_blocks = 1;       // column mode: blocks across inner per outer index
+  int splits = 1;                 // blocks across the reduce dim (grid.y)
+  int64_t chunk = 1;              // reduce elements per split
 };
 
 // s accumulates p[i * stride] for i = begin, begin + step, ... < end, with kLoads loads in flight.
@@ -252,8 +303,8 @@ __device__ __forceinline__ void accumulate_vectors(const Reducer<T>& r, ReduceSt
 // (output, split) goes to partials[output * splits + split].
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_t* indices,
-                    ReduceState<OpMath<T>>* partials) {
+    reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_t* indices,
+                        ReduceState<OpMath<T>>* partials) {
   using State = ReduceState<OpMath<T>>;
   __shared__ State smem[kBlockThreads];
   const int x = threadIdx.x, y = threadIdx.y;
@@ -267,11 +318,14 @@ reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_
     valid = out_index < c.outer;
     if (valid) {
       constexpr int V = 16 / sizeof(T);
-      if (c.vectorized) accumulate_vectors(r, s, in + out_index * c.reduce, begin / V + x, end / V, c.block_x);
-      else accumulate_range<4>(r, s, in + out_index * c.reduce, 1, begin + x, end, c.block_x);
+      if (c.vectorized)
+        accumulate_vectors(r, s, in + out_index * c.reduce, begin / V + x, end / V, c.block_x);
+      else
+        accumulate_range<4>(r, s, in + out_index * c.reduce, 1, begin + x, end, c.block_x);
     }
     // Lanes of one row are adjacent within a warp: butterfly over min(block_x, 32) lanes.
-    for (int m = (c.block_x < 32 ? c.block_x : 32) / 2; m > 0; m /= 2) r.merge(s, shfl_xor_state(r, s, m));
+    for (int m = (c.block_x < 32 ? c.block_x : 32) / 2; m > 0; m /= 2)
+      r.merge(s, shfl_xor_state(r, s, m));
     if (c.block_x > 32) {  // a block per row (block_y == 1): combine the warps' results
       if (x % 32 == 0) smem[x / 32] = s;
       __syncthreads();
@@ -286,8 +340,8 @@ reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_
     valid = col < c.inner;
     if (valid)
       // Each warp reads only 32 elements per load here: keep 8 loads in flight per thread.
-      accumulate_range<8>(r, s, in + outer_index * c.reduce * c.inner + col, c.inner, begin + y, end,
-                          c.block_y);
+      accumulate_range<8>(r, s, in + outer_index * c.reduce * c.inner + col, c.inner, begin + y,
+                          end, c.block_y);
     smem[y * c.block_x + x] = s;
     __syncthreads();
     for (int half = c.block_y / 2; half > 0; half /= 2) {
@@ -301,16 +355,18 @@ reduce_dense_kernel(Reducer<T> r, ReduceConfig c, const T* in, void* out, int64_
     leader = y == 0;
   }
   if (!valid || !leader) return;
-  if (c.splits == 1) r.store(s, out, indices, out_index);
-  else partials[out_index * c.splits + blockIdx.y] = s;
+  if (c.splits == 1)
+    r.store(s, out, indices, out_index);
+  else
+    partials[out_index * c.splits + blockIdx.y] = s;
 }
 
 // Second pass: a warp per output merges its partials (lane l takes splits l, l + 32, ...), then
 // a butterfly; fixed order, so deterministic.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-reduce_partials_kernel(Reducer<T> r, const ReduceState<OpMath<T>>* partials, int splits,
-                       int64_t num_outputs, void* out, int64_t* indices) {
+    reduce_partials_kernel(Reducer<T> r, const ReduceState<OpMath<T>>* partials, int splits,
+                           int64_t num_outputs, void* out, int64_t* indices) {
   const int64_t o = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (o >= num_outputs) return;  // uniform per warp
@@ -342,7 +398,9 @@ ReduceConfig plan_reduce(ReduceShape shape, int device, int vec, bool aligned) {
     // Short rows: enough lanes for about four loads each (fewer lanes, fewer shuffle rounds); a
     // warp per row up to 2048 loads (a block per 16 KiB row spends more on its barrier and
     // launch than on the row); a block per row beyond.
-    c.block_x = units <= 128 ? std::min(next_pow2((units + 3) / 4), 32) : units <= 2048 ? 32 : kBlockThreads;
+    c.block_x = units <= 128    ? std::min(next_pow2((units + 3) / 4), 32)
+                : units <= 2048 ? 32
+                                : kBlockThreads;
     c.block_y = kBlockThreads / c.block_x;
     output_blocks = (shape.outer + c.block_y - 1) / c.block_y;
     threads_along_reduce = c.block_x;
@@ -356,7 +414,8 @@ ReduceConfig plan_reduce(ReduceShape shape, int device, int vec, bool aligned) {
   }
   // Split the reduce dim when the outputs leave SMs idle, keeping >= 16 elements (or 4 vectors)
   // per thread.
-  const int64_t target_blocks = int64_t(std::max(device_properties(device).sm_count, 1)) * kBlocksPerSm;
+  const int64_t target_blocks =
+      int64_t(std::max(device_properties(device).sm_count, 1)) * kBlocksPerSm;
   const int64_t min_chunk = int64_t(threads_along_reduce) * (c.vectorized ? 4 * vec : 16);
   int64_t splits = 1;
   if (output_blocks < target_blocks && shape.reduce > min_chunk) {
@@ -376,10 +435,11 @@ void launch_reduce(const Tensor& out, const Tensor* indices, const Tensor& in, R
   using State = ReduceState<OpMath<T>>;
   const int device = in.device().index;
   const Reducer<T> r{op, shape.reduce, correction};
-  const ReduceConfig c = plan_reduce(shape, device, int(16 / sizeof(T)), is_aligned(in.data_ptr(), 16));
+  const ReduceConfig c =
+      plan_reduce(shape, device, int(16 / sizeof(T)), is_aligned(in.data_ptr(), 16));
   const int64_t num_outputs = shape.outer * shape.inner;
-  const int64_t output_blocks = c.row_mode ? (shape.outer + c.block_y - 1) / c.block_y
-                                           : shape.outer * c.inner_blocks;
+  const int64_t output_blocks =
+      c.row_mode ? (shape.outer + c.block_y - 1) / c.block_y : shape.outer * c.inner_blocks;
   EMBER_CHECK_STATUS(output_blocks < int64_t(std::numeric_limits<int32_t>::max()), not_supported,
                      "reduce op ", reduce_op_name(op), ": ", num_outputs,
                      " outputs need more CUDA blocks than a grid holds; reduce in pieces");
@@ -388,12 +448,14 @@ void launch_reduce(const Tensor& out, const Tensor* indices, const Tensor& in, R
   Tensor workspace;
   State* partials = nullptr;
   if (c.splits > 1) {
-    workspace = empty({int64_t(num_outputs * c.splits * int64_t(sizeof(State)))}, DType::u8, in.device());
+    workspace =
+        empty({int64_t(num_outputs * c.splits * int64_t(sizeof(State)))}, DType::u8, in.device());
     partials = static_cast<State*>(workspace.data_ptr());
   }
   const dim3 grid(unsigned(output_blocks), unsigned(c.splits));
   const dim3 block(unsigned(c.block_x), unsigned(c.block_y));
-  reduce_dense_kernel<T><<<grid, block, 0, stream>>>(r, c, in_ptr, out.data_ptr(), idx_ptr, partials);
+  reduce_dense_kernel<T>
+      <<<grid, block, 0, stream>>>(r, c, in_ptr, out.data_ptr(), idx_ptr, partials);
   EMBER_CUDA_LAUNCH_CHECK();
   if (c.splits > 1) {
     const int64_t warps_per_block = kBlockThreads / 32;
@@ -414,31 +476,34 @@ void reduce_cuda(const Tensor& out, const Tensor* indices, const Tensor& in, Red
   EMBER_CHECK_STATUS(is_floating(dtype) || op != ReduceOp::var, not_supported, "reduce op ", name,
                      ": dtype ", dtype_name(dtype),
                      " is not supported on CUDA; convert the input to a floating dtype first");
-  EMBER_CHECK_STATUS(dtype != DType::boolean ||
-                         (op != ReduceOp::sum && op != ReduceOp::mean && op != ReduceOp::prod),
-                     not_supported, "reduce op ", name,
-                     ": dtype bool is not supported on CUDA; convert the bool tensor to int64 first");
+  EMBER_CHECK_STATUS(
+      dtype != DType::boolean ||
+          (op != ReduceOp::sum && op != ReduceOp::mean && op != ReduceOp::prod),
+      not_supported, "reduce op ", name,
+      ": dtype bool is not supported on CUDA; convert the bool tensor to int64 first");
   EMBER_CHECK(is_floating(dtype) || op != ReduceOp::mean || shape.reduce > 0,
               "reduce op mean: the mean of an empty ", dtype_name(dtype),
               " reduction is NaN, which the integer output cannot hold; reduce over a non-empty "
               "dim or convert the input to a floating dtype");
   const bool needs_elements = op == ReduceOp::max || op == ReduceOp::min ||
                               op == ReduceOp::argmax || op == ReduceOp::argmin;
-  EMBER_CHECK(!needs_elements || shape.reduce > 0, "reduce op ",
-              name, ": cannot reduce over an empty dimension (input viewed as [", shape.outer,
-              ", 0, ", shape.inner, "]); it has no ", name, " to return");
-  EMBER_INTERNAL_ASSERT(in.is_cuda() && out.device() == in.device(), "reduce_kernel (CUDA): input on ",
-                        in.device().str(), ", output on ", out.device().str());
-  EMBER_INTERNAL_ASSERT(in.numel() == shape.outer * shape.reduce * shape.inner && in.is_contiguous(),
-                        "reduce_kernel: input ", in.shape_str(), " is not a dense [", shape.outer,
-                        ", ", shape.reduce, ", ", shape.inner, "]");
+  EMBER_CHECK(!needs_elements || shape.reduce > 0, "reduce op ", name,
+              ": cannot reduce over an empty dimension (input viewed as [", shape.outer, ", 0, ",
+              shape.inner, "]); it has no ", name, " to return");
+  EMBER_INTERNAL_ASSERT(in.is_cuda() && out.device() == in.device(),
+                        "reduce_kernel (CUDA): input on ", in.device().str(), ", output on ",
+                        out.device().str());
+  EMBER_INTERNAL_ASSERT(
+      in.numel() == shape.outer * shape.reduce * shape.inner && in.is_contiguous(),
+      "reduce_kernel: input ", in.shape_str(), " is not a dense [", shape.outer, ", ", shape.reduce,
+      ", ", shape.inner, "]");
   EMBER_INTERNAL_ASSERT(out.numel() == shape.outer * shape.inner && out.is_contiguous(),
                         "reduce_kernel: output ", out.shape_str(), " is not a dense [", shape.outer,
                         ", ", shape.inner, "]");
-  const DType expected_out =
-      op == ReduceOp::argmax || op == ReduceOp::argmin ? DType::i64 : dtype;
-  EMBER_INTERNAL_ASSERT(out.dtype() == expected_out, "reduce_kernel: op ", name, " output has dtype ",
-                        dtype_name(out.dtype()), ", expected ", dtype_name(expected_out));
+  const DType expected_out = op == ReduceOp::argmax || op == ReduceOp::argmin ? DType::i64 : dtype;
+  EMBER_INTERNAL_ASSERT(out.dtype() == expected_out, "reduce_kernel: op ", name,
+                        " output has dtype ", dtype_name(out.dtype()), ", expected ",
+                        dtype_name(expected_out));
   if (indices != nullptr) {
     EMBER_INTERNAL_ASSERT(indices->dtype() == DType::i64 && indices->numel() == out.numel() &&
                               indices->is_contiguous() && indices->device() == in.device(),

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/cuda_kernels/blas/blas.h"
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/rnn/driver.cuh"
+#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/tensor/runtime/eager_replay.h"
 
 namespace ember::cuda::rnn {
@@ -34,7 +34,8 @@ BackwardTemps backward_temps(const RnnProblem& p, bool persistent) {
   const int64_t H = c.hidden_size, GH = c.gates() * H, P = c.proj_size;
   const Device device = p.device();
   BackwardTemps tmp;
-  for (std::vector<Tensor>* v : {&tmp.dgx, &tmp.dgh, &tmp.dh_total, &tmp.dr, &tmp.dh_carry, &tmp.dc_carry})
+  for (std::vector<Tensor>* v :
+       {&tmp.dgx, &tmp.dgh, &tmp.dh_total, &tmp.dr, &tmp.dh_carry, &tmp.dc_carry})
     v->resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
     tmp.dgx[size_t(i)] = empty({rows, GH}, p.dtype, device);
@@ -48,7 +49,8 @@ BackwardTemps backward_temps(const RnnProblem& p, bool persistent) {
     if (c.mode == RnnMode::lstm) tmp.dc_carry[size_t(i)] = empty({B, H}, DType::f32, device);
   }
   tmp.dx.resize(size_t(c.num_layers));
-  for (int64_t l = 1; l < c.num_layers; ++l) tmp.dx[size_t(l)] = empty({rows, c.layer_input_size(l)}, p.dtype, device);
+  for (int64_t l = 1; l < c.num_layers; ++l)
+    tmp.dx[size_t(l)] = empty({rows, c.layer_input_size(l)}, p.dtype, device);
   if (p.need_weight_grads && c.bias) tmp.ones = empty({rows}, p.dtype, device);
   return tmp;
 }
@@ -69,7 +71,8 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
   PersistentPlan plan;
   if (persistent) {
     plan = persistent_plan(c, p.dtype, device.index, Direction::backward);
-    EMBER_INTERNAL_ASSERT(plan.ok, "rnn: the persistent algorithm was chosen for a problem it does not fit");
+    EMBER_INTERNAL_ASSERT(plan.ok,
+                          "rnn: the persistent algorithm was chosen for a problem it does not fit");
   }
 
   const Stream main = current_stream(device);
@@ -83,7 +86,9 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
   auto rec_of = [&](int64_t l, int64_t d) { return rec[size_t((l * D + d) % n_rec)]; };
 
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data_ptr()); };
-  auto typed = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+  auto typed = [](const Tensor& t) {
+    return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+  };
   const std::vector<Tensor>&dgx = tmp.dgx, &dgh = tmp.dgh, &dh_total = tmp.dh_total, &dr = tmp.dr;
   const std::vector<Tensor>&dh_carry = tmp.dh_carry, &dc_carry = tmp.dc_carry, &dx = tmp.dx;
   auto dgh_of = [&](int64_t i) { return gru ? typed(dgh[size_t(i)]) : typed(dgx[size_t(i)]); };
@@ -105,8 +110,10 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
     for (int64_t l = L - 1; l >= 0; --l) {
       const int64_t in_l = c.layer_input_size(l);
       // The gradient of this layer's output: the op's for the top layer, else the layer above's dX.
-      const T* dy = l == L - 1 ? static_cast<const T*>(p.grad_output.defined() ? p.grad_output.data_ptr() : nullptr)
-                               : typed(dx[size_t(l + 1)]);
+      const T* dy =
+          l == L - 1
+              ? static_cast<const T*>(p.grad_output.defined() ? p.grad_output.data_ptr() : nullptr)
+              : typed(dx[size_t(l + 1)]);
       // 1) The steps of chunk kk in reverse, each direction on its own stream.
       for (int64_t d = 0; d < D; ++d) {
         const Stream& rs = rec_of(l, d);
@@ -121,7 +128,8 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
         const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
         if (persistent) {
           PersistentBackwardArgs<T> a;
-          static_cast<PersistentShape&>(a) = {c.mode, int(T_), int(B), int(H), int(G), int(S), int(d)};
+          static_cast<PersistentShape&>(a) = {c.mode, int(T_), int(B), int(H),
+                                              int(G), int(S),  int(d)};
           a.w_hh = w_hh;
           a.states = states;
           a.cells = cells;
@@ -136,7 +144,8 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
                            : nullptr;
           a.dgx = typed(dgx[size_t(ld)]);
           a.dgh = dgh_of(ld);
-          a.grad_h0 = p.grad_h0.defined() ? static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * H : nullptr;
+          a.grad_h0 =
+              p.grad_h0.defined() ? static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * H : nullptr;
           a.grad_c0 = p.grad_c0.defined() && cells != nullptr
                           ? static_cast<T*>(p.grad_c0.data_ptr()) + ld * B * H
                           : nullptr;
@@ -148,11 +157,17 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
         float* dh = f32(dh_carry[size_t(ld)]);
         float* dc = dc_carry[size_t(ld)].defined() ? f32(dc_carry[size_t(ld)]) : nullptr;
         if (kk == K - 1) {
-          convert_elements<float, T>(dh, p.grad_h_n.defined() ? static_cast<const T*>(p.grad_h_n.data_ptr()) + ld * B * Ho : nullptr,
-                            B * Ho, stream);
+          convert_elements<float, T>(
+              dh,
+              p.grad_h_n.defined() ? static_cast<const T*>(p.grad_h_n.data_ptr()) + ld * B * Ho
+                                   : nullptr,
+              B * Ho, stream);
           if (dc != nullptr)
-            convert_elements<float, T>(dc, p.grad_c_n.defined() ? static_cast<const T*>(p.grad_c_n.data_ptr()) + ld * B * H : nullptr,
-                              B * H, stream);
+            convert_elements<float, T>(
+                dc,
+                p.grad_c_n.defined() ? static_cast<const T*>(p.grad_c_n.data_ptr()) + ld * B * H
+                                     : nullptr,
+                B * H, stream);
         }
         cublasHandle_t handle = cublas_handle();
         for (int64_t s = s1 - 1; s >= s0; --s) {
@@ -189,13 +204,16 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
           }
           step_backward<T>(a, stream);
           // d/dh_prev += dG W_hh (the step kernel left the direct part in the carry).
-          gemm(handle, false, false, B, Ho, GH, a.dgh, GH, w_hh, Ho, dh, Ho, 1.0f, ab, CUDA_R_32F, compute);
+          gemm(handle, false, false, B, Ho, GH, a.dgh, GH, w_hh, Ho, dh, Ho, 1.0f, ab, CUDA_R_32F,
+               compute);
         }
         if (kk == 0) {
           if (p.grad_h0.defined())
-            convert_elements<T, float>(static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * Ho, dh, B * Ho, stream);
+            convert_elements<T, float>(static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * Ho, dh,
+                                       B * Ho, stream);
           if (p.grad_c0.defined() && dc != nullptr)
-            convert_elements<T, float>(static_cast<T*>(p.grad_c0.data_ptr()) + ld * B * H, dc, B * H, stream);
+            convert_elements<T, float>(static_cast<T*>(p.grad_c0.data_ptr()) + ld * B * H, dc,
+                                       B * H, stream);
         }
         bwd_done[size_t(ld)] = events.record(stream);
       }
@@ -207,11 +225,13 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
         StreamGuard on_input(in);
         cublasHandle_t handle = cublas_handle();
         for (int64_t d = 0; d < D; ++d)
-          gemm(handle, false, false, (t1 - t0) * B, in_l, GH, typed(dgx[size_t(l * D + d)]) + t0 * B * GH, GH,
+          gemm(handle, false, false, (t1 - t0) * B, in_l, GH,
+               typed(dgx[size_t(l * D + d)]) + t0 * B * GH, GH,
                ptrs.weight(l, d, RnnWeightKind::w_ih), in_l, dx_l + t0 * B * in_l, in_l,
                d == 0 ? 0.0f : 1.0f, ab, ab, compute);
         if (l > 0 && p.dropout_active())
-          dropout_backward<T>(dx_l, ptrs.template region<bool>(ptrs.layout.layers[size_t(l - 1)].mask),
+          dropout_backward<T>(dx_l,
+                              ptrs.template region<bool>(ptrs.layout.layers[size_t(l - 1)].mask),
                               t0 * B * in_l, t1 * B * in_l, p.dropout, raw(in));
         dx_done[size_t(l)] = events.record(raw(in));
       }
@@ -241,8 +261,8 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
           }
           if (P > 0)
             gemm(handle, true, false, P, H, T_ * B, typed(dh_total[size_t(ld)]), P,
-                 ptrs.template region<T>(sv.proj_in), H, ptrs.grad_weight(l, d, RnnWeightKind::w_hr), H,
-                 0.0f, ab, ab, compute);
+                 ptrs.template region<T>(sv.proj_in), H,
+                 ptrs.grad_weight(l, d, RnnWeightKind::w_hr), H, 0.0f, ab, ab, compute);
         }
       }
     }

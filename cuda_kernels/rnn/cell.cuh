@@ -3,8 +3,8 @@
 // the LSTM and GRU cells forward, the gate gradients of one unit at one step, and small helpers
 // (bias reads, the lengths mask). Include only from cuda_kernels/rnn/*.cu.
 #pragma once
-#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/cuda_kernels/common/common.cuh"
+#include "ember/cuda_kernels/rnn/rnn.cuh"
 
 namespace ember::cuda::rnn {
 

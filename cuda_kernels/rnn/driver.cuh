@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/cuda_kernels/common/common.cuh"
+#include "ember/cuda_kernels/rnn/rnn.cuh"
 
 namespace ember::cuda::rnn {
 
@@ -90,7 +90,9 @@ struct Pointers {
   RnnReserveLayout layout;
   uint8_t* reserve;
   explicit Pointers(const RnnProblem& problem)
-      : p(problem), layout(problem.layout()), reserve(static_cast<uint8_t*>(problem.reserve.data_ptr())) {}
+      : p(problem),
+        layout(problem.layout()),
+        reserve(static_cast<uint8_t*>(problem.reserve.data_ptr())) {}
   template <typename U = T>
   U* region(int64_t offset) const {
     return offset < 0 ? nullptr : reinterpret_cast<U*>(reserve + offset);
@@ -129,7 +131,8 @@ inline cublasComputeType_t compute_type(const RnnProblem& p) {
 // wanted gradients (by value) and the address of every tensor they read or write, temporaries
 // included.
 std::vector<uint64_t> replay_key(const RnnProblem& p, bool persistent,
-                                 std::initializer_list<const std::vector<Tensor>*> temps, const Tensor& extra);
+                                 std::initializer_list<const std::vector<Tensor>*> temps,
+                                 const Tensor& extra);
 
 // ---- the drivers --------------------------------------------------------------------------------
 

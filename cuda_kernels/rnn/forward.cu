@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/cuda_kernels/blas/blas.h"
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/rnn/driver.cuh"
+#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/tensor/runtime/eager_replay.h"
 
 namespace ember::cuda::rnn {
@@ -23,11 +23,13 @@ using dispatch::Direction;
 // Temporaries of one forward, allocated on the current stream before its launches (eager replay
 // keys their addresses) and freed after them.
 struct ForwardTemps {
-  std::vector<Tensor> gx, gh;  // per (layer, direction): input projections; one step's recurrent GEMM
+  std::vector<Tensor> gx,
+      gh;  // per (layer, direction): input projections; one step's recurrent GEMM
 };
 ForwardTemps forward_temps(const RnnProblem& p, bool persistent) {
   const RnnConfig& c = p.config;
-  const int64_t n = c.num_layers * c.num_directions, rows = c.seq_len * c.batch, GH = c.gates() * c.hidden_size;
+  const int64_t n = c.num_layers * c.num_directions, rows = c.seq_len * c.batch,
+                GH = c.gates() * c.hidden_size;
   ForwardTemps tmp;
   tmp.gx.resize(size_t(n));
   tmp.gh.resize(size_t(n));
@@ -53,7 +55,8 @@ void forward_launch(const RnnProblem& p, bool persistent, const ForwardTemps& tm
   PersistentPlan plan;
   if (persistent) {
     plan = persistent_plan(c, p.dtype, device.index, Direction::forward);
-    EMBER_INTERNAL_ASSERT(plan.ok, "rnn: the persistent algorithm was chosen for a problem it does not fit");
+    EMBER_INTERNAL_ASSERT(plan.ok,
+                          "rnn: the persistent algorithm was chosen for a problem it does not fit");
   }
 
   const Stream main = current_stream(device);
@@ -96,8 +99,8 @@ void forward_launch(const RnnProblem& p, bool persistent, const ForwardTemps& tm
         const T* x = ptrs.layer_input(l);
         for (int64_t d = 0; d < D; ++d)
           gemm(handle, false, true, (t1 - t0) * B, GH, in_l, x + t0 * B * in_l, in_l,
-               ptrs.weight(l, d, RnnWeightKind::w_ih), in_l, f32(gx[size_t(l * D + d)]) + t0 * B * GH,
-               GH, 0.0f, ab, CUDA_R_32F, compute);
+               ptrs.weight(l, d, RnnWeightKind::w_ih), in_l,
+               f32(gx[size_t(l * D + d)]) + t0 * B * GH, GH, 0.0f, ab, CUDA_R_32F, compute);
         input_done[size_t(l)] = events.record(raw(in));
       }
       // 2) The recurrent steps of chunk k, each direction on its own stream.
@@ -118,16 +121,18 @@ void forward_launch(const RnnProblem& p, bool persistent, const ForwardTemps& tm
         const T* w_hh = ptrs.weight(l, d, RnnWeightKind::w_hh);
         const int64_t first = d == 0 ? 0 : T_, last = d == 0 ? T_ : 0;
         if (k == 0) {
-          EMBER_CUDA_CHECK(cudaMemcpyAsync(states + first * B * Ho,
-                                           static_cast<const T*>(p.h0.data_ptr()) + ld * B * Ho,
-                                           size_t(B * Ho) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+          EMBER_CUDA_CHECK(cudaMemcpyAsync(
+              states + first * B * Ho, static_cast<const T*>(p.h0.data_ptr()) + ld * B * Ho,
+              size_t(B * Ho) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
           if (cells != nullptr)
-            convert_elements<float, T>(cells + first * B * H, static_cast<const T*>(p.c0.data_ptr()) + ld * B * H,
-                              B * H, stream);
+            convert_elements<float, T>(cells + first * B * H,
+                                       static_cast<const T*>(p.c0.data_ptr()) + ld * B * H, B * H,
+                                       stream);
         }
         if (persistent) {
           PersistentForwardArgs<T> a;
-          static_cast<PersistentShape&>(a) = {c.mode, int(T_), int(B), int(H), int(G), int(S), int(d)};
+          static_cast<PersistentShape&>(a) = {c.mode, int(T_), int(B), int(H),
+                                              int(G), int(S),  int(d)};
           a.gx = f32(gx[size_t(ld)]);
           a.w_hh = w_hh;
           a.b_ih = b_ih;
@@ -177,7 +182,8 @@ void forward_launch(const RnnProblem& p, bool persistent, const ForwardTemps& tm
             if (P > 0) {
               gemm(handle, false, true, B, P, H, proj_in + st.t * B * H, H,
                    ptrs.weight(l, d, RnnWeightKind::w_hr), H, h_next, P, 0.0f, ab, ab, compute);
-              proj_fixup<T>(h_next, h_prev, y + st.t * B * W, W, int(B), int(P), lengths, int(st.t), stream);
+              proj_fixup<T>(h_next, h_prev, y + st.t * B * W, W, int(B), int(P), lengths, int(st.t),
+                            stream);
             }
           }
         }
@@ -186,8 +192,8 @@ void forward_launch(const RnnProblem& p, bool persistent, const ForwardTemps& tm
                                            states + last * B * Ho, size_t(B * Ho) * sizeof(T),
                                            cudaMemcpyDeviceToDevice, stream));
           if (cells != nullptr)
-            convert_elements<T, float>(static_cast<T*>(p.c_n.data_ptr()) + ld * B * H, cells + last * B * H,
-                              B * H, stream);
+            convert_elements<T, float>(static_cast<T*>(p.c_n.data_ptr()) + ld * B * H,
+                                       cells + last * B * H, B * H, stream);
         }
         rec_done[size_t(ld)] = events.record(stream);
       }

@@ -12,9 +12,9 @@
 #include <shared_mutex>
 #include <tuple>
 
-#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/rnn/cell.cuh"
+#include "ember/cuda_kernels/rnn/rnn.cuh"
 
 namespace ember::cuda::rnn {
 namespace {
@@ -30,7 +30,9 @@ __host__ __device__ inline size_t align16(size_t bytes) { return (bytes + 15) / 
 
 // Row stride of the shared-memory tiles in elements: one 4-byte word more than a row, so that the
 // rows threads of one warp read at the same k start on different banks.
-__host__ __device__ inline int padded_row(int H, int element_bytes) { return H + 4 / element_bytes; }
+__host__ __device__ inline int padded_row(int H, int element_bytes) {
+  return H + 4 / element_bytes;
+}
 
 // Shared memory of one block: W_hh rows [R][ldw] (T), staged hidden rows [bt][ldw] (T), recurrent
 // pre-activations [B][R] (float), cell states [B][U] (float).
@@ -42,7 +44,7 @@ size_t persistent_smem_bytes(int H, int G, int U, int B, int bt, size_t es) {
 
 template <typename T>
 __global__ void __launch_bounds__(kPersistentThreads)
-rnn_persistent_forward_kernel(const PersistentForwardArgs<T> a, int U, int bt) {
+    rnn_persistent_forward_kernel(const PersistentForwardArgs<T> a, int U, int bt) {
   cg::grid_group grid = cg::this_grid();
   extern __shared__ __align__(16) unsigned char smem[];
   const int H = a.H, G = a.G, B = a.B, R = G * U;
@@ -165,11 +167,14 @@ __host__ __device__ inline int backward_row(int GH, int element_bytes) {
 // hidden and cell carries [rows][U] (float) each.
 size_t persistent_backward_smem_bytes(int H, int G, int U, int rows, int bt, size_t es) {
   const size_t ldg = size_t(backward_row(G * H, int(es)));
-  return align16(size_t(U) * ldg * es) + align16(size_t(bt) * ldg * es) + 2 * align16(size_t(rows) * U * 4);
+  return align16(size_t(U) * ldg * es) + align16(size_t(bt) * ldg * es) +
+         2 * align16(size_t(rows) * U * 4);
 }
 
 // Two consecutive elements of a shared row as floats.
-__device__ __forceinline__ float2 load_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ float2 load_pair(const float* p) {
+  return *reinterpret_cast<const float2*>(p);
+}
 __device__ __forceinline__ float2 load_pair(const __nv_bfloat16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
 }
@@ -182,7 +187,8 @@ constexpr int kTileRows = 4, kTileUnits = 4;
 // One block per SM (the plan's grid): the register tiles may use what they need.
 template <typename T>
 __global__ void __launch_bounds__(kPersistentThreads, 1)
-rnn_persistent_backward_kernel(const PersistentBackwardArgs<T> a, int U, int rows_per_group, int bt) {
+    rnn_persistent_backward_kernel(const PersistentBackwardArgs<T> a, int U, int rows_per_group,
+                                   int bt) {
   cg::grid_group grid = cg::this_grid();
   extern __shared__ __align__(16) unsigned char smem[];
   const int H = a.H, G = a.G, B = a.B, GH = G * H;
@@ -221,7 +227,8 @@ rnn_persistent_backward_kernel(const PersistentBackwardArgs<T> a, int U, int row
     const int t = a.direction == 0 ? a.T_ - 1 - s : s;
     const int prev = a.direction == 0 ? t : t + 1, next = a.direction == 0 ? t + 1 : t;
     const int64_t step_row = int64_t(t) * B;  // row (t, 0) of the [T, B, ...] tensors
-    // 1) Gate gradients of this block's (row, unit) pairs; the hidden carry becomes the direct part.
+    // 1) Gate gradients of this block's (row, unit) pairs; the hidden carry becomes the direct
+    // part.
     for (int idx = tid; idx < rows * units; idx += nthreads) {
       const int b = idx / units, u = idx - b * units, bb = row0 + b, j = j0 + u;
       T* dgx = a.dgx + (step_row + bb) * GH;
@@ -321,7 +328,8 @@ namespace {
 // with its own blocks: a block then stages only its group's dG rows, G times the size of the
 // forward's h rows), taking the most groups whose W_hh columns and a 4-row tile still fit.
 template <typename T>
-PersistentPlan compute_persistent_plan(Direction direction, int64_t G, int64_t H, int64_t B, int device) {
+PersistentPlan compute_persistent_plan(Direction direction, int64_t G, int64_t H, int64_t B,
+                                       int device) {
   PersistentPlan plan;
   const DeviceProperties& props = device_properties(device);
   if (!props.cooperative_launch || props.sm_count <= 0) return plan;
@@ -339,8 +347,8 @@ PersistentPlan compute_persistent_plan(Direction direction, int64_t G, int64_t H
   };
   const size_t row = forward ? align16(size_t(padded_row(int(H), int(es))) * es)
                              : size_t(backward_row(int(G * H), int(es))) * es;
-  for (int64_t groups = forward ? 1 : std::min<int64_t>(8, std::max<int64_t>(1, B / 4)); groups >= 1;
-       groups /= 2) {
+  for (int64_t groups = forward ? 1 : std::min<int64_t>(8, std::max<int64_t>(1, B / 4));
+       groups >= 1; groups /= 2) {
     const int rows = int((B + groups - 1) / groups);
     const int64_t used_groups = (B + rows - 1) / rows;  // every group non-empty
     // The fewest units per block that let all blocks fit on the chip at one block per SM.
@@ -414,9 +422,9 @@ void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan&
   PersistentForwardArgs<T> args = a;
   int units = plan.units_per_block, tile = plan.batch_tile;
   void* params[] = {&args, &units, &tile};
-  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(rnn_persistent_forward_kernel<T>),
-                                               dim3(unsigned(plan.blocks)), dim3(kPersistentThreads),
-                                               params, plan.smem_bytes, stream));
+  EMBER_CUDA_CHECK(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(rnn_persistent_forward_kernel<T>), dim3(unsigned(plan.blocks)),
+      dim3(kPersistentThreads), params, plan.smem_bytes, stream));
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -438,8 +446,8 @@ template void persistent_forward<float>(const PersistentForwardArgs<float>&, con
                                         cudaStream_t);
 template void persistent_forward<__nv_bfloat16>(const PersistentForwardArgs<__nv_bfloat16>&,
                                                 const PersistentPlan&, cudaStream_t);
-template void persistent_backward<float>(const PersistentBackwardArgs<float>&, const PersistentPlan&,
-                                         cudaStream_t);
+template void persistent_backward<float>(const PersistentBackwardArgs<float>&,
+                                         const PersistentPlan&, cudaStream_t);
 template void persistent_backward<__nv_bfloat16>(const PersistentBackwardArgs<__nv_bfloat16>&,
                                                  const PersistentPlan&, cudaStream_t);
 

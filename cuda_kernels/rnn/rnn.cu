@@ -24,13 +24,13 @@
 //      GEMMs over all steps (dW_ih = dG^T X, dW_hh = dG^T H_prev, biases as dG^T 1, dW_hr) on a
 //      separate stream, overlapping the layers below.
 //  "persistent" (forward and backward): for small batch x hidden, one cooperative kernel per
-//    (layer, direction) runs all steps with a grid-wide barrier per step (cuda_kernels/rnn/rnn.cuh).
-//    The forward keeps its W_hh rows in shared memory and its cell states on chip; it writes the
-//    same reserve, so either backward reads it. The backward keeps W_hh columns in shared memory
-//    and the gradient carries on chip, writes the gate gradients of every step, and leaves the
-//    input gradient and the weight gradients to the large GEMMs of "cublas_steps" (run layer
-//    after layer: one chunk, no wavefront). Its recurrent sums are in a fixed order, so the
-//    result is bitwise reproducible.
+//    (layer, direction) runs all steps with a grid-wide barrier per step
+//    (cuda_kernels/rnn/rnn.cuh). The forward keeps its W_hh rows in shared memory and its cell
+//    states on chip; it writes the same reserve, so either backward reads it. The backward keeps
+//    W_hh columns in shared memory and the gradient carries on chip, writes the gate gradients of
+//    every step, and leaves the input gradient and the weight gradients to the large GEMMs of
+//    "cublas_steps" (run layer after layer: one chunk, no wavefront). Its recurrent sums are in a
+//    fixed order, so the result is bitwise reproducible.
 //
 // Every side stream forks from the current stream with an event and joins back into it before
 // returning, so all work is ordered with the caller's stream (and captures into a CUDA graph);
@@ -40,8 +40,6 @@
 // (tensor/runtime/eager_replay.h: the eager step is otherwise bound by the host's launch rate).
 // fp32 and bf16 only; one instantiation per kernel and dtype. Gradients are written, never
 // accumulated.
-#include "ember/cuda_kernels/rnn/rnn.cuh"
-
 #include <cublas_v2.h>
 
 #include <initializer_list>
@@ -50,6 +48,7 @@
 #include "ember/cuda_kernels/blas/blas.h"
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/rnn/driver.cuh"
+#include "ember/cuda_kernels/rnn/rnn.cuh"
 #include "ember/dispatch/algorithm.h"
 
 namespace ember::cuda::rnn {
@@ -62,9 +61,10 @@ void gemm(cublasHandle_t handle, bool ta, bool tb, int64_t m, int64_t n, int64_t
           int64_t lda, const void* B, int64_t ldb, void* C, int64_t ldc, float beta,
           cudaDataType_t ab, cudaDataType_t c_type, cublasComputeType_t compute) {
   const float alpha = 1.0f;
-  EMBER_CUBLAS_CHECK(cublasGemmEx(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  int(n), int(m), int(k), &alpha, B, ab, int(ldb), A, ab, int(lda),
-                                  &beta, C, c_type, int(ldc), compute, CUBLAS_GEMM_DEFAULT));
+  EMBER_CUBLAS_CHECK(cublasGemmEx(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha, B,
+                                  ab, int(ldb), A, ab, int(lda), &beta, C, c_type, int(ldc),
+                                  compute, CUBLAS_GEMM_DEFAULT));
 }
 
 Stream side_stream(Device device, int i) {
@@ -82,17 +82,23 @@ EventPool& event_pool(int device) {
 }
 
 std::vector<uint64_t> replay_key(const RnnProblem& p, bool persistent,
-                                 std::initializer_list<const std::vector<Tensor>*> temps, const Tensor& extra) {
+                                 std::initializer_list<const std::vector<Tensor>*> temps,
+                                 const Tensor& extra) {
   const RnnConfig& c = p.config;
-  std::vector<uint64_t> key = {uint64_t(p.direction), uint64_t(persistent), uint64_t(c.mode),
-                               uint64_t(c.num_layers), uint64_t(c.num_directions), uint64_t(c.input_size),
-                               uint64_t(c.hidden_size), uint64_t(c.proj_size), uint64_t(c.bias),
-                               uint64_t(c.seq_len), uint64_t(c.batch), uint64_t(p.dtype),
-                               uint64_t(p.allow_tf32), uint64_t(p.need_weight_grads),
+  std::vector<uint64_t> key = {uint64_t(p.direction),      uint64_t(persistent),
+                               uint64_t(c.mode),           uint64_t(c.num_layers),
+                               uint64_t(c.num_directions), uint64_t(c.input_size),
+                               uint64_t(c.hidden_size),    uint64_t(c.proj_size),
+                               uint64_t(c.bias),           uint64_t(c.seq_len),
+                               uint64_t(c.batch),          uint64_t(p.dtype),
+                               uint64_t(p.allow_tf32),     uint64_t(p.need_weight_grads),
                                uint64_t(p.device().index)};
-  auto add = [&](const Tensor& t) { key.push_back(t.defined() ? uint64_t(uintptr_t(t.data_ptr())) : 0); };
-  for (const Tensor* t : {&p.input, &p.h0, &p.c0, &p.lengths, &p.reserve, &p.output, &p.h_n, &p.c_n,
-                          &p.grad_output, &p.grad_h_n, &p.grad_c_n, &p.grad_input, &p.grad_h0, &p.grad_c0})
+  auto add = [&](const Tensor& t) {
+    key.push_back(t.defined() ? uint64_t(uintptr_t(t.data_ptr())) : 0);
+  };
+  for (const Tensor* t :
+       {&p.input, &p.h0, &p.c0, &p.lengths, &p.reserve, &p.output, &p.h_n, &p.c_n, &p.grad_output,
+        &p.grad_h_n, &p.grad_c_n, &p.grad_input, &p.grad_h0, &p.grad_c0})
     add(*t);
   for (const Tensor& t : p.weights) add(t);
   for (const Tensor& t : p.grad_weights) add(t);
@@ -142,7 +148,8 @@ double persistent_cost_us(const RnnProblem& p) {
     per_step = kBarrierUs + macs / 29.3e3 + double(c.batch) * c.hidden_size / 1.02e3;
   } else {
     const double row_bytes = double(c.gates() * c.hidden_size) * es;
-    const double macs = double(plan.rows_per_group) * plan.units_per_block * c.gates() * c.hidden_size;
+    const double macs =
+        double(plan.rows_per_group) * plan.units_per_block * c.gates() * c.hidden_size;
     per_step = kBarrierUs + macs / 71.2e3 + plan.rows_per_group * row_bytes / 14.6e3;
   }
   return double(c.seq_len) * c.num_layers * c.num_directions * per_step;
@@ -155,8 +162,10 @@ dispatch::Algorithm<RnnProblem> cublas_steps_algorithm() {
   a.applies = &supported;
   a.heuristic_cost = &cublas_cost_us;
   a.run = [](const RnnProblem& p, void*) {
-    if (p.direction == Direction::forward) run_forward(p, false);
-    else run_backward(p, false);
+    if (p.direction == Direction::forward)
+      run_forward(p, false);
+    else
+      run_backward(p, false);
   };
   return a;
 }
@@ -170,8 +179,10 @@ dispatch::Algorithm<RnnProblem> persistent_algorithm() {
   };
   a.heuristic_cost = &persistent_cost_us;
   a.run = [](const RnnProblem& p, void*) {
-    if (p.direction == Direction::forward) run_forward(p, true);
-    else run_backward(p, true);
+    if (p.direction == Direction::forward)
+      run_forward(p, true);
+    else
+      run_backward(p, true);
   };
   return a;
 }

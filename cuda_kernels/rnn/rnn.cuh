@@ -25,18 +25,18 @@ template <typename T>
 struct StepForwardArgs {
   RnnMode mode = RnnMode::lstm;
   int B = 0, H = 0, G = 1, S = 0;
-  const float* gx = nullptr;    // [B, G * H] input projection of step t
-  const float* gh = nullptr;    // [B, G * H] recurrent projection of step t
-  const T* b_ih = nullptr;      // [G * H] or null
-  const T* b_hh = nullptr;      // [G * H] or null
+  const float* gx = nullptr;      // [B, G * H] input projection of step t
+  const float* gh = nullptr;      // [B, G * H] recurrent projection of step t
+  const T* b_ih = nullptr;        // [G * H] or null
+  const T* b_hh = nullptr;        // [G * H] or null
   const float* c_prev = nullptr;  // [B, H] (LSTM)
   float* c_next = nullptr;        // [B, H] (LSTM)
-  const T* h_prev = nullptr;    // [B, H] (without projection Ho = H)
-  T* h_next = nullptr;          // [B, H]; null with a projection (its GEMM writes the state)
-  T* y = nullptr;               // output row b at y + b * ldy; null with a projection
+  const T* h_prev = nullptr;      // [B, H] (without projection Ho = H)
+  T* h_next = nullptr;            // [B, H]; null with a projection (its GEMM writes the state)
+  T* y = nullptr;                 // output row b at y + b * ldy; null with a projection
   int64_t ldy = 0;
-  T* gates = nullptr;           // [B, S * H] saved for backward (LSTM, GRU)
-  T* proj_in = nullptr;         // [B, H] LSTM with projection: o * tanh(c)
+  T* gates = nullptr;                // [B, S * H] saved for backward (LSTM, GRU)
+  T* proj_in = nullptr;              // [B, H] LSTM with projection: o * tanh(c)
   const int32_t* lengths = nullptr;  // [B] or null
   int t = 0;
 };
@@ -46,8 +46,8 @@ void step_forward(const StepForwardArgs<T>& a, cudaStream_t stream);
 // After the projection GEMM wrote h_next [B, P] for every row: rows past their length get
 // h_prev back; the output rows (y + b * ldy) get h_next, or zero past the length.
 template <typename T>
-void proj_fixup(T* h_next, const T* h_prev, T* y, int64_t ldy, int B, int P,
-                const int32_t* lengths, int t, cudaStream_t stream);
+void proj_fixup(T* h_next, const T* h_prev, T* y, int64_t ldy, int B, int P, const int32_t* lengths,
+                int t, cudaStream_t stream);
 
 // One backward step at time t: the gate gradients dgx (w.r.t. the input-side pre-activations) and
 // dgh (w.r.t. the hidden-side ones; the same buffer except for GRU), the cell carry, and the
@@ -57,21 +57,21 @@ template <typename T>
 struct StepBackwardArgs {
   RnnMode mode = RnnMode::lstm;
   int B = 0, H = 0, G = 1, S = 0;
-  const T* gates = nullptr;        // [B, S * H] saved at step t
-  const float* c_prev = nullptr;   // [B, H] (LSTM)
-  const float* c_next = nullptr;   // [B, H] (LSTM)
-  const T* h_prev = nullptr;       // [B, H] (GRU)
-  const T* h_next = nullptr;       // [B, H] (RNN: the activation output)
+  const T* gates = nullptr;       // [B, S * H] saved at step t
+  const float* c_prev = nullptr;  // [B, H] (LSTM)
+  const float* c_next = nullptr;  // [B, H] (LSTM)
+  const T* h_prev = nullptr;      // [B, H] (GRU)
+  const T* h_next = nullptr;      // [B, H] (RNN: the activation output)
   // With a projection: the gradient w.r.t. o * tanh(c), [B, H] (dh_carry is then not touched).
   // Without: null, and the step's hidden gradient is dh_carry + dy.
   const float* dr = nullptr;
-  float* dh_carry = nullptr;       // [B, H] in: d/dh of the state after the step; out: the
-                                   // direct part of d/dh_prev (zero, or z * dh for GRU)
-  const T* dy = nullptr;           // output gradient row b at dy + b * ldy, or null (zero)
+  float* dh_carry = nullptr;  // [B, H] in: d/dh of the state after the step; out: the
+                              // direct part of d/dh_prev (zero, or z * dh for GRU)
+  const T* dy = nullptr;      // output gradient row b at dy + b * ldy, or null (zero)
   int64_t ldy = 0;
-  float* dc_carry = nullptr;       // [B, H] in/out (LSTM)
-  T* dgx = nullptr;                // [B, G * H]
-  T* dgh = nullptr;                // [B, G * H]
+  float* dc_carry = nullptr;  // [B, H] in/out (LSTM)
+  T* dgx = nullptr;           // [B, G * H]
+  T* dgh = nullptr;           // [B, G * H]
   const int32_t* lengths = nullptr;
   int t = 0;
 };
@@ -142,14 +142,14 @@ struct PersistentShape {
 
 template <typename T>
 struct PersistentForwardArgs : PersistentShape {
-  const float* gx = nullptr;      // [T, B, G * H]
-  const T* w_hh = nullptr;        // [G * H, H]
-  const T* b_ih = nullptr;        // [G * H] or null
+  const float* gx = nullptr;  // [T, B, G * H]
+  const T* w_hh = nullptr;    // [G * H, H]
+  const T* b_ih = nullptr;    // [G * H] or null
   const T* b_hh = nullptr;
-  T* states = nullptr;            // [T + 1, B, H], the first slot holding h0
-  float* cells = nullptr;         // [T + 1, B, H] (LSTM), the first slot holding c0
-  T* gates = nullptr;             // [T, B, S * H]
-  T* y = nullptr;                 // [T, B, ldy] at this direction's column offset
+  T* states = nullptr;     // [T + 1, B, H], the first slot holding h0
+  float* cells = nullptr;  // [T + 1, B, H] (LSTM), the first slot holding c0
+  T* gates = nullptr;      // [T, B, S * H]
+  T* y = nullptr;          // [T, B, ldy] at this direction's column offset
   int64_t ldy = 0;
   const int32_t* lengths = nullptr;
 };
@@ -160,18 +160,18 @@ void persistent_forward(const PersistentForwardArgs<T>& a, const PersistentPlan&
 // Writes dgx / dgh for every step, and grad_h0 / grad_c0 (when not null) from the final carries.
 template <typename T>
 struct PersistentBackwardArgs : PersistentShape {
-  const T* w_hh = nullptr;        // [G * H, H]
-  const T* states = nullptr;      // [T + 1, B, H] saved by the forward
-  const float* cells = nullptr;   // [T + 1, B, H] (LSTM)
-  const T* gates = nullptr;       // [T, B, S * H]
-  const T* dy = nullptr;          // [T, B, ldy] at this direction's column offset, or null (zero)
+  const T* w_hh = nullptr;       // [G * H, H]
+  const T* states = nullptr;     // [T + 1, B, H] saved by the forward
+  const float* cells = nullptr;  // [T + 1, B, H] (LSTM)
+  const T* gates = nullptr;      // [T, B, S * H]
+  const T* dy = nullptr;         // [T, B, ldy] at this direction's column offset, or null (zero)
   int64_t ldy = 0;
-  const T* grad_h_n = nullptr;    // [B, H] or null (zero)
-  const T* grad_c_n = nullptr;    // [B, H] (LSTM) or null (zero)
-  T* dgx = nullptr;               // [T, B, G * H]
-  T* dgh = nullptr;               // [T, B, G * H]; dgx except for GRU
-  T* grad_h0 = nullptr;           // [B, H] or null
-  T* grad_c0 = nullptr;           // [B, H] or null
+  const T* grad_h_n = nullptr;  // [B, H] or null (zero)
+  const T* grad_c_n = nullptr;  // [B, H] (LSTM) or null (zero)
+  T* dgx = nullptr;             // [T, B, G * H]
+  T* dgh = nullptr;             // [T, B, G * H]; dgx except for GRU
+  T* grad_h0 = nullptr;         // [B, H] or null
+  T* grad_c0 = nullptr;         // [B, H] or null
   const int32_t* lengths = nullptr;
 };
 template <typename T>

@@ -76,19 +76,19 @@ __device__ __forceinline__ void cluster_store(T* row, int64_t dim, int64_t seg, 
   }
 }
 
-// The cluster of blocks [c * n, (c + 1) * n) (n = the cluster size) takes rows c, c + clusters, ...;
-// block rank b of a cluster holds the row's segment [b * 8192, (b + 1) * 8192).
-// Statistics: each thread takes the max m_t of its values first (no exponentials), then
-// sum_t = sum exp(x - m_t) over them: one exponential per value and no rescaling, where the
-// online update costs a rescale whenever a vector raises the max. Slots past the row's end count
-// as -inf. The exponentials replace the values in registers (64 registers, no spills), and the
-// output is exp(x - m_t) * (exp(m_t - M) / S): one exponential per element in all, where taking
-// exp(x - M) again in the output pass would double the kernel's arithmetic. log_softmax keeps the
-// values and writes x - (M + log S).
+// The cluster of blocks [c * n, (c + 1) * n) (n = the cluster size) takes rows c, c + clusters,
+// ...; block rank b of a cluster holds the row's segment [b * 8192, (b + 1) * 8192). Statistics:
+// each thread takes the max m_t of its values first (no exponentials), then sum_t = sum exp(x -
+// m_t) over them: one exponential per value and no rescaling, where the online update costs a
+// rescale whenever a vector raises the max. Slots past the row's end count as -inf. The
+// exponentials replace the values in registers (64 registers, no spills), and the output is exp(x -
+// m_t) * (exp(m_t - M) / S): one exponential per element in all, where taking exp(x - M) again in
+// the output pass would double the kernel's arithmetic. log_softmax keeps the values and writes x -
+// (M + log S).
 template <typename T>
 __global__ void __launch_bounds__(kClusterThreads, kClusterBlocksPerSm)
-softmax_cluster_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                               int64_t dim, bool log, bool vec) {
+    softmax_cluster_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                   int64_t dim, bool log, bool vec) {
 #if EMBER_SOFTMAX_SM90
   namespace cg = cooperative_groups;
   constexpr int V = kVec<T>, kVecs = kClusterPerThread<false> / V;
@@ -156,8 +156,9 @@ softmax_cluster_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 // exchanged like the forward statistics.
 template <typename T>
 __global__ void __launch_bounds__(kClusterThreads, kClusterBlocksPerSm)
-softmax_cluster_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
-                                T* __restrict__ dx, int64_t rows, int64_t dim, bool log, bool vec) {
+    softmax_cluster_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                                    T* __restrict__ dx, int64_t rows, int64_t dim, bool log,
+                                    bool vec) {
 #if EMBER_SOFTMAX_SM90
   namespace cg = cooperative_groups;
   constexpr int V = kVec<T>, kVecs = kClusterPerThread<true> / V;
@@ -205,8 +206,7 @@ template <typename T>
 void launch_cluster(const SoftmaxProblem& p, cudaStream_t stream) {
   const bool vec = rows_vectorizable(p);
   const int64_t blocks = cluster_blocks(p);  // 1..kClusterMaxBlocks (applies())
-  const int64_t clusters =
-      std::min<int64_t>(p.outer, std::numeric_limits<int32_t>::max() / blocks);
+  const int64_t clusters = std::min<int64_t>(p.outer, std::numeric_limits<int32_t>::max() / blocks);
   cudaLaunchAttribute cluster_dim{};
   cluster_dim.id = cudaLaunchAttributeClusterDimension;
   cluster_dim.val.clusterDim.x = unsigned(blocks);

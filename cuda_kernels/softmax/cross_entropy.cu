@@ -37,7 +37,9 @@ struct CeDevice {
   bool log_probs;
   int* error_flag;
 
-  __device__ __forceinline__ A weight_of(int64_t c) const { return weight != nullptr ? weight[c] : A(1); }
+  __device__ __forceinline__ A weight_of(int64_t c) const {
+    return weight != nullptr ? weight[c] : A(1);
+  }
   __device__ __forceinline__ A weight_total() const {
     return weight_sum != nullptr ? *weight_sum : A(classes);
   }
@@ -60,8 +62,8 @@ __device__ __forceinline__ int64_t row_target(const CeDevice<A>& a, int64_t r) {
 
 // Writes the row's outputs from its log-sum-exp, target logit and sum_c w[c] * x[c].
 template <typename A>
-__device__ __forceinline__ void finish_row(const CeDevice<A>& a, int64_t r, int64_t t, A lse,
-                                           A x_t, A weighted_sum) {
+__device__ __forceinline__ void finish_row(const CeDevice<A>& a, int64_t r, int64_t t, A lse, A x_t,
+                                           A weighted_sum) {
   a.lse[r] = lse;
   if (t < 0) {
     a.loss[r] = A(0);
@@ -70,7 +72,8 @@ __device__ __forceinline__ void finish_row(const CeDevice<A>& a, int64_t r, int6
   }
   const A wt = a.weight_of(t);
   A loss = (A(1) - a.smoothing) * wt * (lse - x_t);
-  if (a.smoothing > A(0)) loss += a.smoothing / A(a.classes) * (a.weight_total() * lse - weighted_sum);
+  if (a.smoothing > A(0))
+    loss += a.smoothing / A(a.classes) * (a.weight_total() * lse - weighted_sum);
   a.loss[r] = loss;
   a.target_weight[r] = wt;
 }
@@ -87,7 +90,7 @@ constexpr int kCeRowBlocksPerSm = 4;
 // (rows_per_block = blockDim / 32 rows a block) or the whole block (rows_per_block = 1).
 template <typename T>
 __global__ void __launch_bounds__(kCeRowThreads, kCeRowBlocksPerSm)
-cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
+    cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
   using A = OpMath<T>;
   __shared__ MaxSum<A> scratch[kWarpSize];
   __shared__ A wx_scratch[kWarpSize];
@@ -132,7 +135,7 @@ cross_entropy_rows_kernel(CeDevice<OpMath<T>> a, int rows_per_block, bool vec) {
 // Any layout (element (n, c, s) at (n * C + c) * S + s), and nll_loss: a thread per row r = n*S+s.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-cross_entropy_columns_kernel(CeDevice<OpMath<T>> a) {
+    cross_entropy_columns_kernel(CeDevice<OpMath<T>> a) {
   using A = OpMath<T>;
   const T* x = static_cast<const T*>(a.input);
   const int64_t S = a.inner, C = a.classes, rows = a.outer * a.inner;
@@ -164,8 +167,8 @@ struct CeRowCoef {
   int64_t t;  // target class, -1 when ignored
   A scale;    // upstream gradient of the row
   A lse;
-  A p_coef;   // (1 - eps) w[t] + eps / C * sum(w)
-  A hit;      // (1 - eps) w[t]: subtracted at c == t
+  A p_coef;  // (1 - eps) w[t] + eps / C * sum(w)
+  A hit;     // (1 - eps) w[t]: subtracted at c == t
 };
 
 template <typename A>
@@ -202,7 +205,7 @@ inline constexpr int kCeTileBlocksPerSm = std::is_same_v<T, double> ? 2 : 4;
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kCeTileBlocksPerSm<T>)
-cross_entropy_backward_rows_kernel(CeDevice<OpMath<T>> a, int64_t tiles_per_row) {
+    cross_entropy_backward_rows_kernel(CeDevice<OpMath<T>> a, int64_t tiles_per_row) {
   using A = OpMath<T>;
   constexpr int V = kVec<T>;
   using Vec = AlignedVec<T, V>;
@@ -244,8 +247,8 @@ inline constexpr int kCeBackwardBlocksPerSm = std::is_same_v<T, double> ? 4 : 8;
 // e -> (n, c, s) with by_a dividing by inner and by_b by classes.
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kCeBackwardBlocksPerSm<T>)
-cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool use32, FastDivmod64 by_a,
-                                   FastDivmod64 by_b) {
+    cross_entropy_backward_flat_kernel(CeDevice<OpMath<T>> a, bool use32, FastDivmod64 by_a,
+                                       FastDivmod64 by_b) {
   using A = OpMath<T>;
   const T* x = static_cast<const T*>(a.input);
   T* gx = static_cast<T*>(a.grad);
@@ -296,8 +299,8 @@ void launch_ce_forward(const CrossEntropyArgs& a, cudaStream_t stream) {
     if (a.classes <= 32 * kWarpSize) {
       const int rows_per_block = kWarpRowsPerBlock;
       const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-      cross_entropy_rows_kernel<T><<<row_grid(blocks), rows_per_block * kWarpSize, 0, stream>>>(
-          d, rows_per_block, vec);
+      cross_entropy_rows_kernel<T>
+          <<<row_grid(blocks), rows_per_block * kWarpSize, 0, stream>>>(d, rows_per_block, vec);
     } else {
       const int threads = std::min(block_threads_for(a.classes, sizeof(T)), kCeRowThreads);
       cross_entropy_rows_kernel<T><<<row_grid(rows), threads, 0, stream>>>(d, 1, vec);

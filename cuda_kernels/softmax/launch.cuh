@@ -86,8 +86,8 @@ inline int64_t multi_block_segment(const SoftmaxProblem& p, int64_t splits) {
 // cluster_rows: blocks per row (each holds a segment of kClusterSegment values); more than
 // kClusterMaxBlocks means the algorithm does not apply.
 inline int64_t cluster_blocks(const SoftmaxProblem& p) {
-  const int64_t segment = p.direction == Direction::forward ? kClusterSegment<false>
-                                                            : kClusterSegment<true>;
+  const int64_t segment =
+      p.direction == Direction::forward ? kClusterSegment<false> : kClusterSegment<true>;
   return (p.dim_size + segment - 1) / segment;
 }
 

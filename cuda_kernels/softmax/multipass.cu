@@ -21,9 +21,9 @@ enum PassMode : int { kPassFull = 0, kPassStats = 1, kPassWrite = 2 };
 
 template <typename T>
 __global__ void __launch_bounds__(kMaxBlockThreads)
-softmax_block_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
-                             bool log, bool vec, int mode, int64_t segment,
-                             MaxSum<OpMath<T>>* __restrict__ partials) {
+    softmax_block_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                 int64_t dim, bool log, bool vec, int mode, int64_t segment,
+                                 MaxSum<OpMath<T>>* __restrict__ partials) {
   using A = OpMath<T>;
   __shared__ MaxSum<A> scratch[kWarpSize];
   const int64_t splits = gridDim.y, split = blockIdx.y;
@@ -49,12 +49,13 @@ softmax_block_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
   }
 }
 
-// Backward: the row sum is sum(g * y) (softmax) or sum(g) (log_softmax); partials hold segment sums.
+// Backward: the row sum is sum(g * y) (softmax) or sum(g) (log_softmax); partials hold segment
+// sums.
 template <typename T>
 __global__ void __launch_bounds__(kMaxBlockThreads)
-softmax_block_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
-                              int64_t rows, int64_t dim, bool log, bool vec, int mode,
-                              int64_t segment, OpMath<T>* __restrict__ partials) {
+    softmax_block_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                                  T* __restrict__ dx, int64_t rows, int64_t dim, bool log, bool vec,
+                                  int mode, int64_t segment, OpMath<T>* __restrict__ partials) {
   using A = OpMath<T>;
   __shared__ A scratch[kWarpSize];
   const int64_t splits = gridDim.y, split = blockIdx.y;
@@ -73,9 +74,8 @@ softmax_block_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, 
         continue;
       }
     }
-    transform_row<A>(yr, gr, dx + row * dim, begin, end, vec, [=](A yv, A gv) {
-      return log ? gv - exp_acc(yv) * acc : yv * (gv - acc);
-    });
+    transform_row<A>(yr, gr, dx + row * dim, begin, end, vec,
+                     [=](A yv, A gv) { return log ? gv - exp_acc(yv) * acc : yv * (gv - acc); });
   }
 }
 
@@ -83,8 +83,8 @@ softmax_block_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, 
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-softmax_column_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer,
-                              int64_t dim, int64_t inner, bool log) {
+    softmax_column_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer,
+                                  int64_t dim, int64_t inner, bool log) {
   using A = OpMath<T>;
   const int64_t columns = outer * inner;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
@@ -103,9 +103,9 @@ softmax_column_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-softmax_column_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
-                               T* __restrict__ dx, int64_t outer, int64_t dim, int64_t inner,
-                               bool log) {
+    softmax_column_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                                   T* __restrict__ dx, int64_t outer, int64_t dim, int64_t inner,
+                                   bool log) {
   using A = OpMath<T>;
   const int64_t columns = outer * inner;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
@@ -175,12 +175,12 @@ void launch_column(const SoftmaxProblem& p, cudaStream_t stream) {
   const T* in = static_cast<const T*>(p.input.data_ptr());
   T* out = static_cast<T*>(p.output.data_ptr());
   if (p.direction == Direction::forward)
-    softmax_column_forward_kernel<T><<<grid, kBlockThreads, 0, stream>>>(
-        in, out, p.outer, p.dim_size, p.inner, p.log);
+    softmax_column_forward_kernel<T>
+        <<<grid, kBlockThreads, 0, stream>>>(in, out, p.outer, p.dim_size, p.inner, p.log);
   else
-    softmax_column_backward_kernel<T><<<grid, kBlockThreads, 0, stream>>>(
-        in, static_cast<const T*>(p.grad_output.data_ptr()), out, p.outer, p.dim_size, p.inner,
-        p.log);
+    softmax_column_backward_kernel<T>
+        <<<grid, kBlockThreads, 0, stream>>>(in, static_cast<const T*>(p.grad_output.data_ptr()),
+                                             out, p.outer, p.dim_size, p.inner, p.log);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

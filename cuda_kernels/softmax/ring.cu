@@ -67,10 +67,9 @@ struct RingMax16 {
     m = __hmax2_nan(m, __hmax2_nan(__hmax2_nan(p[0], p[1]), __hmax2_nan(p[2], p[3])));
   }
   __device__ __forceinline__ float value() const {
-    const float2 f =
-        std::is_same_v<T, __half>
-            ? __half22float2(*reinterpret_cast<const __half2*>(&m))
-            : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&m));
+    const float2 f = std::is_same_v<T, __half>
+                         ? __half22float2(*reinterpret_cast<const __half2*>(&m))
+                         : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&m));
     return ring_max_nan(f.x, f.y);
   }
 };
@@ -122,14 +121,14 @@ __device__ __forceinline__ MaxSum<float> ring_warp_maxsum(MaxSum<float> s) {
 // on use q / slots of that slot's barrier.
 template <typename T>
 __global__ void __launch_bounds__(kRingThreads, 1)
-softmax_ring_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
-                            bool log, int slots) {
+    softmax_ring_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                int64_t dim, bool log, int slots) {
 #if EMBER_SOFTMAX_SM90
   constexpr int V = kVec<T>, kVecs = kRingValues / V;
   using Vec = AlignedVec<T, V>;
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(8) uint64_t arrived[kRingMaxSlots];  // one barrier per slot
-  __shared__ MaxSum<float> scratch[2 * kWarpSize];  // rows alternate
+  __shared__ MaxSum<float> scratch[2 * kWarpSize];          // rows alternate
   static_assert(kRingThreads == kWarpSize * kWarpSize, "one scratch entry per lane");
   const int nvec = int(dim / V);
   const int chunks = (nvec + kRingThreads - 1) / kRingThreads;
@@ -208,8 +207,8 @@ softmax_ring_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
     float sum_t = 0;
 #pragma unroll
     for (int v = 0; v < kVecs * V; ++v) {
-      const float e = sizeof(T) == 2 ? exp2_approx(fmaf(kept[v], kLog2e, nbase2))
-                                     : exp_acc(kept[v] - base);
+      const float e =
+          sizeof(T) == 2 ? exp2_approx(fmaf(kept[v], kLog2e, nbase2)) : exp_acc(kept[v] - base);
       sum_t += e;
       if (!log) kept[v] = e;
     }

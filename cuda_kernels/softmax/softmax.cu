@@ -32,13 +32,20 @@ enum class SoftmaxAlgo { warp, smem, cluster, ring, block, multi_block, column }
 // The name each algorithm is registered and reported under.
 const char* algo_name(SoftmaxAlgo algo) {
   switch (algo) {
-    case SoftmaxAlgo::warp: return "warp_per_row";
-    case SoftmaxAlgo::smem: return "block_smem";
-    case SoftmaxAlgo::cluster: return "cluster_rows";
-    case SoftmaxAlgo::ring: return "block_tma_ring";
-    case SoftmaxAlgo::block: return "block_multipass";
-    case SoftmaxAlgo::multi_block: return "multi_block";
-    case SoftmaxAlgo::column: return "column";
+    case SoftmaxAlgo::warp:
+      return "warp_per_row";
+    case SoftmaxAlgo::smem:
+      return "block_smem";
+    case SoftmaxAlgo::cluster:
+      return "cluster_rows";
+    case SoftmaxAlgo::ring:
+      return "block_tma_ring";
+    case SoftmaxAlgo::block:
+      return "block_multipass";
+    case SoftmaxAlgo::multi_block:
+      return "multi_block";
+    case SoftmaxAlgo::column:
+      return "column";
   }
   return "unknown";
 }
@@ -193,17 +200,30 @@ dispatch::Algorithm<SoftmaxProblem> make_algorithm(SoftmaxAlgo algo) {
 namespace ember {
 using cuda::softmax_impl::make_algorithm;
 using cuda::softmax_impl::SoftmaxAlgo;
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::warp));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::smem));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::cluster));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::ring));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::block));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::multi_block));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA, make_algorithm(SoftmaxAlgo::column));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, make_algorithm(SoftmaxAlgo::warp));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, make_algorithm(SoftmaxAlgo::smem));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, make_algorithm(SoftmaxAlgo::cluster));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, make_algorithm(SoftmaxAlgo::block));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, make_algorithm(SoftmaxAlgo::multi_block));
-EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA, make_algorithm(SoftmaxAlgo::column));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::warp));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::smem));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::cluster));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::ring));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::multi_block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", forward, CUDA,
+                         make_algorithm(SoftmaxAlgo::column));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA,
+                         make_algorithm(SoftmaxAlgo::warp));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA,
+                         make_algorithm(SoftmaxAlgo::smem));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA,
+                         make_algorithm(SoftmaxAlgo::cluster));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA,
+                         make_algorithm(SoftmaxAlgo::block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA,
+                         make_algorithm(SoftmaxAlgo::multi_block));
+EMBER_REGISTER_ALGORITHM(SoftmaxProblem, "softmax", backward, CUDA,
+                         make_algorithm(SoftmaxAlgo::column));
 }  // namespace ember

@@ -67,9 +67,9 @@ __device__ __forceinline__ void warp_store(T* row, int dim, int lane, bool vec,
 }
 
 template <typename T, int kPerLane>
-__global__ void __launch_bounds__(kWarpRowsPerBlock * kWarpSize)
-softmax_warp_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int dim,
-                            bool log, bool vec) {
+__global__ void __launch_bounds__(kWarpRowsPerBlock* kWarpSize)
+    softmax_warp_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int dim,
+                                bool log, bool vec) {
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp leaves together
   const int lane = threadIdx.x % kWarpSize;
@@ -100,9 +100,9 @@ softmax_warp_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 }
 
 template <typename T, int kPerLane>
-__global__ void __launch_bounds__(kWarpRowsPerBlock * kWarpSize)
-softmax_warp_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
-                             int64_t rows, int dim, bool log, bool vec) {
+__global__ void __launch_bounds__(kWarpRowsPerBlock* kWarpSize)
+    softmax_warp_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                                 T* __restrict__ dx, int64_t rows, int dim, bool log, bool vec) {
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;
   const int lane = threadIdx.x % kWarpSize;
@@ -123,8 +123,8 @@ softmax_warp_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T
 
 template <typename T>
 __global__ void __launch_bounds__(kMaxBlockThreads)
-softmax_smem_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
-                            bool log, bool vec) {
+    softmax_smem_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                int64_t dim, bool log, bool vec) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* buf = reinterpret_cast<T*>(smem_raw);
   __shared__ MaxSum<float> scratch[kWarpSize];
@@ -175,8 +175,9 @@ softmax_smem_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 
 template <typename T>
 __global__ void __launch_bounds__(kMaxBlockThreads)
-softmax_smem_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
-                             int64_t rows, int64_t dim, bool log, bool vec) {
+    softmax_smem_backward_kernel(const T* __restrict__ y, const T* __restrict__ g,
+                                 T* __restrict__ dx, int64_t rows, int64_t dim, bool log,
+                                 bool vec) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ybuf = reinterpret_cast<T*>(smem_raw);
   T* gbuf = ybuf + ((dim + 7) / 8) * 8;  // keeps gbuf 16-byte aligned
@@ -228,15 +229,19 @@ void launch_warp(const SoftmaxProblem& p, cudaStream_t stream) {
   const int threads = kWarpRowsPerBlock * kWarpSize;
   if (p.direction == Direction::forward) {
     if (dim <= 4 * kWarpSize)
-      softmax_warp_forward_kernel<T, 4><<<grid, threads, 0, stream>>>(in, out, p.outer, dim, p.log, vec);
+      softmax_warp_forward_kernel<T, 4>
+          <<<grid, threads, 0, stream>>>(in, out, p.outer, dim, p.log, vec);
     else
-      softmax_warp_forward_kernel<T, 32><<<grid, threads, 0, stream>>>(in, out, p.outer, dim, p.log, vec);
+      softmax_warp_forward_kernel<T, 32>
+          <<<grid, threads, 0, stream>>>(in, out, p.outer, dim, p.log, vec);
   } else {
     const T* g = static_cast<const T*>(p.grad_output.data_ptr());
     if (dim <= 4 * kWarpSize)
-      softmax_warp_backward_kernel<T, 4><<<grid, threads, 0, stream>>>(in, g, out, p.outer, dim, p.log, vec);
+      softmax_warp_backward_kernel<T, 4>
+          <<<grid, threads, 0, stream>>>(in, g, out, p.outer, dim, p.log, vec);
     else
-      softmax_warp_backward_kernel<T, 32><<<grid, threads, 0, stream>>>(in, g, out, p.outer, dim, p.log, vec);
+      softmax_warp_backward_kernel<T, 32>
+          <<<grid, threads, 0, stream>>>(in, g, out, p.outer, dim, p.log, vec);
   }
   EMBER_CUDA_LAUNCH_CHECK();
 }
@@ -251,8 +256,8 @@ void launch_smem(const SoftmaxProblem& p, cudaStream_t stream) {
   T* out = static_cast<T*>(p.output.data_ptr());
   if (p.direction == Direction::forward) {
     opt_in_max_dynamic_shared_memory<softmax_smem_forward_kernel<T>>(device);
-    softmax_smem_forward_kernel<T><<<row_grid(p.outer), threads, bytes, stream>>>(
-        in, out, p.outer, p.dim_size, p.log, vec);
+    softmax_smem_forward_kernel<T>
+        <<<row_grid(p.outer), threads, bytes, stream>>>(in, out, p.outer, p.dim_size, p.log, vec);
   } else {
     opt_in_max_dynamic_shared_memory<softmax_smem_backward_kernel<T>>(device);
     softmax_smem_backward_kernel<T><<<row_grid(p.outer), threads, bytes, stream>>>(

@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -181,29 +181,33 @@ int main(int argc, char** argv) {
   app.prefix_command();
   CLI11_PARSE(app, argc, argv);
   if (node_rank >= nnodes) {
-    std::fprintf(stderr, "ember-launch: --node-rank %d must be below --nnodes %d\n", node_rank, nnodes);
+    std::fprintf(stderr, "ember-launch: --node-rank %d must be below --nnodes %d\n", node_rank,
+                 nnodes);
     return 2;
   }
   command = app.remaining();
   if (command.empty()) {
-    std::fprintf(stderr, "ember-launch: no program given (ember-launch --nproc N PROGRAM [ARGS...])\n");
+    std::fprintf(stderr,
+                 "ember-launch: no program given (ember-launch --nproc N PROGRAM [ARGS...])\n");
     return 2;
   }
 
   const int world = nproc * nnodes;
   const std::string mpiexec = backend == "fork" ? "" : find_mpiexec();
   if (backend == "mpi" && mpiexec.empty()) {
-    std::fprintf(stderr, "ember-launch: --backend mpi: no mpiexec on the PATH (install openmpi-bin "
+    std::fprintf(stderr,
+                 "ember-launch: --backend mpi: no mpiexec on the PATH (install openmpi-bin "
                  "or set EMBER_MPIEXEC)\n");
     return 2;
   }
   if (backend == "mpi" && nnodes > 1) {
-    std::fprintf(stderr, "ember-launch: --backend mpi starts one node; for several, run mpiexec "
+    std::fprintf(stderr,
+                 "ember-launch: --backend mpi starts one node; for several, run mpiexec "
                  "with a host file yourself\n");
     return 2;
   }
-  if (backend == "mpi" || (backend == "auto" && nnodes == 1 && world > 1 && !mpiexec.empty() &&
-                           !gpu_visible())) {
+  if (backend == "mpi" ||
+      (backend == "auto" && nnodes == 1 && world > 1 && !mpiexec.empty() && !gpu_visible())) {
     // Through mpiexec: this program again under it, see the file comment.
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -276,10 +280,11 @@ int main(int argc, char** argv) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code != 0 && exit_code == 0) {
       exit_code = code;
-      std::fprintf(stderr, "ember-launch: rank %d (local %d, pid %d) %s %d; stopping the other %d rank(s)\n",
-                   node_rank * nproc + local, local, int(pid),
-                   WIFEXITED(status) ? "exited with status" : "was killed by signal",
-                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), remaining);
+      std::fprintf(
+          stderr, "ember-launch: rank %d (local %d, pid %d) %s %d; stopping the other %d rank(s)\n",
+          node_rank * nproc + local, local, int(pid),
+          WIFEXITED(status) ? "exited with status" : "was killed by signal",
+          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), remaining);
       stop_all(g_children, grace_s);
       remaining = 0;
     }

@@ -43,7 +43,8 @@ class ShardDataset : public data::Dataset {
       : base_(std::move(base)), indices_(std::move(indices)) {}
   int64_t size() const override { return int64_t(indices_.size()); }
   data::Example get(int64_t index) const override { return base_->get(indices_.at(size_t(index))); }
-  data::Batch get_batch(const std::vector<int64_t>& indices, const data::BatchAllocator& alloc) const override {
+  data::Batch get_batch(const std::vector<int64_t>& indices,
+                        const data::BatchAllocator& alloc) const override {
     std::vector<int64_t> mapped;
     mapped.reserve(indices.size());
     for (int64_t i : indices) mapped.push_back(indices_.at(size_t(i)));
@@ -58,8 +59,8 @@ class ShardDataset : public data::Dataset {
 // This rank's shard of `d`: every world-th example (rank r: r, r + world, ...), padded with the
 // first examples so that all shards have the same size, as torch's DistributedSampler does; the
 // loader then shuffles within the shard each epoch. A single process keeps the whole dataset.
-inline std::shared_ptr<data::Dataset> shard_for_rank(std::shared_ptr<data::Dataset> d, const DistributedSetup& s,
-                                                     uint64_t seed) {
+inline std::shared_ptr<data::Dataset> shard_for_rank(std::shared_ptr<data::Dataset> d,
+                                                     const DistributedSetup& s, uint64_t seed) {
   if (s.world <= 1) return d;
   auto idx = distributed::distributed_sample_indices(d->size(), s.rank, s.world, seed, 0, false);
   return std::make_shared<ShardDataset>(std::move(d), std::move(idx));

@@ -32,8 +32,10 @@ struct CharLMImpl : nn::Module {
   CharLMImpl(int64_t vocab, int64_t embed_dim, int64_t hidden, int64_t layers, double dropout)
       : nn::Module("CharLM") {
     embed = register_module("embed", nn::Embedding(vocab, embed_dim));
-    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(embed_dim, hidden).num_layers(layers)
-                                                 .batch_first(true).dropout(dropout)));
+    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(embed_dim, hidden)
+                                                .num_layers(layers)
+                                                .batch_first(true)
+                                                .dropout(dropout)));
     head = register_module("head", nn::Linear(hidden, vocab));
   }
   // tokens [B, T] -> logits [B, T, vocab], and the final (h, c).
@@ -94,7 +96,8 @@ std::string sample(CharLMImpl& model, const data::TextCorpus& corpus, Device dev
 
 // The reduction of a per-rank value over the ranks (in place, on the value's device); a single
 // process keeps its own.
-void reduce_over_ranks(const examples::DistributedSetup& dist, Tensor& value, distributed::ReduceOp op) {
+void reduce_over_ranks(const examples::DistributedSetup& dist, Tensor& value,
+                       distributed::ReduceOp op) {
   if (dist.group) dist.group->all_reduce(value, op);
 }
 
@@ -127,7 +130,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", amp, "none or bf16");
   app.add_flag("--graphs", graphs, "capture the training step as a CUDA graph");
   app.add_option("--algo-mode", algo, examples::kAlgoModeHelp);
-  app.add_flag("--ddp", ddp_flag, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
+  app.add_flag("--ddp", ddp_flag,
+               "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
   app.add_option("--seed", seed);
   CLI11_PARSE(app, argc, argv);
 
@@ -158,17 +162,19 @@ int main(int argc, char** argv) {
       model->to(device);
       // Broadcasts rank 0's parameters, then averages the gradients of every backward.
       std::unique_ptr<distributed::DistributedDataParallel> ddp;
-      if (dist.group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, dist.group);
+      if (dist.group)
+        ddp = std::make_unique<distributed::DistributedDataParallel>(model, dist.group);
       optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
-      data::DataLoader loader(examples::shard_for_rank(train, dist, seed),
-                              data::DataLoaderOptions(batch).shuffle(true).seed(seed).device(device)
-                                  .transform(data::Normalize({0.2860}, {0.3530})));
+      data::DataLoader loader(
+          examples::shard_for_rank(train, dist, seed),
+          data::DataLoaderOptions(batch).shuffle(true).seed(seed).device(device).transform(
+              data::Normalize({0.2860}, {0.3530})));
       data::DataLoader test_loader(examples::shard_for_rank(test, dist, seed),
-                                   data::DataLoaderOptions(512).device(device)
-                                       .transform(data::Normalize({0.2860}, {0.3530})));
+                                   data::DataLoaderOptions(512).device(device).transform(
+                                       data::Normalize({0.2860}, {0.3530})));
       if (main_rank && dist.world > 1)
-        std::printf("row-by-row LSTM on Fashion-MNIST, batch %lld x %d ranks, %s\n", (long long)batch, dist.world,
-                    device.str().c_str());
+        std::printf("row-by-row LSTM on Fashion-MNIST, batch %lld x %d ranks, %s\n",
+                    (long long)batch, dist.world, device.str().c_str());
       // Per rank: at most 40 training steps and about 2000 test images.
       const int64_t limit = device.is_cpu() && app.count("--epochs") == 0 ? 40 : 0;
       for (int64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -208,18 +214,21 @@ int main(int argc, char** argv) {
         reduce_over_ranks(dist, correct, distributed::ReduceOp::sum);
         reduce_over_ranks(dist, test_total, distributed::ReduceOp::sum);
         if (main_rank)
-          std::printf("epoch %lld: train loss %.4f | test acc %.2f%%\n", (long long)epoch + 1, train_loss.item(),
-                      100 * correct.item() / std::max(test_total.item(), 1.0));
+          std::printf("epoch %lld: train loss %.4f | test acc %.2f%%\n", (long long)epoch + 1,
+                      train_loss.item(), 100 * correct.item() / std::max(test_total.item(), 1.0));
       }
       return 0;
     }
     EMBER_CHECK(task == "charlm", "unknown --task '", task, "' (charlm or fashion)");
 
-    data::TextCorpus corpus = corpus_path.empty() ? data::TextCorpus() : data::TextCorpus(corpus_path);
+    data::TextCorpus corpus =
+        corpus_path.empty() ? data::TextCorpus() : data::TextCorpus(corpus_path);
     Tensor tokens = corpus.tokens();
     const int64_t n = tokens.size(0), n_val = std::max<int64_t>(n / 20, seq_len + 1);
-    auto train_set = std::make_shared<data::SequenceDataset>(tokens.narrow(0, 0, n - n_val).contiguous(), seq_len);
-    auto val_set = std::make_shared<data::SequenceDataset>(tokens.narrow(0, n - n_val, n_val).contiguous(), seq_len);
+    auto train_set = std::make_shared<data::SequenceDataset>(
+        tokens.narrow(0, 0, n - n_val).contiguous(), seq_len);
+    auto val_set = std::make_shared<data::SequenceDataset>(
+        tokens.narrow(0, n - n_val, n_val).contiguous(), seq_len);
     const int64_t vocab = corpus.vocab_size();
     auto model = std::make_shared<CharLMImpl>(vocab, embed_dim, hidden, layers, dropout);
     model->to(device);
@@ -228,16 +237,19 @@ int main(int argc, char** argv) {
     std::unique_ptr<distributed::DistributedDataParallel> ddp;
     if (dist.group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, dist.group);
     optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
-    data::DataLoader loader(examples::shard_for_rank(train_set, dist, seed),
-                            data::DataLoaderOptions(batch).shuffle(true).drop_last(true).seed(seed).device(device));
+    data::DataLoader loader(
+        examples::shard_for_rank(train_set, dist, seed),
+        data::DataLoaderOptions(batch).shuffle(true).drop_last(true).seed(seed).device(device));
     data::DataLoader val_loader(examples::shard_for_rank(val_set, dist, seed),
                                 data::DataLoaderOptions(batch).drop_last(true).device(device));
     if (main_rank)
-      std::printf("char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s%s, %s algorithms\n",
-                  corpus_path.empty() ? "fortunes" : corpus_path.c_str(), (long long)n, (long long)vocab,
-                  (long long)layers, (long long)hidden, device.str().c_str(),
-                  dist.world > 1 ? (", " + std::to_string(dist.world) + " ranks").c_str() : "",
-                  dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
+      std::printf(
+          "char LM on %s: %lld characters, vocabulary %lld, LSTM %lld x %lld, %s%s, %s "
+          "algorithms\n",
+          corpus_path.empty() ? "fortunes" : corpus_path.c_str(), (long long)n, (long long)vocab,
+          (long long)layers, (long long)hidden, device.str().c_str(),
+          dist.world > 1 ? (", " + std::to_string(dist.world) + " ranks").c_str() : "",
+          dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
 
     auto train_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
       Tensor loss;
@@ -275,7 +287,9 @@ int main(int argc, char** argv) {
             model->eval();
             for (data::Batch& v : val_loader) {
               Tensor logits = model->forward(v[0]).output;
-              add_(val, cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), v[1].reshape({-1})).to(DType::f64));
+              add_(val,
+                   cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), v[1].reshape({-1}))
+                       .to(DType::f64));
               if (++k >= 20) break;
             }
             model->train();
@@ -283,9 +297,10 @@ int main(int argc, char** argv) {
           Tensor val_mean = val / double(std::max<int64_t>(k, 1));
           reduce_over_ranks(dist, val_mean, distributed::ReduceOp::avg);
           if (main_rank) {
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            std::printf("step %lld: train loss %.4f | val loss %.4f | %.0f tokens/s\n", (long long)done, running,
-                        val_mean.item(), tokens_seen * dist.world / secs);
+            const double secs =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::printf("step %lld: train loss %.4f | val loss %.4f | %.0f tokens/s\n",
+                        (long long)done, running, val_mean.item(), tokens_seen * dist.world / secs);
           }
         }
         if (main_rank && (done % sample_every == 0 || done == steps))

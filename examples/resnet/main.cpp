@@ -37,7 +37,8 @@ struct Config {
   int64_t batch_size = 128, epochs = 15, train_limit = 0, test_limit = 0, max_steps = 0;
   int64_t workers = 2, log_interval = 50, synthetic_size = 224, synthetic_batches = 50;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, warmup_epochs = 1, label_smoothing = 0;
-  bool channels_last = false, graphs = false, ddp = false, sync_bn = false, resume = false, augment = true;
+  bool channels_last = false, graphs = false, ddp = false, sync_bn = false, resume = false,
+       augment = true;
   uint64_t seed = 0;
 };
 
@@ -66,7 +67,8 @@ Data load_data(const Config& c) {
     d.mean = {0.2860};
     d.std = {0.3530};
   } else if (c.dataset == "cifar10") {
-    EMBER_CHECK(!c.data.empty(), "--dataset cifar10 needs --data DIR (the cifar-10-batches-bin folder)");
+    EMBER_CHECK(!c.data.empty(),
+                "--dataset cifar10 needs --data DIR (the cifar-10-batches-bin folder)");
     d.train = head(std::make_shared<data::CIFAR10>(c.data, data::Split::train), c.train_limit);
     d.test = head(std::make_shared<data::CIFAR10>(c.data, data::Split::test), c.test_limit);
     d.channels = 3;
@@ -76,15 +78,17 @@ Data load_data(const Config& c) {
     // ImageNet-shaped random images for throughput runs (no accuracy to speak of).
     const int64_t n = c.batch_size * c.synthetic_batches, s = c.synthetic_size;
     Generator gen(Device::cpu(), c.seed + 1);
-    auto ds = std::make_shared<data::TensorDataset>(std::vector<Tensor>{
-        randn({n, 3, s, s}, TensorOptions(), &gen), randint(0, 1000, {n}, TensorOptions(DType::i64), &gen)});
+    auto ds = std::make_shared<data::TensorDataset>(
+        std::vector<Tensor>{randn({n, 3, s, s}, TensorOptions(), &gen),
+                            randint(0, 1000, {n}, TensorOptions(DType::i64), &gen)});
     d.train = ds;
     d.test = head(ds, c.batch_size);
     d.channels = 3;
     d.classes = 1000;
     d.stem = s >= 128 ? "imagenet" : "cifar";
   } else {
-    EMBER_THROW(bad_param, "unknown --dataset '", c.dataset, "' (fashion-mnist, mnist, cifar10, synthetic)");
+    EMBER_THROW(bad_param, "unknown --dataset '", c.dataset,
+                "' (fashion-mnist, mnist, cifar10, synthetic)");
   }
   return d;
 }
@@ -100,7 +104,8 @@ std::pair<int64_t, int64_t> parse_resolution_range(const std::string& s) {
   } catch (const std::exception&) {
     lo = hi = 0;
   }
-  EMBER_CHECK(lo >= 8 && hi >= lo, "--random-resolution expects MIN:MAX with 8 <= MIN <= MAX, got '", s, "'");
+  EMBER_CHECK(lo >= 8 && hi >= lo,
+              "--random-resolution expects MIN:MAX with 8 <= MIN <= MAX, got '", s, "'");
   return {lo, hi};
 }
 
@@ -113,7 +118,8 @@ Tensor resize_nearest(const Tensor& x, int64_t size) {
     if (in == size) continue;
     std::vector<double> idx(static_cast<size_t>(size));
     for (int64_t i = 0; i < size; ++i) idx[size_t(i)] = double(i * in / size);
-    out = index_select(out, dim, from_vector(idx, {size}, TensorOptions(DType::i64)).to(x.device()));
+    out =
+        index_select(out, dim, from_vector(idx, {size}, TensorOptions(DType::i64)).to(x.device()));
   }
   return out;
 }
@@ -124,11 +130,13 @@ void write_plot(const std::string& dir) {
   s << "set terminal pngcairo size 1000,420 noenhanced\nset output '" << png << "'\n"
     << "set datafile separator ','\nset multiplot layout 1,2\nset xlabel 'epoch'\n"
     << "set title 'loss'\nplot '" << csv << "' using 1:3 skip 1 with linespoints title 'train'\n"
-    << "set title 'accuracy'\nset yrange [0:1]\nplot '" << csv << "' using 1:4 skip 1 with linespoints title 'train', '"
-    << csv << "' using 1:5 skip 1 with linespoints title 'test'\nunset multiplot\n";
+    << "set title 'accuracy'\nset yrange [0:1]\nplot '" << csv
+    << "' using 1:4 skip 1 with linespoints title 'train', '" << csv
+    << "' using 1:5 skip 1 with linespoints title 'test'\nunset multiplot\n";
   s.close();
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    std::printf("(gnuplot not found: %s not drawn; bash scripts/setup.sh installs it)\n", png.c_str());
+    std::printf("(gnuplot not found: %s not drawn; bash scripts/setup.sh installs it)\n",
+                png.c_str());
     return;
   }
   if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) != 0)
@@ -149,15 +157,18 @@ int main(int argc, char** argv) {
   app.add_option("--lr", c.lr, "peak learning rate (SGD, Nesterov momentum)");
   app.add_option("--momentum", c.momentum);
   app.add_option("--weight-decay", c.weight_decay);
-  app.add_option("--schedule", c.schedule, "cosine (with linear warm-up), step, onecycle or constant");
+  app.add_option("--schedule", c.schedule,
+                 "cosine (with linear warm-up), step, onecycle or constant");
   app.add_option("--warmup-epochs", c.warmup_epochs);
   app.add_option("--label-smoothing", c.label_smoothing);
   app.add_option("--amp", c.amp, "none, bf16 or fp16 (fp16 uses a GradScaler)");
   app.add_flag("--channels-last", c.channels_last, "NHWC activations and weights");
   app.add_flag("--graphs", c.graphs, "capture training steps as CUDA graphs (one per input shape)");
   app.add_option("--algo-mode", c.algo_mode, examples::kAlgoModeHelp);
-  app.add_flag("--ddp", c.ddp, "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
-  app.add_flag("--sync-bn", c.sync_bn, "with data parallel: batch-norm statistics over all ranks (SyncBatchNorm)");
+  app.add_flag("--ddp", c.ddp,
+               "data parallel (automatic when started by ember-launch with WORLD_SIZE > 1)");
+  app.add_flag("--sync-bn", c.sync_bn,
+               "with data parallel: batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--train-limit", c.train_limit, "use only the first N training images");
   app.add_option("--test-limit", c.test_limit, "use only the first N test images");
   app.add_option("--max-steps", c.max_steps, "stop each epoch after N steps (throughput runs)");
@@ -169,10 +180,11 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", c.resume, "continue from --checkpoint");
   app.add_flag("!--no-augment", c.augment, "no random crop / flip");
   app.add_option("--seed", c.seed);
-  app.add_option("--random-resolution", c.random_resolution,
-                 "MIN:MAX: resize each training batch (nearest neighbour) to a resolution drawn "
-                 "from [MIN, MAX] by a generator seeded with --seed (varying input shapes; "
-                 "evaluation keeps the dataset's size; with --graphs, rounded up to a multiple of 8)");
+  app.add_option(
+      "--random-resolution", c.random_resolution,
+      "MIN:MAX: resize each training batch (nearest neighbour) to a resolution drawn "
+      "from [MIN, MAX] by a generator seeded with --seed (varying input shapes; "
+      "evaluation keeps the dataset's size; with --graphs, rounded up to a multiple of 8)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -192,8 +204,10 @@ int main(int argc, char** argv) {
       if (app.count("--test-limit") == 0) c.test_limit = 500;
       if (app.count("--arch") == 0) c.arch = "resnet18";
       if (main_rank)
-        std::printf("no GPU: a short CPU run (1 epoch on %lld images; pass --epochs / --train-limit "
-                    "for more)\n", (long long)c.train_limit);
+        std::printf(
+            "no GPU: a short CPU run (1 epoch on %lld images; pass --epochs / --train-limit "
+            "for more)\n",
+            (long long)c.train_limit);
     }
 
     Data d = load_data(c);
@@ -210,10 +224,13 @@ int main(int argc, char** argv) {
     std::unique_ptr<distributed::DistributedDataParallel> ddp;
     if (group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, group);
 
-    optim::SGD opt(model->parameters(), optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(c.momentum > 0)
+    optim::SGD opt(model->parameters(), optim::SGDOptions(c.lr)
+                                            .momentum(c.momentum)
+                                            .nesterov(c.momentum > 0)
                                             .weight_decay(c.weight_decay));
     data::DataLoaderOptions lo(c.batch_size);
-    lo.shuffle(true).drop_last(false).num_workers(c.workers).seed(c.seed).device(device).pin_memory(device.is_cuda());
+    lo.shuffle(true).drop_last(false).num_workers(c.workers).seed(c.seed).device(device).pin_memory(
+        device.is_cuda());
     if (c.augment && c.dataset != "synthetic") {
       const int64_t size = c.dataset == "cifar10" ? 32 : 28;
       lo.transform(data::compose({data::RandomCrop(size, 4), data::RandomHorizontalFlip(),
@@ -234,7 +251,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<optim::LRScheduler> sched;
     if (c.schedule == "cosine")
       sched = std::make_unique<optim::WarmupCosineLR>(
-          opt, std::min<int64_t>(int64_t(c.warmup_epochs * steps_per_epoch), total_steps / 2), total_steps, 0.01);
+          opt, std::min<int64_t>(int64_t(c.warmup_epochs * steps_per_epoch), total_steps / 2),
+          total_steps, 0.01);
     else if (c.schedule == "step")
       sched = std::make_unique<optim::StepLR>(opt, std::max<int64_t>(1, total_steps / 3), 0.1);
     else if (c.schedule == "onecycle")
@@ -243,14 +261,15 @@ int main(int argc, char** argv) {
       EMBER_CHECK(c.schedule == "constant", "unknown --schedule '", c.schedule, "'");
 
     const DType amp_dtype = c.amp == "fp16" ? DType::f16 : DType::bf16;
-    EMBER_CHECK(c.amp == "none" || c.amp == "bf16" || c.amp == "fp16", "--amp must be none, bf16 or fp16");
+    EMBER_CHECK(c.amp == "none" || c.amp == "bf16" || c.amp == "fp16",
+                "--amp must be none, bf16 or fp16");
     const bool amp = c.amp != "none";
     nn::GradScaler scaler(nn::GradScalerOptions().enabled(c.amp == "fp16"));
 
     int64_t start_epoch = 0, global_step = 0;
     if (c.resume) {
-      EMBER_CHECK(!c.checkpoint.empty() && fs::exists(c.checkpoint), "--resume needs an existing --checkpoint, got '",
-                  c.checkpoint, "'");
+      EMBER_CHECK(!c.checkpoint.empty() && fs::exists(c.checkpoint),
+                  "--resume needs an existing --checkpoint, got '", c.checkpoint, "'");
       auto ck = nn::Checkpoint::load(c.checkpoint);
       // All or nothing: a refused part leaves the model, optimizer and schedule untouched.
       ck.restore(*model, &opt, ck.scheduler.empty() ? nullptr : sched.get());
@@ -259,8 +278,9 @@ int main(int argc, char** argv) {
       EMBER_CHECK(epoch != ck.extra.end(), "--resume: ", c.checkpoint,
                   " has no \"epoch\" entry; it was not written by this example");
       start_epoch = int64_t(std::strtoll(epoch->second.c_str(), nullptr, 10));
-      if (main_rank) std::printf("resumed from %s at epoch %lld, step %lld\n", c.checkpoint.c_str(),
-                                 (long long)start_epoch, (long long)global_step);
+      if (main_rank)
+        std::printf("resumed from %s at epoch %lld, step %lld\n", c.checkpoint.c_str(),
+                    (long long)start_epoch, (long long)global_step);
     }
 
     // One training step on a batch: returns {loss, number correct} as device tensors (no sync).
@@ -270,7 +290,8 @@ int main(int argc, char** argv) {
       {
         nn::AutocastGuard ac(amp_dtype, amp);
         logits = model->forward(x);
-        loss = cross_entropy(logits.to(DType::f32), in[1], CrossEntropyOptions().with_label_smoothing(c.label_smoothing));
+        loss = cross_entropy(logits.to(DType::f32), in[1],
+                             CrossEntropyOptions().with_label_smoothing(c.label_smoothing));
       }
       if (scaler.is_enabled()) {
         scaler.scale(loss).backward();
@@ -299,12 +320,15 @@ int main(int argc, char** argv) {
 
     if (main_rank) {
       fs::create_directories(c.out);
-      std::printf("%s on %s (%s stem, %lld parameters), %s, batch %lld x %d rank(s), %lld steps/epoch%s%s%s, "
-                  "%s algorithms\n",
-                  c.arch.c_str(), device.str().c_str(), d.stem.c_str(), (long long)model->num_parameters(),
-                  c.dataset.c_str(), (long long)c.batch_size, world, (long long)steps_per_epoch,
-                  amp ? (" amp " + c.amp).c_str() : "", c.channels_last ? " channels_last" : "",
-                  go.enabled ? " cuda-graphs" : "", dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
+      std::printf(
+          "%s on %s (%s stem, %lld parameters), %s, batch %lld x %d rank(s), %lld "
+          "steps/epoch%s%s%s, "
+          "%s algorithms\n",
+          c.arch.c_str(), device.str().c_str(), d.stem.c_str(), (long long)model->num_parameters(),
+          c.dataset.c_str(), (long long)c.batch_size, world, (long long)steps_per_epoch,
+          amp ? (" amp " + c.amp).c_str() : "", c.channels_last ? " channels_last" : "",
+          go.enabled ? " cuda-graphs" : "",
+          dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
     }
     std::ofstream csv;
     if (main_rank) {
@@ -326,7 +350,8 @@ int main(int argc, char** argv) {
         if (ddp && !c.sync_bn) ddp->sync_buffers();
         Tensor images = batch[0];
         if (res_range) {
-          int64_t r = std::uniform_int_distribution<int64_t>(res_range->first, res_range->second)(res_rng);
+          int64_t r =
+              std::uniform_int_distribution<int64_t>(res_range->first, res_range->second)(res_rng);
           // With --graphs, resolutions are bucketed (rounded up to a multiple of 8), so that a few
           // graphs serve every draw instead of one capture per resolution.
           if (go.enabled) r = (r + 7) / 8 * 8;
@@ -343,18 +368,22 @@ int main(int argc, char** argv) {
         seen += batch[0].size(0);
         ++step_in_epoch;
         ++global_step;
-        if (main_rank && (step_in_epoch % c.log_interval == 0 || step_in_epoch == steps_per_epoch)) {
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (main_rank &&
+            (step_in_epoch % c.log_interval == 0 || step_in_epoch == steps_per_epoch)) {
+          const double secs =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           const int width = 30, done = int(width * step_in_epoch / steps_per_epoch);
           std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f acc %.2f%% %.0f img/s   ",
-                      (long long)epoch + 1, (long long)c.epochs, std::string(size_t(done), '#').c_str(),
+                      (long long)epoch + 1, (long long)c.epochs,
+                      std::string(size_t(done), '#').c_str(),
                       std::string(size_t(width - done), '.').c_str(), (long long)step_in_epoch,
-                      (long long)steps_per_epoch, loss_sum.item() / seen, 100.0 * correct_sum.item() / seen,
-                      seen * world / std::max(secs, 1e-9));
+                      (long long)steps_per_epoch, loss_sum.item() / seen,
+                      100.0 * correct_sum.item() / seen, seen * world / std::max(secs, 1e-9));
           std::fflush(stdout);
         }
       }
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // Evaluation on the test set.
       model->eval();
       double correct = 0, total = 0;
@@ -371,11 +400,13 @@ int main(int argc, char** argv) {
       const double train_acc = correct_sum.item() / std::max<int64_t>(seen, 1);
       const double test_acc = correct / std::max(total, 1.0);
       if (main_rank) {
-        std::printf("\repoch %lld/%lld: train loss %.4f acc %.2f%% | test acc %.2f%% | %.0f img/s | %.1f s%s\n",
-                    (long long)epoch + 1, (long long)c.epochs, train_loss, 100 * train_acc, 100 * test_acc,
-                    seen * world / secs, secs, std::string(20, ' ').c_str());
-        csv << epoch + 1 << "," << global_step << "," << train_loss << "," << train_acc << "," << test_acc << ","
-            << seen * world / secs << "," << secs << "\n";
+        std::printf(
+            "\repoch %lld/%lld: train loss %.4f acc %.2f%% | test acc %.2f%% | %.0f img/s | %.1f "
+            "s%s\n",
+            (long long)epoch + 1, (long long)c.epochs, train_loss, 100 * train_acc, 100 * test_acc,
+            seen * world / secs, secs, std::string(20, ' ').c_str());
+        csv << epoch + 1 << "," << global_step << "," << train_loss << "," << train_acc << ","
+            << test_acc << "," << seen * world / secs << "," << secs << "\n";
         csv.flush();
         if (!c.checkpoint.empty()) {
           nn::Checkpoint ck;
@@ -400,9 +431,10 @@ int main(int argc, char** argv) {
                     (unsigned long long)s.captures, (unsigned long long)s.replays,
                     (unsigned long long)s.eager_steps, (unsigned long long)s.fallbacks);
       const dispatch::AlgoCacheStats as = dispatch::algo_cache().stats();
-      std::printf("algorithms: %llu shapes timed (%.0f ms), %llu borrowed, %llu by heuristic, %llu hits\n",
-                  (unsigned long long)as.benchmarks, as.benchmark_ms, (unsigned long long)as.borrowed,
-                  (unsigned long long)as.heuristic_choices, (unsigned long long)as.hits);
+      std::printf(
+          "algorithms: %llu shapes timed (%.0f ms), %llu borrowed, %llu by heuristic, %llu hits\n",
+          (unsigned long long)as.benchmarks, as.benchmark_ms, (unsigned long long)as.borrowed,
+          (unsigned long long)as.heuristic_choices, (unsigned long long)as.hits);
       std::printf("log: %s/log.csv, plot: %s/curves.png\n", c.out.c_str(), c.out.c_str());
     }
   } catch (const Error& e) {

@@ -72,25 +72,35 @@ nn::Sequential make_layer(int64_t& in_planes, int64_t planes, int64_t blocks, in
 ResNetImpl::ResNetImpl(const ResNetOptions& o) : nn::Module("ResNet"), options(o) {
   const bool imagenet = o.stem == "imagenet";
   if (!imagenet && o.stem != "cifar")
-    throw ember::Error(ember::Status::bad_param, "ResNet: stem must be 'cifar' or 'imagenet', got '" + o.stem + "'");
-  conv1 = register_module("conv1", imagenet ? Conv2d(Conv2dOptions(o.in_channels, 64, 7).stride(2).padding(3).bias(false))
-                                            : conv3x3(o.in_channels, 64, 1));
+    throw ember::Error(ember::Status::bad_param,
+                       "ResNet: stem must be 'cifar' or 'imagenet', got '" + o.stem + "'");
+  conv1 = register_module(
+      "conv1", imagenet
+                   ? Conv2d(Conv2dOptions(o.in_channels, 64, 7).stride(2).padding(3).bias(false))
+                   : conv3x3(o.in_channels, 64, 1));
   bn1 = register_module("bn1", BatchNorm2d(64));
-  if (imagenet) maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+  if (imagenet)
+    maxpool =
+        register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
   std::vector<int64_t> blocks;
   bool bottleneck = false;
-  if (o.arch == "resnet18") blocks = {2, 2, 2, 2};
-  else if (o.arch == "resnet34") blocks = {3, 4, 6, 3};
-  else if (o.arch == "resnet50") blocks = {3, 4, 6, 3}, bottleneck = true;
+  if (o.arch == "resnet18")
+    blocks = {2, 2, 2, 2};
+  else if (o.arch == "resnet34")
+    blocks = {3, 4, 6, 3};
+  else if (o.arch == "resnet50")
+    blocks = {3, 4, 6, 3}, bottleneck = true;
   else
-    throw ember::Error(ember::Status::bad_param, "ResNet: unknown arch '" + o.arch + "' (resnet18, resnet34, resnet50)");
+    throw ember::Error(ember::Status::bad_param,
+                       "ResNet: unknown arch '" + o.arch + "' (resnet18, resnet34, resnet50)");
   int64_t in_planes = 64;
   const int64_t planes[4] = {64, 128, 256, 512};
   nn::Sequential* layers[4] = {&layer1, &layer2, &layer3, &layer4};
   for (int i = 0; i < 4; ++i) {
     const int64_t stride = i == 0 ? 1 : 2;
-    *layers[i] = bottleneck ? make_layer<Bottleneck>(in_planes, planes[i], blocks[size_t(i)], stride)
-                            : make_layer<BasicBlock>(in_planes, planes[i], blocks[size_t(i)], stride);
+    *layers[i] = bottleneck
+                     ? make_layer<Bottleneck>(in_planes, planes[i], blocks[size_t(i)], stride)
+                     : make_layer<BasicBlock>(in_planes, planes[i], blocks[size_t(i)], stride);
     register_module("layer" + std::to_string(i + 1), *layers[i]);
   }
   avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(1));
@@ -98,7 +108,8 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) : nn::Module("ResNet"), options(o
   // torchvision's init: kaiming_normal_(fan_out, relu) for convs; BN weight 1, bias 0.
   for (auto& [name, m] : named_modules()) {
     if (auto* c = dynamic_cast<nn::Conv2dImpl*>(m.get()))
-      nn::init::kaiming_normal_(c->weight, 0.0, nn::init::FanMode::fan_out, nn::init::Nonlinearity::relu);
+      nn::init::kaiming_normal_(c->weight, 0.0, nn::init::FanMode::fan_out,
+                                nn::init::Nonlinearity::relu);
   }
 }
 

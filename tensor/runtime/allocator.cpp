@@ -2,7 +2,8 @@
 //
 // The CUDA allocator keeps memory it got from cudaMalloc ("segments") and carves blocks out of it,
 // like PyTorch's CUDACachingAllocator:
-//  - sizes round up to 512 B; requests up to 1 MiB come from the small pool (2 MiB segments), larger
+//  - sizes round up to 512 B; requests up to 1 MiB come from the small pool (2 MiB segments),
+//  larger
 //    ones from the large pool (a 20 MiB segment shared by requests under 10 MiB, else a segment of
 //    the request rounded up to 2 MiB). Blocks split on allocation and merge with free neighbours of
 //    the same segment when freed, so a steady-state training step never calls cudaMalloc/cudaFree.
@@ -17,7 +18,6 @@
 // One mutex per device. Deleters are plain function pointers, one instantiated per device index,
 // so a free finds its device without a global lock and its block through that device's hash map.
 #include "ember/tensor/runtime/allocator.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <algorithm>
 #include <array>
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "ember/tensor/error.h"
+#include "ember/tensor/runtime/cuda_device.h"
 
 #ifdef EMBER_WITH_CUDA
 #include "ember/tensor/runtime/cuda_check.h"
@@ -48,7 +49,8 @@ namespace {
   return text;
 }
 
-// ---- private pool selection (per thread, per device) ----------------------------------------------
+// ---- private pool selection (per thread, per device)
+// ----------------------------------------------
 
 // Private pools in use anywhere in the process. While any is alive a graph capture may be underway
 // (captures allocate under a MemPoolScope), and during a capture the allocator must not query
@@ -66,14 +68,14 @@ thread_local std::vector<cuda::MemPoolId> tls_pool_ids;  // per device; 0 = the 
 
 namespace {
 
-constexpr size_t kMinBlockSize = 512;          // every block size is a multiple of this
-constexpr size_t kSmallRequest = 1u << 20;     // requests up to 1 MiB use the small pool
-constexpr size_t kSmallSegment = 2u << 20;     // segment size of the small pool
-constexpr size_t kMinLargeAlloc = 10u << 20;   // large requests below this share ...
-constexpr size_t kLargeSegment = 20u << 20;    // ... a segment of this size
-constexpr size_t kLargeRound = 2u << 20;       // larger requests get their own, rounded to this
-constexpr size_t kMaxRequest = SIZE_MAX / 2;   // beyond this the rounding would overflow
-constexpr int kMaxCudaDevices = 64;            // deleters are instantiated per device index
+constexpr size_t kMinBlockSize = 512;         // every block size is a multiple of this
+constexpr size_t kSmallRequest = 1u << 20;    // requests up to 1 MiB use the small pool
+constexpr size_t kSmallSegment = 2u << 20;    // segment size of the small pool
+constexpr size_t kMinLargeAlloc = 10u << 20;  // large requests below this share ...
+constexpr size_t kLargeSegment = 20u << 20;   // ... a segment of this size
+constexpr size_t kLargeRound = 2u << 20;      // larger requests get their own, rounded to this
+constexpr size_t kMaxRequest = SIZE_MAX / 2;  // beyond this the rounding would overflow
+constexpr int kMaxCudaDevices = 64;           // deleters are instantiated per device index
 
 struct BlockPool;
 struct MemPool;
@@ -231,10 +233,11 @@ class DeviceAllocator {
   void record_stream(void* ptr, cudaStream_t stream) {
     std::lock_guard lock(mutex_);
     auto it = allocated_.find(ptr);
-    EMBER_CHECK(it != allocated_.end(), "record_stream: ", ptr,
-                " is not the start of a live block of Ember's CUDA caching allocator on cuda:",
-                device_, "; pass the storage's base pointer (tensor.storage()->data.ptr) of a "
-                "tensor on the stream's device");
+    EMBER_CHECK(
+        it != allocated_.end(), "record_stream: ", ptr,
+        " is not the start of a live block of Ember's CUDA caching allocator on cuda:", device_,
+        "; pass the storage's base pointer (tensor.storage()->data.ptr) of a "
+        "tensor on the stream's device");
     Block* block = it->second;
     if (stream == block->stream) return;  // ordered by the allocating stream already
     if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
@@ -299,7 +302,8 @@ class DeviceAllocator {
   // rest is too small to be worth tracking (it then stays part of the block).
   static void split(Block* block, size_t size) {
     const size_t remaining = block->size - size;
-    const bool worth_it = block->pool->small ? remaining >= kMinBlockSize : remaining > kSmallRequest;
+    const bool worth_it =
+        block->pool->small ? remaining >= kMinBlockSize : remaining > kSmallRequest;
     if (!worth_it) return;
     auto* rest = new Block;
     rest->ptr = block->ptr + size;
@@ -341,7 +345,8 @@ class DeviceAllocator {
     const bool capturing = stream_is_capturing(stream);
     EMBER_CHECK_STATUS(
         !capturing || blocks.owner->id != 0, not_supported, "CUDA allocation of ", nbytes,
-        " bytes on cuda:", device_, " during a CUDA graph capture needs new memory from the "
+        " bytes on cuda:", device_,
+        " during a CUDA graph capture needs new memory from the "
         "driver: the cache has no free block of that size for the capturing stream. Warm up first "
         "(run the captured step eagerly once so the cache holds the blocks it needs), or capture "
         "under an ember::cuda::MemPoolScope so the graph gets a private pool");
@@ -358,8 +363,9 @@ class DeviceAllocator {
     }
     if (err == cudaErrorMemoryAllocation) {
       ++stats_.num_ooms;
-      throw_out_of_memory(nbytes, can_release ? "" : " (the cache was not released because a CUDA "
-                                                     "graph capture may be underway)");
+      throw_out_of_memory(nbytes, can_release ? ""
+                                              : " (the cache was not released because a CUDA "
+                                                "graph capture may be underway)");
     }
     if (err != cudaSuccess) cuda::detail::throw_cuda_error(err, "cudaMalloc", __FILE__, __LINE__);
     ++stats_.num_driver_allocs;
@@ -400,7 +406,8 @@ class DeviceAllocator {
       spare_events_.pop_back();
       return event;
     }
-    DeviceGuard on_device(Device::cuda(device_));  // events belong to the device current at creation
+    DeviceGuard on_device(
+        Device::cuda(device_));  // events belong to the device current at creation
     cudaEvent_t event = nullptr;
     EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     return event;
@@ -499,8 +506,8 @@ class DeviceAllocator {
   std::mutex mutex_;
   std::unordered_map<cuda::MemPoolId, std::unique_ptr<MemPool>> pools_;  // 0: the default pool
   std::unordered_map<void*, Block*> allocated_;
-  std::vector<PendingUses> pending_;   // freed, waiting for events on recorded streams
-  std::vector<Block*> deferred_;       // freed during a possible capture, events not yet recorded
+  std::vector<PendingUses> pending_;  // freed, waiting for events on recorded streams
+  std::vector<Block*> deferred_;      // freed during a possible capture, events not yet recorded
   std::vector<cudaEvent_t> spare_events_;
   MemoryStats stats_;
 };
@@ -510,8 +517,10 @@ class DeviceAllocator {
 DeviceAllocator& device_allocator(int device) {
   static DeviceAllocator** allocators = [] {
     const int count = cuda::device_count();
-    EMBER_CHECK_STATUS(count <= kMaxCudaDevices, not_supported, "the CUDA caching allocator "
-                       "supports up to ", kMaxCudaDevices, " GPUs per process, but ", count,
+    EMBER_CHECK_STATUS(count <= kMaxCudaDevices, not_supported,
+                       "the CUDA caching allocator "
+                       "supports up to ",
+                       kMaxCudaDevices, " GPUs per process, but ", count,
                        " are visible; restrict them with CUDA_VISIBLE_DEVICES");
     auto** all = new DeviceAllocator*[size_t(count)];
     for (int i = 0; i < count; ++i) all[i] = new DeviceAllocator(i);
@@ -592,14 +601,18 @@ void empty_cache() {
   // Nothing is cached without a GPU.
   if (!is_available()) return;
 #ifdef EMBER_WITH_CUDA
-  EMBER_CHECK(g_active_pool_scopes.load() == 0, "empty_cache: a MemPoolScope is alive, so a CUDA "
+  EMBER_CHECK(g_active_pool_scopes.load() == 0,
+              "empty_cache: a MemPoolScope is alive, so a CUDA "
               "graph capture may be underway, and freeing memory now would invalidate it; call "
               "empty_cache after the capture and outside any MemPoolScope");
   for (int device = 0; device < device_count(); ++device) {
     DeviceAllocator& allocator = device_allocator(device);
     if (!allocator.ever_used()) continue;  // do not wake up GPUs this process never used
-    EMBER_CHECK(!stream_is_capturing(current_cuda_stream(device)), "empty_cache: the current "
-                "stream of cuda:", device, " is being captured as a CUDA graph; freeing memory "
+    EMBER_CHECK(!stream_is_capturing(current_cuda_stream(device)),
+                "empty_cache: the current "
+                "stream of cuda:",
+                device,
+                " is being captured as a CUDA graph; freeing memory "
                 "now would invalidate the capture; call empty_cache after it ends");
     allocator.empty_cache();
   }
@@ -622,7 +635,8 @@ MemPoolId new_mem_pool_id() {
 
 MemPoolScope::MemPoolScope(int device, MemPoolId id) : device_(device), prev_(0) {
   check_device(Device::cuda(device));
-  EMBER_CHECK(id != 0, "MemPoolScope: pool id 0 is the default pool; get a private pool id from "
+  EMBER_CHECK(id != 0,
+              "MemPoolScope: pool id 0 is the default pool; get a private pool id from "
               "ember::cuda::new_mem_pool_id()");
   if (tls_pool_ids.size() <= size_t(device)) tls_pool_ids.resize(size_t(device_count()), 0);
   prev_ = tls_pool_ids[size_t(device)];
@@ -637,7 +651,8 @@ MemPoolScope::~MemPoolScope() {
 
 void release_mem_pool(int device, MemPoolId id) {
   check_device(Device::cuda(device));
-  EMBER_CHECK(id != 0, "release_mem_pool: pool id 0 is the default pool, which is never released; "
+  EMBER_CHECK(id != 0,
+              "release_mem_pool: pool id 0 is the default pool, which is never released; "
               "use empty_cache() to return its unused memory");
 #ifdef EMBER_WITH_CUDA
   device_allocator(device).release_pool(id, current_cuda_stream(device));

@@ -20,7 +20,7 @@ struct MemoryStats {
   size_t peak_allocated_bytes = 0;  // since the last reset
   uint64_t num_driver_allocs = 0;   // cudaMalloc calls so far
   uint64_t num_driver_frees = 0;
-  uint64_t num_alloc_retries = 0;   // times the cache was released to satisfy a request
+  uint64_t num_alloc_retries = 0;  // times the cache was released to satisfy a request
   uint64_t num_ooms = 0;
 };
 

@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "ember/tensor/device.h"
-#include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/error.h"
+#include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/runtime/stream.h"
 
 #ifdef EMBER_WITH_CUDA
@@ -21,7 +21,8 @@
 
 namespace ember::cuda {
 
-// ---- the code table -------------------------------------------------------------------------------
+// ---- the code table
+// -------------------------------------------------------------------------------
 namespace {
 
 struct DeviceErrorKind {
@@ -31,9 +32,10 @@ struct DeviceErrorKind {
 
 std::string describe_index_out_of_range(int64_t index, int64_t size) {
   if (size <= 0)
-    return ::ember::detail::concat("index ", index, " was used on an empty dimension (size ", size, ")");
-  return ::ember::detail::concat("index ", index, " is out of bounds for a dimension of size ", size,
-                                 " (valid indices are 0 to ", size - 1, ")");
+    return ::ember::detail::concat("index ", index, " was used on an empty dimension (size ", size,
+                                   ")");
+  return ::ember::detail::concat("index ", index, " is out of bounds for a dimension of size ",
+                                 size, " (valid indices are 0 to ", size - 1, ")");
 }
 
 struct DeviceErrorTable {
@@ -54,8 +56,9 @@ DeviceErrorTable& device_error_table() {
   std::lock_guard lock(table.mutex);
   auto it = table.kinds.find(code);
   if (it == table.kinds.end())
-    return ::ember::detail::concat("unknown device error code ", code, " (details ", detail0, ", ", detail1,
-                          "); a kernel reported a code nobody registered with register_device_error");
+    return ::ember::detail::concat(
+        "unknown device error code ", code, " (details ", detail0, ", ", detail1,
+        "); a kernel reported a code nobody registered with register_device_error");
   const DeviceErrorKind& kind = it->second;
   if (kind.describe) return kind.name + ": " + kind.describe(detail0, detail1);
   return ::ember::detail::concat(kind.name, " (details ", detail0, ", ", detail1, ")");
@@ -64,8 +67,9 @@ DeviceErrorTable& device_error_table() {
 }  // namespace
 
 void register_device_error(int code, const std::string& name, DeviceErrorDescriber describe) {
-  EMBER_CHECK(code >= kFirstRegisteredDeviceError, "register_device_error: code ", code,
-              " is reserved for Ember's built-in codes; use a code >= ", int(kFirstRegisteredDeviceError));
+  EMBER_CHECK(
+      code >= kFirstRegisteredDeviceError, "register_device_error: code ", code,
+      " is reserved for Ember's built-in codes; use a code >= ", int(kFirstRegisteredDeviceError));
   EMBER_CHECK(!name.empty(), "register_device_error: code ", code,
               " needs a name saying what went wrong");
   DeviceErrorTable& table = device_error_table();
@@ -85,8 +89,9 @@ namespace detail {
   std::string hint;
   if (err == cudaErrorMemoryAllocation) {
     status = Status::alloc_failed;
-    hint = "; the GPU is out of memory: drop tensors, call ember::cuda::empty_cache() or lower the "
-           "batch size";
+    hint =
+        "; the GPU is out of memory: drop tensors, call ember::cuda::empty_cache() or lower the "
+        "batch size";
   } else if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorUnsupportedPtxVersion) {
     status = Status::arch_mismatch;
     int device = -1, major = 0, minor = 0;
@@ -97,13 +102,16 @@ namespace detail {
     (void)cudaGetLastError();
     hint = ::ember::detail::concat(
         "; this build of Ember has no kernel image for this GPU (compute capability ", major, ".",
-        minor, "): rebuild with CMAKE_CUDA_ARCHITECTURES including it, e.g. "
-        "-DCMAKE_CUDA_ARCHITECTURES=", major * 10 + minor);
+        minor,
+        "): rebuild with CMAKE_CUDA_ARCHITECTURES including it, e.g. "
+        "-DCMAKE_CUDA_ARCHITECTURES=",
+        major * 10 + minor);
   } else if (err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure ||
              err == cudaErrorAssert || err == cudaErrorIllegalInstruction ||
              err == cudaErrorMisalignedAddress) {
-    hint = "; a kernel failed, possibly one launched earlier (CUDA reports errors asynchronously): "
-           "rerun with CUDA_LAUNCH_BLOCKING=1 to find it; the CUDA context is now unusable";
+    hint =
+        "; a kernel failed, possibly one launched earlier (CUDA reports errors asynchronously): "
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to find it; the CUDA context is now unusable";
   }
   ::ember::detail::throw_error(
       status, file, line,
@@ -114,19 +122,32 @@ namespace detail {
 namespace {
 const char* curand_status_name(int status) {
   switch (status) {
-    case CURAND_STATUS_VERSION_MISMATCH: return "CURAND_STATUS_VERSION_MISMATCH";
-    case CURAND_STATUS_NOT_INITIALIZED: return "CURAND_STATUS_NOT_INITIALIZED";
-    case CURAND_STATUS_ALLOCATION_FAILED: return "CURAND_STATUS_ALLOCATION_FAILED";
-    case CURAND_STATUS_TYPE_ERROR: return "CURAND_STATUS_TYPE_ERROR";
-    case CURAND_STATUS_OUT_OF_RANGE: return "CURAND_STATUS_OUT_OF_RANGE";
-    case CURAND_STATUS_LENGTH_NOT_MULTIPLE: return "CURAND_STATUS_LENGTH_NOT_MULTIPLE";
-    case CURAND_STATUS_DOUBLE_PRECISION_REQUIRED: return "CURAND_STATUS_DOUBLE_PRECISION_REQUIRED";
-    case CURAND_STATUS_LAUNCH_FAILURE: return "CURAND_STATUS_LAUNCH_FAILURE";
-    case CURAND_STATUS_PREEXISTING_FAILURE: return "CURAND_STATUS_PREEXISTING_FAILURE";
-    case CURAND_STATUS_INITIALIZATION_FAILED: return "CURAND_STATUS_INITIALIZATION_FAILED";
-    case CURAND_STATUS_ARCH_MISMATCH: return "CURAND_STATUS_ARCH_MISMATCH";
-    case CURAND_STATUS_INTERNAL_ERROR: return "CURAND_STATUS_INTERNAL_ERROR";
-    default: return "unknown cuRAND status";
+    case CURAND_STATUS_VERSION_MISMATCH:
+      return "CURAND_STATUS_VERSION_MISMATCH";
+    case CURAND_STATUS_NOT_INITIALIZED:
+      return "CURAND_STATUS_NOT_INITIALIZED";
+    case CURAND_STATUS_ALLOCATION_FAILED:
+      return "CURAND_STATUS_ALLOCATION_FAILED";
+    case CURAND_STATUS_TYPE_ERROR:
+      return "CURAND_STATUS_TYPE_ERROR";
+    case CURAND_STATUS_OUT_OF_RANGE:
+      return "CURAND_STATUS_OUT_OF_RANGE";
+    case CURAND_STATUS_LENGTH_NOT_MULTIPLE:
+      return "CURAND_STATUS_LENGTH_NOT_MULTIPLE";
+    case CURAND_STATUS_DOUBLE_PRECISION_REQUIRED:
+      return "CURAND_STATUS_DOUBLE_PRECISION_REQUIRED";
+    case CURAND_STATUS_LAUNCH_FAILURE:
+      return "CURAND_STATUS_LAUNCH_FAILURE";
+    case CURAND_STATUS_PREEXISTING_FAILURE:
+      return "CURAND_STATUS_PREEXISTING_FAILURE";
+    case CURAND_STATUS_INITIALIZATION_FAILED:
+      return "CURAND_STATUS_INITIALIZATION_FAILED";
+    case CURAND_STATUS_ARCH_MISMATCH:
+      return "CURAND_STATUS_ARCH_MISMATCH";
+    case CURAND_STATUS_INTERNAL_ERROR:
+      return "CURAND_STATUS_INTERNAL_ERROR";
+    default:
+      return "unknown cuRAND status";
   }
 }
 }  // namespace
@@ -155,7 +176,8 @@ const char* curand_status_name(int status) {
 
 }  // namespace detail
 
-// ---- the device error flag ------------------------------------------------------------------------
+// ---- the device error flag
+// ------------------------------------------------------------------------
 namespace {
 
 // The flag buffer and the private stream that reads it. The stream is non-blocking, so reading the
@@ -205,15 +227,15 @@ void check_device_errors(int device) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   EMBER_CUDA_CHECK(cudaStreamIsCapturing(
       static_cast<cudaStream_t>(current_stream(Device::cuda(device)).handle), &capture));
-  EMBER_CHECK_STATUS(capture == cudaStreamCaptureStatusNone, not_supported,
-                     "check_device_errors(", device, "): the current stream of cuda:", device,
+  EMBER_CHECK_STATUS(capture == cudaStreamCaptureStatusNone, not_supported, "check_device_errors(",
+                     device, "): the current stream of cuda:", device,
                      " is being captured as a CUDA graph; device errors can only be checked at a "
                      "synchronization point outside the capture (item(), copies to the CPU and "
                      "synchronize are not capturable)");
   DeviceErrorRecord record{};
   // To pageable memory, so the copy has completed when the call returns.
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(&record, flag, sizeof(record), cudaMemcpyDeviceToHost,
-                                   state.check_stream));
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(&record, flag, sizeof(record), cudaMemcpyDeviceToHost, state.check_stream));
   if (record.code == kDeviceErrorNone) return;
   EMBER_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(DeviceErrorRecord), state.check_stream));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(state.check_stream));

@@ -33,20 +33,23 @@ bool current_stream_capturing(Device device) {
 Graph::~Graph() { reset(); }
 
 void Graph::capture_begin(Device device, MemPoolId pool) {
-  EMBER_CHECK(device.is_cuda(), "Graph::capture_begin: graphs capture CUDA work, got ", device.str());
+  EMBER_CHECK(device.is_cuda(), "Graph::capture_begin: graphs capture CUDA work, got ",
+              device.str());
   EMBER_CHECK(!capturing_ && !captured(), "Graph::capture_begin: this graph is already ",
               capturing_ ? "capturing" : "captured", "; reset() it or use a new Graph");
   check_device(device);
   device_ = device;
   stream_ = current_stream(device);
-  EMBER_CHECK(stream_.handle != nullptr, "Graph::capture_begin: the legacy default stream cannot be "
+  EMBER_CHECK(stream_.handle != nullptr,
+              "Graph::capture_begin: the legacy default stream cannot be "
               "captured; make another stream current (StreamGuard)");
   pool_ = pool != 0 ? pool : new_mem_pool_id();
   // The generator needs its device offset before the stream starts capturing.
   default_generator(device).capture_begin();
   generator_capturing_ = true;
   pool_scope_ = std::make_unique<MemPoolScope>(device.index, pool_);
-  cudaError_t err = cudaStreamBeginCapture(cudaStream_t(stream_.handle), cudaStreamCaptureModeThreadLocal);
+  cudaError_t err =
+      cudaStreamBeginCapture(cudaStream_t(stream_.handle), cudaStreamCaptureModeThreadLocal);
   if (err != cudaSuccess) {
     capture_abort();
     EMBER_CUDA_CHECK(err);
@@ -67,7 +70,8 @@ void Graph::capture_end() {
     if (graph) cudaGraphDestroy(graph);
     (void)cudaGetLastError();
     EMBER_THROW(execution_failed, "Graph::capture_end: the capture on ", device_.str(),
-                " was invalidated (", cudaGetErrorString(err), "): something in the captured code "
+                " was invalidated (", cudaGetErrorString(err),
+                "): something in the captured code "
                 "synchronized with the host or used another stream without an event");
   }
   graph_ = graph;
@@ -99,7 +103,8 @@ void Graph::replay() {
   EMBER_CHECK(captured(), "Graph::replay: nothing was captured");
   DeviceGuard guard(device_);
   default_generator(device_).begin_replay(rng_increment_);
-  EMBER_CUDA_CHECK(cudaGraphLaunch(cudaGraphExec_t(exec_), cudaStream_t(current_stream(device_).handle)));
+  EMBER_CUDA_CHECK(
+      cudaGraphLaunch(cudaGraphExec_t(exec_), cudaStream_t(current_stream(device_).handle)));
 }
 
 void Graph::reset() noexcept {
@@ -115,7 +120,8 @@ void Graph::reset() noexcept {
 bool current_stream_capturing(Device) { return false; }
 Graph::~Graph() = default;
 void Graph::capture_begin(Device device, MemPoolId) {
-  EMBER_THROW(not_supported, "Graph::capture_begin(", device.str(), "): this build of Ember has no "
+  EMBER_THROW(not_supported, "Graph::capture_begin(", device.str(),
+              "): this build of Ember has no "
               "CUDA backend; CUDA graphs need one");
 }
 void Graph::capture_end() { EMBER_THROW(not_supported, "Graph::capture_end: no CUDA backend"); }

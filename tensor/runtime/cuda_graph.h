@@ -2,15 +2,16 @@
 // work queued on the current stream of one device between capture_begin and capture_end, with
 // every allocation made meanwhile (on this thread, on that device) served from a private memory
 // pool, and the default generator of the device switched to device-side offsets so each replay
-// draws the random numbers the same step run eagerly would (and new ones every replay). GraphCapture is the scoped guard: if the captured code throws (a host
-// sync, a forbidden call), the guard aborts the capture cleanly and the error propagates.
+// draws the random numbers the same step run eagerly would (and new ones every replay).
+// GraphCapture is the scoped guard: if the captured code throws (a host sync, a forbidden call),
+// the guard aborts the capture cleanly and the error propagates.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/device.h"
+#include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/stream.h"
 
 namespace ember::cuda {

@@ -1,12 +1,11 @@
-// The CUDA runtime queries (device count, properties, current device, synchronize). In a build without CUDA the queries report no GPU and calls that need one
-// throw not_supported.
-#include "ember/tensor/runtime/cuda_device.h"
-
+// The CUDA runtime queries (device count, properties, current device, synchronize). In a build
+// without CUDA the queries report no GPU and calls that need one throw not_supported.
 #include <memory>
 #include <mutex>
 
-#include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/error.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/runtime/device_errors.h"
 
 #ifdef EMBER_WITH_CUDA
 #include "ember/tensor/runtime/cuda_check.h"
@@ -43,8 +42,8 @@ const DeviceCountProbe& probe_devices() {
       // No device, no driver or a driver too old: CI machines have the toolkit but no GPU, and
       // that must read as "no GPU", not as a failure.
       (void)cudaGetLastError();
-      p.why_none = ::ember::detail::concat("cudaGetDeviceCount reported ", cudaGetErrorName(err), ": ",
-                                           cudaGetErrorString(err));
+      p.why_none = ::ember::detail::concat("cudaGetDeviceCount reported ", cudaGetErrorName(err),
+                                           ": ", cudaGetErrorString(err));
     } else if (n == 0) {
       p.why_none = "the CUDA driver reports no GPU";
     } else {
@@ -59,7 +58,8 @@ const DeviceCountProbe& probe_devices() {
 }
 
 [[noreturn]] void throw_no_cuda_build(const char* what) {
-  EMBER_THROW(not_supported, what, ": this build of Ember has no CUDA (it was built without nvcc); "
+  EMBER_THROW(not_supported, what,
+              ": this build of Ember has no CUDA (it was built without nvcc); "
               "rebuild with the CUDA toolkit installed, or use Device::cpu()");
 }
 
@@ -71,18 +71,20 @@ bool is_available() { return built_with_cuda() && device_count() > 0; }
 
 void check_device(const Device& device) {
   if (device.is_cpu()) {
-    EMBER_CHECK(device.index == 0, "device cpu:", device.index, " does not exist; the CPU is cpu:0");
+    EMBER_CHECK(device.index == 0, "device cpu:", device.index,
+                " does not exist; the CPU is cpu:0");
     return;
   }
   if (!built_with_cuda()) throw_no_cuda_build(device.str().c_str());
   const DeviceCountProbe& probe = probe_devices();
-  EMBER_CHECK(probe.count > 0, device.str(), " is not available: no GPU is visible to this process (",
-              probe.why_none, "); run on a machine with a GPU or use Device::cpu()");
+  EMBER_CHECK(probe.count > 0, device.str(),
+              " is not available: no GPU is visible to this process (", probe.why_none,
+              "); run on a machine with a GPU or use Device::cpu()");
   if (device.index < 0 || device.index >= probe.count) {
     const std::string visible =
-        probe.count == 1 ? std::string("1 GPU (cuda:0)")
-                         : ::ember::detail::concat(probe.count, " GPUs (cuda:0 to cuda:",
-                                                   probe.count - 1, ")");
+        probe.count == 1
+            ? std::string("1 GPU (cuda:0)")
+            : ::ember::detail::concat(probe.count, " GPUs (cuda:0 to cuda:", probe.count - 1, ")");
     EMBER_THROW(bad_param, device.str(), " is not a visible GPU: this process sees ", visible,
                 "; check the device index and CUDA_VISIBLE_DEVICES");
   }

@@ -1,6 +1,6 @@
-// Device-side error reporting: a small flag buffer per GPU that kernels set when they meet bad input
-// (an index out of range, ...) instead of trapping or synchronizing. The host reads it only at sync
-// points (item(), copies to the CPU, synchronize) through check_device_errors, which throws
+// Device-side error reporting: a small flag buffer per GPU that kernels set when they meet bad
+// input (an index out of range, ...) instead of trapping or synchronizing. The host reads it only
+// at sync points (item(), copies to the CPU, synchronize) through check_device_errors, which throws
 // bad_param with a message built from the code and its two details. Includable from .cu files.
 #pragma once
 #include <cstdint>
@@ -36,7 +36,8 @@ using DeviceErrorDescriber = std::string (*)(int64_t detail0, int64_t detail1);
 // Registers (or replaces) a code >= kFirstRegisteredDeviceError: `name` says what went wrong
 // ("class index out of range in cross_entropy"); `describe` may be null (the details are printed
 // as numbers).
-void register_device_error(int code, const std::string& name, DeviceErrorDescriber describe = nullptr);
+void register_device_error(int code, const std::string& name,
+                           DeviceErrorDescriber describe = nullptr);
 
 #if defined(__CUDACC__)
 // Called by a kernel thread that met bad input. The first error wins; later ones are dropped, so a

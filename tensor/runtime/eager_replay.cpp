@@ -7,8 +7,8 @@
 #include <list>
 #include <string>
 
-#include "ember/tensor/runtime/cuda_graph.h"
 #include "ember/tensor/error.h"
+#include "ember/tensor/runtime/cuda_graph.h"
 #include "ember/tensor/runtime/stream.h"
 #ifdef EMBER_WITH_CUDA
 #include "ember/tensor/runtime/cuda_check.h"
@@ -55,11 +55,12 @@ struct Entry {
 // One thread's graphs and capture streams. Never destroyed with live graphs at exit: destroying
 // graph executables during static destruction races the CUDA runtime's own teardown.
 struct ThreadReplays {
-  std::list<Entry> entries;  // most recently used first
+  std::list<Entry> entries;                   // most recently used first
   std::vector<cudaStream_t> capture_streams;  // by device index
 
   cudaStream_t capture_stream(int device) {
-    if (capture_streams.size() <= size_t(device)) capture_streams.resize(size_t(device) + 1, nullptr);
+    if (capture_streams.size() <= size_t(device))
+      capture_streams.resize(size_t(device) + 1, nullptr);
     cudaStream_t& s = capture_streams[size_t(device)];
     // Private to this thread: a stream shared with another thread could have that thread's work
     // recorded into this capture.
@@ -75,7 +76,8 @@ ThreadReplays& thread_replays() {
 
 void log_line(const char* what, const Entry& e, const char* detail = "") {
   if (!log_graphs()) return;
-  std::fprintf(stderr, "[ember graphs] eager replay: %s (key of %zu words, %zu cached on this thread)%s\n",
+  std::fprintf(stderr,
+               "[ember graphs] eager replay: %s (key of %zu words, %zu cached on this thread)%s\n",
                what, e.key.size(), thread_replays().entries.size(), detail);
 }
 
@@ -125,7 +127,8 @@ void clear_eager_replay() {
   entries.clear();
 }
 
-void eager_replay(Device device, const std::vector<uint64_t>& key, const std::function<void()>& launch) {
+void eager_replay(Device device, const std::vector<uint64_t>& key,
+                  const std::function<void()>& launch) {
   const auto direct = [&] {
     ++g_direct;
     launch();

@@ -26,9 +26,11 @@ namespace ember::cuda {
 
 // Runs `launch` (work queued on the current stream of `device`, which it may fork to side streams
 // that join back before it returns) directly, or from the graph cached for `key`.
-void eager_replay(Device device, const std::vector<uint64_t>& key, const std::function<void()>& launch);
+void eager_replay(Device device, const std::vector<uint64_t>& key,
+                  const std::function<void()>& launch);
 
-void set_eager_replay(bool enabled);  // for every thread; the default is on unless EMBER_EAGER_REPLAY=0
+void set_eager_replay(
+    bool enabled);  // for every thread; the default is on unless EMBER_EAGER_REPLAY=0
 bool eager_replay_enabled();
 
 // How many keys this thread has recorded (first sightings) or captured (or failed to) so far: a
@@ -42,10 +44,10 @@ void clear_eager_replay();
 
 // Counts over this process, for tests and logs.
 struct EagerReplayStats {
-  int64_t direct = 0;     // calls that ran their launches directly
-  int64_t captures = 0;   // graphs captured
-  int64_t replays = 0;    // calls served by one graph launch
-  int64_t failures = 0;   // captures that failed (the key then always runs directly)
+  int64_t direct = 0;    // calls that ran their launches directly
+  int64_t captures = 0;  // graphs captured
+  int64_t replays = 0;   // calls served by one graph launch
+  int64_t failures = 0;  // captures that failed (the key then always runs directly)
 };
 EagerReplayStats eager_replay_stats();
 

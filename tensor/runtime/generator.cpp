@@ -15,19 +15,19 @@
 // capture (training loops warm up eagerly before capturing). capture_begin() during a capture
 // with no base yet throws, saying to call it before cudaStreamBeginCapture.
 #include "ember/tensor/runtime/generator.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <memory>
 #include <vector>
 
 #include "ember/tensor/error.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/stream.h"
 
 #if defined(EMBER_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
-#include "ember/tensor/runtime/philox_offset.h"
 #include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/philox_offset.h"
 #endif
 
 namespace ember {
@@ -156,7 +156,8 @@ void Generator::begin_replay(uint64_t increment) {
   EMBER_CHECK(!capturing_, "Generator::begin_replay: the generator of ", device_.str(),
               " is capturing; replay graphs outside a capture");
 #if defined(EMBER_WITH_CUDA)
-  EMBER_CHECK(device_offset_ != nullptr, "Generator::begin_replay: the generator of ", device_.str(),
+  EMBER_CHECK(device_offset_ != nullptr, "Generator::begin_replay: the generator of ",
+              device_.str(),
               " has no device offset; only a graph captured from this generator can be replayed");
   DeviceGuard device_guard(device_);
   cudaStream_t stream = current_cuda_stream(device_);

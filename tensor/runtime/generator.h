@@ -55,7 +55,8 @@ class Generator {
   uint64_t offset_ = 0;
   bool capturing_ = false;
   uint64_t capture_increment_ = 0;
-  uint64_t* device_offset_ = nullptr;  // device memory, made at the first eager draw or capture_begin
+  uint64_t* device_offset_ =
+      nullptr;  // device memory, made at the first eager draw or capture_begin
 };
 
 Generator& default_generator(Device device);

@@ -26,7 +26,8 @@ void memcpy_device_to_device(void* dst, const void* src, size_t n, const Stream&
 }
 #else
 [[noreturn]] static void no_cuda() {
-  EMBER_THROW(not_supported, "this build of Ember has no CUDA backend; rebuild with nvcc available");
+  EMBER_THROW(not_supported,
+              "this build of Ember has no CUDA backend; rebuild with nvcc available");
 }
 void memcpy_host_to_device(void*, const void*, size_t, const Stream&) { no_cuda(); }
 void memcpy_device_to_host(void*, const void*, size_t, const Stream&) { no_cuda(); }

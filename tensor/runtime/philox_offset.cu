@@ -1,7 +1,6 @@
 // The device-side Philox offset of a generator (tensor/runtime/philox_offset.h).
-#include "ember/tensor/runtime/philox_offset.h"
-
 #include "ember/tensor/runtime/cuda_check.h"
+#include "ember/tensor/runtime/philox_offset.h"
 
 namespace ember::cuda {
 

@@ -3,7 +3,6 @@
 // non-blocking streams for new_stream. The current stream is per thread and per device. The CPU
 // stream is trivial: a null handle, nothing to wait for.
 #include "ember/tensor/runtime/stream.h"
-#include "ember/tensor/runtime/cuda_device.h"
 
 #include <array>
 #include <atomic>
@@ -11,8 +10,9 @@
 #include <mutex>
 #include <vector>
 
-#include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/error.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/runtime/device_errors.h"
 
 #ifdef EMBER_WITH_CUDA
 #include "ember/tensor/runtime/cuda_check.h"
@@ -44,7 +44,8 @@ DeviceStreams& device_streams(int device) {
 }
 
 cudaStream_t create_non_blocking_stream(int device) {
-  DeviceGuard on_device(Device::cuda(device));  // a stream belongs to the device current at creation
+  DeviceGuard on_device(
+      Device::cuda(device));  // a stream belongs to the device current at creation
   cuda::RelaxedCaptureModeGuard relaxed;
   cudaStream_t stream = nullptr;
   EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -143,7 +144,8 @@ DeviceGuard::~DeviceGuard() {
   if (prev_ >= 0) (void)cudaSetDevice(prev_);
 }
 
-// ---- Event ---------------------------------------------------------------------------------------
+// ---- Event
+// ---------------------------------------------------------------------------------------
 
 Event::~Event() {
   if (handle_ != nullptr) (void)cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
@@ -210,9 +212,10 @@ bool Event::query() const {
 }
 
 float Event::elapsed_ms(const Event& end) const {
-  EMBER_CHECK(timing_ && end.timing_, "Event::elapsed_ms: both events must be created with "
-              "Event(/*enable_timing=*/true); the ", timing_ ? "end" : "start",
-              " event has timing disabled");
+  EMBER_CHECK(timing_ && end.timing_,
+              "Event::elapsed_ms: both events must be created with "
+              "Event(/*enable_timing=*/true); the ",
+              timing_ ? "end" : "start", " event has timing disabled");
   EMBER_CHECK(handle_ != nullptr && end.handle_ != nullptr, "Event::elapsed_ms: the ",
               handle_ == nullptr ? "start" : "end",
               " event was never recorded on a CUDA stream; record both first");
@@ -274,15 +277,19 @@ bool Event::query() const { return true; }
 
 float Event::elapsed_ms(const Event& end) const {
   (void)end;
-  EMBER_THROW(not_supported, "Event::elapsed_ms: this build of Ember has no CUDA, so events "
+  EMBER_THROW(not_supported,
+              "Event::elapsed_ms: this build of Ember has no CUDA, so events "
               "are never recorded and carry no time");
 }
 
 #endif  // EMBER_WITH_CUDA
 
-// ---- StreamGuard (the same in both builds) --------------------------------------------------------
+// ---- StreamGuard (the same in both builds)
+// --------------------------------------------------------
 
-StreamGuard::StreamGuard(const Stream& s) : prev_(current_stream(s.device)) { set_current_stream(s); }
+StreamGuard::StreamGuard(const Stream& s) : prev_(current_stream(s.device)) {
+  set_current_stream(s);
+}
 
 StreamGuard::~StreamGuard() {
   // prev_ was the valid current stream of a valid device, so restoring it cannot fail; guard anyway

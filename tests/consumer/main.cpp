@@ -1,10 +1,10 @@
 // Checks that a program outside Ember's tree can include the umbrella header, link ember::ember
 // and compute with the public API. Exits non-zero when the answer is wrong.
-#include "ember/ember.h"
-
 #include <cmath>
 #include <exception>
 #include <iostream>
+
+#include "ember/ember.h"
 
 int main() {
   try {

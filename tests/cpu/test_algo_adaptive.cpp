@@ -26,8 +26,8 @@ namespace {
 
 // Adaptive settings with a large warm-up pool and a steady pool that refills only at
 // tune_pending() (timing_share 0), so that the tests decide when re-timing may happen.
-AlgoSettings adaptive(int top_k = 3, int keys = 32, double initial_ms = 1e6,
-                      double step_ms = 1e6, double share = 0) {
+AlgoSettings adaptive(int top_k = 3, int keys = 32, double initial_ms = 1e6, double step_ms = 1e6,
+                      double share = 0) {
   AlgoSettings s;
   s.mode = AlgoMode::adaptive;
   s.adaptive.top_k = top_k;
@@ -192,9 +192,9 @@ TEST_CASE("adaptive: the steady pool refills with wall time (timing_share)") {
   AlgoCache cache;
   AlgoSettingsGuard guard(adaptive(3, 32, 1e6, /*step_ms=*/50, /*share=*/1.0));
   CHECK(op.choose(cache, 5) == "a");
-  CHECK(op.choose(cache, 7) == "a");  // borrowed
+  CHECK(op.choose(cache, 7) == "a");                          // borrowed
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // 5 ms of wall time: 5 ms of pool
-  CHECK(op.choose(cache, 7) == "b");  // re-timed without a tune_pending
+  CHECK(op.choose(cache, 7) == "b");                          // re-timed without a tune_pending
   CHECK(cache.stats().retimed == 1);
 }
 

@@ -33,13 +33,16 @@ TEST_CASE("AutocastGuard: scoped, nested, thread-local") {
     CHECK_FALSE(other_thread_enabled);
   }
   CHECK_FALSE(nn::autocast_enabled());
-  CHECK_THROWS_WITH_AS(nn::AutocastGuard{DType::f32}, doctest::Contains("bfloat16 or float16"), Error);
+  CHECK_THROWS_WITH_AS(nn::AutocastGuard{DType::f32}, doctest::Contains("bfloat16 or float16"),
+                       Error);
 }
 
 TEST_CASE("autocast_input: which tensors are cast, and to what") {
   Tensor f32 = randn({2, 2}), f64 = randn({2, 2}, TensorOptions(DType::f64));
-  Tensor bf16 = f32.to(DType::bf16), f16 = f32.to(DType::f16), idx = zeros({2}, TensorOptions(DType::i64));
-  CHECK(nn::autocast_input(f32, OpClass::low_precision).is_same(f32));  // outside a scope: untouched
+  Tensor bf16 = f32.to(DType::bf16), f16 = f32.to(DType::f16),
+         idx = zeros({2}, TensorOptions(DType::i64));
+  CHECK(
+      nn::autocast_input(f32, OpClass::low_precision).is_same(f32));  // outside a scope: untouched
   nn::AutocastGuard guard(DType::bf16);
   CHECK(nn::autocast_input(f32, OpClass::low_precision).dtype() == DType::bf16);
   CHECK(nn::autocast_input(f16, OpClass::low_precision).dtype() == DType::bf16);
@@ -86,8 +89,8 @@ TEST_CASE("the layer policy under bf16 and fp16") {
 
     nn::AutocastGuard guard(low);
     Tensor y = fc->forward(x);
-    CHECK(y.dtype() == low);                   // matmul in low precision
-    CHECK(fc->weight.dtype() == DType::f32);   // parameters stay float32
+    CHECK(y.dtype() == low);                  // matmul in low precision
+    CHECK(fc->weight.dtype() == DType::f32);  // parameters stay float32
     CHECK(allclose(y.to(DType::f32), ref_fc, 0.05, 0.05));
     Tensor c = conv->forward(img);
     CHECK(c.dtype() == low);
@@ -95,8 +98,8 @@ TEST_CASE("the layer policy under bf16 and fp16") {
     CHECK(nn::Conv3d(2, 2, 1)(randn({1, 2, 2, 2, 2})).dtype() == low);
     CHECK(nn::ConvTranspose2d(3, 2, 2)(img).dtype() == low);
     CHECK(nn::MaxPool2d(2)(c).dtype() == low);  // pooling keeps its dtype
-    CHECK(bn->forward(c).dtype() == low);      // statistics in float32 inside the op
-    CHECK(nn::ReLU()(c).dtype() == low);       // activations keep their dtype
+    CHECK(bn->forward(c).dtype() == low);       // statistics in float32 inside the op
+    CHECK(nn::ReLU()(c).dtype() == low);        // activations keep their dtype
     CHECK(ln->forward(y).dtype() == DType::f32);
     CHECK(gn->forward(c).dtype() == DType::f32);
     CHECK(nn::Softmax(1)(y).dtype() == DType::f32);

@@ -7,7 +7,9 @@
 using namespace ember;
 
 namespace {
-Tensor vec(std::vector<double> v) { return from_vector(v, {int64_t(v.size())}, TensorOptions(DType::f64)); }
+Tensor vec(std::vector<double> v) {
+  return from_vector(v, {int64_t(v.size())}, TensorOptions(DType::f64));
+}
 }  // namespace
 
 TEST_CASE("backward accumulates into leaves across calls") {

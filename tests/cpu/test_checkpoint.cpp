@@ -1,11 +1,10 @@
-// Checkpoints: the safetensors layout byte for byte, round trips of every dtype and of module state,
-// the training Checkpoint bundle (optimizer tensors, step, RNG, scheduler), atomic writes (a failed
-// write leaves the old file intact and no temporary behind) and the errors for corrupt and
+// Checkpoints: the safetensors layout byte for byte, round trips of every dtype and of module
+// state, the training Checkpoint bundle (optimizer tensors, step, RNG, scheduler), atomic writes (a
+// failed write leaves the old file intact and no temporary behind) and the errors for corrupt and
 // truncated files (each naming the file and the byte offset, and leaving the model untouched).
 // The last case is the Ember half of the PyTorch round trip that scripts/check_checkpoint_torch.py
 // drives (it skips unless that script sets EMBER_TORCH_INTEROP_DIR).
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -27,7 +26,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("ember_ckpt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("ember_ckpt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -77,7 +77,8 @@ struct TinyNetImpl : nn::Module {
     fc = register_module("fc", nn::Linear(4, 5));
   }
   Tensor forward(const Tensor& x) {
-    Tensor h = bn1->forward_add_relu(conv1->forward(x), x.narrow(1, 0, 1).expand({x.size(0), 4, x.size(2), x.size(3)}));
+    Tensor h = bn1->forward_add_relu(
+        conv1->forward(x), x.narrow(1, 0, 1).expand({x.size(0), 4, x.size(2), x.size(3)}));
     return fc->forward(h.mean({2, 3}));
   }
   nn::Conv2d conv1{nullptr};
@@ -101,8 +102,10 @@ TEST_CASE("safetensors layout: header length, JSON, aligned data, exact offsets"
   CHECK((8 + n) % 8 == 0);
   std::string header = bytes.substr(8, n);
   CHECK(header.find(R"("__metadata__":{"format":"pt"})") != std::string::npos);
-  CHECK(header.find(R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]})") != std::string::npos);
-  CHECK(header.find(R"("b":{"dtype":"I64","shape":[],"data_offsets":[24,32]})") != std::string::npos);
+  CHECK(header.find(R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]})") !=
+        std::string::npos);
+  CHECK(header.find(R"("b":{"dtype":"I64","shape":[],"data_offsets":[24,32]})") !=
+        std::string::npos);
   CHECK(bytes.size() == 8 + n + 32);
   float first = 0;
   std::memcpy(&first, bytes.data() + 8 + n, 4);
@@ -117,9 +120,11 @@ TEST_CASE("safetensors layout: header length, JSON, aligned data, exact offsets"
   int32_t i = 42;
   std::memcpy(data.data(), &i, 4);
   std::memcpy(data.data() + 4, f, 8);
-  write_bytes(path, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
-                              R"("i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},"__metadata__":{"k":"v"}})",
-                              data));
+  write_bytes(
+      path,
+      make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
+                R"("i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},"__metadata__":{"k":"v"}})",
+                data));
   auto loaded = nn::load_checkpoint(path);
   REQUIRE(loaded.tensors.size() == 2);
   CHECK(loaded.tensors[0].first == "i");  // file order
@@ -132,8 +137,10 @@ TEST_CASE("round trip of every dtype, empty and 0-d tensors, strided views") {
   TempDir dir;
   std::string path = dir.file("dtypes.safetensors");
   nn::NamedTensors tensors;
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::boolean}) {
-    Tensor t = from_vector({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4}, TensorOptions(d == DType::boolean ? DType::f32 : d));
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64,
+                  DType::u8, DType::boolean}) {
+    Tensor t = from_vector({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4},
+                           TensorOptions(d == DType::boolean ? DType::f32 : d));
     if (d == DType::boolean) t = gt(t, full({}, 5.0));
     tensors.emplace_back(std::string("t_") + dtype_name(d), t);
   }
@@ -151,10 +158,14 @@ TEST_CASE("round trip of every dtype, empty and 0-d tensors, strided views") {
   CHECK(loaded.metadata.size() == 2);
   CHECK(loaded.metadata.at("empty").empty());
 
-  CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, {{"a", zeros({1})}, {"a", zeros({1})}}), doctest::Contains("twice"), Error);
-  CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, {{"__metadata__", zeros({1})}}), doctest::Contains("reserved"), Error);
-  CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, {}, {{"bad", "\xff\xfe"}}), doctest::Contains("UTF-8"), Error);
-  CHECK(nn::load_checkpoint(path).tensors.size() == tensors.size());  // refused writes changed nothing
+  CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, {{"a", zeros({1})}, {"a", zeros({1})}}),
+                       doctest::Contains("twice"), Error);
+  CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, {{"__metadata__", zeros({1})}}),
+                       doctest::Contains("reserved"), Error);
+  CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, {}, {{"bad", "\xff\xfe"}}),
+                       doctest::Contains("UTF-8"), Error);
+  CHECK(nn::load_checkpoint(path).tensors.size() ==
+        tensors.size());  // refused writes changed nothing
 }
 
 TEST_CASE("module state round trip, and loading leaves a model untouched on error") {
@@ -190,8 +201,10 @@ TEST_CASE("Checkpoint bundle: model, optimizer state, step, scheduler and RNG") 
   TinyNet net;
   nn::Checkpoint ck;
   ck.model = net->state_dict();
-  ck.optimizer = {{"state.fc.weight.exp_avg", randn({5, 4})}, {"state.fc.weight.step", full({}, 12.0)}};
-  ck.grad_scaler = {{"scale", full({}, 65536.0)}, {"growth_tracker", zeros({}, TensorOptions(DType::i32))}};
+  ck.optimizer = {{"state.fc.weight.exp_avg", randn({5, 4})},
+                  {"state.fc.weight.step", full({}, 12.0)}};
+  ck.grad_scaler = {{"scale", full({}, 65536.0)},
+                    {"growth_tracker", zeros({}, TensorOptions(DType::i32))}};
   ck.optimizer_config = R"({"lr":0.001,"betas":[0.9,0.999]})";
   ck.scheduler = R"({"last_epoch":3})";
   ck.step = 1234;
@@ -243,12 +256,13 @@ TEST_CASE("atomic writes: a failure mid-write leaves the old file and no tempora
   for (int64_t fail_at : {0, 5, 8, 60, 2000, 4100}) {
     CAPTURE(fail_at);
     nn::detail::CheckpointWriteFault fault(fail_at);
-    CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, bigger, {{"version", "new"}}), doctest::Contains("left as it was"), Error);
+    CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, bigger, {{"version", "new"}}),
+                         doctest::Contains("left as it was"), Error);
     CHECK(read_bytes(path) == old_bytes);
   }
   int files = 0;
   for (auto& e : fs::directory_iterator(dir.path)) files += e.is_regular_file() ? 1 : 0;
-  CHECK(files == 1);  // the temporary files were removed
+  CHECK(files == 1);                                        // the temporary files were removed
   nn::save_checkpoint(path, bigger, {{"version", "new"}});  // without the fault the write lands
   CHECK(nn::load_checkpoint(path).metadata.at("version") == "new");
 
@@ -281,27 +295,41 @@ TEST_CASE("corrupt and truncated files: errors name the file and the byte offset
   std::vector<Row> rows = {
       {"empty file", "", {"fewer than the 8-byte header length at byte 0"}},
       {"short length", std::string(5, '\x01'), {"fewer than the 8-byte"}},
-      {"length past the end", length_prefix(1000) + "{}", {"header length at byte 0 says 1000 bytes", "only 2 bytes"}},
-      {"absurd length", length_prefix(1ull << 40) + "{}", {"says 1099511627776 bytes", "the limit is 100000000"}},
+      {"length past the end",
+       length_prefix(1000) + "{}",
+       {"header length at byte 0 says 1000 bytes", "only 2 bytes"}},
+      {"absurd length",
+       length_prefix(1ull << 40) + "{}",
+       {"says 1099511627776 bytes", "the limit is 100000000"}},
       // The second ',' is the 13th header byte: file offset 8 + 12.
       {"header not JSON", make_file("{\"w\": [1, 2,,]}", ""), {"malformed at byte 20"}},
       {"header not an object", make_file("[1, 2]", ""), {"does not start with '{'"}},
-      {"unknown dtype", make_file(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+      {"unknown dtype",
+       make_file(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
        {"dtype \"C64\""}},
-      {"negative size", make_file(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", four_floats),
+      {"negative size",
+       make_file(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", four_floats),
        {"non-negative integers"}},
-      {"size mismatch", make_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats),
+      {"size mismatch",
+       make_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats),
        {"need 12 bytes"}},
-      {"offsets past the end", make_file(R"({"w":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", four_floats),
+      {"offsets past the end",
+       make_file(R"({"w":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", four_floats),
        {"occupies bytes [63, 95)", "file ends at byte 79"}},  // a 55-byte header
       {"truncated data", make_file(good_header, four_floats).substr(0, 70), {"truncated"}},
-      {"gap", make_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four_floats), {"a gap"}},
-      {"overlap", make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four_floats),
+      {"gap",
+       make_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four_floats),
+       {"a gap"}},
+      {"overlap",
+       make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                 four_floats),
        {"overlapping"}},
       {"trailing bytes", make_file(good_header, four_floats + "xx"), {"trailing data"}},
       {"bad metadata", make_file(R"({"__metadata__":{"k":1}})", ""), {"'k' holds 1"}},
-      {"missing offsets", make_file(R"({"w":{"dtype":"F32","shape":[4]}})", four_floats), {"data_offsets"}},
+      {"missing offsets",
+       make_file(R"({"w":{"dtype":"F32","shape":[4]}})", four_floats),
+       {"data_offsets"}},
   };
   for (const Row& r : rows) {
     CAPTURE(r.what);
@@ -317,24 +345,30 @@ TEST_CASE("corrupt and truncated files: errors name the file and the byte offset
   CHECK_THROWS_WITH_AS(nn::Checkpoint::load(path), doctest::Contains("ember.step"), Error);
 }
 
-// ---- PyTorch interop (scripts/check_checkpoint_torch.py) ------------------------------------------
+// ---- PyTorch interop (scripts/check_checkpoint_torch.py)
+// ------------------------------------------
 
 namespace {
 
 // torchvision's BasicBlock names: conv1, bn1, conv2, bn2, downsample.{0,1}.
 struct BasicBlockImpl : nn::Module {
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride) : nn::Module("BasicBlock") {
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    conv1 = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
     bn1 = register_module("bn1", nn::BatchNorm2d(out));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    conv2 =
+        register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
     bn2 = register_module("bn2", nn::BatchNorm2d(out));
     if (stride != 1 || in != out)
-      downsample = register_module("downsample", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                                                nn::BatchNorm2d(out)));
+      downsample = register_module(
+          "downsample",
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                         nn::BatchNorm2d(out)));
   }
   Tensor forward(const Tensor& x) {
     Tensor h = bn1->forward_relu(conv1->forward(x));
-    return bn2->forward_add_relu(conv2->forward(h), downsample.is_empty() ? x : downsample->forward(x));
+    return bn2->forward_add_relu(conv2->forward(h),
+                                 downsample.is_empty() ? x : downsample->forward(x));
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
@@ -371,11 +405,13 @@ const char* interop_dir() { return std::getenv("EMBER_TORCH_INTEROP_DIR"); }
 // output). Phase "import": loads the script's torch_model.safetensors (a state_dict saved by
 // safetensors.torch after PyTorch trained the model further) and checks the eval-mode output on
 // torch_io.safetensors's input against PyTorch's.
-TEST_CASE("PyTorch interop: a ResNet-like state dict both ways" * doctest::skip(interop_dir() == nullptr)) {
+TEST_CASE("PyTorch interop: a ResNet-like state dict both ways" *
+          doctest::skip(interop_dir() == nullptr)) {
   const std::string dir = interop_dir();
   const char* phase_env = std::getenv("EMBER_TORCH_INTEROP_PHASE");
   const std::string phase = phase_env ? phase_env : "";
-  REQUIRE_MESSAGE((phase == "export" || phase == "import"), "EMBER_TORCH_INTEROP_PHASE must be export or import");
+  REQUIRE_MESSAGE((phase == "export" || phase == "import"),
+                  "EMBER_TORCH_INTEROP_PHASE must be export or import");
   if (phase == "export") {
     manual_seed(2024);
     SmallResNet net;
@@ -392,7 +428,8 @@ TEST_CASE("PyTorch interop: a ResNet-like state dict both ways" * doctest::skip(
     auto io = nn::load_checkpoint(dir + "/torch_io.safetensors");
     REQUIRE(io.tensors.size() == 2);
     const Tensor& x = io.tensors[0].first == "input" ? io.tensors[0].second : io.tensors[1].second;
-    const Tensor& expected = io.tensors[0].first == "output" ? io.tensors[0].second : io.tensors[1].second;
+    const Tensor& expected =
+        io.tensors[0].first == "output" ? io.tensors[0].second : io.tensors[1].second;
     Tensor y = net->forward(x);
     const double diff = max_abs_diff(y, expected);
     MESSAGE("ember_import_max_abs_diff=" << diff);

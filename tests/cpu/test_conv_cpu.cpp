@@ -171,9 +171,12 @@ TEST_CASE("conv2d float32 packed GEMM: the AVX-512 and AVX2 micro-kernels agree 
       auto run = [&](const char* avx512) {
         ::setenv("EMBER_CPU_AVX512", avx512, 1);
         ConvProblem pr{d, x, w, dy, c.p, true};
-        if (d == Direction::forward) pr.output = empty({c.N, c.K, P, Q}, DType::f32);
-        else if (d == Direction::backward_data) pr.input = empty(x.sizes(), DType::f32);
-        else pr.weight = empty(w.sizes(), DType::f32);
+        if (d == Direction::forward)
+          pr.output = empty({c.N, c.K, P, Q}, DType::f32);
+        else if (d == Direction::backward_data)
+          pr.input = empty(x.sizes(), DType::f32);
+        else
+          pr.weight = empty(w.sizes(), DType::f32);
         conv2d_run(pr);
         ::unsetenv("EMBER_CPU_AVX512");
         return pr.written();
@@ -457,8 +460,10 @@ TEST_CASE("conv2d padding='same': the input's size, extra zero on the bottom/rig
     int64_t R, S, dh, dw;
   };
   // Odd totals (even kernels, 4 -> 1 before and 2 after) and even ones (odd kernels, dilation).
-  const std::vector<Row> rows = {{"3x3", 3, 3, 1, 1},     {"4x2 (odd totals)", 4, 2, 1, 1},
-                                 {"5x4 dilation 2", 5, 4, 2, 2}, {"2x3 dilation (1, 3)", 2, 3, 1, 3},
+  const std::vector<Row> rows = {{"3x3", 3, 3, 1, 1},
+                                 {"4x2 (odd totals)", 4, 2, 1, 1},
+                                 {"5x4 dilation 2", 5, 4, 2, 2},
+                                 {"2x3 dilation (1, 3)", 2, 3, 1, 3},
                                  {"1x6", 1, 6, 1, 1}};
   for (const Row& row : rows) {
     CAPTURE(row.name);
@@ -474,8 +479,8 @@ TEST_CASE("conv2d padding='same': the input's size, extra zero on the bottom/rig
     CHECK(y.sizes() == Shape{2, 4, 7, 6});
     CHECK(max_diff(y.to_vector(), expected.to_vector()) < 1e-12);
     // channels_last input, and the fused conv + bias + ReLU op, resolve it the same way.
-    Tensor y_nhwc = conv2d(x.contiguous(MemoryFormat::channels_last), w, b,
-                           same_params(row.dh, row.dw));
+    Tensor y_nhwc =
+        conv2d(x.contiguous(MemoryFormat::channels_last), w, b, same_params(row.dh, row.dw));
     CHECK(max_diff(y_nhwc.to_vector(), expected.to_vector()) < 1e-12);
     Tensor fused = conv2d_bias_relu(x, w, b, same_params(row.dh, row.dw));
     CHECK(max_diff(fused.to_vector(), relu(expected).to_vector()) < 1e-12);
@@ -519,14 +524,14 @@ TEST_CASE("conv1d and conv3d padding='same' and 'valid' match explicitly padded 
   CHECK(y1.sizes() == Shape{2, 2, 9});
   Conv1dParams dilated;
   dilated.dilation = 2;
-  CHECK(max_diff(y1.to_vector(),
-                 conv1d(zero_padded(x1.unsqueeze(2), {{0, 0}, {3, 3}}).squeeze(2), w1, Tensor(),
-                        dilated)
-                     .to_vector()) < 1e-12);
+  CHECK(max_diff(y1.to_vector(), conv1d(zero_padded(x1.unsqueeze(2), {{0, 0}, {3, 3}}).squeeze(2),
+                                        w1, Tensor(), dilated)
+                                     .to_vector()) < 1e-12);
   same1.dilation = 1;  // total 3: 1 before, 2 after
-  CHECK(max_diff(conv1d(x1, w1, Tensor(), same1).to_vector(),
-                 conv1d(zero_padded(x1.unsqueeze(2), {{0, 0}, {1, 2}}).squeeze(2), w1).to_vector()) <
-        1e-12);
+  CHECK(
+      max_diff(conv1d(x1, w1, Tensor(), same1).to_vector(),
+               conv1d(zero_padded(x1.unsqueeze(2), {{0, 0}, {1, 2}}).squeeze(2), w1).to_vector()) <
+      1e-12);
 
   Tensor x3 = randn({1, 2, 5, 4, 6}, DType::f64), w3 = randn({3, 2, 2, 3, 4}, DType::f64);
   Tensor b3 = randn({3}, DType::f64);
@@ -544,12 +549,11 @@ TEST_CASE("conv1d and conv3d padding='same' and 'valid' match explicitly padded 
   std::vector<Tensor> inputs = {x3.clone().set_requires_grad(true),
                                 w3.clone().set_requires_grad(true)};
   std::string report;
-  CHECK_MESSAGE(autograd::gradcheck(
-                    [same3](const std::vector<Tensor>& in) {
-                      return conv3d(in[0], in[1], Tensor(), same3);
-                    },
-                    inputs, 1e-6, 1e-5, 1e-4, &report),
-                report);
+  CHECK_MESSAGE(
+      autograd::gradcheck(
+          [same3](const std::vector<Tensor>& in) { return conv3d(in[0], in[1], Tensor(), same3); },
+          inputs, 1e-6, 1e-5, 1e-4, &report),
+      report);
 }
 
 TEST_CASE("padding='same' with a stride is an error naming the op and the stride") {

@@ -1,13 +1,12 @@
 // conv2d_bias_relu on the CPU (the composite relu(conv2d + bias)): values, gradients (fp64
-// gradcheck of the op_cases_conv rows (run in test_gradcheck.cpp) in every input layout), the optional bias, and argument
-// errors, which are conv2d's own.
+// gradcheck of the op_cases_conv rows (run in test_gradcheck.cpp) in every input layout), the
+// optional bias, and argument errors, which are conv2d's own.
 #include <doctest/doctest.h>
 
 #include "ember/ember.h"
 #include "ember/ops/conv.h"
 #include "ember/ops/conv_fused.h"
 #include "support/op_table.h"
-
 
 using namespace ember;
 

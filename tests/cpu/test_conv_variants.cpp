@@ -12,7 +12,8 @@ using namespace ember;
 
 namespace {
 
-// y[n, k, od, oh, ow] = sum over c, t, r, s of x[n, g*Cg + c, od*sd - pd + t*dd, ...] * w[k, c, t, r, s].
+// y[n, k, od, oh, ow] = sum over c, t, r, s of x[n, g*Cg + c, od*sd - pd + t*dd, ...] * w[k, c, t,
+// r, s].
 std::vector<double> conv3d_reference(const Tensor& x, const Tensor& w, const Conv3dParams& p,
                                      const Shape& out) {
   std::vector<double> xv = x.to_vector(), wv = w.to_vector(), y(size_t(shape_numel(out)), 0.0);
@@ -32,7 +33,8 @@ std::vector<double> conv3d_reference(const Tensor& x, const Tensor& w, const Con
                     const int64_t i0 = o0 * p.stride[0] - p.padding[0] + t * p.dilation[0];
                     const int64_t i1 = o1 * p.stride[1] - p.padding[1] + r * p.dilation[1];
                     const int64_t i2 = o2 * p.stride[2] - p.padding[2] + s * p.dilation[2];
-                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
+                      continue;
                     const int64_t ch = (k / Kg) * Cg + c;
                     y[at] += xv[size_t((((n * C + ch) * in[0] + i0) * in[1] + i1) * in[2] + i2)] *
                              wv[size_t((((k * Cg + c) * ker[0] + t) * ker[1] + r) * ker[2] + s)];
@@ -74,7 +76,8 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST_CASE("conv1d is conv2d over a height-1 image") {
-  Tensor x = randn({2, 6, 11}, DType::f64), w = randn({4, 3, 3}, DType::f64), b = randn({4}, DType::f64);
+  Tensor x = randn({2, 6, 11}, DType::f64), w = randn({4, 3, 3}, DType::f64),
+         b = randn({4}, DType::f64);
   Conv1dParams p{2, 1, 2, 2};
   Tensor y = conv1d(x, w, b, p);
   CHECK(y.sizes() == Shape{2, 4, 5});
@@ -84,9 +87,10 @@ TEST_CASE("conv1d is conv2d over a height-1 image") {
   q.dilation = {1, 2};
   q.groups = 2;
   CHECK(max_abs_diff(y, conv2d(x.unsqueeze(2), w.unsqueeze(2), b, q).squeeze(2)) < 1e-12);
-  CHECK_THROWS_WITH_AS(conv1d(randn({6, 11}), randn({4, 6, 3})),
-                       doctest::Contains("conv1d: input must be 3-D [N, C, L], got shape [6, 11]; add a batch dim"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      conv1d(randn({6, 11}), randn({4, 6, 3})),
+      doctest::Contains("conv1d: input must be 3-D [N, C, L], got shape [6, 11]; add a batch dim"),
+      Error);
 }
 
 TEST_CASE("conv3d matches the naive loop") {
@@ -110,12 +114,14 @@ TEST_CASE("conv3d matches the naive loop") {
   };
   for (const Row& row : rows) {
     CAPTURE(row.name);
-    Tensor x = randn(row.x, DType::f64), w = randn(row.w, DType::f64), b = randn({row.w[0]}, DType::f64);
+    Tensor x = randn(row.x, DType::f64), w = randn(row.w, DType::f64),
+           b = randn({row.w[0]}, DType::f64);
     Tensor y = conv3d(x, w, b, row.p);
     std::vector<double> expected = conv3d_reference(x, w, row.p, y.sizes());
     const int64_t per_channel = y.size(2) * y.size(3) * y.size(4);
     std::vector<double> bias = b.to_vector();
-    for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias[(i / size_t(per_channel)) % size_t(row.w[0])];
+    for (size_t i = 0; i < expected.size(); ++i)
+      expected[i] += bias[(i / size_t(per_channel)) % size_t(row.w[0])];
     CHECK(max_diff(y.to_vector(), expected) < 1e-10);
   }
   CHECK_THROWS_WITH_AS(conv3d(randn({1, 2, 2, 5, 5}), randn({3, 2, 4, 1, 1})),
@@ -183,8 +189,10 @@ TEST_CASE("conv_transpose2d: bias, 16-bit, empty batch and errors") {
   bad.stride = {2, 2};
   bad.output_padding = {2, 0};
   CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, Tensor(), bad),
-                       doctest::Contains("output_padding must be >= 0 and smaller than the stride"), Error);
+                       doctest::Contains("output_padding must be >= 0 and smaller than the stride"),
+                       Error);
   CHECK_THROWS_WITH_AS(conv_transpose2d(x, randn({4, 5, 3, 3})),
                        doctest::Contains("must be [Cin, Cout / groups, R, S] with Cin = 3"), Error);
-  CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, randn({3})), doctest::Contains("bias must be [5]"), Error);
+  CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, randn({3})), doctest::Contains("bias must be [5]"),
+                       Error);
 }

@@ -4,7 +4,6 @@
 // workers), the batch transforms, and the real Fashion-MNIST and fortunes files when the Debian
 // packages are installed (skipped otherwise).
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,7 +39,8 @@ struct TempDir {
   }
   std::string write(const std::string& name, const std::string& bytes) const {
     const std::string p = (path / name).string();
-    std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), std::streamsize(bytes.size()));
     return p;
   }
 };
@@ -54,7 +54,9 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // A gzip file holding `data` in stored (uncompressed) deflate blocks: valid input for any gzip
 // reader, written without zlib.
@@ -119,13 +121,15 @@ TEST_CASE("read_idx: every element type, plain and gzipped") {
     CHECK(i8.dtype() == DType::i32);
     CHECK(i8.to_vector() == std::vector<double>{127, -128});
 
-    Tensor i16 = data::read_idx(write("i16", idx_file(0x0B, {2}, byte_string({0x01, 0x02, 0xff, 0xfe}))));
+    Tensor i16 =
+        data::read_idx(write("i16", idx_file(0x0B, {2}, byte_string({0x01, 0x02, 0xff, 0xfe}))));
     CHECK(i16.to_vector() == std::vector<double>{258, -2});
 
     Tensor i32 = data::read_idx(write("i32", idx_file(0x0C, {1}, be32(0xfffffffeu))));
     CHECK(i32.to_vector() == std::vector<double>{-2});
 
-    Tensor f32 = data::read_idx(write("f32", idx_file(0x0D, {1, 1, 2}, be32(0x3fc00000u) + be32(0xc0200000u))));
+    Tensor f32 = data::read_idx(
+        write("f32", idx_file(0x0D, {1, 1, 2}, be32(0x3fc00000u) + be32(0xc0200000u))));
     CHECK(f32.sizes() == Shape{1, 1, 2});
     CHECK(f32.to_vector() == std::vector<double>{1.5, -2.5});
 
@@ -152,13 +156,17 @@ TEST_CASE("read_idx: malformed files name the file and the byte offset") {
   std::string bad_crc = gzip_stored(good);
   bad_crc[bad_crc.size() - 6] ^= 0x55;  // a byte of the CRC-32 trailer
   const Case cases[] = {
-      {"truncated_data", good.substr(0, good.size() - 3), {"byte offset 17", "truncated", "8 bytes from offset 12"}},
+      {"truncated_data",
+       good.substr(0, good.size() - 3),
+       {"byte offset 17", "truncated", "8 bytes from offset 12"}},
       {"truncated_header", good.substr(0, 7), {"byte offset", "dimension sizes", "truncated"}},
       {"bad_magic", "\x01\x02\x08\x01" + be32(1) + "x", {"byte offset 0", "not an IDX file"}},
       {"bad_type", idx_file(0x42, {1}, "x"), {"byte offset 2", "0x42"}},
       {"zero_dims", std::string("\0\0\x08\0", 4), {"byte offset 3", "0 dimensions"}},
       {"trailing_data", good + "zz", {"byte offset 20", "unexpected data"}},
-      {"truncated_gz", gzip_stored(good).substr(0, 25), {"truncated_gz", "byte offset", "truncated .gz"}},
+      {"truncated_gz",
+       gzip_stored(good).substr(0, 25),
+       {"truncated_gz", "byte offset", "truncated .gz"}},
       {"corrupt_gz", bad_crc, {"corrupt_gz", "corrupt compressed data", "decompressed"}},
       {"empty", "", {"byte offset 0", "magic"}},
   };
@@ -170,7 +178,8 @@ TEST_CASE("read_idx: malformed files name the file and the byte offset") {
     CHECK(contains(message, path));
     for (const std::string& part : c.expect) CHECK(contains(message, part));
   }
-  CHECK(contains(error_of([&] { data::read_idx((dir.path / "missing").string()); }), "cannot open"));
+  CHECK(
+      contains(error_of([&] { data::read_idx((dir.path / "missing").string()); }), "cannot open"));
 }
 
 TEST_CASE("MNIST reader: files of a folder, labels checked") {
@@ -186,8 +195,10 @@ TEST_CASE("MNIST reader: files of a folder, labels checked") {
   CHECK(test.targets().dtype() == DType::i64);
   CHECK(test.targets().to_vector() == std::vector<double>{7, 0, 9});
 
-  const std::string labels = dir.write("t10k-labels-idx1-ubyte", idx_file(0x08, {3}, byte_string({7, 12, 9})));
-  const std::string message = error_of([&] { data::MNIST bad(dir.path.string(), data::Split::test); });
+  const std::string labels =
+      dir.write("t10k-labels-idx1-ubyte", idx_file(0x08, {3}, byte_string({7, 12, 9})));
+  const std::string message =
+      error_of([&] { data::MNIST bad(dir.path.string(), data::Split::test); });
   CHECK(contains(message, labels));
   CHECK(contains(message, "byte offset 9"));
   CHECK(contains(message, "label 12"));
@@ -207,7 +218,8 @@ TEST_CASE("CIFAR-10 reader: records, truncation, bad labels") {
   CHECK(test.size() == 3);
   CHECK(test.images().sizes() == Shape{3, 3, 32, 32});
   CHECK(test.targets().to_vector() == std::vector<double>{3, 4, 5});
-  CHECK(test.images().to_vector()[3072 + 1024] == doctest::Approx(double((1024 + 1) % 256) / 255.0));
+  CHECK(test.images().to_vector()[3072 + 1024] ==
+        doctest::Approx(double((1024 + 1) % 256) / 255.0));
 
   dir.write("test_batch.bin", records.substr(0, records.size() - 100));
   std::string message = error_of([&] { data::CIFAR10 bad(dir.path.string(), data::Split::test); });
@@ -235,7 +247,8 @@ TEST_CASE("TextCorpus: folders, fortune separators, vocabulary, NUL bytes") {
   CHECK(corpus.encode("cab").to_vector() == std::vector<double>{3, 1, 2});
   CHECK(contains(error_of([&] { corpus.encode("q"); }), "not in the corpus vocabulary"));
 
-  data::TextCorpus raw(dir.write("c.txt", "x\n%\n"), data::TextCorpusOptions().strip_fortune_separators(false));
+  data::TextCorpus raw(dir.write("c.txt", "x\n%\n"),
+                       data::TextCorpusOptions().strip_fortune_separators(false));
   CHECK(raw.text() == "x\n%\n");
 
   const std::string bad = dir.write("d.txt", std::string("text\0more", 9));
@@ -279,7 +292,8 @@ TEST_CASE("DataLoader: order, batching, drop_last") {
   auto ds = numbered(10);
   data::DataLoader loader(ds, data::DataLoaderOptions(3));
   CHECK(loader.num_batches() == 4);
-  CHECK(epoch_batches(loader) == std::vector<std::vector<double>>{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}});
+  CHECK(epoch_batches(loader) ==
+        std::vector<std::vector<double>>{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}});
   data::DataLoader dropping(ds, data::DataLoaderOptions(3).drop_last(true));
   CHECK(dropping.num_batches() == 3);
   CHECK(epoch_batches(dropping).size() == 3);
@@ -330,7 +344,8 @@ TEST_CASE("DataLoader: errors from datasets reach the consumer") {
   };
   for (int64_t workers : {0, 2}) {
     CAPTURE(workers);
-    data::DataLoader loader(std::make_shared<Flaky>(), data::DataLoaderOptions(3).num_workers(workers));
+    data::DataLoader loader(std::make_shared<Flaky>(),
+                            data::DataLoaderOptions(3).num_workers(workers));
     loader.start_epoch();
     CHECK(loader.next()->at(0).to_vector() == std::vector<double>{0, 0, 1, 1, 2, 2});
     CHECK(loader.next().has_value());
@@ -346,7 +361,8 @@ TEST_CASE("DataLoader: errors from datasets reach the consumer") {
                  "batch_size"));
 }
 
-// ---- transforms -------------------------------------------------------------------------------------
+// ---- transforms
+// -------------------------------------------------------------------------------------
 
 TEST_CASE("transforms: random crop with padding, horizontal flip, normalize") {
   const int64_t n = 16;
@@ -370,7 +386,9 @@ TEST_CASE("transforms: random crop with padding, horizontal flip, normalize") {
           for (int y = 0; y < 4 && same; ++y)
             for (int x = 0; x < 5 && same; ++x) {
               const int sy = top + y - 2, sx = left + x - 2;
-              const double expect = sy < 0 || sy >= 4 || sx < 0 || sx >= 5 ? 0.0 : pixels[size_t(((i * 2 + c) * 4 + sy) * 5 + sx)];
+              const double expect = sy < 0 || sy >= 4 || sx < 0 || sx >= 5
+                                        ? 0.0
+                                        : pixels[size_t(((i * 2 + c) * 4 + sy) * 5 + sx)];
               same = out[size_t(((i * 2 + c) * 4 + y) * 5 + x)] == expect;
             }
         if (same) {
@@ -393,8 +411,10 @@ TEST_CASE("transforms: random crop with padding, horizontal flip, normalize") {
   int flipped = 0;
   for (int64_t i = 0; i < n; ++i) {
     const size_t base = size_t(i * 40);
-    const bool as_is = std::equal(half.begin() + base, half.begin() + base + 40, pixels.begin() + base);
-    const bool as_mirror = std::equal(half.begin() + base, half.begin() + base + 40, all.begin() + base);
+    const bool as_is =
+        std::equal(half.begin() + base, half.begin() + base + 40, pixels.begin() + base);
+    const bool as_mirror =
+        std::equal(half.begin() + base, half.begin() + base + 40, all.begin() + base);
     CHECK((as_is || as_mirror));
     flipped += as_mirror;
   }
@@ -404,14 +424,16 @@ TEST_CASE("transforms: random crop with padding, horizontal flip, normalize") {
   Tensor normalized = data::Normalize({1.0, 2.0}, {2.0, 4.0})(images);
   CHECK(normalized.to_vector()[0] == doctest::Approx((pixels[0] - 1.0) / 2.0));
   CHECK(normalized.to_vector()[20] == doctest::Approx((pixels[20] - 2.0) / 4.0));
-  CHECK(contains(error_of([&] { data::Normalize({0.5}, {0.5})(images.to(DType::u8)); }), "float32"));
+  CHECK(
+      contains(error_of([&] { data::Normalize({0.5}, {0.5})(images.to(DType::u8)); }), "float32"));
 
-  data::Transform pipeline = data::compose({data::RandomCrop(4, 5, 1), data::RandomHorizontalFlip(),
-                                            data::Normalize({0.5}, {0.25})});
+  data::Transform pipeline = data::compose(
+      {data::RandomCrop(4, 5, 1), data::RandomHorizontalFlip(), data::Normalize({0.5}, {0.25})});
   CHECK(max_abs_diff(pipeline(images, 11), pipeline(images, 11)) == 0);
 }
 
-// ---- the real datasets, when installed -------------------------------------------------------------
+// ---- the real datasets, when installed
+// -------------------------------------------------------------
 
 TEST_CASE("Fashion-MNIST from Debian's dataset-fashion-mnist (skipped when not installed)") {
   const std::string folder = data::default_fashion_mnist_folder();

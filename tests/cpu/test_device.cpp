@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "ember/tensor/device.h"
+#include "ember/tensor/error.h"
 #include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/cuda_device.h"
-#include "ember/tensor/device.h"
 #include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/runtime/eager_replay.h"
-#include "ember/tensor/error.h"
 #include "ember/tensor/runtime/stream.h"
 
 using ember::Device;
@@ -50,8 +50,8 @@ TEST_CASE("Device parses cpu, cuda and cuda:N and prints them back") {
     const char* printed;
   };
   const Row rows[] = {
-      {"cpu", DeviceType::CPU, 0, "cpu"},      {"cpu:0", DeviceType::CPU, 0, "cpu"},
-      {"cuda", DeviceType::CUDA, 0, "cuda:0"}, {"cuda:0", DeviceType::CUDA, 0, "cuda:0"},
+      {"cpu", DeviceType::CPU, 0, "cpu"},        {"cpu:0", DeviceType::CPU, 0, "cpu"},
+      {"cuda", DeviceType::CUDA, 0, "cuda:0"},   {"cuda:0", DeviceType::CUDA, 0, "cuda:0"},
       {"cuda:1", DeviceType::CUDA, 1, "cuda:1"}, {"cuda:15", DeviceType::CUDA, 15, "cuda:15"},
   };
   for (const Row& row : rows) {
@@ -122,8 +122,10 @@ TEST_CASE("the CUDA queries agree with the build") {
   // The first GPU index past the visible ones: bad_param in a CUDA build (with or without GPUs),
   // not_supported in a build without CUDA. Every CUDA entry point checks it the same way.
   const Device missing = Device::cuda(ember::cuda::device_count());
-  const Status expected = ember::cuda::built_with_cuda() ? Status::bad_param : Status::not_supported;
-  CHECK(contains(error_message([&] { ember::cuda::check_device(missing); }, expected), missing.str()));
+  const Status expected =
+      ember::cuda::built_with_cuda() ? Status::bad_param : Status::not_supported;
+  CHECK(contains(error_message([&] { ember::cuda::check_device(missing); }, expected),
+                 missing.str()));
   error_message([&] { ember::allocate(16, missing); }, expected);
   error_message([&] { ember::current_stream(missing); }, expected);
   error_message([&] { ember::cuda::memory_stats(missing.index); }, expected);
@@ -147,8 +149,11 @@ TEST_CASE("the CPU stream is trivial and its guards and events do nothing") {
   }
   CHECK(ember::current_stream(cpu) == stream);
   int not_a_stream = 0;
-  error_message([&] { ember::set_current_stream(ember::Stream{cpu, &not_a_stream}); },
-                Status::bad_param);
+  error_message(
+      [&] {
+        ember::set_current_stream(ember::Stream{cpu, &not_a_stream});
+      },
+      Status::bad_param);
   CHECK_NOTHROW(ember::DeviceGuard{cpu});
 
   ember::Event event;

@@ -23,24 +23,39 @@ void expect_error(F f, Status status, std::initializer_list<const char*> fragmen
 }  // namespace
 
 TEST_CASE("mismatched shapes") {
-  expect_error([] { (void)(ones({2, 3}) + ones({4})); }, Status::bad_param,
-               {"add", "[2, 3]", "[4]", "broadcast"});
-  expect_error([] { (void)mm(ones({2, 3}), ones({2, 3})); }, Status::bad_param,
-               {"mm", "[2, 3]", "cannot be multiplied"});
+  expect_error(
+      [] {
+        (void)(ones({2, 3}) + ones({4}));
+      },
+      Status::bad_param, {"add", "[2, 3]", "[4]", "broadcast"});
+  expect_error(
+      [] {
+        (void)mm(ones({2, 3}), ones({2, 3}));
+      },
+      Status::bad_param, {"mm", "[2, 3]", "cannot be multiplied"});
   expect_error([] { (void)ones({6}).view({4, -1}); }, Status::bad_param, {"view", "[4, -1]"});
-  expect_error([] { (void)linear(ones({2, 3}), ones({4, 5})); }, Status::bad_param,
-               {"linear", "[2, 3]", "[4, 5]"});
+  expect_error(
+      [] {
+        (void)linear(ones({2, 3}), ones({4, 5}));
+      },
+      Status::bad_param, {"linear", "[2, 3]", "[4, 5]"});
   expect_error([] { (void)ones({2}).permute({0, 0}); }, Status::bad_param, {"permute"});
   expect_error([] { (void)sum(ones({2, 3}), {2}); }, Status::bad_param, {"sum", "out of range"});
 }
 
 TEST_CASE("unsupported dtypes") {
-  expect_error([] { (void)mm(ones({2, 2}, TensorOptions(DType::i32)), ones({2, 2}, TensorOptions(DType::i32))); },
-               Status::bad_param, {"mm", "int32"});
+  expect_error(
+      [] {
+        (void)mm(ones({2, 2}, TensorOptions(DType::i32)), ones({2, 2}, TensorOptions(DType::i32)));
+      },
+      Status::bad_param, {"mm", "int32"});
   expect_error([] { (void)mean(ones({2}, TensorOptions(DType::i64))); }, Status::bad_param,
                {"mean", "int64"});
-  expect_error([] { (void)mm(ones({2, 2}), ones({2, 2}, TensorOptions(DType::f64))); },
-               Status::bad_param, {"mm", "float32", "float64"});
+  expect_error(
+      [] {
+        (void)mm(ones({2, 2}), ones({2, 2}, TensorOptions(DType::f64)));
+      },
+      Status::bad_param, {"mm", "float32", "float64"});
   expect_error([] { (void)relu(ones({2}, TensorOptions(DType::boolean))); }, Status::not_supported,
                {"relu", "bool"});
 }

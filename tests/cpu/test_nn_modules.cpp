@@ -11,7 +11,6 @@
 #include "ember/nn/nn.h"
 #include "support/op_table.h"
 
-
 using namespace ember;
 
 namespace {
@@ -67,10 +66,11 @@ std::string printed(const nn::Module& m) {
 
 TEST_CASE("state_dict names and order follow PyTorch") {
   nn::Sequential seq(nn::Conv2d(3, 4, 3), nn::BatchNorm2d(4));
-  CHECK(names_of(seq->state_dict()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias",
-                                                                "1.running_mean", "1.running_var",
-                                                                "1.num_batches_tracked"});
-  CHECK(names_of(seq->named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
+  CHECK(names_of(seq->state_dict()) ==
+        std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean",
+                                 "1.running_var", "1.num_batches_tracked"});
+  CHECK(names_of(seq->named_parameters()) ==
+        std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
   CHECK(names_of(seq->named_buffers()) ==
         std::vector<std::string>{"1.running_mean", "1.running_var", "1.num_batches_tracked"});
   auto sd = seq->state_dict();
@@ -79,9 +79,9 @@ TEST_CASE("state_dict names and order follow PyTorch") {
 
   Block block;
   CHECK(names_of(block->state_dict()) ==
-        std::vector<std::string>{"conv.weight", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var",
-                                 "bn.num_batches_tracked", "heads.0.weight", "heads.0.bias", "heads.1.weight",
-                                 "heads.1.bias"});
+        std::vector<std::string>{"conv.weight", "bn.weight", "bn.bias", "bn.running_mean",
+                                 "bn.running_var", "bn.num_batches_tracked", "heads.0.weight",
+                                 "heads.0.bias", "heads.1.weight", "heads.1.bias"});
   CHECK(block->num_parameters() == 4 * 2 * 9 + 4 + 4 + (4 * 3 + 3) + (3 * 2 + 2));
   CHECK(block->forward(randn({2, 2, 5, 5})).sizes() == Shape{2, 2});
 }
@@ -117,7 +117,8 @@ TEST_CASE("load_state_dict: round trip and clear errors") {
   // Non-strict loading takes the matching entries; shapes are still checked.
   Block c;
   c->load_state_dict(missing, false);
-  CHECK(max_abs_diff(c->heads->at<nn::LinearImpl>(0).weight, a->heads->at<nn::LinearImpl>(0).weight) == 0);
+  CHECK(max_abs_diff(c->heads->at<nn::LinearImpl>(0).weight,
+                     a->heads->at<nn::LinearImpl>(0).weight) == 0);
 }
 
 TEST_CASE("Module::to(dtype) converts floating parameters and buffers in place") {
@@ -146,7 +147,8 @@ TEST_CASE("BatchNorm: train uses and tracks batch statistics, eval uses running 
 
   bn->eval();
   Tensor ye = bn->forward(x);
-  Tensor expect = (x - bn->running_mean.reshape({1, 2, 1, 1})) / sqrt(bn->running_var.reshape({1, 2, 1, 1}) + 1e-5);
+  Tensor expect = (x - bn->running_mean.reshape({1, 2, 1, 1})) /
+                  sqrt(bn->running_var.reshape({1, 2, 1, 1}) + 1e-5);
   CHECK(allclose(ye, expect, 1e-4, 1e-5));
   CHECK(bn->num_batches_tracked.item() == 1);  // eval does not count
 
@@ -164,7 +166,8 @@ TEST_CASE("BatchNorm: train uses and tracks batch statistics, eval uses running 
   untracked->eval();
   CHECK(std::abs(untracked->forward(a * 3.0 + 2.0).mean().item()) < 1e-5);
 
-  CHECK_THROWS_WITH_AS(bn->forward(randn({2, 3, 4, 4})), doctest::Contains("expected 2 channels"), Error);
+  CHECK_THROWS_WITH_AS(bn->forward(randn({2, 3, 4, 4})), doctest::Contains("expected 2 channels"),
+                       Error);
   CHECK_THROWS_WITH_AS(bn->forward(randn({2, 2, 4})), doctest::Contains("4-D"), Error);
 }
 
@@ -264,7 +267,8 @@ TEST_CASE("nn::init: gains, fans and the initializers") {
   using nn::init::Nonlinearity;
   CHECK(nn::init::calculate_gain(Nonlinearity::relu) == doctest::Approx(std::sqrt(2.0)));
   CHECK(nn::init::calculate_gain(Nonlinearity::tanh) == doctest::Approx(5.0 / 3));
-  CHECK(nn::init::calculate_gain(Nonlinearity::leaky_relu) == doctest::Approx(std::sqrt(2.0 / (1 + 1e-4))));
+  CHECK(nn::init::calculate_gain(Nonlinearity::leaky_relu) ==
+        doctest::Approx(std::sqrt(2.0 / (1 + 1e-4))));
   CHECK(nn::init::calculate_gain(Nonlinearity::leaky_relu, 0.0) == doctest::Approx(std::sqrt(2.0)));
   CHECK(nn::init::calculate_gain(Nonlinearity::selu) == doctest::Approx(0.75));
   CHECK(nn::init::calculate_gain(Nonlinearity::conv2d) == 1.0);
@@ -324,22 +328,31 @@ TEST_CASE("options builders and pretty_print follow libtorch and PyTorch") {
       {nn::Conv2d(nn::Conv2dOptions(3, 64, 3).stride(2).bias(false)).ptr(),
        "Conv2d(3, 64, kernel_size=[3, 3], stride=[2, 2], bias=false)"},
       {nn::Conv2d(nn::Conv2dOptions(4, 8, {3, 1}).padding(1).dilation(2).groups(2)).ptr(),
-       "Conv2d(4, 8, kernel_size=[3, 1], stride=[1, 1], padding=[1, 1], dilation=[2, 2], groups=2)"},
+       "Conv2d(4, 8, kernel_size=[3, 1], stride=[1, 1], padding=[1, 1], dilation=[2, 2], "
+       "groups=2)"},
       {nn::Conv1d(2, 3, 5).ptr(), "Conv1d(2, 3, kernel_size=[5], stride=[1])"},
       {nn::Conv3d(2, 4, 3).ptr(), "Conv3d(2, 4, kernel_size=[3, 3, 3], stride=[1, 1, 1])"},
-      {nn::ConvTranspose2d(nn::ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1)).ptr(),
-       "ConvTranspose2d(4, 6, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], output_padding=[1, 1])"},
+      {nn::ConvTranspose2d(
+           nn::ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1))
+           .ptr(),
+       "ConvTranspose2d(4, 6, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], "
+       "output_padding=[1, 1])"},
       {nn::Linear(4, 2).ptr(), "Linear(in_features=4, out_features=2, bias=true)"},
-      {nn::BatchNorm2d(64).ptr(), "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)"},
+      {nn::BatchNorm2d(64).ptr(),
+       "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)"},
       {nn::BatchNorm1d(nn::BatchNormOptions(8).momentum(std::nullopt)).ptr(),
        "BatchNorm1d(8, eps=1e-05, momentum=None, affine=true, track_running_stats=true)"},
-      {nn::LayerNorm(nn::LayerNormOptions({10})).ptr(), "LayerNorm([10], eps=1e-05, elementwise_affine=true)"},
+      {nn::LayerNorm(nn::LayerNormOptions({10})).ptr(),
+       "LayerNorm([10], eps=1e-05, elementwise_affine=true)"},
       {nn::GroupNorm(2, 4).ptr(), "GroupNorm(2, 4, eps=1e-05, affine=true)"},
-      {nn::Embedding(nn::EmbeddingOptions(10, 3).padding_idx(0)).ptr(), "Embedding(10, 3, padding_idx=0)"},
+      {nn::Embedding(nn::EmbeddingOptions(10, 3).padding_idx(0)).ptr(),
+       "Embedding(10, 3, padding_idx=0)"},
       {nn::ReLU().ptr(), "ReLU()"},
-      {nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)).ptr(), "LeakyReLU(negative_slope=0.2)"},
+      {nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)).ptr(),
+       "LeakyReLU(negative_slope=0.2)"},
       {nn::ELU().ptr(), "ELU(alpha=1.0)"},
-      {nn::GELU(nn::GELUOptions().approximate(GeluApproximation::tanh)).ptr(), "GELU(approximate='tanh')"},
+      {nn::GELU(nn::GELUOptions().approximate(GeluApproximation::tanh)).ptr(),
+       "GELU(approximate='tanh')"},
       {nn::SiLU().ptr(), "SiLU()"},
       {nn::Sigmoid().ptr(), "Sigmoid()"},
       {nn::Tanh().ptr(), "Tanh()"},
@@ -347,7 +360,8 @@ TEST_CASE("options builders and pretty_print follow libtorch and PyTorch") {
       {nn::Flatten().ptr(), "Flatten(start_dim=1, end_dim=-1)"},
       {nn::Dropout().ptr(), "Dropout(p=0.5)"},
       {nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)).ptr(),
-       "MaxPool2d(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=false)"},
+       "MaxPool2d(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], "
+       "ceil_mode=false)"},
       {nn::AvgPool2d(2).ptr(), "AvgPool2d(kernel_size=[2, 2], stride=[2, 2], padding=[0, 0])"},
       {nn::AdaptiveAvgPool2d(1).ptr(), "AdaptiveAvgPool2d(output_size=[1, 1])"},
       {nn::Identity().ptr(), "Identity()"},
@@ -357,7 +371,8 @@ TEST_CASE("options builders and pretty_print follow libtorch and PyTorch") {
   for (auto& r : rows) CHECK(printed(*r.module) == r.expected);
 
   nn::Sequential seq(nn::Linear(4, 2), nn::ReLU());
-  CHECK(seq->str() == "Sequential(\n  (0): Linear(in_features=4, out_features=2, bias=true)\n  (1): ReLU()\n)");
+  CHECK(seq->str() ==
+        "Sequential(\n  (0): Linear(in_features=4, out_features=2, bias=true)\n  (1): ReLU()\n)");
 }
 
 TEST_CASE("layer forwards match the ops they wrap") {
@@ -393,7 +408,8 @@ TEST_CASE("layer forwards match the ops they wrap") {
       autograd::NoGradGuard ng;
       conv->weight.copy_(from_vector({1, -1}, {1, 1, 2}));
     }
-    CHECK(conv->forward(from_vector({1, 4, 9, 16}, {1, 1, 4})).to_vector() == std::vector<double>{-3, -5, -7});
+    CHECK(conv->forward(from_vector({1, 4, 9, 16}, {1, 1, 4})).to_vector() ==
+          std::vector<double>{-3, -5, -7});
   }
   SUBCASE("Conv2d, batched and unbatched") {
     nn::Conv2d conv(nn::Conv2dOptions(3, 4, 3).stride(2).padding(1));
@@ -425,7 +441,9 @@ TEST_CASE("layer forwards match the ops they wrap") {
     CHECK(up->forward(from_vector({1, 10}, {1, 1, 1, 2})).to_vector() ==
           std::vector<double>{1, 2, 10, 20, 3, 4, 30, 40});
     // <deconv(x), y> == <x, conv(y)> with the same weight and geometry.
-    nn::ConvTranspose2d deconv(nn::ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2).bias(false));
+    nn::ConvTranspose2d deconv(
+        nn::ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2).bias(
+            false));
     Tensor x = randn({2, 4, 5, 5}, TensorOptions(DType::f64));
     deconv->to(DType::f64);
     Tensor y = deconv->forward(x);
@@ -454,13 +472,15 @@ TEST_CASE("layer forwards match the ops they wrap") {
     nn::GroupNorm gn(2, 4);
     Tensor g = randn({2, 4, 3});
     Tensor gr = g.reshape({2, 2, 6});
-    Tensor gref = ((gr - gr.mean({2}, true)) / sqrt(var(gr, {2}, 0, true) + 1e-5)).reshape({2, 4, 3});
+    Tensor gref =
+        ((gr - gr.mean({2}, true)) / sqrt(var(gr, {2}, 0, true) + 1e-5)).reshape({2, 4, 3});
     CHECK(allclose(gn->forward(g), gref, 1e-4, 1e-5));
   }
   SUBCASE("activations") {
     Tensor x = randn({4, 5});
     CHECK(allclose(nn::ReLU()(x), relu(x)));
-    CHECK(allclose(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.3))(x), leaky_relu(x, 0.3)));
+    CHECK(
+        allclose(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.3))(x), leaky_relu(x, 0.3)));
     CHECK(allclose(nn::ELU(nn::ELUOptions().alpha(0.7))(x), elu(x, 0.7)));
     CHECK(allclose(nn::GELU()(x), gelu(x)));
     CHECK(allclose(nn::SiLU()(x), silu(x)));
@@ -469,22 +489,26 @@ TEST_CASE("layer forwards match the ops they wrap") {
     CHECK(allclose(nn::Softmax(1)(x), softmax(x, 1)));
     CHECK(allclose(nn::LogSoftmax(0)(x), log_softmax(x, 0)));
     CHECK(nn::Flatten()(randn({2, 3, 4})).sizes() == Shape{2, 12});
-    CHECK(nn::Flatten(nn::FlattenOptions().start_dim(0).end_dim(1))(randn({2, 3, 4})).sizes() == Shape{6, 4});
+    CHECK(nn::Flatten(nn::FlattenOptions().start_dim(0).end_dim(1))(randn({2, 3, 4})).sizes() ==
+          Shape{6, 4});
   }
   SUBCASE("pooling") {
     Tensor x = randn({2, 3, 7, 6});
     CHECK(allclose(nn::MaxPool2d(nn::MaxPool2dOptions({3, 2}).stride(2).padding(1))(x),
                    max_pool2d(x, {3, 2}, {2, 2}, {1, 1})));
-    CHECK(allclose(nn::AvgPool2d(nn::AvgPool2dOptions(2).ceil_mode(true).count_include_pad(false))(x),
-                   avg_pool2d(x, {2, 2}, {2, 2}, {0}, true, false)));
+    CHECK(
+        allclose(nn::AvgPool2d(nn::AvgPool2dOptions(2).ceil_mode(true).count_include_pad(false))(x),
+                 avg_pool2d(x, {2, 2}, {2, 2}, {0}, true, false)));
     Tensor g = nn::AdaptiveAvgPool2d(1)(x);
     CHECK(g.sizes() == Shape{2, 3, 1, 1});
     CHECK(allclose(g, x.mean({2, 3}, true), 1e-5, 1e-6));
     // A hand-computed 2x2 max and average.
     Tensor small = from_vector({1, 5, 2, 0, 3, 4, 8, 6, 7}, {1, 1, 3, 3});
     CHECK(nn::MaxPool2d(2)(small).to_vector() == std::vector<double>{5});
-    CHECK(nn::MaxPool2d(nn::MaxPool2dOptions(2).stride(1))(small).to_vector() == std::vector<double>{5, 5, 8, 7});
-    CHECK(nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(1))(small).to_vector() == std::vector<double>{2.25, 3.5, 4.25, 5});
+    CHECK(nn::MaxPool2d(nn::MaxPool2dOptions(2).stride(1))(small).to_vector() ==
+          std::vector<double>{5, 5, 8, 7});
+    CHECK(nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(1))(small).to_vector() ==
+          std::vector<double>{2.25, 3.5, 4.25, 5});
   }
   SUBCASE("Embedding: lookup, and no gradient into the padding row") {
     nn::Embedding emb(nn::EmbeddingOptions(5, 3).padding_idx(1));
@@ -519,7 +543,8 @@ TEST_CASE("Sequential and ModuleList") {
   CHECK(seq->named_children()[3].first == "act");
   CHECK_THROWS_WITH_AS(seq->at<nn::ReLUImpl>(3), doctest::Contains("Tanh"), Error);
   CHECK_THROWS_WITH_AS(seq->ptr(9), doctest::Contains("out of range"), Error);
-  CHECK_THROWS_WITH_AS(seq->push_back("act", nn::ReLU()), doctest::Contains("already registered"), Error);
+  CHECK_THROWS_WITH_AS(seq->push_back("act", nn::ReLU()), doctest::Contains("already registered"),
+                       Error);
   CHECK_THROWS_WITH_AS(seq->push_back(nn::Linear(nullptr)), doctest::Contains("empty"), Error);
 
   // Training mode reaches every child.
@@ -567,22 +592,28 @@ TEST_CASE("losses: hand-computed values for every reduction") {
   CHECK(nn::mse_loss(in, tg, LossReduction::none).to_vector() == std::vector<double>{0, 4, 9});
   CHECK(nn::l1_loss(in, tg).item() == doctest::Approx(5.0 / 3));
   CHECK(nn::l1_loss(in, tg, LossReduction::sum).item() == doctest::Approx(5.0));
-  CHECK_THROWS_WITH_AS(nn::mse_loss(in, zeros({3, 1})), doctest::Contains("must have the input's shape"), Error);
+  CHECK_THROWS_WITH_AS(nn::mse_loss(in, zeros({3, 1})),
+                       doctest::Contains("must have the input's shape"), Error);
 
   // bce_with_logits: (1 - y) x + (1 + (p - 1) y) softplus(-x)
   Tensor x = from_vector({0, 2, -1}, {3}), y = from_vector({1, 0, 0.5}, {3});
-  const double ln2 = std::log(2.0), sp2 = std::log1p(std::exp(-2.0)), sp1 = std::log1p(std::exp(1.0));
+  const double ln2 = std::log(2.0), sp2 = std::log1p(std::exp(-2.0)),
+               sp1 = std::log1p(std::exp(1.0));
   std::vector<double> plain{ln2, 2 + sp2, -0.5 + sp1};
-  Tensor none = nn::binary_cross_entropy_with_logits(x, y, nn::BCEWithLogitsOptions().with_reduction(LossReduction::none));
-  for (int i = 0; i < 3; ++i) CHECK(none.to_vector()[size_t(i)] == doctest::Approx(plain[size_t(i)]));
-  CHECK(nn::binary_cross_entropy_with_logits(x, y).item() == doctest::Approx((plain[0] + plain[1] + plain[2]) / 3));
+  Tensor none = nn::binary_cross_entropy_with_logits(
+      x, y, nn::BCEWithLogitsOptions().with_reduction(LossReduction::none));
+  for (int i = 0; i < 3; ++i)
+    CHECK(none.to_vector()[size_t(i)] == doctest::Approx(plain[size_t(i)]));
+  CHECK(nn::binary_cross_entropy_with_logits(x, y).item() ==
+        doctest::Approx((plain[0] + plain[1] + plain[2]) / 3));
   Tensor pw = from_vector({2.0}, {1});
-  CHECK(nn::binary_cross_entropy_with_logits(x, y, nn::BCEWithLogitsOptions().with_pos_weight(pw).with_reduction(
-                                                       LossReduction::sum))
+  CHECK(nn::binary_cross_entropy_with_logits(
+            x, y, nn::BCEWithLogitsOptions().with_pos_weight(pw).with_reduction(LossReduction::sum))
             .item() == doctest::Approx(2 * ln2 + 2 + sp2 + (-0.5 + 1.5 * sp1)));
   // Stable for large logits, and the gradient is exact at x = 0.
   Tensor big = from_vector({100, -100}, {2}).set_requires_grad(true);
-  Tensor l = nn::binary_cross_entropy_with_logits(big, from_vector({0, 1}, {2}), nn::BCEWithLogitsOptions().with_reduction(LossReduction::sum));
+  Tensor l = nn::binary_cross_entropy_with_logits(
+      big, from_vector({0, 1}, {2}), nn::BCEWithLogitsOptions().with_reduction(LossReduction::sum));
   CHECK(l.item() == doctest::Approx(200.0));
   Tensor zero = zeros({1}).set_requires_grad(true);
   nn::binary_cross_entropy_with_logits(zero, ones({1})).backward();
@@ -595,7 +626,8 @@ TEST_CASE("losses: hand-computed values for every reduction") {
   CHECK(nn::cross_entropy(logits, t).item() == doctest::Approx(lse - 3));
   CHECK(nn::cross_entropy(logits, t, CrossEntropyOptions().with_label_smoothing(0.1)).item() ==
         doctest::Approx(0.9 * (lse - 3) + 0.1 / 3 * (3 * lse - 6)));
-  nn::CrossEntropyLoss ce_sum(nn::CrossEntropyLossOptions().reduction(LossReduction::sum).ignore_index(-1));
+  nn::CrossEntropyLoss ce_sum(
+      nn::CrossEntropyLossOptions().reduction(LossReduction::sum).ignore_index(-1));
   Tensor t2 = from_vector({2, 0}, {2}, TensorOptions(DType::i64));
   CHECK(ce_sum(logits, t2).item() == doctest::Approx(lse - 3 + std::log(3.0)));
   Tensor logp = from_vector({-1, -2, -3, -0.5, -1, -2}, {2, 3});
@@ -619,9 +651,8 @@ TEST_CASE("losses: gradcheck of the module-level cross_entropy wrapper") {
   Tensor target = from_vector({1, 4, 0, 2}, {4}, TensorOptions(DType::i64));
   auto fn = [&](const std::vector<Tensor>& in) {
     return nn::cross_entropy(in[0], target,
-                             CrossEntropyOptions()
-                                 .with_label_smoothing(0.2)
-                                 .with_weight(from_vector({1, 2, 0.5, 1, 3}, {5}, TensorOptions(DType::f64))));
+                             CrossEntropyOptions().with_label_smoothing(0.2).with_weight(
+                                 from_vector({1, 2, 0.5, 1, 3}, {5}, TensorOptions(DType::f64))));
   };
   std::string report;
   CHECK_MESSAGE(autograd::gradcheck(fn, {logits}, 1e-6, 1e-5, 1e-4, &report), report);

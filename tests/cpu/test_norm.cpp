@@ -14,7 +14,6 @@
 #include "ember/ops/norm.h"
 #include "support/op_table.h"
 
-
 using namespace ember;
 
 namespace {
@@ -101,12 +100,18 @@ TEST_CASE("batch_norm training: batch statistics, output layout and running stat
     Shape shape;
     bool channels_last;
   };
-  const std::vector<Case> cases = {{{6, 5}, false},        {{3, 4, 7}, false},    {{3, 5, 4, 3}, false},
-                                   {{3, 5, 4, 3}, true},   {{2, 3, 2, 3, 2}, false}, {{2, 3, 2, 3, 2}, true},
-                                   {{1, 7, 3, 1}, false},  {{4, 3, 1, 1}, true},
+  const std::vector<Case> cases = {{{6, 5}, false},
+                                   {{3, 4, 7}, false},
+                                   {{3, 5, 4, 3}, false},
+                                   {{3, 5, 4, 3}, true},
+                                   {{2, 3, 2, 3, 2}, false},
+                                   {{2, 3, 2, 3, 2}, true},
+                                   {{1, 7, 3, 1}, false},
+                                   {{4, 3, 1, 1}, true},
                                    // Large enough for the channels to be split across threads,
                                    // with an odd plane (the sums' lanes end unevenly).
-                                   {{3, 5, 131, 167}, false}, {{3, 5, 131, 167}, true}};
+                                   {{3, 5, 131, 167}, false},
+                                   {{3, 5, 131, 167}, true}};
   for (const Case& cs : cases) {
     CAPTURE(shape_str(cs.shape));
     CAPTURE(cs.channels_last);
@@ -120,7 +125,8 @@ TEST_CASE("batch_norm training: batch statistics, output layout and running stat
     Tensor y = batch_norm(x, w, b, rm, rv, true, momentum, eps);
 
     const ChannelStats st = channel_stats(x);
-    CHECK(max_diff(y.to_vector(), bn_reference(x, st.mean, st.var, w.to_vector(), b.to_vector(), eps)) < 1e-12);
+    CHECK(max_diff(y.to_vector(),
+                   bn_reference(x, st.mean, st.var, w.to_vector(), b.to_vector(), eps)) < 1e-12);
     CHECK(y.sizes() == x.sizes());
     CHECK(y.strides() == x.strides());  // NCHW stays NCHW, channels_last stays channels_last
     // running = (1 - momentum) * running + momentum * stat, with the unbiased variance.
@@ -200,7 +206,8 @@ TEST_CASE("batch_norm eval normalizes with the running statistics and leaves the
   Tensor rm = random_f64({3}, 24), rv = random_f64({3}, 25, 0.1, 2.0);
   const std::vector<double> rm0 = rm.to_vector(), rv0 = rv.to_vector();
   Tensor y = batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5);
-  CHECK(max_diff(y.to_vector(), bn_reference(x, rm0, rv0, w.to_vector(), b.to_vector(), 1e-5)) < 1e-12);
+  CHECK(max_diff(y.to_vector(), bn_reference(x, rm0, rv0, w.to_vector(), b.to_vector(), 1e-5)) <
+        1e-12);
   CHECK(rm.to_vector() == rm0);
   CHECK(rv.to_vector() == rv0);
   // Later in-place changes of the running statistics do not change the saved backward.
@@ -223,14 +230,17 @@ TEST_CASE("fused batch_norm tails equal their composition, forward and backward"
       Tensor rm = random_f64({4}, 35), rv = random_f64({4}, 36, 0.1, 1.0);
       Tensor gy = random_f64({3, 4, 5, 3}, 37);
       auto leaves = [&] {
-        return std::vector<Tensor>{x0.detach().set_requires_grad(true), r0.detach().set_requires_grad(true),
-                                   w0.detach().set_requires_grad(true), b0.detach().set_requires_grad(true)};
+        return std::vector<Tensor>{
+            x0.detach().set_requires_grad(true), r0.detach().set_requires_grad(true),
+            w0.detach().set_requires_grad(true), b0.detach().set_requires_grad(true)};
       };
       std::vector<Tensor> a = leaves(), f = leaves(), g = leaves(), h = leaves();
       Tensor composed_relu = relu(batch_norm(a[0], a[2], a[3], rm.clone(), rv.clone(), training));
       Tensor fused_relu = batch_norm_relu(f[0], f[2], f[3], rm.clone(), rv.clone(), training);
-      Tensor composed_add = relu(batch_norm(g[0], g[2], g[3], rm.clone(), rv.clone(), training) + g[1]);
-      Tensor fused_add = batch_norm_add_relu(h[0], h[1], h[2], h[3], rm.clone(), rv.clone(), training);
+      Tensor composed_add =
+          relu(batch_norm(g[0], g[2], g[3], rm.clone(), rv.clone(), training) + g[1]);
+      Tensor fused_add =
+          batch_norm_add_relu(h[0], h[1], h[2], h[3], rm.clone(), rv.clone(), training);
       CHECK(max_abs_diff(fused_relu, composed_relu) < 1e-12);
       CHECK(max_abs_diff(fused_add, composed_add) < 1e-12);
       (composed_relu * gy).sum().backward();
@@ -252,7 +262,8 @@ TEST_CASE("fused batch_norm tails equal their composition, forward and backward"
 
 TEST_CASE("layer_norm, group_norm and instance_norm match references") {
   SUBCASE("layer_norm over the last two dims") {
-    Tensor x = random_f64({3, 4, 5}, 41, 3.0, -2.0), w = random_f64({4, 5}, 42), b = random_f64({4, 5}, 43);
+    Tensor x = random_f64({3, 4, 5}, 41, 3.0, -2.0), w = random_f64({4, 5}, 42),
+           b = random_f64({4, 5}, 43);
     Tensor y = layer_norm(x, {4, 5}, w, b, 1e-4);
     const std::vector<double> xv = x.to_vector(), wv = w.to_vector(), bv = b.to_vector();
     std::vector<double> ref(xv.size());
@@ -267,7 +278,8 @@ TEST_CASE("layer_norm, group_norm and instance_norm match references") {
   }
   SUBCASE("group_norm: statistics per (sample, group), affine per channel") {
     const int64_t N = 2, C = 6, G = 3, S = 4;
-    Tensor x = random_f64({N, C, 2, 2}, 44, 2.0, 1.0), w = random_f64({C}, 45), b = random_f64({C}, 46);
+    Tensor x = random_f64({N, C, 2, 2}, 44, 2.0, 1.0), w = random_f64({C}, 45),
+           b = random_f64({C}, 46);
     Tensor y = group_norm(x, G, w, b, 1e-5);
     const std::vector<double> xv = x.to_vector(), wv = w.to_vector(), bv = b.to_vector();
     std::vector<double> ref(xv.size());
@@ -278,12 +290,14 @@ TEST_CASE("layer_norm, group_norm and instance_norm match references") {
       for (int64_t j = 0; j < D; ++j) var += std::pow(xv[size_t(r * D + j)] - mean, 2) / double(D);
       for (int64_t j = 0; j < D; ++j) {
         const size_t c = size_t((r % G) * (C / G) + j / S);
-        ref[size_t(r * D + j)] = (xv[size_t(r * D + j)] - mean) / std::sqrt(var + 1e-5) * wv[c] + bv[c];
+        ref[size_t(r * D + j)] =
+            (xv[size_t(r * D + j)] - mean) / std::sqrt(var + 1e-5) * wv[c] + bv[c];
       }
     }
     CHECK(max_diff(y.to_vector(), ref) < 1e-12);
     // A channels_last input gives the same values.
-    CHECK(max_abs_diff(group_norm(x.contiguous(MemoryFormat::channels_last), G, w, b, 1e-5), y) < 1e-12);
+    CHECK(max_abs_diff(group_norm(x.contiguous(MemoryFormat::channels_last), G, w, b, 1e-5), y) <
+          1e-12);
   }
   SUBCASE("instance_norm: per (sample, channel), running statistics from the per-instance ones") {
     const int64_t N = 3, C = 2, S = 6;
@@ -345,8 +359,8 @@ TEST_CASE("float16 / bfloat16 inputs with float32 parameters on the CPU") {
     Tensor rm = zeros({6}), rv = ones({6});
     Tensor y = batch_norm(x, w, b, rm, rv, true);
     CHECK(y.dtype() == dt);
-    Tensor ref = batch_norm(x.detach().to(DType::f64), w.detach().to(DType::f64), b.detach().to(DType::f64),
-                            {}, {}, true);
+    Tensor ref = batch_norm(x.detach().to(DType::f64), w.detach().to(DType::f64),
+                            b.detach().to(DType::f64), {}, {}, true);
     CHECK(max_abs_diff(y, ref) < (dt == DType::bf16 ? 3e-2 : 4e-3));
     y.sum().backward();
     CHECK(x.grad().dtype() == dt);
@@ -356,7 +370,8 @@ TEST_CASE("float16 / bfloat16 inputs with float32 parameters on the CPU") {
     CHECK(rm.dtype() == DType::f32);
     Tensor ln = layer_norm(x, {3, 3}, ones({3, 3}), zeros({3, 3}));
     CHECK(ln.dtype() == dt);
-    CHECK(max_abs_diff(ln, layer_norm(x.detach().to(DType::f64), {3, 3})) < (dt == DType::bf16 ? 3e-2 : 4e-3));
+    CHECK(max_abs_diff(ln, layer_norm(x.detach().to(DType::f64), {3, 3})) <
+          (dt == DType::bf16 ? 3e-2 : 4e-3));
   }
 }
 
@@ -371,7 +386,8 @@ TEST_CASE("layer_norm and group_norm with parameters in the input's 16-bit dtype
     Tensor y = layer_norm(x, {3, 3}, w, b);
     CHECK(y.dtype() == dt);
     const Tensor x64 = x.detach().to(DType::f64);
-    CHECK(max_abs_diff(y, layer_norm(x64, {3, 3}, w.detach().to(DType::f64), b.detach().to(DType::f64))) < tol);
+    CHECK(max_abs_diff(y, layer_norm(x64, {3, 3}, w.detach().to(DType::f64),
+                                     b.detach().to(DType::f64))) < tol);
     y.sum().backward();
     CHECK(w.grad().dtype() == dt);
     CHECK(b.grad().to(DType::f64).sum().item() == doctest::Approx(216.0));  // 9 values, 24 rows
@@ -384,7 +400,8 @@ TEST_CASE("layer_norm and group_norm with parameters in the input's 16-bit dtype
 
 TEST_CASE("empty inputs give empty outputs and zero parameter gradients") {
   Tensor x = zeros({0, 3, 4, 4}, f64()).set_requires_grad(true);
-  Tensor w = ones({3}, f64()).set_requires_grad(true), b = zeros({3}, f64()).set_requires_grad(true);
+  Tensor w = ones({3}, f64()).set_requires_grad(true),
+         b = zeros({3}, f64()).set_requires_grad(true);
   Tensor rm = zeros({3}, f64()), rv = ones({3}, f64());
   Tensor y = batch_norm(x, w, b, rm, rv, true);
   CHECK(y.sizes() == x.sizes());
@@ -402,39 +419,68 @@ TEST_CASE("normalization argument errors name the op, the argument and the shape
   Tensor c5 = ones({5}), c4 = ones({4});
   expect_error([&] { batch_norm(x, c4, c5, {}, {}, true); }, Status::bad_param,
                {"batch_norm", "weight", "[5]", "[4]", "[2, 5, 3, 3]"});
-  expect_error([&] { batch_norm(x, c5, c4, {}, {}, true); }, Status::bad_param, {"batch_norm", "bias", "[4]"});
+  expect_error([&] { batch_norm(x, c5, c4, {}, {}, true); }, Status::bad_param,
+               {"batch_norm", "bias", "[4]"});
   expect_error([&] { batch_norm(x, c5, c5, ones({3}), ones({5}), true); }, Status::bad_param,
                {"running_mean", "[3]"});
   expect_error([&] { batch_norm(x, c5, c5, c5, Tensor(), true); }, Status::bad_param,
                {"running_mean and running_var"});
   expect_error([&] { batch_norm(x, c5, c5, {}, {}, false); }, Status::bad_param,
                {"evaluation mode", "running_mean"});
-  expect_error([&] { batch_norm(ones({1, 5, 1, 1}), c5, c5, {}, {}, true); }, Status::bad_param,
-               {"more than 1 value per channel", "[1, 5, 1, 1]"});
-  expect_error([&] { batch_norm(ones({5}), {}, {}, {}, {}, true); }, Status::bad_param, {"batch_norm", "[5]"});
+  expect_error(
+      [&] {
+        batch_norm(ones({1, 5, 1, 1}), c5, c5, {}, {}, true);
+      },
+      Status::bad_param, {"more than 1 value per channel", "[1, 5, 1, 1]"});
+  expect_error([&] { batch_norm(ones({5}), {}, {}, {}, {}, true); }, Status::bad_param,
+               {"batch_norm", "[5]"});
   expect_error([&] { batch_norm(x, ones({5}, TensorOptions(DType::f64)), c5, {}, {}, true); },
                Status::bad_param, {"weight", "float64", "float32"});
-  expect_error([&] { batch_norm(x.to(DType::bf16), c5, ones({5}, TensorOptions(DType::bf16)), {}, {}, true); },
-               Status::bad_param, {"bias", "bfloat16", "weight", "float32"});
+  expect_error(
+      [&] {
+        batch_norm(x.to(DType::bf16), c5, ones({5}, TensorOptions(DType::bf16)), {}, {}, true);
+      },
+      Status::bad_param, {"bias", "bfloat16", "weight", "float32"});
   expect_error([&] { batch_norm(x, c5, c5, zeros({5}).set_requires_grad(true), ones({5}), true); },
                Status::bad_param, {"running statistics", "require grad"});
   expect_error([&] { batch_norm(x.to(DType::i64), {}, {}, {}, {}, true); }, Status::not_supported,
                {"batch_norm", "int64"});
-  expect_error([&] { batch_norm_add_relu(x, ones({2, 5, 3, 4}), c5, c5, {}, {}, true); },
-               Status::bad_param, {"batch_norm_add_relu", "residual", "[2, 5, 3, 3]", "[2, 5, 3, 4]"});
-  expect_error([&] { batch_norm_add_relu(x, ones({2, 5, 3, 3}, TensorOptions(DType::f64)), c5, c5, {}, {}, true); },
-               Status::bad_param, {"residual", "float64"});
-  expect_error([&] { layer_norm(x, {3, 4}); }, Status::bad_param,
-               {"layer_norm", "normalized_shape", "[3, 4]", "[2, 5, 3, 3]"});
+  expect_error(
+      [&] {
+        batch_norm_add_relu(x, ones({2, 5, 3, 4}), c5, c5, {}, {}, true);
+      },
+      Status::bad_param, {"batch_norm_add_relu", "residual", "[2, 5, 3, 3]", "[2, 5, 3, 4]"});
+  expect_error(
+      [&] {
+        batch_norm_add_relu(x, ones({2, 5, 3, 3}, TensorOptions(DType::f64)), c5, c5, {}, {}, true);
+      },
+      Status::bad_param, {"residual", "float64"});
+  expect_error(
+      [&] {
+        layer_norm(x, {3, 4});
+      },
+      Status::bad_param, {"layer_norm", "normalized_shape", "[3, 4]", "[2, 5, 3, 3]"});
   expect_error([&] { layer_norm(x, {5, 3, 3, 3, 3}); }, Status::bad_param, {"normalized_shape"});
   expect_error([&] { layer_norm(x, {}); }, Status::bad_param, {"normalized_shape is empty"});
-  expect_error([&] { layer_norm(x, {3, 3}, ones({9})); }, Status::bad_param, {"weight", "[3, 3]", "[9]"});
-  expect_error([&] { group_norm(x, 2, c5, c5); }, Status::bad_param, {"group_norm", "groups = 2", "5 channels"});
+  expect_error(
+      [&] {
+        layer_norm(x, {3, 3}, ones({9}));
+      },
+      Status::bad_param, {"weight", "[3, 3]", "[9]"});
+  expect_error([&] { group_norm(x, 2, c5, c5); }, Status::bad_param,
+               {"group_norm", "groups = 2", "5 channels"});
   expect_error([&] { group_norm(x, 0); }, Status::bad_param, {"groups must be >= 1"});
   expect_error([&] { group_norm(x, 5, c4, c5); }, Status::bad_param, {"weight", "[5]", "[4]"});
-  expect_error([&] { instance_norm(ones({2, 5})); }, Status::bad_param, {"instance_norm", "[2, 5]"});
-  expect_error([&] { instance_norm(ones({2, 5, 1})); }, Status::bad_param,
-               {"more than 1 spatial element"});
+  expect_error(
+      [&] {
+        instance_norm(ones({2, 5}));
+      },
+      Status::bad_param, {"instance_norm", "[2, 5]"});
+  expect_error(
+      [&] {
+        instance_norm(ones({2, 5, 1}));
+      },
+      Status::bad_param, {"more than 1 spatial element"});
 }
 
 TEST_CASE("batch_norm training forward runs through the algorithm cache: CPU slot and keys") {
@@ -455,7 +501,8 @@ TEST_CASE("batch_norm training forward runs through the algorithm cache: CPU slo
   const BatchNormForwardProblem base = problem({2, 3, 4, 5}, false);
   CHECK(batch_norm_forward_choose(base).name == "two_pass");
   // Every property that can change an algorithm's applicability is in the key.
-  BatchNormForwardProblem relu = base, residual = base, stats = base, bigger = problem({4, 3, 4, 5}, false);
+  BatchNormForwardProblem relu = base, residual = base, stats = base,
+                          bigger = problem({4, 3, 4, 5}, false);
   relu.relu = true;
   residual.relu = true;
   residual.residual = zeros({2, 3, 4, 5});
@@ -489,9 +536,10 @@ TEST_CASE("batch_norm training forward runs through the algorithm cache: CPU slo
   Tensor x = arange(0, 8, 1, TensorOptions(DType::f32)).reshape({4, 2});  // channel 0: 0 2 4 6
   Tensor rm = zeros({2}), rv = ones({2});
   batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.5, 1e-5);
-  CHECK(rm.to_vector()[0] == doctest::Approx(1.5));    // 0.5 * 0 + 0.5 * 3
+  CHECK(rm.to_vector()[0] == doctest::Approx(1.5));        // 0.5 * 0 + 0.5 * 3
   CHECK(rv.to_vector()[0] == doctest::Approx(3.8333333));  // 0.5 * 1 + 0.5 * 20 / 3
   // Forcing an algorithm the slot does not have is an error naming the slot's algorithms.
-  dispatch::AlgoSettingsGuard forced(dispatch::current_algo_settings().force("batch_norm", "persistent"));
+  dispatch::AlgoSettingsGuard forced(
+      dispatch::current_algo_settings().force("batch_norm", "persistent"));
   CHECK_THROWS_AS(batch_norm_forward_choose(base), Error);
 }

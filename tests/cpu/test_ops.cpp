@@ -9,7 +9,9 @@
 using namespace ember;
 
 namespace {
-Tensor t(std::vector<double> v, Shape s, DType d = DType::f32) { return from_vector(v, s, TensorOptions(d)); }
+Tensor t(std::vector<double> v, Shape s, DType d = DType::f32) {
+  return from_vector(v, s, TensorOptions(d));
+}
 }  // namespace
 
 TEST_CASE("binary ops broadcast with numpy rules") {
@@ -120,8 +122,8 @@ TEST_CASE("indexing ops") {
         Shape{2, 2, 3});
   Tensor g = gather(w, 1, from_vector({0, 2, 1, 1, 0, 0, 2, 2}, {4, 2}, TensorOptions(DType::i64)));
   CHECK(g.to_vector() == std::vector<double>{0, 2, 4, 4, 6, 6, 11, 11});
-  Tensor s = scatter_add(zeros({2, 3}), 1, from_vector({0, 0, 2, 1}, {2, 2}, TensorOptions(DType::i64)),
-                         ones({2, 2}));
+  Tensor s = scatter_add(
+      zeros({2, 3}), 1, from_vector({0, 0, 2, 1}, {2, 2}, TensorOptions(DType::i64)), ones({2, 2}));
   CHECK(s.to_vector() == std::vector<double>{2, 0, 0, 0, 1, 1});
 }
 

@@ -3,7 +3,8 @@
 //  - SGD / Adam / AdamW trajectories over several steps against a hand-written float64 reference of
 //    PyTorch's update rules (momentum, dampening, Nesterov, L2 and decoupled weight decay, bias
 //    correction, AMSGrad), in float64 and float32, plus literal first steps worked out by hand;
-//  - parameter groups, parameters without gradients, relaid gradients, state dicts and their errors;
+//  - parameter groups, parameters without gradients, relaid gradients, state dicts and their
+//  errors;
 //  - scheduler LR sequences against values from PyTorch's own (recursive) formulas;
 //  - GradScaler skip / backoff / growth and its misuse errors; clip_grad_norm_ for several norms.
 #include <doctest/doctest.h>
@@ -36,7 +37,8 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 Tensor make_param(const Vec& values, DType dtype = DType::f64) {
-  return from_vector(values, {int64_t(values.size())}, TensorOptions(dtype)).set_requires_grad(true);
+  return from_vector(values, {int64_t(values.size())}, TensorOptions(dtype))
+      .set_requires_grad(true);
 }
 
 void give_grad(Tensor& p, const Vec& g) {
@@ -46,7 +48,8 @@ void give_grad(Tensor& p, const Vec& g) {
 // The gradient fed at step `s`: varied signs and magnitudes, one exact zero.
 Vec grad_at(int s, size_t n) {
   Vec g(n);
-  for (size_t k = 0; k < n; ++k) g[k] = k == 2 ? 0.0 : std::sin(1.3 * double(k) + 0.7 * s) * (1 + 0.5 * s);
+  for (size_t k = 0; k < n; ++k)
+    g[k] = k == 2 ? 0.0 : std::sin(1.3 * double(k) + 0.7 * s) * (1 + 0.5 * s);
   return g;
 }
 
@@ -55,7 +58,8 @@ const Vec kStart = {0.5, -1.25, 2.0, 0.0, -0.3, 3.5, 1e-3};
 void check_close(const Tensor& actual, const Vec& expect, double rtol, double atol) {
   const Vec got = actual.to_vector();
   REQUIRE(got.size() == expect.size());
-  for (size_t k = 0; k < got.size(); ++k) CHECK(std::abs(got[k] - expect[k]) <= atol + rtol * std::abs(expect[k]));
+  for (size_t k = 0; k < got.size(); ++k)
+    CHECK(std::abs(got[k] - expect[k]) <= atol + rtol * std::abs(expect[k]));
 }
 
 // ---- float64 references of PyTorch's update rules ---------------------------------------------
@@ -99,8 +103,10 @@ struct AdamReference {
     const double bc1 = 1 - std::pow(c.beta1, t), bc2 = 1 - std::pow(c.beta2, t);
     for (size_t k = 0; k < p.size(); ++k) {
       double grad = g[k];
-      if (c.decoupled) p[k] *= 1 - c.lr * c.weight_decay;
-      else grad += c.weight_decay * p[k];
+      if (c.decoupled)
+        p[k] *= 1 - c.lr * c.weight_decay;
+      else
+        grad += c.weight_decay * p[k];
       m[k] = c.beta1 * m[k] + (1 - c.beta1) * grad;
       v[k] = c.beta2 * v[k] + (1 - c.beta2) * grad * grad;
       vmax[k] = std::max(vmax[k], v[k]);
@@ -130,10 +136,10 @@ const AdamConfig kAdamConfigs[] = {
 std::unique_ptr<optim::Optimizer> make_adam(const AdamConfig& c, std::vector<Tensor> params) {
   if (c.decoupled)
     return std::make_unique<optim::AdamW>(std::move(params), optim::AdamWOptions(c.lr)
-                                                                  .betas({c.beta1, c.beta2})
-                                                                  .eps(c.eps)
-                                                                  .weight_decay(c.weight_decay)
-                                                                  .amsgrad(c.amsgrad));
+                                                                 .betas({c.beta1, c.beta2})
+                                                                 .eps(c.eps)
+                                                                 .weight_decay(c.weight_decay)
+                                                                 .amsgrad(c.amsgrad));
   return std::make_unique<optim::Adam>(std::move(params), optim::AdamOptions(c.lr)
                                                               .betas({c.beta1, c.beta2})
                                                               .eps(c.eps)
@@ -149,8 +155,11 @@ TEST_CASE("SGD trajectories match PyTorch's update rule (float64 and float32)") 
       CAPTURE(c.name);
       CAPTURE(dtype_name(dtype));
       Tensor p = make_param(kStart, dtype);
-      optim::SGD opt({p}, optim::SGDOptions(c.lr).momentum(c.momentum).dampening(c.dampening)
-                              .weight_decay(c.weight_decay).nesterov(c.nesterov));
+      optim::SGD opt({p}, optim::SGDOptions(c.lr)
+                              .momentum(c.momentum)
+                              .dampening(c.dampening)
+                              .weight_decay(c.weight_decay)
+                              .nesterov(c.nesterov));
       SgdReference ref{c, {}};
       Vec expect = kStart;
       for (int s = 0; s < 5; ++s) {
@@ -158,8 +167,10 @@ TEST_CASE("SGD trajectories match PyTorch's update rule (float64 and float32)") 
         give_grad(p, g);
         opt.step();
         ref.step(expect, g);
-        if (dtype == DType::f64) check_close(p, expect, 1e-13, 1e-15);
-        else check_close(p, expect, 2e-6, 2e-6);
+        if (dtype == DType::f64)
+          check_close(p, expect, 1e-13, 1e-15);
+        else
+          check_close(p, expect, 2e-6, 2e-6);
       }
     }
   }
@@ -195,8 +206,10 @@ TEST_CASE("Adam and AdamW trajectories match PyTorch's update rule (float64 and 
         give_grad(p, g);
         opt->step();
         ref.step(expect, g);
-        if (dtype == DType::f64) check_close(p, expect, 1e-12, 1e-14);
-        else check_close(p, expect, 1e-5, 1e-6);
+        if (dtype == DType::f64)
+          check_close(p, expect, 1e-12, 1e-14);
+        else
+          check_close(p, expect, 1e-5, 1e-6);
       }
       // The step count lives in the state as a float32 0-dim tensor.
       for (const auto& [name, t] : opt->state_dict())
@@ -238,21 +251,27 @@ TEST_CASE("optimizers: groups, parameters without gradients, relaid gradients") 
   CHECK_FALSE(a.grad().defined());
 
   // A channels_last parameter with a contiguous gradient: the update is per logical element.
-  Tensor w = randn({2, 3, 2, 2}).contiguous(MemoryFormat::channels_last).detach().set_requires_grad(true);
+  Tensor w =
+      randn({2, 3, 2, 2}).contiguous(MemoryFormat::channels_last).detach().set_requires_grad(true);
   const Vec before = w.to_vector();
   Tensor g = randn({2, 3, 2, 2});
   w.set_grad(g);
   optim::SGD sgd({w}, optim::SGDOptions(0.5));
   sgd.step();
   const Vec gv = g.to_vector(), after = w.to_vector();
-  for (size_t k = 0; k < before.size(); ++k) CHECK(after[k] == doctest::Approx(before[k] - 0.5 * gv[k]));
+  for (size_t k = 0; k < before.size(); ++k)
+    CHECK(after[k] == doctest::Approx(before[k] - 0.5 * gv[k]));
   CHECK(w.is_contiguous(MemoryFormat::channels_last));
 
-  CHECK(error_of([&] { optim::SGD bad({a}, optim::SGDOptions(0.1).nesterov(true)); })
-            .find("Nesterov") != std::string::npos);
-  CHECK(error_of([&] { optim::SGD bad({a, a}, optim::SGDOptions(0.1)); }).find("twice") != std::string::npos);
-  CHECK(error_of([&] { optim::Adam bad({a}, optim::AdamOptions(0.1).betas({1.0, 0.9})); })
-            .find("betas") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::SGD bad({a}, optim::SGDOptions(0.1).nesterov(true));
+        }).find("Nesterov") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::SGD bad({a, a}, optim::SGDOptions(0.1));
+        }).find("twice") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::Adam bad({a}, optim::AdamOptions(0.1).betas({1.0, 0.9}));
+        }).find("betas") != std::string::npos);
 }
 
 TEST_CASE("optimizer state dict: names, round trip, errors") {
@@ -274,7 +293,8 @@ TEST_CASE("optimizer state dict: names, round trip, errors") {
   CHECK(config.find("\"type\":\"AdamW\"") != std::string::npos);
 
   // A fresh optimizer loaded from it continues exactly like the original.
-  Tensor p2 = from_vector(p1.to_vector(), p1.sizes(), TensorOptions(DType::f64)).set_requires_grad(true);
+  Tensor p2 =
+      from_vector(p1.to_vector(), p1.sizes(), TensorOptions(DType::f64)).set_requires_grad(true);
   optim::AdamW second({p2}, optim::AdamWOptions(0.5));  // different lr: the config restores 0.01
   second.load_state_dict(state, config);
   CHECK(second.lr() == 0.01);
@@ -288,16 +308,19 @@ TEST_CASE("optimizer state dict: names, round trip, errors") {
     nn::NamedTensors bad = {{"state.0.exp_avg", zeros({3}, TensorOptions(DType::f64))}};
     CHECK(error_of([&] { other.load_state_dict(bad); }).find("shape [3]") != std::string::npos);
     // A failed load leaves the optimizer as it was, options and learning rate included.
-    CHECK(error_of([&] { other.load_state_dict(bad, config); }).find("shape [3]") != std::string::npos);
+    CHECK(error_of([&] { other.load_state_dict(bad, config); }).find("shape [3]") !=
+          std::string::npos);
     CHECK(other.lr() == 1e-3);
     CHECK(other.lr_tensor().item() == 1e-3);
     CHECK_FALSE(other.options().amsgrad());
     bad = {{"state.7.exp_avg", zeros({7}, TensorOptions(DType::f64))}};
     CHECK(error_of([&] { other.load_state_dict(bad); }).find("parameter 7") != std::string::npos);
     bad = {{"state.0.momentum_buffer", zeros({7}, TensorOptions(DType::f64))}};
-    CHECK(error_of([&] { other.load_state_dict(bad); }).find("momentum_buffer") != std::string::npos);
+    CHECK(error_of([&] { other.load_state_dict(bad); }).find("momentum_buffer") !=
+          std::string::npos);
     bad = {{"exp_avg", zeros({7}, TensorOptions(DType::f64))}};
-    CHECK(error_of([&] { other.load_state_dict(bad); }).find("state.<parameter index>") != std::string::npos);
+    CHECK(error_of([&] { other.load_state_dict(bad); }).find("state.<parameter index>") !=
+          std::string::npos);
     optim::SGD sgd({make_param(kStart)}, optim::SGDOptions());
     CHECK(error_of([&] { sgd.load_state_dict({}, config); }).find("AdamW") != std::string::npos);
   }
@@ -333,10 +356,11 @@ TEST_CASE("LR schedulers follow PyTorch's sequences") {
   SUBCASE("CosineAnnealingLR (past T_max it rises again)") {
     optim::SGD opt({p}, optim::SGDOptions(0.5));
     optim::CosineAnnealingLR s(opt, 10, 0.001);
-    check_schedule(s, opt, {0.5, 0.48778860081564085, 0.4523497400965494, 0.3971524204469721,
-                            0.3275997400965494, 0.2505, 0.17340025990345065, 0.103847579553028,
-                            0.04865025990345065, 0.013211399184359197, 0.001, 0.013211399184359193,
-                            0.048650259903450795, 0.10384757955302837});
+    check_schedule(
+        s, opt,
+        {0.5, 0.48778860081564085, 0.4523497400965494, 0.3971524204469721, 0.3275997400965494,
+         0.2505, 0.17340025990345065, 0.103847579553028, 0.04865025990345065, 0.013211399184359197,
+         0.001, 0.013211399184359193, 0.048650259903450795, 0.10384757955302837});
   }
   SUBCASE("LinearLR warm-up") {
     optim::SGD opt({p}, optim::SGDOptions(0.5));
@@ -346,19 +370,36 @@ TEST_CASE("LR schedulers follow PyTorch's sequences") {
   SUBCASE("WarmupCosineLR = SequentialLR(LinearLR, CosineAnnealingLR)") {
     optim::SGD opt({p}, optim::SGDOptions(0.5));
     optim::WarmupCosineLR s(opt, 3, 10, 0.1, 0.0);
-    check_schedule(s, opt, {0.05, 0.2, 0.35, 0.5, 0.47524221697560476, 0.4058724504646834,
-                            0.3056302334890786, 0.19436976651092142, 0.09412754953531663,
-                            0.02475778302439524, 0.0});
+    check_schedule(
+        s, opt,
+        {0.05, 0.2, 0.35, 0.5, 0.47524221697560476, 0.4058724504646834, 0.3056302334890786,
+         0.19436976651092142, 0.09412754953531663, 0.02475778302439524, 0.0});
   }
   SUBCASE("OneCycleLR cycles the LR and Adam's beta1") {
     optim::Adam opt({p}, optim::AdamOptions(123.0));
     optim::OneCycleLR s(opt, 1.0, 10);
-    const Vec lr = {0.040000000000000036, 0.52, 1.0, 0.9504846320134737, 0.8117456539497631,
-                    0.6112620219362893, 0.38874197806371075, 0.18825834605023697,
-                    0.049519367986526286, 4e-06, 0.04951936798652623};
-    const Vec momentum = {0.95, 0.8999999999999999, 0.85, 0.854951556604879, 0.8688255099070633,
-                          0.8888739533021842, 0.9111260466978157, 0.9311744900929366,
-                          0.945048443395121, 0.95, 0.945048443395121};
+    const Vec lr = {0.040000000000000036,
+                    0.52,
+                    1.0,
+                    0.9504846320134737,
+                    0.8117456539497631,
+                    0.6112620219362893,
+                    0.38874197806371075,
+                    0.18825834605023697,
+                    0.049519367986526286,
+                    4e-06,
+                    0.04951936798652623};
+    const Vec momentum = {0.95,
+                          0.8999999999999999,
+                          0.85,
+                          0.854951556604879,
+                          0.8688255099070633,
+                          0.8888739533021842,
+                          0.9111260466978157,
+                          0.9311744900929366,
+                          0.945048443395121,
+                          0.95,
+                          0.945048443395121};
     check_schedule(s, opt, lr);
     optim::OneCycleLR again(opt, 1.0, 10);
     for (size_t e = 0; e < momentum.size(); ++e) {
@@ -370,13 +411,15 @@ TEST_CASE("LR schedulers follow PyTorch's sequences") {
   }
   SUBCASE("OneCycleLR three phases, linear") {
     optim::SGD opt({p}, optim::SGDOptions(0.5).momentum(0.9));
-    optim::OneCycleLR s(opt, 0.2, 12,
-                        optim::OneCycleLROptions().pct_start(0.25).three_phase(true)
-                            .anneal_strategy(optim::AnnealStrategy::linear));
-    check_schedule(s, opt, {0.008, 0.10400000000000001, 0.2, 0.10400000000000001,
-                            0.008000000000000007, 0.006857257142857143, 0.005714514285714286,
-                            0.004571771428571429, 0.0034290285714285718, 0.0022862857142857147,
-                            0.0011435428571428576, 8.000000000004531e-07});
+    optim::OneCycleLR s(
+        opt, 0.2, 12,
+        optim::OneCycleLROptions().pct_start(0.25).three_phase(true).anneal_strategy(
+            optim::AnnealStrategy::linear));
+    check_schedule(
+        s, opt,
+        {0.008, 0.10400000000000001, 0.2, 0.10400000000000001, 0.008000000000000007,
+         0.006857257142857143, 0.005714514285714286, 0.004571771428571429, 0.0034290285714285718,
+         0.0022862857142857147, 0.0011435428571428576, 8.000000000004531e-07});
     CHECK(opt.momentum() == doctest::Approx(0.95));
   }
   SUBCASE("state round trip") {

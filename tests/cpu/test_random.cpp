@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "ember/kernel_interface/random.h"
-#include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/philox.h"
+#include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/tensor.h"
 
 namespace {

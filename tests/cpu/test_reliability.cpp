@@ -4,7 +4,6 @@
 // checkpoint temporaries, partial optimizer state, out-of-range algorithm-cache values, and
 // checkpoint data whose checksum does not match.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -104,7 +103,9 @@ constexpr int64_t kBig = int64_t(1) << 62;
 // ---- F1: size arithmetic ----------------------------------------------------------------------
 
 TEST_CASE("F1: sizes whose element count overflows are errors naming the op and the sizes") {
-  CHECK(contains(error_of([] { (void)ones({int64_t(1) << 31, int64_t(1) << 31, 4}).sum(); }),
+  CHECK(contains(error_of([] {
+                   (void)ones({int64_t(1) << 31, int64_t(1) << 31, 4}).sum();
+                 }),
                  "[2147483648, 2147483648, 4]"));
   CHECK(contains(error_of([] { (void)zeros({int64_t(1) << 32, int64_t(1) << 32}); }), "zeros"));
   CHECK(contains(error_of([] { (void)ones({int64_t(1) << 32, int64_t(1) << 32}); }), "ones"));
@@ -131,7 +132,9 @@ TEST_CASE("F1: sizes whose element count overflows are errors naming the op and 
 
 TEST_CASE("F1: views, expand, reshape and slicing check their size arithmetic") {
   Tensor t = ones({2, 3});
-  CHECK(contains(error_of([&] { (void)t.expand({int64_t(1) << 30, int64_t(1) << 30, 2, 3}); }),
+  CHECK(contains(error_of([&] {
+                   (void)t.expand({int64_t(1) << 30, int64_t(1) << 30, 2, 3});
+                 }),
                  "expand"));
   CHECK(contains(error_of([] { (void)ones({1}).expand({kBig, kBig}); }), "expand"));
   Tensor e = zeros({0});
@@ -146,11 +149,14 @@ TEST_CASE("F1: views, expand, reshape and slicing check their size arithmetic") 
   Tensor s = arange(10).slice(0, 3, 10, std::numeric_limits<int64_t>::max());
   CHECK(s.sizes() == Shape{1});
   CHECK(s.item() == 3);
-  CHECK(contains(error_of([&] { (void)split_with_sizes(arange(4), {-1, 5}, 0); }), "split_with_sizes"));
   CHECK(contains(error_of([&] {
-          (void)split_with_sizes(arange(2), {std::numeric_limits<int64_t>::max(), 3}, 0);
-        }),
-        "split_with_sizes"));
+                   (void)split_with_sizes(arange(4), {-1, 5}, 0);
+                 }),
+                 "split_with_sizes"));
+  CHECK(contains(error_of([&] {
+                   (void)split_with_sizes(arange(2), {std::numeric_limits<int64_t>::max(), 3}, 0);
+                 }),
+                 "split_with_sizes"));
 }
 
 TEST_CASE("F6: arange over a huge or infinite range is an ember::Error, not std::length_error") {
@@ -204,17 +210,20 @@ TEST_CASE("F3: deeply nested JSON in a checkpoint is refused before any recursiv
   for (size_t depth : {size_t(65), size_t(100000)}) {
     CAPTURE(depth);
     write_bytes(path, safetensors_file(R"({"w":{"dtype":"F32","shape":)" + nested(depth) +
-                                           R"(,"data_offsets":[0,4]}})", four));
+                                           R"(,"data_offsets":[0,4]}})",
+                                       four));
     CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "deeper than 64"));
     write_bytes(path, safetensors_file(R"({"__metadata__":{"k":)" + nested(depth) + "}}", ""));
     CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "deeper than 64"));
   }
   // 64 levels in all is fine (here: a malformed shape, reported as such).
   write_bytes(path, safetensors_file(R"({"w":{"dtype":"F32","shape":)" + nested(62) +
-                                         R"(,"data_offsets":[0,4]}})", four));
+                                         R"(,"data_offsets":[0,4]}})",
+                                     four));
   CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "non-negative integers"));
   // Brackets inside strings do not count.
-  write_bytes(path, safetensors_file(R"({"__metadata__":{"k":")" + std::string(1000, '[') + R"("}})", ""));
+  write_bytes(
+      path, safetensors_file(R"({"__metadata__":{"k":")" + std::string(1000, '[') + R"("}})", ""));
   CHECK(nn::load_checkpoint(path).metadata.at("k").size() == 1000);
 
   // The RNG state of a training checkpoint is JSON inside a metadata string.
@@ -257,7 +266,11 @@ TEST_CASE("F4: a killed write's temporary neither blocks a restarted process nor
   // A failed write removes its own temporary; the next save still works.
   {
     nn::detail::CheckpointWriteFault fault(10);
-    (void)error_of([&] { nn::save_checkpoint(path, {{"w", zeros({100})}}); }, Status::execution_failed);
+    (void)error_of(
+        [&] {
+          nn::save_checkpoint(path, {{"w", zeros({100})}});
+        },
+        Status::execution_failed);
   }
   nn::save_checkpoint(path, {{"w", zeros({3})}});
   CHECK(nn::load_checkpoint(path).tensors.at(0).second.numel() == 3);
@@ -269,10 +282,12 @@ TEST_CASE("F4: a killed write's temporary neither blocks a restarted process nor
 TEST_CASE("checksums: a flipped bit in an Ember-written checkpoint names the tensor") {
   TempDir dir;
   const std::string path = dir.file("ck.safetensors");
-  nn::save_checkpoint(path, {{"a", arange(6).view({2, 3})}, {"b", full({4}, 2.5)}, {"e", zeros({0})}},
+  nn::save_checkpoint(path,
+                      {{"a", arange(6).view({2, 3})}, {"b", full({4}, 2.5)}, {"e", zeros({0})}},
                       {{"note", "x"}});
   auto loaded = nn::load_checkpoint(path);
-  CHECK(loaded.metadata == nn::CheckpointMetadata{{"note", "x"}});  // the checksums are not returned
+  CHECK(loaded.metadata ==
+        nn::CheckpointMetadata{{"note", "x"}});  // the checksums are not returned
   const std::string good = read_bytes(path);
   CHECK(contains(good, "ember.crc32"));
 
@@ -298,9 +313,10 @@ TEST_CASE("checksums: a flipped bit in an Ember-written checkpoint names the ten
   const std::string four(4, '\0');
   for (const char* crc : {R"(\"zzzzzzzz\")", R"(12)", R"(\"0000\")"}) {
     CAPTURE(crc);
-    write_bytes(path, safetensors_file(R"({"__metadata__":{"ember.crc32":"{\"w\":)" + std::string(crc) +
-                                           R"(}"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                                       four));
+    write_bytes(path,
+                safetensors_file(R"({"__metadata__":{"ember.crc32":"{\"w\":)" + std::string(crc) +
+                                     R"(}"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                                 four));
     CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "ember.crc32"));
   }
   write_bytes(path, safetensors_file(R"({"__metadata__":{"ember.crc32":"{\"q\":\"00000000\"}"},)"
@@ -385,10 +401,14 @@ TEST_CASE("F6: a huge parameter index is an ember::Error and a failed load chang
   // Module::load_state_dict validates every entry before copying any.
   nn::Linear lin(2, 2);
   const std::vector<double> w = lin->weight.to_vector();
-  CHECK(contains(error_of([&] { lin->load_state_dict({{"weight", ones({2, 2})}, {"bias", ones({5})}}); }),
+  CHECK(contains(error_of([&] {
+                   lin->load_state_dict({{"weight", ones({2, 2})}, {"bias", ones({5})}});
+                 }),
                  "bias"));
   CHECK(lin->weight.to_vector() == w);
-  CHECK(contains(error_of([&] { lin->load_state_dict({{"weight", ones({2, 2})}, {"bias", Tensor()}}); }),
+  CHECK(contains(error_of([&] {
+                   lin->load_state_dict({{"weight", ones({2, 2})}, {"bias", Tensor()}});
+                 }),
                  "undefined"));
   CHECK(lin->weight.to_vector() == w);
 }
@@ -439,15 +459,17 @@ TEST_CASE("F6: Checkpoint::restore is all or nothing across model, optimizer and
   {  // a hostile optimizer key: an ember::Error, and the model was not touched
     nn::Checkpoint bad = ck;
     bad.optimizer.emplace_back("state.99999999999999999999999.exp_avg", zeros({2, 3}));
-    CHECK(contains(error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
-                   "99999999999999999999999"));
+    CHECK(contains(
+        error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
+        "99999999999999999999999"));
     unchanged();
   }
   {  // another model's weights: refused last, the optimizer and scheduler are put back
     nn::Checkpoint bad = ck;
     bad.model.at(1).second = zeros({7});
-    CHECK(contains(error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
-                   "bias"));
+    CHECK(contains(
+        error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
+        "bias"));
     unchanged();
   }
   {  // a corrupt scheduler entry
@@ -456,8 +478,9 @@ TEST_CASE("F6: Checkpoint::restore is all or nothing across model, optimizer and
     (void)error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); });
     unchanged();
     bad.scheduler.clear();
-    CHECK(contains(error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
-                   "no scheduler state"));
+    CHECK(contains(
+        error_of([&] { bad.restore(*other->model, other->opt.get(), other->sched.get()); }),
+        "no scheduler state"));
     unchanged();
   }
   ck.restore(*other->model, other->opt.get(), other->sched.get());
@@ -498,12 +521,13 @@ std::string saved_cache_file(dispatch::AlgoCache& cache, const std::string& path
   static int n = 0;
   const std::string op = "reliability_op_" + std::to_string(n++);
   static std::vector<ScopedAlgorithmRegistration> keep;  // the slot outlives the cache's entries
-  for (const char* name : {"first", "second"}) {  // two, so that benchmark mode times them
+  for (const char* name : {"first", "second"}) {         // two, so that benchmark mode times them
     Algorithm<TinyProblem> a;
     a.name = name;
     a.applies = [](const TinyProblem&) { return true; };
     a.run = [](const TinyProblem&, void*) {};
-    keep.emplace_back(register_algorithm<TinyProblem>(op, Direction::forward, DeviceType::CPU, std::move(a)));
+    keep.emplace_back(
+        register_algorithm<TinyProblem>(op, Direction::forward, DeviceType::CPU, std::move(a)));
   }
   AlgoKey k = make_algo_key(op_id(op), Direction::forward, Device::cpu());
   k.rank = 1;
@@ -614,7 +638,8 @@ TEST_CASE("algorithm cache: a file of a newer format version is never overwritte
 
 // ---- F8: a failed registration ----------------------------------------------------------------
 
-TEST_CASE("F8: registering a duplicate algorithm name is an ember::Error (leak-checked under LSan)") {
+TEST_CASE(
+    "F8: registering a duplicate algorithm name is an ember::Error (leak-checked under LSan)") {
   using namespace dispatch;
   auto make = [] {
     Algorithm<TinyProblem> a;
@@ -623,8 +648,8 @@ TEST_CASE("F8: registering a duplicate algorithm name is an ember::Error (leak-c
     a.run = [](const TinyProblem&, void*) {};
     return a;
   };
-  ScopedAlgorithmRegistration first(
-      register_algorithm<TinyProblem>("reliability_dup", Direction::forward, DeviceType::CPU, make()));
+  ScopedAlgorithmRegistration first(register_algorithm<TinyProblem>(
+      "reliability_dup", Direction::forward, DeviceType::CPU, make()));
   CHECK_THROWS_AS((void)register_algorithm<TinyProblem>("reliability_dup", Direction::forward,
                                                         DeviceType::CPU, make()),
                   Error);

@@ -15,7 +15,6 @@
 #include "ember/ops/rnn.h"
 #include "support/op_table.h"
 
-
 using namespace ember;
 
 namespace {
@@ -105,7 +104,8 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   in.x = leaf(c.batch_first ? Shape{c.B, c.T, c.I} : Shape{c.T, c.B, c.I}, gen, 1.0);
   in.h0 = leaf({ld, c.B, cfg.out_size()}, gen);
   if (c.mode == RnnMode::lstm) in.c0 = leaf({ld, c.B, c.H}, gen);
-  for (int64_t i = 0; i < cfg.num_weights(); ++i) in.weights.push_back(leaf(cfg.weight_shape(i), gen));
+  for (int64_t i = 0; i < cfg.num_weights(); ++i)
+    in.weights.push_back(leaf(cfg.weight_shape(i), gen));
   if (c.lengths) {
     // Unsorted, one full, one of length 1.
     for (int64_t b = 0; b < c.B; ++b) in.lengths.push_back(b == 0 ? 2 : b == 1 ? c.T : 1);
@@ -151,8 +151,12 @@ RnnResult reference(const Tensor& x_tm, const Inputs& in, const RnnConfig& cfg, 
             h_new = (1.0 - z) * n + z * h;
             break;
           }
-          case RnnMode::rnn_tanh: h_new = tanh(gx + gh); break;
-          case RnnMode::rnn_relu: h_new = relu(gx + gh); break;
+          case RnnMode::rnn_tanh:
+            h_new = tanh(gx + gh);
+            break;
+          case RnnMode::rnn_relu:
+            h_new = relu(gx + gh);
+            break;
         }
         if (in.lengths.empty()) {
           h = h_new;
@@ -306,7 +310,8 @@ TEST_CASE("rnn: unbatched input, default states and 16-bit input") {
   const Inputs in = make_inputs(c, 51);
   RnnOptions o = options_of(c, nullptr);
   RnnResult batched = rnn(in.x, in.weights, in.h0, in.c0, Tensor(), o);
-  RnnResult unbatched = rnn(in.x.squeeze(1), in.weights, in.h0.squeeze(1), in.c0.squeeze(1), Tensor(), o);
+  RnnResult unbatched =
+      rnn(in.x.squeeze(1), in.weights, in.h0.squeeze(1), in.c0.squeeze(1), Tensor(), o);
   CHECK(unbatched.output.sizes() == Shape{c.T, 2 * c.H});
   CHECK(max_abs_diff(unbatched.output, batched.output.squeeze(1)) == 0);
   CHECK(max_abs_diff(unbatched.h_n, batched.h_n.squeeze(1)) == 0);
@@ -319,7 +324,8 @@ TEST_CASE("rnn: unbatched input, default states and 16-bit input") {
 
   // bfloat16 computes in float32 on the CPU and returns bfloat16, gradients included.
   std::vector<Tensor> w16;
-  for (const Tensor& w : in.weights) w16.push_back(w.detach().to(DType::bf16).set_requires_grad(true));
+  for (const Tensor& w : in.weights)
+    w16.push_back(w.detach().to(DType::bf16).set_requires_grad(true));
   Tensor x16 = in.x.detach().to(DType::bf16).set_requires_grad(true);
   RnnResult r16 = rnn(x16, w16, Tensor(), Tensor(), Tensor(), o);
   CHECK(r16.output.dtype() == DType::bf16);
@@ -350,16 +356,39 @@ TEST_CASE("rnn: bad input is an Error naming the shapes") {
   fails_with([&] { rnn(wide, in.weights, in.h0, in.c0, Tensor(), o); }, "[4, 3, 5]");
   fails_with([&] { rnn(wide, in.weights, in.h0, in.c0, Tensor(), o); }, "[16, 3]");
   // Lengths longer than the sequence, or not positive, or of the wrong size.
-  fails_with([&] { rnn(in.x, in.weights, in.h0, in.c0, from_vector({4, 5, 1}, {3}, TensorOptions(DType::i64)), o); },
-             "lengths[1] = 5");
-  fails_with([&] { rnn(in.x, in.weights, in.h0, in.c0, from_vector({4, 0, 1}, {3}, TensorOptions(DType::i64)), o); },
-             "lengths[1] = 0");
-  fails_with([&] { rnn(in.x, in.weights, in.h0, in.c0, from_vector({4, 1}, {2}, TensorOptions(DType::i64)), o); },
-             "[3]");
+  fails_with(
+      [&] {
+        rnn(in.x, in.weights, in.h0, in.c0, from_vector({4, 5, 1}, {3}, TensorOptions(DType::i64)),
+            o);
+      },
+      "lengths[1] = 5");
+  fails_with(
+      [&] {
+        rnn(in.x, in.weights, in.h0, in.c0, from_vector({4, 0, 1}, {3}, TensorOptions(DType::i64)),
+            o);
+      },
+      "lengths[1] = 0");
+  fails_with(
+      [&] {
+        rnn(in.x, in.weights, in.h0, in.c0, from_vector({4, 1}, {2}, TensorOptions(DType::i64)), o);
+      },
+      "[3]");
   // h0 / c0 of the wrong shape.
-  fails_with([&] { rnn(in.x, in.weights, zeros({2, 3, 5}, f64()), in.c0, Tensor(), o); }, "[2, 3, 4]");
-  fails_with([&] { rnn(in.x, in.weights, zeros({2, 3, 5}, f64()), in.c0, Tensor(), o); }, "[2, 3, 5]");
-  fails_with([&] { rnn(in.x, in.weights, in.h0, zeros({1, 3, 4}, f64()), Tensor(), o); }, "[1, 3, 4]");
+  fails_with(
+      [&] {
+        rnn(in.x, in.weights, zeros({2, 3, 5}, f64()), in.c0, Tensor(), o);
+      },
+      "[2, 3, 4]");
+  fails_with(
+      [&] {
+        rnn(in.x, in.weights, zeros({2, 3, 5}, f64()), in.c0, Tensor(), o);
+      },
+      "[2, 3, 5]");
+  fails_with(
+      [&] {
+        rnn(in.x, in.weights, in.h0, zeros({1, 3, 4}, f64()), Tensor(), o);
+      },
+      "[1, 3, 4]");
   // Weights: wrong count, wrong shape; c0 given to a GRU.
   std::vector<Tensor> fewer(in.weights.begin(), in.weights.end() - 1);
   fails_with([&] { rnn(in.x, fewer, in.h0, in.c0, Tensor(), o); }, "expected 8 weights");
@@ -369,23 +398,25 @@ TEST_CASE("rnn: bad input is an Error naming the shapes") {
   RnnOptions g = o;
   g.mode = RnnMode::gru;
   fails_with([&] { rnn(in.x, in.weights, in.h0, in.c0, Tensor(), g); }, "c0 is only used by LSTM");
-  fails_with([&] { rnn(in.x, in.weights, in.h0, in.c0, Tensor(), RnnOptions(o).with_proj_size(9)); },
-             "proj_size");
+  fails_with(
+      [&] { rnn(in.x, in.weights, in.h0, in.c0, Tensor(), RnnOptions(o).with_proj_size(9)); },
+      "proj_size");
 }
 
 TEST_CASE("nn::LSTM / GRU / RNN: PyTorch's parameter names, shapes, init and printing") {
   manual_seed(0);
   nn::LSTM lstm(nn::LSTMOptions(10, 20).num_layers(2).bidirectional(true).proj_size(5));
   const std::vector<std::string> expected = {
-      "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0",
-      "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse",
-      "weight_hr_l0_reverse",
-      "weight_ih_l1", "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "weight_hr_l1",
-      "weight_ih_l1_reverse", "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse",
-      "weight_hr_l1_reverse"};
-  const std::vector<Shape> shapes = {{80, 10}, {80, 5}, {80}, {80}, {5, 20}, {80, 10}, {80, 5}, {80}, {80},
-                                     {5, 20},  {80, 10}, {80, 5}, {80}, {80}, {5, 20}, {80, 10}, {80, 5},
-                                     {80},     {80},     {5, 20}};
+      "weight_ih_l0",         "weight_hh_l0",         "bias_ih_l0",
+      "bias_hh_l0",           "weight_hr_l0",         "weight_ih_l0_reverse",
+      "weight_hh_l0_reverse", "bias_ih_l0_reverse",   "bias_hh_l0_reverse",
+      "weight_hr_l0_reverse", "weight_ih_l1",         "weight_hh_l1",
+      "bias_ih_l1",           "bias_hh_l1",           "weight_hr_l1",
+      "weight_ih_l1_reverse", "weight_hh_l1_reverse", "bias_ih_l1_reverse",
+      "bias_hh_l1_reverse",   "weight_hr_l1_reverse"};
+  const std::vector<Shape> shapes = {
+      {80, 10}, {80, 5}, {80}, {80}, {5, 20}, {80, 10}, {80, 5}, {80}, {80}, {5, 20},
+      {80, 10}, {80, 5}, {80}, {80}, {5, 20}, {80, 10}, {80, 5}, {80}, {80}, {5, 20}};
   const nn::NamedTensors params = lstm->named_parameters();
   REQUIRE(params.size() == expected.size());
   const double bound = 1.0 / std::sqrt(20.0);
@@ -403,7 +434,8 @@ TEST_CASE("nn::LSTM / GRU / RNN: PyTorch's parameter names, shapes, init and pri
   CHECK(gru->named_parameters()[1].first == "weight_hh_l0");
   CHECK(gru->named_parameters()[1].second.sizes() == Shape{18, 6});
   CHECK(gru->str() == "GRU(4, 6, bias=false, batch_first=true)");
-  nn::RNN rnn_relu(nn::RNNOptions(3, 5).nonlinearity(nn::RNNNonlinearity::relu).dropout(0.25).num_layers(2));
+  nn::RNN rnn_relu(
+      nn::RNNOptions(3, 5).nonlinearity(nn::RNNNonlinearity::relu).dropout(0.25).num_layers(2));
   CHECK(rnn_relu->str() == "RNN(3, 5, num_layers=2, dropout=0.25, nonlinearity='relu')");
 
   // A state_dict round-trips into a fresh module and gives the same outputs.

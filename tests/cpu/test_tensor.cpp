@@ -17,8 +17,8 @@ TEST_CASE("factories make the requested shape, dtype and values") {
   CHECK(e.numel() == 0);
   CHECK(scalar_tensor(3).dim() == 0);
   CHECK(scalar_tensor(3).item() == 3);
-  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8,
-                  DType::boolean}) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64,
+                  DType::u8, DType::boolean}) {
     Tensor z = ones({3}, TensorOptions(t));
     CHECK(z.dtype() == t);
     CHECK(z.element_size() == element_size(t));
@@ -31,11 +31,13 @@ TEST_CASE("from_vector round trips and casts with PyTorch's rules") {
   CHECK(a.to(DType::i32).to_vector() == std::vector<double>{1, -1, 0, 300});
   CHECK(a.to(DType::boolean).to_vector() == std::vector<double>{1, 1, 0, 1});
   CHECK(from_vector({1.0 / 3}, {1}).to(DType::bf16).item() == doctest::Approx(0.333984375));
-  CHECK(from_vector({65520.0}, {1}).to(DType::f16).item() == std::numeric_limits<double>::infinity());
+  CHECK(from_vector({65520.0}, {1}).to(DType::f16).item() ==
+        std::numeric_limits<double>::infinity());
   CHECK(from_vector({1e-8}, {1}).to(DType::f16).item() == doctest::Approx(0.0).epsilon(1e-7));
   CHECK(promote_types(DType::i64, DType::f16) == DType::f16);
   CHECK(promote_types(DType::bf16, DType::f16) == DType::f32);
-  CHECK((ones({2}, TensorOptions(DType::i32)) + ones({2}, TensorOptions(DType::f32))).dtype() == DType::f32);
+  CHECK((ones({2}, TensorOptions(DType::i32)) + ones({2}, TensorOptions(DType::f32))).dtype() ==
+        DType::f32);
   CHECK((arange(4, TensorOptions(DType::i64)) / 2.0).dtype() == DType::f32);
 }
 

@@ -16,17 +16,16 @@
 
 #include "ember/cuda_kernels/pooling/pooling.h"
 #include "ember/dispatch/algo_cache.h"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/ops/activation.h"
 #include "ember/ops/dropout.h"
 #include "ember/ops/layout.h"
 #include "ember/ops/pooling.h"
 #include "ember/ops/softmax.h"
+#include "ember/tensor/runtime/cuda_device.h"
+#include "ember/tensor/runtime/device_errors.h"
 #include "support/compare.h"
 #include "support/gpu_parity.h"
 #include "support/op_table.h"
-#include "ember/tensor/runtime/device_errors.h"
-
 
 using namespace ember;
 using ember::testing::Layout;
@@ -68,7 +67,8 @@ TEST_CASE("activations: vector and strided paths, large and misaligned" *
       check_gpu_parity([](const Tensor& t) { return silu(t); }, x, tol);
       check_gpu_parity([](const Tensor& t) { return elu(t, 0.7); }, x, tol);
       if (n > 2) {  // offset by one element: the strided path
-        check_gpu_parity([](const Tensor& t) { return leaky_relu(t.narrow(0, 1, t.size(0) - 1), 0.3); }, x, tol);
+        check_gpu_parity(
+            [](const Tensor& t) { return leaky_relu(t.narrow(0, 1, t.size(0) - 1), 0.3); }, x, tol);
       }
     }
   }
@@ -107,19 +107,22 @@ TEST_CASE("softmax: every algorithm on awkward row lengths, forward and backward
             CAPTURE(log);
             const dispatch::AlgoSettings forced = dispatch::current_algo_settings().force(
                 std::string("softmax.") + dispatch::direction_name(direction), name);
-            check_gpu_parity([log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); },
-                         x, tolerance(dtype), forced);
+            check_gpu_parity(
+                [log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); }, x,
+                tolerance(dtype), forced);
             // A dense view starting one element in (misaligned rows: the scalar paths), where
             // the algorithm takes misaligned rows.
             SoftmaxProblem shifted = probe;
             shifted.input = shifted.output = x.flatten().narrow(0, 1, (cs.rows - 1) * cs.cols);
             shifted.outer = cs.rows - 1;
             if (cs.rows > 1 && (!algo.applies || algo.applies(shifted)))
-              check_gpu_parity([log](const Tensor& t) {
-                const int64_t rows = t.size(0) - 1, cols = t.size(1);
-                Tensor v = t.flatten().narrow(0, 1, rows * cols).view({rows, cols});
-                return log ? log_softmax(v, 1) : softmax(v, 1);
-              }, x, tolerance(dtype), forced);
+              check_gpu_parity(
+                  [log](const Tensor& t) {
+                    const int64_t rows = t.size(0) - 1, cols = t.size(1);
+                    Tensor v = t.flatten().narrow(0, 1, rows * cols).view({rows, cols});
+                    return log ? log_softmax(v, 1) : softmax(v, 1);
+                  },
+                  x, tolerance(dtype), forced);
           }
         }
       }
@@ -136,7 +139,8 @@ TEST_CASE("softmax: non-last dims (column algorithm), channels_last, f64, -inf" 
   Tensor y = softmax(img, 1);
   CHECK(y.is_contiguous(MemoryFormat::channels_last));
   check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, img, 5e-2);
-  check_gpu_parity([](const Tensor& t) { return log_softmax(t, -1); }, gpu_randn({3, 2000}, DType::f64), 1e-12);
+  check_gpu_parity([](const Tensor& t) { return log_softmax(t, -1); },
+                   gpu_randn({3, 2000}, DType::f64), 1e-12);
   Tensor masked = from_vector({-INFINITY, 0, -INFINITY, 1}, {1, 4}).to(kGpu);
   std::vector<double> v = softmax(masked, 1).to_vector();
   CHECK(v[0] == 0);
@@ -177,14 +181,16 @@ TEST_CASE("cross_entropy: parity over shapes, options and dtypes" *
         Tensor t = randint(0, cs.c, {cs.n});
         if (cs.n > 2) t.narrow(0, 1, 1).fill_(-100);  // one ignored row
         Tensor w = rand({cs.c}) + 0.5;
-        check_gpu_parity([&](const Tensor& in) {
-          CrossEntropyOptions o;
-          if (variant == 1) o.with_label_smoothing(0.1).with_reduction(LossReduction::sum);
-          if (variant == 2) o.with_weight(w.to(in.device())).with_reduction(LossReduction::none);
-          if (variant == 3)
-            o.with_weight(w.to(in.device())).with_label_smoothing(0.25);
-          return cross_entropy(in, t.to(in.device()), o);
-        }, x, tolerance(dtype));
+        check_gpu_parity(
+            [&](const Tensor& in) {
+              CrossEntropyOptions o;
+              if (variant == 1) o.with_label_smoothing(0.1).with_reduction(LossReduction::sum);
+              if (variant == 2)
+                o.with_weight(w.to(in.device())).with_reduction(LossReduction::none);
+              if (variant == 3) o.with_weight(w.to(in.device())).with_label_smoothing(0.25);
+              return cross_entropy(in, t.to(in.device()), o);
+            },
+            x, tolerance(dtype));
       }
     }
   }
@@ -192,13 +198,18 @@ TEST_CASE("cross_entropy: parity over shapes, options and dtypes" *
   Tensor x = gpu_randn({3, 7, 5, 4}, DType::f32, 2);
   Tensor t = randint(0, 7, {3, 5, 4});
   for (Tensor in : {x, x.contiguous(MemoryFormat::channels_last)}) {
-    check_gpu_parity([&](const Tensor& v) {
-      return cross_entropy(v, t.to(v.device()), CrossEntropyOptions().with_label_smoothing(0.1));
-    }, in, 2e-5);
-    check_gpu_parity([&](const Tensor& v) {
-      return nll_loss(log_softmax(v, 1), t.to(v.device()),
-                      NllLossOptions().with_reduction(LossReduction::none));
-    }, in, 2e-5);
+    check_gpu_parity(
+        [&](const Tensor& v) {
+          return cross_entropy(v, t.to(v.device()),
+                               CrossEntropyOptions().with_label_smoothing(0.1));
+        },
+        in, 2e-5);
+    check_gpu_parity(
+        [&](const Tensor& v) {
+          return nll_loss(log_softmax(v, 1), t.to(v.device()),
+                          NllLossOptions().with_reduction(LossReduction::none));
+        },
+        in, 2e-5);
   }
 }
 
@@ -229,17 +240,27 @@ TEST_CASE("pooling: parity on ResNet-like and odd shapes, both layouts, bf16" *
       if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
       const double tol = tolerance(dtype);
       check_gpu_parity([](const Tensor& t) { return max_pool2d(t, {3}, {2}, {1}); }, x, tol);
-      check_gpu_parity([](const Tensor& t) { return max_pool2d(t, {2, 3}, {1, 2}, {1}, {2, 1}, true); }, x, tol);
-      check_gpu_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); }, x, tol);
+      check_gpu_parity(
+          [](const Tensor& t) {
+            return max_pool2d(t, {2, 3}, {1, 2}, {1}, {2, 1}, true);
+          },
+          x, tol);
+      check_gpu_parity([](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, false); }, x,
+                       tol);
       check_gpu_parity([](const Tensor& t) { return adaptive_avg_pool2d(t, {7, 5}); }, x, tol);
       check_gpu_parity([](const Tensor& t) { return global_avg_pool2d(t); }, x, tol);
       Tensor y = max_pool2d(x, {3}, {2}, {1});
-      CHECK(y.is_contiguous(channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous));
+      CHECK(
+          y.is_contiguous(channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous));
     }
   }
   Tensor v = gpu_randn({2, 3, 9, 10, 11}, DType::f32);
   check_gpu_parity([](const Tensor& t) { return max_pool3d(t, {3}, {2}, {1}); }, v, 2e-5);
-  check_gpu_parity([](const Tensor& t) { return avg_pool3d(t, {2, 3, 3}, {2}, {0, 1, 1}); }, v, 2e-5);
+  check_gpu_parity(
+      [](const Tensor& t) {
+        return avg_pool3d(t, {2, 3, 3}, {2}, {0, 1, 1});
+      },
+      v, 2e-5);
   Tensor s = gpu_randn({3, 5, 101}, DType::f32);
   check_gpu_parity([](const Tensor& t) { return max_pool1d(t, {4}, {3}, {2}); }, s, 2e-5);
   check_gpu_parity([](const Tensor& t) { return adaptive_avg_pool1d(t, {13}); }, s, 2e-5);
@@ -331,17 +352,15 @@ TEST_CASE("pooling fast paths: which kernel applies" * doctest::skip(!cuda::is_a
       PoolArgs a = pool_args(mode, x, y, 3, 2, 1);
       // 3x3 windows: the unrolled forward, except max pooling with int64 positions.
       CHECK(is(plan(a, Direction::forward),
-               mode == PoolMode::max ? PoolAlgo::window_nhwc
-                                     : PoolAlgo::window_3x3_nhwc,
-               vector));
+               mode == PoolMode::max ? PoolAlgo::window_nhwc : PoolAlgo::window_3x3_nhwc, vector));
       // Backward: input = dL/dx (channels_last), output = dL/dy. By 2x2 input tiles for
       // average pooling (a block's windows divided into shared memory) and uint8 taps; int64
       // positions keep the per-pixel kernel.
-      const char* tiles = mode == PoolMode::max ? PoolAlgo::window_tiles_nhwc
-                                                : PoolAlgo::window_avg_tiles_nhwc;
+      const char* tiles =
+          mode == PoolMode::max ? PoolAlgo::window_tiles_nhwc : PoolAlgo::window_avg_tiles_nhwc;
       PoolArgs b = pool_args(mode, empty_like(x), empty_like(y), 3, 2, 1);
-      CHECK(is(plan(b, Direction::backward),
-               mode == PoolMode::max ? PoolAlgo::window_nhwc : tiles, vector));
+      CHECK(is(plan(b, Direction::backward), mode == PoolMode::max ? PoolAlgo::window_nhwc : tiles,
+               vector));
       if (mode == PoolMode::max) {
         b.indices = empty(y.sizes(), DType::u8, kGpu, cl);
         CHECK(is(plan(b, Direction::backward), PoolAlgo::window_tiles_nhwc, vector));
@@ -451,7 +470,9 @@ TEST_CASE("pooling fast paths: channels_last windows match the CPU, values, indi
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}); },
       // Disjoint windows, partial ones at the edge (ceil_mode) and uncovered rows / columns.
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {0}, true, false); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 2}, {3, 2}, {0}, true, true); },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {3, 2}, {3, 2}, {0}, true, true);
+      },
       [](const Tensor& t) { return max_pool2d(t, {2}, {2}); },
       [](const Tensor& t) { return max_pool2d(t, {3}, {3}, {0}, {1}, true); },
   };
@@ -561,9 +582,11 @@ TEST_CASE("dropout: CUDA and CPU draw the same mask" * doctest::skip(!cuda::is_a
       // Misaligned input (scalar path) and the backward.
       if (n > 2) {
         Generator g1(kGpu, 3), g2(Device::cpu(), 3);
-        check_gpu_parity([&](const Tensor& t) {
-          return dropout(t.narrow(0, 1, t.size(0) - 1), 0.2, true, t.is_cuda() ? &g1 : &g2);
-        }, x, tolerance(dtype));
+        check_gpu_parity(
+            [&](const Tensor& t) {
+              return dropout(t.narrow(0, 1, t.size(0) - 1), 0.2, true, t.is_cuda() ? &g1 : &g2);
+            },
+            x, tolerance(dtype));
       }
     }
   }
@@ -572,7 +595,8 @@ TEST_CASE("dropout: CUDA and CPU draw the same mask" * doctest::skip(!cuda::is_a
 TEST_CASE("layout: the tiled NCHW <-> NHWC kernel, every element size" *
           doctest::skip(!cuda::is_available())) {
   for (DType dtype : {DType::u8, DType::f16, DType::f32, DType::f64}) {
-    for (Shape s : {Shape{2, 3, 4, 5}, Shape{3, 67, 33, 17}, Shape{1, 1000, 7, 7}, Shape{2, 5, 3, 4, 6}}) {
+    for (Shape s :
+         {Shape{2, 3, 4, 5}, Shape{3, 67, 33, 17}, Shape{1, 1000, 7, 7}, Shape{2, 5, 3, 4, 6}}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(shape_str(s));
       Tensor x = randint(0, 100, s, TensorOptions(DType::i64)).to(kGpu, dtype);
@@ -638,15 +662,15 @@ TEST_CASE("softmax: -inf masks inside vectors and late maxima, every forward alg
         CAPTURE(cols);
         const dispatch::AlgoSettings forced =
             dispatch::current_algo_settings().force("softmax.forward", name);
-        check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, x, tolerance(dtype), forced);
+        check_gpu_parity([](const Tensor& t) { return softmax(t, 1); }, x, tolerance(dtype),
+                         forced);
       }
       // The fused cross-entropy forward shares the statistics; targets on finite columns.
       std::vector<double> target(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) target[size_t(r)] = double((r * 16 + 1) % cols);
       Tensor t = from_vector(target, {rows}, TensorOptions(DType::i64));
-      check_gpu_parity([&](const Tensor& in) {
-        return cross_entropy(in, t.to(in.device()));
-      }, x, tolerance(dtype));
+      check_gpu_parity([&](const Tensor& in) { return cross_entropy(in, t.to(in.device())); }, x,
+                       tolerance(dtype));
     }
   }
 }

@@ -115,7 +115,7 @@ TEST_CASE("adaptive mode (CUDA): nothing is timed during a capture; timed after 
   REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) ==
           cudaSuccess);
   const bool capturing = current_stream_is_capturing(dev);
-  const std::string borrowed = op.choose(cache, mate);  // a class-mate was timed: borrowed
+  const std::string borrowed = op.choose(cache, mate);    // a class-mate was timed: borrowed
   const std::string heuristic = op.choose(cache, other);  // no class-mate: the heuristic
   cache.tune_pending();  // a step boundary inside the capture changes nothing
   const std::string kept = op.choose(cache, other);

@@ -1,9 +1,8 @@
 // The op path never synchronizes the host or calls cudaMalloc: training steps (a small model with
 // an SGD update; a layer norm) captured into CUDA graphs on a fresh stream (allocations from a
 // private pool) replay and give the eager results.
-#include <doctest/doctest.h>
-
 #include <cuda_runtime_api.h>
+#include <doctest/doctest.h>
 
 #include "ember/ember.h"
 
@@ -44,9 +43,10 @@ struct OnFreshStream {
 }  // namespace
 
 TEST_CASE_FIXTURE(OnFreshStream, "forward + backward + SGD update can be captured as a CUDA graph" *
-                  doctest::skip(!cuda::is_available())) {
+                                     doctest::skip(!cuda::is_available())) {
   manual_seed(3);
-  Tensor x = randn({64, 16}, opts), w = (randn({8, 16}, opts) * 0.1).detach().set_requires_grad(true);
+  Tensor x = randn({64, 16}, opts),
+         w = (randn({8, 16}, opts) * 0.1).detach().set_requires_grad(true);
   Tensor b = zeros({8}, opts).set_requires_grad(true);
   Tensor target = randn({64, 8}, opts);
   auto step = [&] {
@@ -77,9 +77,10 @@ TEST_CASE_FIXTURE(OnFreshStream, "forward + backward + SGD update can be capture
   CHECK(max_abs_diff(w.detach(), w_before) > 0);
 }
 
-TEST_CASE_FIXTURE(OnFreshStream,
-                  "layer_norm forward + backward captured as a CUDA graph replays the eager gradients" *
-                      doctest::skip(!cuda::is_available())) {
+TEST_CASE_FIXTURE(
+    OnFreshStream,
+    "layer_norm forward + backward captured as a CUDA graph replays the eager gradients" *
+        doctest::skip(!cuda::is_available())) {
   // The layer-norm backward sums its parameter gradients in per-block partials (a workspace from
   // the caching allocator, launch shapes from an occupancy query): all of it must record into a
   // graph, and a replay must give what the eager step gave, bit for bit.
@@ -97,7 +98,8 @@ TEST_CASE_FIXTURE(OnFreshStream,
   };
   step();
   s.synchronize();
-  const Tensor eager_dx = x.grad().clone(), eager_dg = g.grad().clone(), eager_db = b.grad().clone();
+  const Tensor eager_dx = x.grad().clone(), eager_dg = g.grad().clone(),
+               eager_db = b.grad().clone();
   CapturedGraph graph(s, dev, step);
   graph.launch();
   s.synchronize();

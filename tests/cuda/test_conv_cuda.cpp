@@ -5,8 +5,8 @@
 // coverage of every registered algorithm; then deterministic mode (bitwise repeatability), the
 // workspace limit, benchmark mode, the op with autograd against the CPU, conv2d_bias_relu on both
 // of its CUDA paths, the one memory-format rule of conv2d, conv2d_bias_relu and conv_transpose2d
-// (outputs and gradients), and device errors. Tolerances are relative to the largest reference value,
-// set by dtype. Skips without a GPU.
+// (outputs and gradients), and device errors. Tolerances are relative to the largest reference
+// value, set by dtype. Skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -126,10 +126,14 @@ using testing::rel_err_to_max;
 // Relative to the largest reference value; TF32 keeps 10 mantissa bits, bf16 8.
 double tolerance(DType dtype, bool tf32_math) {
   switch (dtype) {
-    case DType::f64: return 1e-10;
-    case DType::f32: return tf32_math ? 5e-3 : 5e-5;
-    case DType::f16: return 1e-2;
-    default: return 4e-2;
+    case DType::f64:
+      return 1e-10;
+    case DType::f32:
+      return tf32_math ? 5e-3 : 5e-5;
+    case DType::f16:
+      return 1e-2;
+    default:
+      return 4e-2;
   }
 }
 
@@ -144,7 +148,7 @@ const dispatch::Algorithm<ConvProblem>& cuda_algorithm(Direction d, const std::s
 
 // The three tensors of a problem on the GPU and its fp64 reference results on the CPU.
 struct Operands {
-  Tensor x, w, dy;              // CUDA, in the case's dtype and layout
+  Tensor x, w, dy;               // CUDA, in the case's dtype and layout
   Tensor ref_y, ref_dx, ref_dw;  // CPU fp64
 };
 
@@ -196,8 +200,11 @@ struct Mode {
   bool tf32;
 };
 const std::vector<Mode>& modes() {
-  static const std::vector<Mode> m = {{DType::f32, false}, {DType::f32, true}, {DType::bf16, true},
-                                      {DType::f16, true},  {DType::f64, false}};
+  static const std::vector<Mode> m = {{DType::f32, false},
+                                      {DType::f32, true},
+                                      {DType::bf16, true},
+                                      {DType::f16, true},
+                                      {DType::f64, false}};
   return m;
 }
 
@@ -233,7 +240,8 @@ TEST_CASE("conv2d CUDA: every algorithm of every direction matches the CPU fp64 
             conv2d_run(pr);
             // Winograd computes in strict fp32 whatever the TF32 setting.
             const bool tf32_math = m.tf32 && name != "winograd";
-            CHECK(rel_err_to_max(pr.written(), reference_for(d, o)) <= tolerance(m.dtype, tf32_math));
+            CHECK(rel_err_to_max(pr.written(), reference_for(d, o)) <=
+                  tolerance(m.dtype, tf32_math));
             ++runs[std::string(dispatch::direction_name(d)) + "/" + name];
           }
         }
@@ -276,8 +284,9 @@ TEST_CASE("conv2d CUDA: deterministic algorithms are bitwise repeatable" *
     }
   }
   // The non-deterministic split-K variant is refused in deterministic mode, never replaced.
-  ConvProblem pr = problem_for(Direction::backward_filter, make_operands(c, DType::bf16, Layout::channels_last), c,
-                               Layout::channels_last, true);
+  ConvProblem pr =
+      problem_for(Direction::backward_filter, make_operands(c, DType::bf16, Layout::channels_last),
+                  c, Layout::channels_last, true);
   AlgoSettings settings = AlgoSettings().with_mode(AlgoMode::deterministic);
   settings.force("conv2d.backward_filter", "implicit_gemm_atomic");
   AlgoSettingsGuard guard(settings);
@@ -288,7 +297,8 @@ TEST_CASE("conv2d CUDA: the op end to end in deterministic mode is bitwise repea
           doctest::skip(!cuda::is_available())) {
   dispatch::AlgoModeGuard mode(AlgoMode::deterministic);
   Generator gen(Device::cpu(), 3);
-  Tensor x = randn({4, 16, 15, 15}, TensorOptions(), &gen).to(Device::cuda(), DType::bf16)
+  Tensor x = randn({4, 16, 15, 15}, TensorOptions(), &gen)
+                 .to(Device::cuda(), DType::bf16)
                  .contiguous(MemoryFormat::channels_last);
   Tensor w = randn({32, 16, 3, 3}, TensorOptions(), &gen).to(Device::cuda(), DType::bf16);
   Tensor b = randn({32}, TensorOptions(), &gen).to(Device::cuda(), DType::bf16);
@@ -308,7 +318,8 @@ TEST_CASE("conv2d CUDA: the op end to end in deterministic mode is bitwise repea
   }
 }
 
-TEST_CASE("conv2d CUDA: workspace limit 0 and benchmark mode" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("conv2d CUDA: workspace limit 0 and benchmark mode" *
+          doctest::skip(!cuda::is_available())) {
   const ConvCase c = {"3x3", 2, 16, 9, 9, 32, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};
   const Operands o = make_operands(c, DType::f32, Layout::channels_last);
   for (Direction d : kDirections) {
@@ -327,7 +338,8 @@ TEST_CASE("conv2d CUDA: workspace limit 0 and benchmark mode" * doctest::skip(!c
       ConvProblem fresh = problem_for(d, o, c, Layout::channels_last, false);
       conv2d_run(fresh);
       CHECK(rel_err_to_max(fresh.written(), reference_for(d, o)) <= tolerance(DType::f32, false));
-      auto choice = dispatch::algo_cache().peek(conv2d_slot(d, DeviceType::CUDA), conv2d_key(fresh));
+      auto choice =
+          dispatch::algo_cache().peek(conv2d_slot(d, DeviceType::CUDA), conv2d_key(fresh));
       REQUIRE(choice);
       CHECK(choice->source == dispatch::ChoiceSource::benchmark);
     }
@@ -390,14 +402,34 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
     const char* forward_algorithm;  // forced for the convolution
   };
   const std::vector<Row> rows = {
-      {"implicit gemm epilogue, bf16 NHWC", {2, 16, 9, 9}, {24, 16, 3, 3}, params(1, 1, 1, 1, 1, 1, 1),
-       DType::bf16, MemoryFormat::channels_last, "implicit_gemm"},
-      {"implicit gemm epilogue, tf32 NCHW (staged)", {1, 8, 7, 6}, {8, 8, 3, 3}, params(2, 1, 1, 1, 1, 1, 1),
-       DType::f32, MemoryFormat::contiguous, "implicit_gemm"},
-      {"separate pass after im2col_gemm", {2, 6, 7, 7}, {4, 3, 3, 3}, params(1, 1, 1, 1, 1, 1, 2),
-       DType::f32, MemoryFormat::contiguous, "im2col_gemm"},
-      {"separate pass after direct, f64", {1, 3, 6, 5}, {5, 3, 3, 3}, params(1, 1, 0, 1, 1, 1, 1),
-       DType::f64, MemoryFormat::channels_last, "direct"},
+      {"implicit gemm epilogue, bf16 NHWC",
+       {2, 16, 9, 9},
+       {24, 16, 3, 3},
+       params(1, 1, 1, 1, 1, 1, 1),
+       DType::bf16,
+       MemoryFormat::channels_last,
+       "implicit_gemm"},
+      {"implicit gemm epilogue, tf32 NCHW (staged)",
+       {1, 8, 7, 6},
+       {8, 8, 3, 3},
+       params(2, 1, 1, 1, 1, 1, 1),
+       DType::f32,
+       MemoryFormat::contiguous,
+       "implicit_gemm"},
+      {"separate pass after im2col_gemm",
+       {2, 6, 7, 7},
+       {4, 3, 3, 3},
+       params(1, 1, 1, 1, 1, 1, 2),
+       DType::f32,
+       MemoryFormat::contiguous,
+       "im2col_gemm"},
+      {"separate pass after direct, f64",
+       {1, 3, 6, 5},
+       {5, 3, 3, 3},
+       params(1, 1, 0, 1, 1, 1, 1),
+       DType::f64,
+       MemoryFormat::channels_last,
+       "direct"},
   };
   const bool saved_tf32 = conv_allow_tf32();
   for (const Row& row : rows)
@@ -407,9 +439,11 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
       CAPTURE(with_bias);
       set_conv_allow_tf32(row.dtype == DType::f32);
       Generator gen(Device::cpu(), 21);
-      Tensor x = randn(row.x, TensorOptions(), &gen).to(Device::cuda(), row.dtype).contiguous(row.format);
+      Tensor x =
+          randn(row.x, TensorOptions(), &gen).to(Device::cuda(), row.dtype).contiguous(row.format);
       Tensor w = randn(row.w, TensorOptions(), &gen).to(Device::cuda(), row.dtype);
-      Tensor b = with_bias ? randn({row.w[0]}, TensorOptions(), &gen).to(Device::cuda(), row.dtype) : Tensor();
+      Tensor b = with_bias ? randn({row.w[0]}, TensorOptions(), &gen).to(Device::cuda(), row.dtype)
+                           : Tensor();
       x.set_requires_grad(true);
       w.set_requires_grad(true);
       if (with_bias) b.set_requires_grad(true);
@@ -417,7 +451,8 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
       const std::vector<Tensor> gpu =
           with_bias ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x, w};
       std::vector<Tensor> cpu;
-      for (const Tensor& t : gpu) cpu.push_back(t.detach().to(Device::cpu(), DType::f64).set_requires_grad(true));
+      for (const Tensor& t : gpu)
+        cpu.push_back(t.detach().to(Device::cpu(), DType::f64).set_requires_grad(true));
       // The CPU composite first: the forced algorithm below exists on CUDA only.
       Tensor y_cpu = conv2d_bias_relu(cpu[0], cpu[1], with_bias ? cpu[2] : Tensor(), row.p);
       Tensor seed = rand(y_cpu.sizes(), TensorOptions(DType::f64), &gen);
@@ -427,8 +462,8 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
         AlgoSettingsGuard forced(AlgoSettings().force("conv2d.forward", row.forward_algorithm));
         y_gpu = conv2d_bias_relu(gpu[0], gpu[1], with_bias ? gpu[2] : Tensor(), row.p);
         // The row reaches the intended path (forced mode throws when the algorithm does not apply).
-        CHECK(conv2d_choose(ConvProblem{Direction::forward, gpu[0].detach(), gpu[1].detach(), y_gpu.detach(),
-                                        row.p, row.dtype == DType::f32})
+        CHECK(conv2d_choose(ConvProblem{Direction::forward, gpu[0].detach(), gpu[1].detach(),
+                                        y_gpu.detach(), row.p, row.dtype == DType::f32})
                   .name == row.forward_algorithm);
       }
       CHECK(y_gpu.suggest_memory_format() == x.suggest_memory_format());
@@ -438,7 +473,8 @@ TEST_CASE("conv2d_bias_relu CUDA: fused epilogue and separate pass match the CPU
       for (size_t i = 0; i < gpu.size(); ++i) {
         CAPTURE(i);
         REQUIRE(gpu[i].grad().defined());
-        CHECK(rel_err_to_max(gpu[i].grad(), cpu[i].grad()) <= 2 * tolerance(row.dtype, row.dtype == DType::f32));
+        CHECK(rel_err_to_max(gpu[i].grad(), cpu[i].grad()) <=
+              2 * tolerance(row.dtype, row.dtype == DType::f32));
       }
     }
   set_conv_allow_tf32(saved_tf32);
@@ -472,9 +508,10 @@ TEST_CASE("conv2d_bias_relu CUDA: the forward with its epilogue is one algorithm
 // One rule (conv_result_memory_format, PyTorch's) for the output and the input and weight
 // gradients of conv2d, conv2d_bias_relu and conv_transpose2d: channels_last when the input or the
 // weight is channels_last.
-TEST_CASE("conv2d, conv2d_bias_relu, conv_transpose2d CUDA: outputs and gradients share one "
-          "memory-format rule" *
-          doctest::skip(!cuda::is_available())) {
+TEST_CASE(
+    "conv2d, conv2d_bias_relu, conv_transpose2d CUDA: outputs and gradients share one "
+    "memory-format rule" *
+    doctest::skip(!cuda::is_available())) {
   struct Layouts {
     Layout x, w;
     bool channels_last;
@@ -487,15 +524,21 @@ TEST_CASE("conv2d, conv2d_bias_relu, conv_transpose2d CUDA: outputs and gradient
     ConvOp run;
   };
   const Op ops[] = {
-      {"conv2d", {16, 8, 3, 3}, 16,
+      {"conv2d",
+       {16, 8, 3, 3},
+       16,
        [](const Tensor& x, const Tensor& w, const Tensor& b) {
          return conv2d(x, w, b, params(1, 1, 1, 1, 1, 1, 1));
        }},
-      {"conv2d_bias_relu", {16, 8, 3, 3}, 16,
+      {"conv2d_bias_relu",
+       {16, 8, 3, 3},
+       16,
        [](const Tensor& x, const Tensor& w, const Tensor& b) {
          return conv2d_bias_relu(x, w, b, params(1, 1, 1, 1, 1, 1, 1));
        }},
-      {"conv_transpose2d", {8, 6, 3, 3}, 6,
+      {"conv_transpose2d",
+       {8, 6, 3, 3},
+       6,
        [](const Tensor& x, const Tensor& w, const Tensor& b) {
          ConvTranspose2dParams p;
          p.stride = {2, 2};
@@ -546,11 +589,13 @@ TEST_CASE("conv2d, conv2d_bias_relu, conv_transpose2d CUDA: outputs and gradient
   }
 }
 
-TEST_CASE("conv2d CUDA: device and dtype errors name the tensors" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("conv2d CUDA: device and dtype errors name the tensors" *
+          doctest::skip(!cuda::is_available())) {
   Tensor x = zeros({1, 3, 6, 6}, TensorOptions(Device::cuda()));
   Tensor w = zeros({2, 3, 3, 3}, TensorOptions(Device::cuda()));
   CHECK_THROWS_WITH_AS(conv2d(x, w, zeros({2})), doctest::Contains("bias is on cpu"), Error);
-  CHECK_THROWS_WITH_AS(conv2d(x, w.to(DType::bf16)), doctest::Contains("input has dtype float32"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, w.to(DType::bf16)), doctest::Contains("input has dtype float32"),
+                       Error);
   CHECK_THROWS_WITH_AS(conv2d_bias_relu(x, w.cpu()), doctest::Contains("weight is on cpu"), Error);
 }
 

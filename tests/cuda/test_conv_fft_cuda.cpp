@@ -44,9 +44,12 @@ using testing::rel_err_to_max;
 // setting; 16-bit operands round their inputs and outputs.
 double tolerance(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 2e-5;
-    case DType::f16: return 1e-2;
-    default: return 4e-2;
+    case DType::f32:
+      return 2e-5;
+    case DType::f16:
+      return 1e-2;
+    default:
+      return 4e-2;
   }
 }
 
@@ -199,7 +202,8 @@ TEST_CASE("conv2d CUDA fft: the op with autograd, forced, matches the CPU" *
     sum(y * y).backward();
   }
 
-  Tensor xc = x.detach().cpu().set_requires_grad(true), wc = w.detach().cpu().set_requires_grad(true);
+  Tensor xc = x.detach().cpu().set_requires_grad(true),
+         wc = w.detach().cpu().set_requires_grad(true);
   Tensor bc = b.detach().cpu().set_requires_grad(true);
   Tensor yc = conv2d(xc, wc, bc, padding(5, 5));
   sum(yc * yc).backward();
@@ -264,13 +268,16 @@ TEST_CASE("conv2d CUDA: padding='same' with an even kernel matches the CPU" *
           doctest::skip(!cuda::is_available())) {
   Conv2dParams p;
   p.padding_mode = ConvPaddingMode::same;
-  Tensor x = random_cuda({2, 5, 9, 8}, DType::f32, Layout::channels_last, 61).set_requires_grad(true);
-  Tensor w = random_cuda({6, 5, 4, 3}, DType::f32, Layout::channels_last, 62).set_requires_grad(true);
+  Tensor x =
+      random_cuda({2, 5, 9, 8}, DType::f32, Layout::channels_last, 61).set_requires_grad(true);
+  Tensor w =
+      random_cuda({6, 5, 4, 3}, DType::f32, Layout::channels_last, 62).set_requires_grad(true);
   Tensor y = conv2d(x, w, Tensor(), p);
   CHECK(y.sizes() == Shape{2, 6, 9, 8});
   CHECK(y.is_contiguous(MemoryFormat::channels_last));
   sum(y * y).backward();
-  Tensor xc = x.detach().cpu().set_requires_grad(true), wc = w.detach().cpu().set_requires_grad(true);
+  Tensor xc = x.detach().cpu().set_requires_grad(true),
+         wc = w.detach().cpu().set_requires_grad(true);
   Tensor yc = conv2d(xc, wc, Tensor(), p);
   sum(yc * yc).backward();
   CHECK(rel_err_to_max(y, yc) <= 5e-3);

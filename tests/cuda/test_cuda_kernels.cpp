@@ -1,6 +1,6 @@
 // CUDA kernels vs the CPU reference kernels, called straight through the kernel tables of
-// kernel_interface/ (no op-level promotion or autograd): elementwise (unary, binary, where, copy) over
-// awkward sizes (1, 7, 1023, 4097, 2^20 + 3 elements) and layouts (transposed, broadcast rows,
+// kernel_interface/ (no op-level promotion or autograd): elementwise (unary, binary, where, copy)
+// over awkward sizes (1, 7, 1023, 4097, 2^20 + 3 elements) and layouts (transposed, broadcast rows,
 // broadcast scalars, views misaligned by one element, transposed outputs); reductions over
 // [outer, reduce, inner] shapes from reduce = 1 to rows of 2^21; GEMM with transposes, padded
 // leading dims, batches, alpha/beta and k = 0; the index kernels, and their device-side
@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "ember/dispatch/algo_cache.h"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/kernel_interface/elementwise.h"
-#include "ember/kernel_interface/reduce.h"
 #include "ember/kernel_interface/gemm.h"
 #include "ember/kernel_interface/indexing.h"
+#include "ember/kernel_interface/reduce.h"
 #include "ember/ops/ops.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/device_errors.h"
 
 using namespace ember;
@@ -53,10 +53,14 @@ std::vector<double> make_values(int64_t n, DType dtype, Range r, uint32_t seed) 
   std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) {
     const double u = dist(rng);
-    if (dtype == DType::boolean) x = u > (r.lo + r.hi) / 2 ? 1 : 0;
-    else if (is_floating(dtype)) x = r.quantum > 0 ? std::round(u / r.quantum) * r.quantum : u;
-    else if (dtype == DType::u8) x = std::min(255.0, std::max(0.0, std::round(u)));
-    else x = std::round(u);
+    if (dtype == DType::boolean)
+      x = u > (r.lo + r.hi) / 2 ? 1 : 0;
+    else if (is_floating(dtype))
+      x = r.quantum > 0 ? std::round(u / r.quantum) * r.quantum : u;
+    else if (dtype == DType::u8)
+      x = std::min(255.0, std::max(0.0, std::round(u)));
+    else
+      x = std::round(u);
     if (r.nonzero && x == 0) x = 1;
   }
   if (r.specials && is_floating(dtype) && n >= 4) {
@@ -72,7 +76,8 @@ struct Pair {
 };
 using ViewFn = std::function<Tensor(const Tensor&)>;
 Pair make_pair(const Shape& base, DType dtype, Range r, uint32_t seed, const ViewFn& view = {}) {
-  Tensor host = from_vector(make_values(shape_numel(base), dtype, r, seed), base, TensorOptions(dtype));
+  Tensor host =
+      from_vector(make_values(shape_numel(base), dtype, r, seed), base, TensorOptions(dtype));
   Tensor dev = host.to(kGpu);
   if (!view) return {host, dev};
   return {view(host), view(dev)};
@@ -82,23 +87,33 @@ Pair make_pair(const Shape& base, DType dtype, Range r, uint32_t seed, const Vie
 enum class Layout { contiguous, transposed, misaligned, broadcast_row, broadcast_scalar };
 const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::contiguous: return "contiguous";
-    case Layout::transposed: return "transposed";
-    case Layout::misaligned: return "misaligned (offset 1)";
-    case Layout::broadcast_row: return "broadcast row";
-    case Layout::broadcast_scalar: return "broadcast scalar";
+    case Layout::contiguous:
+      return "contiguous";
+    case Layout::transposed:
+      return "transposed";
+    case Layout::misaligned:
+      return "misaligned (offset 1)";
+    case Layout::broadcast_row:
+      return "broadcast row";
+    case Layout::broadcast_scalar:
+      return "broadcast scalar";
   }
   return "?";
 }
 Pair make_operand(Layout l, int64_t rows, int64_t cols, DType dtype, Range r, uint32_t seed) {
   switch (l) {
-    case Layout::contiguous: return make_pair({rows, cols}, dtype, r, seed);
-    case Layout::transposed: return make_pair({cols, rows}, dtype, r, seed, [](const Tensor& t) { return t.t(); });
+    case Layout::contiguous:
+      return make_pair({rows, cols}, dtype, r, seed);
+    case Layout::transposed:
+      return make_pair({cols, rows}, dtype, r, seed, [](const Tensor& t) { return t.t(); });
     case Layout::misaligned:
-      return make_pair({rows * cols + 1}, dtype, r, seed,
-                       [=](const Tensor& t) { return t.narrow(0, 1, rows * cols).view({rows, cols}); });
-    case Layout::broadcast_row: return make_pair({1, cols}, dtype, r, seed);
-    case Layout::broadcast_scalar: return make_pair({}, dtype, r, seed);
+      return make_pair({rows * cols + 1}, dtype, r, seed, [=](const Tensor& t) {
+        return t.narrow(0, 1, rows * cols).view({rows, cols});
+      });
+    case Layout::broadcast_row:
+      return make_pair({1, cols}, dtype, r, seed);
+    case Layout::broadcast_scalar:
+      return make_pair({}, dtype, r, seed);
   }
   return {};
 }
@@ -109,11 +124,16 @@ Tensor make_output(Device dev, int64_t rows, int64_t cols, DType dtype, bool tra
 // Relative tolerance of one result rounded to `t` (a couple of ulps for the CUDA math library).
 double tolerance(DType t) {
   switch (t) {
-    case DType::f64: return 1e-12;
-    case DType::f32: return 4e-6;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    default: return 0;
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 4e-6;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    default:
+      return 0;
   }
 }
 
@@ -126,11 +146,13 @@ void check_close(const Tensor& gpu, const Tensor& cpu, double rtol, double atol 
   int64_t misses = 0, first = -1;
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = got[i], w = want[i];
-    const bool same = (std::isnan(g) && std::isnan(w)) || g == w || std::abs(g - w) <= atol + rtol * std::abs(w);
+    const bool same =
+        (std::isnan(g) && std::isnan(w)) || g == w || std::abs(g - w) <= atol + rtol * std::abs(w);
     if (!same && misses++ == 0) first = int64_t(i);
   }
-  CHECK_MESSAGE(misses == 0, misses, " of ", got.size(), " elements differ; first at flat index ", first,
-                ": cuda ", first >= 0 ? got[size_t(first)] : 0.0, " vs cpu ", first >= 0 ? want[size_t(first)] : 0.0);
+  CHECK_MESSAGE(misses == 0, misses, " of ", got.size(), " elements differ; first at flat index ",
+                first, ": cuda ", first >= 0 ? got[size_t(first)] : 0.0, " vs cpu ",
+                first >= 0 ? want[size_t(first)] : 0.0);
 }
 
 // Runs `run(device)` on the CPU; if the CPU kernel rejects the dtype, the CUDA kernel must too and
@@ -161,15 +183,23 @@ struct UnaryCase {
 std::vector<UnaryCase> unary_cases() {
   const Range any{-4, 4}, positive{0.125, 4}, special{-4, 4, 1.0 / 32, false, true};
   return {
-      {UnaryOp::neg, "neg", any, {}},           {UnaryOp::exp, "exp", any, {}},
-      {UnaryOp::log, "log", positive, {}},      {UnaryOp::sqrt, "sqrt", {0, 4}, {}},
-      {UnaryOp::rsqrt, "rsqrt", positive, {}},  {UnaryOp::abs, "abs", special, {}},
-      {UnaryOp::tanh, "tanh", any, {}},         {UnaryOp::sigmoid, "sigmoid", special, {}},
-      {UnaryOp::relu, "relu", special, {}},     {UnaryOp::sin, "sin", any, {}},
-      {UnaryOp::cos, "cos", any, {}},           {UnaryOp::sign, "sign", special, {}},
+      {UnaryOp::neg, "neg", any, {}},
+      {UnaryOp::exp, "exp", any, {}},
+      {UnaryOp::log, "log", positive, {}},
+      {UnaryOp::sqrt, "sqrt", {0, 4}, {}},
+      {UnaryOp::rsqrt, "rsqrt", positive, {}},
+      {UnaryOp::abs, "abs", special, {}},
+      {UnaryOp::tanh, "tanh", any, {}},
+      {UnaryOp::sigmoid, "sigmoid", special, {}},
+      {UnaryOp::relu, "relu", special, {}},
+      {UnaryOp::sin, "sin", any, {}},
+      {UnaryOp::cos, "cos", any, {}},
+      {UnaryOp::sign, "sign", special, {}},
       {UnaryOp::reciprocal, "reciprocal", any, {}},
-      {UnaryOp::square, "square", any, {}},     {UnaryOp::log1p, "log1p", {-0.5, 4}, {}},
-      {UnaryOp::expm1, "expm1", any, {}},       {UnaryOp::floor, "floor", {-4, 4, 1.0 / 4}, {}},
+      {UnaryOp::square, "square", any, {}},
+      {UnaryOp::log1p, "log1p", {-0.5, 4}, {}},
+      {UnaryOp::expm1, "expm1", any, {}},
+      {UnaryOp::floor, "floor", {-4, 4, 1.0 / 4}, {}},
       {UnaryOp::ceil, "ceil", {-4, 4, 1.0 / 4}, {}},
       {UnaryOp::round, "round (half to even)", {-4, 4, 1.0 / 4}, {}},
       {UnaryOp::logical_not, "logical_not", any, {}, true},
@@ -193,7 +223,8 @@ Tensor run_unary(Device dev, const Tensor& in, const Tensor& out, UnaryOp op, Un
   return out;
 }
 
-TEST_CASE("unary kernels match the CPU for every op, dtype and layout" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("unary kernels match the CPU for every op, dtype and layout" *
+          doctest::skip(!cuda::is_available())) {
   const int64_t rows = 33, cols = 65;  // 2145 elements: whole 16-byte vectors plus a tail
   for (DType dtype : kDTypes) {
     for (const UnaryCase& c : unary_cases()) {
@@ -206,8 +237,9 @@ TEST_CASE("unary kernels match the CPU for every op, dtype and layout" * doctest
         const DType out_dtype = c.writes_bool ? DType::boolean : dtype;
         compare_on_both(
             [&](Device d) {
-              return run_unary(d, d.is_cuda() ? in.gpu : in.cpu, make_output(d, rows, cols, out_dtype, out_transposed),
-                               c.op, c.params);
+              return run_unary(d, d.is_cuda() ? in.gpu : in.cpu,
+                               make_output(d, rows, cols, out_dtype, out_transposed), c.op,
+                               c.params);
             },
             tolerance(out_dtype));
       }
@@ -215,7 +247,8 @@ TEST_CASE("unary kernels match the CPU for every op, dtype and layout" * doctest
   }
 }
 
-TEST_CASE("fill writes every element for awkward sizes and layouts" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("fill writes every element for awkward sizes and layouts" *
+          doctest::skip(!cuda::is_available())) {
   for (DType dtype : kDTypes) {
     for (int64_t n : {int64_t(1), int64_t(7), int64_t(1023), int64_t(4097), int64_t(1 << 20) + 3}) {
       for (bool misaligned : {false, true}) {
@@ -269,7 +302,8 @@ std::vector<BinaryCase> binary_cases() {
   };
 }
 
-Tensor run_binary(Device dev, const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, double alpha) {
+Tensor run_binary(Device dev, const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op,
+                  double alpha) {
   ElementwiseIter it = make_elementwise_iter("test_binary", out, {a, b});
   binary_kernel().get(dev.type, a.dtype())(it, op, alpha);
   return out;
@@ -292,7 +326,8 @@ void compare_binary(const BinaryCase& c, DType dtype, Layout la, Layout lb, bool
       tolerance(out_dtype));
 }
 
-TEST_CASE("binary kernels match the CPU for every op, dtype and layout" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("binary kernels match the CPU for every op, dtype and layout" *
+          doctest::skip(!cuda::is_available())) {
   for (DType dtype : kDTypes) {
     for (const BinaryCase& c : binary_cases()) {
       if (c.floating_only && !is_floating(dtype)) continue;
@@ -306,7 +341,8 @@ TEST_CASE("binary kernels match the CPU for every op, dtype and layout" * doctes
   }
 }
 
-TEST_CASE("binary add over awkward sizes: vector tails, misaligned views, broadcasts" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("binary add over awkward sizes: vector tails, misaligned views, broadcasts" *
+          doctest::skip(!cuda::is_available())) {
   const BinaryCase add{BinaryOp::add, "add", {-4, 4}, {-4, 4}, 1};
   const BinaryCase lt{BinaryOp::lt, "lt", {-2, 2, 1.0 / 2}, {-2, 2, 1.0 / 2}};
   for (DType dtype : kDTypes) {
@@ -327,7 +363,8 @@ TEST_CASE("binary add over awkward sizes: vector tails, misaligned views, broadc
   }
 }
 
-TEST_CASE("where matches the CPU with broadcast and strided operands" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("where matches the CPU with broadcast and strided operands" *
+          doctest::skip(!cuda::is_available())) {
   for (DType dtype : kDTypes) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {1, 4097}, {33, 65}}) {
       CAPTURE(dtype_name(dtype));
@@ -339,7 +376,8 @@ TEST_CASE("where matches the CPU with broadcast and strided operands" * doctest:
           [&](Device d) {
             const bool g = d.is_cuda();
             Tensor out = make_output(d, rows, cols, dtype, false);
-            ElementwiseIter it = make_elementwise_iter("test_where", out, {g ? cond.gpu : cond.cpu, g ? a.gpu : a.cpu, g ? b.gpu : b.cpu});
+            ElementwiseIter it = make_elementwise_iter(
+                "test_where", out, {g ? cond.gpu : cond.cpu, g ? a.gpu : a.cpu, g ? b.gpu : b.cpu});
             where_kernel().get(d.type, dtype)(it);
             return out;
           },
@@ -348,7 +386,8 @@ TEST_CASE("where matches the CPU with broadcast and strided operands" * doctest:
   }
 }
 
-TEST_CASE("copy converts between every pair of dtypes and layouts like the CPU" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("copy converts between every pair of dtypes and layouts like the CPU" *
+          doctest::skip(!cuda::is_available())) {
   for (DType to : kDTypes) {
     for (DType from : kDTypes) {
       CAPTURE(dtype_name(from));
@@ -363,7 +402,8 @@ TEST_CASE("copy converts between every pair of dtypes and layouts like the CPU" 
         compare_on_both(
             [&](Device d) {
               Tensor out = make_output(d, rows, cols, to, out_transposed);
-              ElementwiseIter it = make_elementwise_iter("test_copy", out, {d.is_cuda() ? in.gpu : in.cpu});
+              ElementwiseIter it =
+                  make_elementwise_iter("test_copy", out, {d.is_cuda() ? in.gpu : in.cpu});
               copy_kernel().get(d.type, to)(it);
               return out;
             },
@@ -391,29 +431,39 @@ ReduceTolerance reduce_tolerance(ReduceOp op, DType dtype, int64_t reduce) {
   const double out_rtol = tolerance(dtype);  // the final rounding to f16/bf16
   const bool reduced = dtype == DType::f16 || dtype == DType::bf16;
   switch (op) {
-    case ReduceOp::sum: case ReduceOp::max: case ReduceOp::min: case ReduceOp::amax_abs:
+    case ReduceOp::sum:
+    case ReduceOp::max:
+    case ReduceOp::min:
+    case ReduceOp::amax_abs:
       return {reduced ? out_rtol : 1e-12, 0};  // exact inputs, exact float sums
-    case ReduceOp::mean: return {std::max(out_rtol, 2e-7), 0};
-    case ReduceOp::prod: return {std::max(out_rtol, dtype == DType::f64 ? 1e-12 : 4e-7 * double(reduce)), 0};
-    case ReduceOp::var: return {std::max(out_rtol, dtype == DType::f64 ? 1e-10 : 1e-4), 1e-6};
-    default: return {out_rtol, 0};
+    case ReduceOp::mean:
+      return {std::max(out_rtol, 2e-7), 0};
+    case ReduceOp::prod:
+      return {std::max(out_rtol, dtype == DType::f64 ? 1e-12 : 4e-7 * double(reduce)), 0};
+    case ReduceOp::var:
+      return {std::max(out_rtol, dtype == DType::f64 ? 1e-10 : 1e-4), 1e-6};
+    default:
+      return {out_rtol, 0};
   }
 }
 
 Tensor run_reduce(Device dev, const Tensor& in, ReduceShape s, ReduceOp op, Tensor* indices) {
-  const DType out_dtype = op == ReduceOp::argmax || op == ReduceOp::argmin ? DType::i64 : in.dtype();
+  const DType out_dtype =
+      op == ReduceOp::argmax || op == ReduceOp::argmin ? DType::i64 : in.dtype();
   Tensor out = empty({s.outer, s.inner}, out_dtype, dev);
   reduce_kernel().get(dev.type, in.dtype())(out, indices, in, s, op, 1);
   return out;
 }
 
-TEST_CASE("reductions match the CPU over [outer, reduce, inner] shapes" * doctest::skip(!cuda::is_available())) {
-  const ReduceShape shapes[] = {{1, 1, 1},    {3, 1, 5},        {1, 7, 1},   {5, 33, 1},     {4, 1000, 1},
-                                {64, 600, 1}, {3, 4097, 1},     {2, (1 << 20) + 3, 1},        {1, 1 << 21, 1},
-                                {7, 5, 3},    {1, 4096, 16},    {3, 100, 1024},             {1, 10000, 7},
-                                {2, 0, 3},    {0, 5, 2}};
-  const ReduceOp ops[] = {ReduceOp::sum,    ReduceOp::mean,   ReduceOp::max, ReduceOp::min,     ReduceOp::argmax,
-                          ReduceOp::argmin, ReduceOp::var,    ReduceOp::prod, ReduceOp::amax_abs};
+TEST_CASE("reductions match the CPU over [outer, reduce, inner] shapes" *
+          doctest::skip(!cuda::is_available())) {
+  const ReduceShape shapes[] = {{1, 1, 1},       {3, 1, 5},    {1, 7, 1},     {5, 33, 1},
+                                {4, 1000, 1},    {64, 600, 1}, {3, 4097, 1},  {2, (1 << 20) + 3, 1},
+                                {1, 1 << 21, 1}, {7, 5, 3},    {1, 4096, 16}, {3, 100, 1024},
+                                {1, 10000, 7},   {2, 0, 3},    {0, 5, 2}};
+  const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::mean,   ReduceOp::max,
+                          ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin,
+                          ReduceOp::var, ReduceOp::prod,   ReduceOp::amax_abs};
   for (const ReduceShape& s : shapes) {
     for (DType dtype : kDTypes) {
       CAPTURE(s.outer);
@@ -428,11 +478,13 @@ TEST_CASE("reductions match the CPU over [outer, reduce, inner] shapes" * doctes
         const Pair near_one = make_pair({s.outer * s.reduce * s.inner}, dtype, {0.5, 1.5}, 52);
         for (ReduceOp op : ops) {
           if (op == ReduceOp::prod && long_rows) continue;  // fp32 vs fp64 accumulation drift
-          const bool needs_elements = op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::argmax ||
-                                      op == ReduceOp::argmin;
+          const bool needs_elements = op == ReduceOp::max || op == ReduceOp::min ||
+                                      op == ReduceOp::argmax || op == ReduceOp::argmin;
           if (needs_elements && s.reduce == 0) continue;
-          if (op == ReduceOp::mean && s.reduce == 0 && !is_floating(dtype)) continue;  // NaN in an int
-          if (specials && (op == ReduceOp::prod || op == ReduceOp::var || op == ReduceOp::mean)) continue;
+          if (op == ReduceOp::mean && s.reduce == 0 && !is_floating(dtype))
+            continue;  // NaN in an int
+          if (specials && (op == ReduceOp::prod || op == ReduceOp::var || op == ReduceOp::mean))
+            continue;
           CAPTURE(int(op));
           CAPTURE(specials);
           const Pair& x = op == ReduceOp::prod ? near_one : in;
@@ -441,10 +493,12 @@ TEST_CASE("reductions match the CPU over [outer, reduce, inner] shapes" * doctes
           Tensor cpu_idx = with_indices ? empty({s.outer, s.inner}, DType::i64, kCpu) : Tensor();
           Tensor gpu_idx = with_indices ? empty({s.outer, s.inner}, DType::i64, kGpu) : Tensor();
           std::optional<Tensor> want = cpu_reference([&](Device d) {
-            return run_reduce(d, d.is_cuda() ? x.gpu : x.cpu, s, op, with_indices ? (d.is_cuda() ? &gpu_idx : &cpu_idx) : nullptr);
+            return run_reduce(d, d.is_cuda() ? x.gpu : x.cpu, s, op,
+                              with_indices ? (d.is_cuda() ? &gpu_idx : &cpu_idx) : nullptr);
           });
           if (!want) continue;
-          check_close(run_reduce(kGpu, x.gpu, s, op, with_indices ? &gpu_idx : nullptr), *want, tol.rtol, tol.atol);
+          check_close(run_reduce(kGpu, x.gpu, s, op, with_indices ? &gpu_idx : nullptr), *want,
+                      tol.rtol, tol.atol);
           if (with_indices) check_close(gpu_idx, cpu_idx, 0);
         }
       }
@@ -456,7 +510,8 @@ TEST_CASE("reductions are deterministic run to run" * doctest::skip(!cuda::is_av
   // Unrounded inputs, so the summation order matters: split rows and split columns.
   for (ReduceShape s : {ReduceShape{1, 1 << 21, 1}, ReduceShape{1, 4096, 16}}) {
     const Pair in = make_pair({s.outer * s.reduce * s.inner}, DType::f32, {-1, 1, 0}, 61);
-    const std::vector<double> first = run_reduce(kGpu, in.gpu, s, ReduceOp::sum, nullptr).cpu().to_vector();
+    const std::vector<double> first =
+        run_reduce(kGpu, in.gpu, s, ReduceOp::sum, nullptr).cpu().to_vector();
     for (int rep = 0; rep < 3; ++rep)
       CHECK(run_reduce(kGpu, in.gpu, s, ReduceOp::sum, nullptr).cpu().to_vector() == first);
   }
@@ -476,12 +531,14 @@ struct GemmOperand {
   Pair data;
   int64_t ld, batch_stride;
 };
-GemmOperand gemm_operand(int64_t batch, int64_t rows, int64_t cols, int64_t pad, DType dtype, Range r, uint32_t seed) {
+GemmOperand gemm_operand(int64_t batch, int64_t rows, int64_t cols, int64_t pad, DType dtype,
+                         Range r, uint32_t seed) {
   const int64_t ld = std::max<int64_t>(cols + pad, 1);
   return {make_pair({batch, rows, ld}, dtype, r, seed), ld, rows * ld};
 }
 
-void compare_gemm(const GemmCase& c, DType dtype, bool tf32, Range r, double rtol, double atol = 0) {
+void compare_gemm(const GemmCase& c, DType dtype, bool tf32, Range r, double rtol,
+                  double atol = 0) {
   CAPTURE(c.m);
   CAPTURE(c.n);
   CAPTURE(c.k);
@@ -528,14 +585,20 @@ void compare_gemm(const GemmCase& c, DType dtype, bool tf32, Range r, double rto
   check_close(c_gpu, c_cpu, rtol, atol);
 }
 
-TEST_CASE("gemm on cuBLAS matches the CPU: transposes, padding, batches, alpha/beta, k = 0" * doctest::skip(!cuda::is_available())) {
-  const GemmCase cases[] = {
-      {1, 1, 1, false, false},          {7, 5, 3, true, false, 1, 1},
-      {64, 48, 32, false, true, 1, 0, 0.5, 0.25},                  {127, 65, 129, true, true, 1, 3, 1, 1},
-      {256, 256, 256, false, false},    {33, 17, 64, false, false, 4, 2, 1, 0.5},
-      {1, 300, 200, true, false},       {300, 1, 200, false, true, 2},
-      {5, 6, 0, false, false, 2, 1, 1, 0.5},                       {5, 6, 0, true, true, 1, 0, 1, 0},
-      {0, 4, 5, false, false},          {4, 0, 5, false, false}};
+TEST_CASE("gemm on cuBLAS matches the CPU: transposes, padding, batches, alpha/beta, k = 0" *
+          doctest::skip(!cuda::is_available())) {
+  const GemmCase cases[] = {{1, 1, 1, false, false},
+                            {7, 5, 3, true, false, 1, 1},
+                            {64, 48, 32, false, true, 1, 0, 0.5, 0.25},
+                            {127, 65, 129, true, true, 1, 3, 1, 1},
+                            {256, 256, 256, false, false},
+                            {33, 17, 64, false, false, 4, 2, 1, 0.5},
+                            {1, 300, 200, true, false},
+                            {300, 1, 200, false, true, 2},
+                            {5, 6, 0, false, false, 2, 1, 1, 0.5},
+                            {5, 6, 0, true, true, 1, 0, 1, 0},
+                            {0, 4, 5, false, false},
+                            {4, 0, 5, false, false}};
   // Multiples of 1/32 in [-1, 1] with k <= 256: every product and partial sum is exact in fp32
   // (and in tf32's inputs), so fp32/tf32/f16/bf16 must agree with the CPU up to the final rounding.
   const Range exact{-1, 1, 1.0 / 32};
@@ -563,10 +626,11 @@ TEST_CASE("index_select and index_add match the CPU" * doctest::skip(!cuda::is_a
     int64_t outer, size, inner, nidx;
     DType dtype, index_dtype;
   };
-  const Case select_cases[] = {{1, 10, 1, 25, DType::f32, DType::i64},   {3, 50, 7, 40, DType::f16, DType::i32},
-                               {2, 1000, 64, 300, DType::f32, DType::i64}, {4, 17, 3, 9, DType::boolean, DType::i64},
-                               {2, 33, 5, 12, DType::i64, DType::i32},   {1, 5, 2, 7, DType::u8, DType::i64},
-                               {2, 20, 6, 11, DType::bf16, DType::i64},  {3, 8, 5, 0, DType::f64, DType::i64}};
+  const Case select_cases[] = {
+      {1, 10, 1, 25, DType::f32, DType::i64},     {3, 50, 7, 40, DType::f16, DType::i32},
+      {2, 1000, 64, 300, DType::f32, DType::i64}, {4, 17, 3, 9, DType::boolean, DType::i64},
+      {2, 33, 5, 12, DType::i64, DType::i32},     {1, 5, 2, 7, DType::u8, DType::i64},
+      {2, 20, 6, 11, DType::bf16, DType::i64},    {3, 8, 5, 0, DType::f64, DType::i64}};
   for (const Case& c : select_cases) {
     CAPTURE(c.outer);
     CAPTURE(c.size);
@@ -578,7 +642,8 @@ TEST_CASE("index_select and index_add match the CPU" * doctest::skip(!cuda::is_a
         [&](Device d) {
           const bool g = d.is_cuda();
           Tensor out = empty({c.outer, c.nidx, c.inner}, c.dtype, d);
-          index_select_kernel().get(d.type, c.dtype)(out, g ? in.gpu : in.cpu, g ? idx.gpu : idx.cpu, c.outer, c.size, c.inner);
+          index_select_kernel().get(d.type, c.dtype)(
+              out, g ? in.gpu : in.cpu, g ? idx.gpu : idx.cpu, c.outer, c.size, c.inner);
           return out;
         },
         0);
@@ -587,8 +652,9 @@ TEST_CASE("index_select and index_add match the CPU" * doctest::skip(!cuda::is_a
   // order of the atomic adds cannot change the result.
   const Range small{-2, 2, 1.0 / 8};
   for (DType dtype : kDTypes) {
-    for (const Case& c : {Case{1, 10, 1, 50, dtype, DType::i64}, Case{3, 50, 7, 40, dtype, DType::i32},
-                          Case{2, 100, 64, 300, dtype, DType::i64}}) {
+    for (const Case& c :
+         {Case{1, 10, 1, 50, dtype, DType::i64}, Case{3, 50, 7, 40, dtype, DType::i32},
+          Case{2, 100, 64, 300, dtype, DType::i64}}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(c.size);
       const Pair base = make_pair({c.outer, c.size, c.inner}, dtype, small, 83);
@@ -598,7 +664,8 @@ TEST_CASE("index_select and index_add match the CPU" * doctest::skip(!cuda::is_a
           [&](Device d) {
             const bool g = d.is_cuda();
             Tensor out = (g ? base.gpu : base.cpu).clone();
-            index_add_kernel().get(d.type, dtype)(out, g ? idx.gpu : idx.cpu, g ? src.gpu : src.cpu, c.outer, c.size, c.inner);
+            index_add_kernel().get(d.type, dtype)(out, g ? idx.gpu : idx.cpu, g ? src.gpu : src.cpu,
+                                                  c.outer, c.size, c.inner);
             return out;
           },
           0);
@@ -606,11 +673,13 @@ TEST_CASE("index_select and index_add match the CPU" * doctest::skip(!cuda::is_a
   }
 }
 
-TEST_CASE("gather and scatter_add match the CPU along every dim, strided inputs included" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("gather and scatter_add match the CPU along every dim, strided inputs included" *
+          doctest::skip(!cuda::is_available())) {
   const Shape data_shape = {5, 6, 7};
   const Range small{-2, 2, 1.0 / 8};
   for (int64_t dim = 0; dim < 3; ++dim) {
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i64, DType::i32, DType::boolean}) {
+    for (DType dtype :
+         {DType::f32, DType::f16, DType::bf16, DType::i64, DType::i32, DType::boolean}) {
       for (bool strided : {false, true}) {
         CAPTURE(dim);
         CAPTURE(dtype_name(dtype));
@@ -621,12 +690,14 @@ TEST_CASE("gather and scatter_add match the CPU along every dim, strided inputs 
         auto data_view = [&](const Tensor& t) { return strided ? t.permute({2, 1, 0}) : t; };
         const Shape data_base = strided ? Shape{7, 6, 5} : data_shape;
         const Pair data = make_pair(data_base, dtype, small, 91, data_view);
-        const Pair idx = make_pair(index_shape, DType::i64, {0, double(data_shape[size_t(dim)] - 1), 0}, 92);
+        const Pair idx =
+            make_pair(index_shape, DType::i64, {0, double(data_shape[size_t(dim)] - 1), 0}, 92);
         compare_on_both(
             [&](Device d) {
               const bool g = d.is_cuda();
               Tensor out = empty(index_shape, dtype, d);
-              gather_kernel().get(d.type, dtype)(out, g ? data.gpu : data.cpu, g ? idx.gpu : idx.cpu, dim);
+              gather_kernel().get(d.type, dtype)(out, g ? data.gpu : data.cpu,
+                                                 g ? idx.gpu : idx.cpu, dim);
               return out;
             },
             0);
@@ -635,7 +706,8 @@ TEST_CASE("gather and scatter_add match the CPU along every dim, strided inputs 
             [&](Device d) {
               const bool g = d.is_cuda();
               Tensor out = (g ? data.gpu : data.cpu).clone();
-              scatter_add_kernel().get(d.type, dtype)(out, g ? idx.gpu : idx.cpu, g ? src.gpu : src.cpu, dim);
+              scatter_add_kernel().get(d.type, dtype)(out, g ? idx.gpu : idx.cpu,
+                                                      g ? src.gpu : src.cpu, dim);
               return out;
             },
             0);
@@ -644,22 +716,26 @@ TEST_CASE("gather and scatter_add match the CPU along every dim, strided inputs 
   }
 }
 
-TEST_CASE("out-of-range indices are reported through the device error flag" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("out-of-range indices are reported through the device error flag" *
+          doctest::skip(!cuda::is_available())) {
   cuda::synchronize(0);  // start clean (throws if an earlier test left an error)
-  const Tensor in = from_vector(make_values(40, DType::f32, {}, 95), {4, 10}, TensorOptions(DType::f32)).to(kGpu);
+  const Tensor in =
+      from_vector(make_values(40, DType::f32, {}, 95), {4, 10}, TensorOptions(DType::f32)).to(kGpu);
   SUBCASE("index_select, index == size") {
     const Tensor idx = from_vector({0, 3, 10, 2}, {4}, TensorOptions(DType::i64)).to(kGpu);
     Tensor out = empty({4, 4}, DType::f32, kGpu);
     index_select_kernel().get(DeviceType::CUDA, DType::f32)(out, in, idx, 4, 10, 1);
     CHECK_THROWS_WITH_AS(cuda::synchronize(0),  // a sync point: it reads the flag
-                         doctest::Contains("index 10 is out of bounds for a dimension of size 10"), Error);
+                         doctest::Contains("index 10 is out of bounds for a dimension of size 10"),
+                         Error);
   }
   SUBCASE("gather, negative index") {
     const Tensor idx = from_vector({1, -1, 2, 0}, {4, 1}, TensorOptions(DType::i32)).to(kGpu);
     Tensor out = empty({4, 1}, DType::f32, kGpu);
     gather_kernel().get(DeviceType::CUDA, DType::f32)(out, in, idx, 1);
     CHECK_THROWS_WITH_AS(cuda::synchronize(0),  // a sync point: it reads the flag
-                         doctest::Contains("index -1 is out of bounds for a dimension of size 10"), Error);
+                         doctest::Contains("index -1 is out of bounds for a dimension of size 10"),
+                         Error);
   }
   SUBCASE("scatter_add and index_add skip the bad index") {
     Tensor out = zeros({4, 10}, TensorOptions(DType::f32).with_device(kGpu));
@@ -667,16 +743,19 @@ TEST_CASE("out-of-range indices are reported through the device error flag" * do
     const Tensor src = ones({4, 1}, TensorOptions(DType::f32).with_device(kGpu));
     scatter_add_kernel().get(DeviceType::CUDA, DType::f32)(out, idx, src, 1);
     CHECK_THROWS_WITH_AS(cuda::synchronize(0),  // a sync point: it reads the flag
-                         doctest::Contains("index 11 is out of bounds for a dimension of size 10"), Error);
+                         doctest::Contains("index 11 is out of bounds for a dimension of size 10"),
+                         Error);
     const std::vector<double> v = out.cpu().to_vector();
     CHECK(v[0] == 1);   // row 0, index 0
     CHECK(v[10] == 0);  // row 1: its index 11 was skipped
     CHECK(v[21] == 1);  // row 2, index 1
     Tensor out4 = zeros({4}, TensorOptions(DType::f32).with_device(kGpu));
     const Tensor idx4 = from_vector({4, 1}, {2}, TensorOptions(DType::i64)).to(kGpu);
-    index_add_kernel().get(DeviceType::CUDA, DType::f32)(out4, idx4, ones({2}, TensorOptions(DType::f32).with_device(kGpu)), 1, 4, 1);
+    index_add_kernel().get(DeviceType::CUDA, DType::f32)(
+        out4, idx4, ones({2}, TensorOptions(DType::f32).with_device(kGpu)), 1, 4, 1);
     CHECK_THROWS_WITH_AS(cuda::synchronize(0),  // a sync point: it reads the flag
-                         doctest::Contains("index 4 is out of bounds for a dimension of size 4"), Error);
+                         doctest::Contains("index 4 is out of bounds for a dimension of size 4"),
+                         Error);
     CHECK(out4.cpu().to_vector() == std::vector<double>{0, 1, 0, 0});
   }
   CHECK_NOTHROW(cuda::check_device_errors(0));  // reading the flag resets it

@@ -12,7 +12,8 @@
 
 using namespace ember;
 
-TEST_CASE("DataLoader delivers the CPU loader's batches to the GPU" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("DataLoader delivers the CPU loader's batches to the GPU" *
+          doctest::skip(!cuda::is_available())) {
   const Device dev = Device::cuda();
   Stream stream = new_stream(dev);
   StreamGuard guard(stream);

@@ -36,7 +36,8 @@ TEST_CASE("replayed steps equal eager steps" * doctest::skip(!cuda::is_available
   nn::GraphedStep step([&](const std::vector<Tensor>& in) { return graphed.step(in); });
   Generator gen(Device::cpu(), 5);
   for (int i = 0; i < 12; ++i) {
-    Tensor x = randn({32, 16}, TensorOptions(), &gen).to(dev), t = randn({32, 8}, TensorOptions(), &gen).to(dev);
+    Tensor x = randn({32, 16}, TensorOptions(), &gen).to(dev),
+           t = randn({32, 8}, TensorOptions(), &gen).to(dev);
     double lg = step({x, t})[0].item();
     double le = eager.step({x, t})[0].item();
     CHECK(lg == doctest::Approx(le).epsilon(1e-5));
@@ -46,7 +47,8 @@ TEST_CASE("replayed steps equal eager steps" * doctest::skip(!cuda::is_available
   CHECK(max_abs_diff(graphed.w.detach(), eager.w.detach()) < 1e-5);
 }
 
-TEST_CASE("each input shape gets its own graph; the LRU bound evicts" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("each input shape gets its own graph; the LRU bound evicts" *
+          doctest::skip(!cuda::is_available())) {
   Device dev = Device::cuda();
   TinyModel m(dev);
   nn::GraphedStepOptions opts;
@@ -66,17 +68,20 @@ TEST_CASE("each input shape gets its own graph; the LRU bound evicts" * doctest:
   CHECK(step.cached_graphs() == 2);
 }
 
-TEST_CASE("a step with a host sync falls back to eager, naming the cause" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("a step with a host sync falls back to eager, naming the cause" *
+          doctest::skip(!cuda::is_available())) {
   Device dev = Device::cuda();
   TinyModel m(dev);
   nn::GraphedStepOptions opts;
   opts.warmup_steps = 1;
   double last = 0;
-  nn::GraphedStep step([&](const std::vector<Tensor>& in) {
-    auto out = m.step(in);
-    last = out[0].item();  // a host sync: cannot be captured
-    return out;
-  }, opts);
+  nn::GraphedStep step(
+      [&](const std::vector<Tensor>& in) {
+        auto out = m.step(in);
+        last = out[0].item();  // a host sync: cannot be captured
+        return out;
+      },
+      opts);
   auto o = TensorOptions().with_device(dev);
   for (int i = 0; i < 4; ++i) step({randn({16, 16}, o), randn({16, 8}, o)});
   CHECK(step.stats().fallbacks == 1);
@@ -88,13 +93,16 @@ TEST_CASE("a step with a host sync falls back to eager, naming the cause" * doct
   CHECK(sum(ones({4}, o)).item() == 4);
 }
 
-TEST_CASE("random numbers drawn inside a graph differ on every replay" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("random numbers drawn inside a graph differ on every replay" *
+          doctest::skip(!cuda::is_available())) {
   Device dev = Device::cuda();
   nn::GraphedStepOptions opts;
   opts.warmup_steps = 1;
-  nn::GraphedStep step([&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{in[0] + rand({64}, TensorOptions().with_device(dev))};
-  }, opts);
+  nn::GraphedStep step(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{in[0] + rand({64}, TensorOptions().with_device(dev))};
+      },
+      opts);
   Tensor x = zeros({64}, TensorOptions().with_device(dev));
   step({x});
   std::vector<double> a = step({x})[0].to_vector();  // capture + first replay
@@ -102,7 +110,8 @@ TEST_CASE("random numbers drawn inside a graph differ on every replay" * doctest
   CHECK(a != b);
 }
 
-TEST_CASE("replayed steps draw the random numbers the same eager steps draw" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("replayed steps draw the random numbers the same eager steps draw" *
+          doctest::skip(!cuda::is_available())) {
   Device dev = Device::cuda();
   auto o = TensorOptions().with_device(dev);
   auto draws = [&](bool graphs) {
@@ -110,9 +119,11 @@ TEST_CASE("replayed steps draw the random numbers the same eager steps draw" * d
     nn::GraphedStepOptions opts;
     opts.warmup_steps = 1;
     opts.enabled = graphs;
-    nn::GraphedStep step([&](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{in[0] + rand({64}, o), randn({3, 5}, o)};
-    }, opts);
+    nn::GraphedStep step(
+        [&](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{in[0] + rand({64}, o), randn({3, 5}, o)};
+        },
+        opts);
     Tensor x = zeros({64}, o);
     std::vector<std::vector<double>> seen;
     for (int i = 0; i < 5; ++i) {

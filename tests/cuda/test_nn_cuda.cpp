@@ -2,10 +2,10 @@
 // gradients and running statistics (fp32, and channels_last for the conv net); losses; autocast
 // dtypes on the GPU; checkpoints saved from GPU tensors. Every case skips without a GPU.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
-#include <unistd.h>
 
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
@@ -16,19 +16,21 @@ namespace {
 
 struct ConvNetImpl : nn::Module {
   ConvNetImpl() : nn::Module("ConvNet") {
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1).bias(false)));
+    conv1 = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1).bias(false)));
     bn1 = register_module("bn1", nn::BatchNorm2d(8));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(8, 8, 3).padding(1).groups(2)));
     gn = register_module("gn", nn::GroupNorm(4, 8));
     conv1d = register_module("conv1d", nn::Conv1d(nn::Conv1dOptions(8, 6, 3).padding(1)));
     ln = register_module("ln", nn::LayerNorm(nn::LayerNormOptions({6})));
-    head = register_module("head", nn::Sequential(nn::Linear(6, 10), nn::GELU(), nn::Linear(10, 5)));
+    head =
+        register_module("head", nn::Sequential(nn::Linear(6, 10), nn::GELU(), nn::Linear(10, 5)));
   }
   Tensor forward(const Tensor& x) {
     Tensor h = bn1->forward_relu(conv1->forward(x));
     h = bn1->forward_add_relu(conv2->forward(h), h);
     h = nn::SiLU()(gn->forward(h));
-    h = conv1d->forward(h.mean({2}));           // [N, 6, W']
+    h = conv1d->forward(h.mean({2}));              // [N, 6, W']
     h = ln->forward(h.transpose(1, 2)).mean({1});  // [N, 6]
     return head->forward(nn::LeakyReLU()(h));
   }
@@ -85,7 +87,8 @@ TEST_CASE("nn modules on CUDA match the CPU: forward, backward, running statisti
     }
     for (size_t i = 0; i < a.state.size(); ++i) {
       CAPTURE(a.state[i].first);
-      CHECK(allclose(b.state[i].second.to(DType::f64), a.state[i].second.to(DType::f64), 1e-4, 1e-6));
+      CHECK(
+          allclose(b.state[i].second.to(DType::f64), a.state[i].second.to(DType::f64), 1e-4, 1e-6));
     }
     // eval uses the running statistics on both devices.
     cpu_net->eval();
@@ -95,14 +98,19 @@ TEST_CASE("nn modules on CUDA match the CPU: forward, backward, running statisti
   set_conv_allow_tf32(saved_tf32);
 }
 
-TEST_CASE("Conv3d and ConvTranspose2d on CUDA match the CPU" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("Conv3d and ConvTranspose2d on CUDA match the CPU" *
+          doctest::skip(!cuda::is_available())) {
   const bool saved_tf32 = conv_allow_tf32();
   set_conv_allow_tf32(false);
   manual_seed(13);
-  nn::Sequential cpu_net(nn::ConvTranspose2d(nn::ConvTranspose2dOptions(3, 4, 3).stride(2).padding(1).output_padding(1)),
-                         nn::ReLU(), nn::Conv2d(4, 2, 3));
-  nn::Sequential gpu_net(nn::ConvTranspose2d(nn::ConvTranspose2dOptions(3, 4, 3).stride(2).padding(1).output_padding(1)),
-                         nn::ReLU(), nn::Conv2d(4, 2, 3));
+  nn::Sequential cpu_net(
+      nn::ConvTranspose2d(
+          nn::ConvTranspose2dOptions(3, 4, 3).stride(2).padding(1).output_padding(1)),
+      nn::ReLU(), nn::Conv2d(4, 2, 3));
+  nn::Sequential gpu_net(
+      nn::ConvTranspose2d(
+          nn::ConvTranspose2dOptions(3, 4, 3).stride(2).padding(1).output_padding(1)),
+      nn::ReLU(), nn::Conv2d(4, 2, 3));
   gpu_net->load_state_dict(cpu_net->state_dict());
   gpu_net->to(Device::cuda());
   nn::Conv3d c3(nn::Conv3dOptions(2, 3, {2, 3, 3}).padding({0, 1, 1}));
@@ -117,7 +125,8 @@ TEST_CASE("Conv3d and ConvTranspose2d on CUDA match the CPU" * doctest::skip(!cu
   (square(y).sum() + z.sum()).backward();
   (square(yg).sum() + zg.sum()).backward();
   auto pc = cpu_net->parameters(), pg = gpu_net->parameters();
-  for (size_t i = 0; i < pc.size(); ++i) CHECK(allclose(pg[i].grad().cpu(), pc[i].grad(), 1e-3, 1e-4));
+  for (size_t i = 0; i < pc.size(); ++i)
+    CHECK(allclose(pg[i].grad().cpu(), pc[i].grad(), 1e-3, 1e-4));
   CHECK(allclose(c3_gpu->weight.grad().cpu(), c3->weight.grad(), 1e-3, 1e-4));
   set_conv_allow_tf32(saved_tf32);
 }
@@ -137,16 +146,21 @@ TEST_CASE("Embedding and losses on CUDA match the CPU" * doctest::skip(!cuda::is
   using Loss = std::function<Tensor(const Tensor&, const Tensor&)>;
   std::vector<std::pair<const char*, Loss>> losses = {
       {"mse", [](const Tensor& a, const Tensor& b) { return nn::mse_loss(a, b); }},
-      {"l1", [](const Tensor& a, const Tensor& b) { return nn::l1_loss(a, b, nn::LossReduction::sum); }},
-      {"bce", [](const Tensor& a, const Tensor& b) {
+      {"l1",
+       [](const Tensor& a, const Tensor& b) { return nn::l1_loss(a, b, nn::LossReduction::sum); }},
+      {"bce",
+       [](const Tensor& a, const Tensor& b) {
          Tensor pw = full({5}, 2.0, TensorOptions().with_device(a.device()));
-         return nn::binary_cross_entropy_with_logits(a, b, nn::BCEWithLogitsOptions().with_pos_weight(pw));
+         return nn::binary_cross_entropy_with_logits(
+             a, b, nn::BCEWithLogitsOptions().with_pos_weight(pw));
        }},
   };
   for (auto& [name, loss] : losses) {
     CAPTURE(name);
-    Tensor a = (randn({3, 5}) * 3.0).set_requires_grad(true), b = rand({3, 5}).set_requires_grad(true);
-    Tensor ag = a.detach().cuda().set_requires_grad(true), bg = b.detach().cuda().set_requires_grad(true);
+    Tensor a = (randn({3, 5}) * 3.0).set_requires_grad(true),
+           b = rand({3, 5}).set_requires_grad(true);
+    Tensor ag = a.detach().cuda().set_requires_grad(true),
+           bg = b.detach().cuda().set_requires_grad(true);
     Tensor lc = loss(a, b), lg = loss(ag, bg);
     CHECK(lg.item() == doctest::Approx(lc.item()).epsilon(1e-5));
     lc.backward();
@@ -185,7 +199,9 @@ TEST_CASE("checkpoints from GPU tensors round trip" * doctest::skip(!cuda::is_av
   ConvNet net;
   net->to(Device::cuda());
   net->forward(randn({2, 3, 9, 9}).cuda());
-  auto path = (std::filesystem::temp_directory_path() / ("ember_nn_cuda_" + std::to_string(::getpid()) + ".safetensors")).string();
+  auto path = (std::filesystem::temp_directory_path() /
+               ("ember_nn_cuda_" + std::to_string(::getpid()) + ".safetensors"))
+                  .string();
   nn::save_state_dict(*net, path);
   ConvNet back;
   nn::load_state_dict(*back, path);

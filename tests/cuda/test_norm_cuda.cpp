@@ -2,7 +2,8 @@
 // its fused tails over awkward shapes (odd channel counts 3, 7, 65; batch 1; one spatial position;
 // 2-D to 5-D; NCHW and channels_last; misaligned base pointers; large splits), float32 / bfloat16 /
 // float16 with float32 or same-dtype parameters, running statistics, numerical stability with a
-// large mean, run-to-run determinism; layer / group / instance norm; device and dtype errors. Skips without a GPU.
+// large mean, run-to-run determinism; layer / group / instance norm; device and dtype errors. Skips
+// without a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,19 +13,18 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "support/compare.h"
 #include "ember/ops/norm.h"
+#include "support/compare.h"
 #include "support/op_table.h"
-
 
 using namespace ember;
 using ember::testing::Layout;
 
 namespace {
 
-using ember::testing::rel_err;
-using ember::testing::parity_tolerance;
 using ember::testing::cpu_f64;
+using ember::testing::parity_tolerance;
+using ember::testing::rel_err;
 
 Tensor leaf(const Tensor& t) { return t.detach().set_requires_grad(true); }
 
@@ -32,7 +32,8 @@ Tensor leaf(const Tensor& t) { return t.detach().set_requires_grad(true); }
 // its buffer (offset 1 makes the base pointer unaligned for 16-byte vectors).
 Tensor to_gpu(const Tensor& t, DType dtype, bool channels_last, int64_t offset = 0) {
   Tensor g = t.to(Device::cuda(), dtype);
-  if (channels_last && (t.dim() == 4 || t.dim() == 5)) g = g.contiguous(MemoryFormat::channels_last);
+  if (channels_last && (t.dim() == 4 || t.dim() == 5))
+    g = g.contiguous(MemoryFormat::channels_last);
   if (offset == 0) return g;
   Tensor buffer = empty({t.numel() + offset}, dtype, Device::cuda());
   Tensor view;
@@ -47,7 +48,9 @@ Tensor to_gpu(const Tensor& t, DType dtype, bool channels_last, int64_t offset =
 }
 
 enum class Tail { none, relu, add_relu };
-const char* tail_name(Tail t) { return t == Tail::none ? "bn" : t == Tail::relu ? "bn_relu" : "bn_add_relu"; }
+const char* tail_name(Tail t) {
+  return t == Tail::none ? "bn" : t == Tail::relu ? "bn_relu" : "bn_add_relu";
+}
 
 struct BnInputs {
   Tensor x, residual, weight, bias, running_mean, running_var, grad_out;
@@ -70,7 +73,8 @@ BnResult run_bn(Tail tail, bool training, const BnInputs& in) {
       y = batch_norm(l.x, l.weight, l.bias, in.running_mean, in.running_var, training, 0.1, 1e-5);
       break;
     case Tail::relu:
-      y = batch_norm_relu(l.x, l.weight, l.bias, in.running_mean, in.running_var, training, 0.1, 1e-5);
+      y = batch_norm_relu(l.x, l.weight, l.bias, in.running_mean, in.running_var, training, 0.1,
+                          1e-5);
       break;
     case Tail::add_relu:
       y = batch_norm_add_relu(l.x, l.residual, l.weight, l.bias, in.running_mean, in.running_var,
@@ -78,7 +82,9 @@ BnResult run_bn(Tail tail, bool training, const BnInputs& in) {
       break;
   }
   (y * in.grad_out).sum().backward();
-  return {y, {l.x.grad(), l.weight.grad(), l.bias.grad(), tail == Tail::add_relu ? l.residual.grad() : Tensor()}};
+  return {y,
+          {l.x.grad(), l.weight.grad(), l.bias.grad(),
+           tail == Tail::add_relu ? l.residual.grad() : Tensor()}};
 }
 
 struct BnCase {
@@ -95,7 +101,8 @@ struct BnCase {
 void check_bn_parity(const BnCase& k, uint64_t seed = 7, const std::string& forced_algorithm = "") {
   CAPTURE(shape_str(k.shape));
   CAPTURE(k.channels_last);
-  const std::string dtype_label = dtype_name(k.dtype), param_dtype_label = dtype_name(k.param_dtype);
+  const std::string dtype_label = dtype_name(k.dtype),
+                    param_dtype_label = dtype_name(k.param_dtype);
   const std::string tail_label = tail_name(k.tail);
   CAPTURE(dtype_label);
   CAPTURE(param_dtype_label);
@@ -118,12 +125,13 @@ void check_bn_parity(const BnCase& k, uint64_t seed = 7, const std::string& forc
                to_gpu(rm, k.param_dtype, false),
                to_gpu(rv, k.param_dtype, false),
                to_gpu(grad_out, k.dtype, false)};
-  BnInputs cpu{cpu_f64(gpu.x),          cpu_f64(gpu.residual),     cpu_f64(gpu.weight),
-               cpu_f64(gpu.bias),       cpu_f64(gpu.running_mean), cpu_f64(gpu.running_var),
+  BnInputs cpu{cpu_f64(gpu.x),       cpu_f64(gpu.residual),     cpu_f64(gpu.weight),
+               cpu_f64(gpu.bias),    cpu_f64(gpu.running_mean), cpu_f64(gpu.running_var),
                cpu_f64(gpu.grad_out)};
   const BnResult g = [&] {
     if (forced_algorithm.empty()) return run_bn(k.tail, k.training, gpu);
-    dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", forced_algorithm));
+    dispatch::AlgoSettingsGuard guard(
+        dispatch::current_algo_settings().force("batch_norm", forced_algorithm));
     return run_bn(k.tail, k.training, gpu);
   }();
   const BnResult c = run_bn(k.tail, k.training, cpu);
@@ -185,7 +193,8 @@ void check_fn_parity(const std::string& name, const std::vector<Shape>& shapes,
   for (size_t i = 0; i < gpu.size(); ++i) {
     CAPTURE(i);
     REQUIRE(gpu[i].grad().defined() == cpu[i].grad().defined());
-    if (gpu[i].grad().defined()) CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * parity_tolerance(dtype));
+    if (gpu[i].grad().defined())
+      CHECK(rel_err(gpu[i].grad(), cpu[i].grad()) <= 4 * parity_tolerance(dtype));
   }
 }
 
@@ -193,8 +202,8 @@ void check_fn_parity(const std::string& name, const std::vector<Shape>& shapes,
 
 TEST_CASE("batch_norm on CUDA matches the CPU over awkward shapes, layouts and dtypes" *
           doctest::skip(!cuda::is_available())) {
-  const std::vector<Shape> shapes = {{2, 3, 5, 7},  {1, 7, 3, 3},  {4, 65, 1, 1},    {3, 8, 4, 4},
-                                     {2, 64, 9, 9}, {5, 7},        {6, 3, 10},       {2, 3, 2, 3, 4},
+  const std::vector<Shape> shapes = {{2, 3, 5, 7},  {1, 7, 3, 3},  {4, 65, 1, 1},  {3, 8, 4, 4},
+                                     {2, 64, 9, 9}, {5, 7},        {6, 3, 10},     {2, 3, 2, 3, 4},
                                      {3, 16, 1, 5}, {2, 33, 6, 6}, {2, 4, 3, 3, 2}};
   int runs = 0;
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
@@ -267,7 +276,8 @@ TEST_CASE("batch_norm on CUDA is deterministic run to run" * doctest::skip(!cuda
     Generator gen(Device::cpu(), 3);
     Tensor x64 = randn({64, 32, 16, 16}, TensorOptions(DType::f64), &gen);
     Tensor x = to_gpu(x64, DType::f32, channels_last);
-    Tensor gy = to_gpu(randn({64, 32, 16, 16}, TensorOptions(DType::f64), &gen), DType::f32, channels_last);
+    Tensor gy =
+        to_gpu(randn({64, 32, 16, 16}, TensorOptions(DType::f64), &gen), DType::f32, channels_last);
     auto once = [&] {
       Tensor xl = leaf(x), w = leaf(ones({32}, TensorOptions().with_device(Device::cuda())));
       Tensor y = batch_norm(xl, w, Tensor(), Tensor(), Tensor(), true);
@@ -294,29 +304,37 @@ TEST_CASE("layer_norm, group_norm and instance_norm on CUDA match the CPU" *
                                         {{5, 8}, {8}},
                                         {{3, 4100}, {4100}}}) {
       const Shape norm = ln.normalized;
-      check_fn_parity("layer_norm " + shape_str(ln.x), {ln.x, norm, norm},
-                      [norm](V x) { return layer_norm(x[0], norm, x[1], x[2]); }, dtype);
-      check_fn_parity("layer_norm noaffine " + shape_str(ln.x), {ln.x},
-                      [norm](V x) { return layer_norm(x[0], norm); }, dtype);
+      check_fn_parity(
+          "layer_norm " + shape_str(ln.x), {ln.x, norm, norm},
+          [norm](V x) { return layer_norm(x[0], norm, x[1], x[2]); }, dtype);
+      check_fn_parity(
+          "layer_norm noaffine " + shape_str(ln.x), {ln.x},
+          [norm](V x) { return layer_norm(x[0], norm); }, dtype);
     }
     struct Gn {
       Shape x;
       int64_t groups;
     };
-    for (const Gn& gn : std::vector<Gn>{{{2, 6, 5, 5}, 3}, {{3, 8, 7}, 4}, {{2, 64, 16, 16}, 32},
-                                        {{4, 6}, 3}, {{1, 7, 3, 3}, 7}, {{2, 12, 8, 8}, 1}}) {
+    for (const Gn& gn : std::vector<Gn>{{{2, 6, 5, 5}, 3},
+                                        {{3, 8, 7}, 4},
+                                        {{2, 64, 16, 16}, 32},
+                                        {{4, 6}, 3},
+                                        {{1, 7, 3, 3}, 7},
+                                        {{2, 12, 8, 8}, 1}}) {
       const int64_t groups = gn.groups, C = gn.x[1];
       for (Layout layout : {Layout::contiguous, Layout::channels_last})
-        check_fn_parity("group_norm " + shape_str(gn.x), {gn.x, {C}, {C}},
-                        [groups](V x) { return group_norm(x[0], groups, x[1], x[2]); }, dtype, layout);
+        check_fn_parity(
+            "group_norm " + shape_str(gn.x), {gn.x, {C}, {C}},
+            [groups](V x) { return group_norm(x[0], groups, x[1], x[2]); }, dtype, layout);
     }
-    check_fn_parity("instance_norm", {{3, 5, 4, 6}, {5}, {5}},
-                    [](V x) {
-                      Tensor rm = zeros({5}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
-                      Tensor rv = ones({5}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
-                      return instance_norm(x[0], x[1], x[2], rm, rv, true, 0.1, 1e-5);
-                    },
-                    dtype);
+    check_fn_parity(
+        "instance_norm", {{3, 5, 4, 6}, {5}, {5}},
+        [](V x) {
+          Tensor rm = zeros({5}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
+          Tensor rv = ones({5}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
+          return instance_norm(x[0], x[1], x[2], rm, rv, true, 0.1, 1e-5);
+        },
+        dtype);
   }
 }
 
@@ -462,8 +480,10 @@ BatchNormForwardProblem bn_forward_problem(const Shape& shape, DType dtype, bool
 
 }  // namespace
 
-TEST_CASE("batch_norm training forward: every algorithm of the slot matches the CPU, then backward still does" *
-          doctest::skip(!cuda::is_available())) {
+TEST_CASE(
+    "batch_norm training forward: every algorithm of the slot matches the CPU, then backward still "
+    "does" *
+    doctest::skip(!cuda::is_available())) {
   // Each algorithm forced in turn over awkward shapes: odd N * H * W, batch 1, channel counts
   // that fill no vector, many splits, both layouts, every tail.
   struct Shaped {
@@ -471,13 +491,21 @@ TEST_CASE("batch_norm training forward: every algorithm of the slot matches the 
     bool channels_last;
   };
   const std::vector<Shaped> shapes = {
-      {{3, 24, 5, 7}, true},  {{1, 24, 5, 7}, true},  {{2, 40, 1, 1}, false}, {{3, 8, 2, 4}, false},
-      {{1, 5, 4, 6}, false},  {{32, 24, 20, 20}, true}, {{32, 24, 20, 20}, false},
-      {{2, 3, 5, 7}, true},   {{2, 7, 3, 3}, false},  {{3, 65, 1, 1}, false},
+      {{3, 24, 5, 7}, true},
+      {{1, 24, 5, 7}, true},
+      {{2, 40, 1, 1}, false},
+      {{3, 8, 2, 4}, false},
+      {{1, 5, 4, 6}, false},
+      {{32, 24, 20, 20}, true},
+      {{32, 24, 20, 20}, false},
+      {{2, 3, 5, 7}, true},
+      {{2, 7, 3, 3}, false},
+      {{3, 65, 1, 1}, false},
       // single_read's wide bands (more than 64 channels: merged block by block, two barriers):
       // 128 channels (float32 rows of 32 vectors, a warp's lanes all different vectors; 16-bit
       // rows of 16), and 200 (float32 in a band of 64 vectors of which 50 exist; 16-bit 32 of 25).
-      {{16, 128, 8, 8}, true}, {{4, 200, 6, 5}, true}};
+      {{16, 128, 8, 8}, true},
+      {{4, 200, 6, 5}, true}};
   const auto& slot = batch_norm_forward_slot(DeviceType::CUDA);
   for (const std::string& algo : slot.names()) {
     CAPTURE(algo);
@@ -522,7 +550,8 @@ TEST_CASE("batch_norm training forward: single_read on tensors whose band is nar
   Tensor x = (randn(k.shape, TensorOptions(DType::f64), &gen) * 2.0 + 0.5)
                  .to(Device::cuda(), DType::f32)
                  .contiguous(MemoryFormat::channels_last);
-  dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", "single_read"));
+  dispatch::AlgoSettingsGuard guard(
+      dispatch::current_algo_settings().force("batch_norm", "single_read"));
   const TensorOptions on_gpu = TensorOptions(DType::f32).with_device(Device::cuda());
   Tensor rm = zeros({32}, on_gpu), rv = ones({32}, on_gpu);
   const Tensor y1 = batch_norm(x, Tensor(), Tensor(), rm, rv, true);
@@ -544,11 +573,13 @@ TEST_CASE("batch_norm training forward: the slot's algorithms, heuristic and ben
         "two_pass");
   // Forcing an algorithm the slot does not have is an error, never silently replaced.
   {
-    dispatch::AlgoSettingsGuard guard(dispatch::current_algo_settings().force("batch_norm", "persistent"));
+    dispatch::AlgoSettingsGuard guard(
+        dispatch::current_algo_settings().force("batch_norm", "persistent"));
     CHECK_THROWS_AS(batch_norm_forward_choose(problem), Error);
   }
-  // Benchmark mode times the candidates on scratch outputs: the running statistics are updated once, by the
-  // chosen algorithm only (check_bn_parity compares them with the CPU's single update).
+  // Benchmark mode times the candidates on scratch outputs: the running statistics are updated
+  // once, by the chosen algorithm only (check_bn_parity compares them with the CPU's single
+  // update).
   dispatch::algo_cache().clear();
   dispatch::AlgoModeGuard benchmark(dispatch::AlgoMode::benchmark);
   for (bool channels_last : {true, false}) {

@@ -4,16 +4,16 @@
 
 #include <cmath>
 
-#include "support/mlp.h"
 #include "support/compare.h"
+#include "support/mlp.h"
 #include "support/op_table.h"
 
 using namespace ember;
 using ember::testing::Layout;
 
 namespace {
-using ember::testing::rel_err;
 using ember::testing::parity_tolerance;
+using ember::testing::rel_err;
 }  // namespace
 
 TEST_CASE("every op matches the CPU reference on CUDA, forward and backward" *
@@ -29,7 +29,8 @@ TEST_CASE("every op matches the CPU reference on CUDA, forward and backward" *
         auto gpu = ember::testing::make_inputs(c, dtype, Device::cuda(), 99, layout, true);
         // The reference sees exactly the (rounded) values the GPU sees, in fp64.
         std::vector<Tensor> cpu;
-        for (const Tensor& g : gpu) cpu.push_back(g.detach().to(Device::cpu(), DType::f64).set_requires_grad(true));
+        for (const Tensor& g : gpu)
+          cpu.push_back(g.detach().to(Device::cpu(), DType::f64).set_requires_grad(true));
         Tensor out_gpu = c.fn(gpu), out_cpu = c.fn(cpu);
         REQUIRE(out_gpu.sizes() == out_cpu.sizes());
         CHECK(out_gpu.device() == Device::cuda());
@@ -65,7 +66,8 @@ TEST_CASE("the primitives-only MLP trains on CUDA" * doctest::skip(!cuda::is_ava
   CHECK(bf.accuracy > 0.85);
 }
 
-TEST_CASE("large and awkward sizes: elementwise, reductions, casts" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("large and awkward sizes: elementwise, reductions, casts" *
+          doctest::skip(!cuda::is_available())) {
   for (int64_t n : {1, 3, 4097, (1 << 20) + 3}) {
     CAPTURE(n);
     Tensor a = randn({n}), b = randn({n});

@@ -5,9 +5,8 @@
 // optimizer step (with a GradScaler) captured in a CUDA graph on the current stream under a
 // private memory pool, replayed while a scheduler changes the learning rate between replays and
 // while a replay meets an inf gradient, matching eager CPU steps throughout.
-#include <doctest/doctest.h>
-
 #include <cuda_runtime_api.h>
+#include <doctest/doctest.h>
 
 #include <cmath>
 #include <functional>
@@ -30,7 +29,8 @@ namespace {
 // tensor larger than a launch's 320 chunks, which continues in the next launch; 150 tensors in
 // all, more than one launch holds. Index 7 is the largest.
 std::vector<int64_t> odd_sizes(bool huge = true) {
-  std::vector<int64_t> sizes = {1, 3, 7, 65535, 65536, 65537, 131075, huge ? 320 * 65536 + 777 : 3 * 65536 + 9};
+  std::vector<int64_t> sizes = {1,     3,     7,      65535,
+                                65536, 65537, 131075, huge ? 320 * 65536 + 777 : 3 * 65536 + 9};
   for (int k = 0; sizes.size() < 150; ++k) sizes.push_back(1 + (k * 37) % 301);
   return sizes;
 }
@@ -104,21 +104,27 @@ TEST_CASE("fused CUDA optimizers match the CPU kernels over many odd-sized tenso
   const std::vector<std::pair<const char*, MakeOptimizer>> optimizers = {
       {"SGD momentum+nesterov+wd",
        [](std::vector<Tensor> p) {
-         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.05).momentum(0.9)
-                                                               .nesterov(true).weight_decay(1e-2));
+         return std::make_unique<optim::SGD>(
+             std::move(p), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-2));
        }},
-      {"SGD plain", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1)); }},
+      {"SGD plain",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1));
+       }},
       {"SGD dampening",
        [](std::vector<Tensor> p) {
-         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1).momentum(0.5).dampening(0.2));
+         return std::make_unique<optim::SGD>(std::move(p),
+                                             optim::SGDOptions(0.1).momentum(0.5).dampening(0.2));
        }},
       {"Adam+L2",
        [](std::vector<Tensor> p) {
-         return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(1e-2).weight_decay(0.1));
+         return std::make_unique<optim::Adam>(std::move(p),
+                                              optim::AdamOptions(1e-2).weight_decay(0.1));
        }},
       {"AdamW+amsgrad",
        [](std::vector<Tensor> p) {
-         return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(1e-2).amsgrad(true));
+         return std::make_unique<optim::AdamW>(std::move(p),
+                                               optim::AdamWOptions(1e-2).amsgrad(true));
        }},
   };
   for (const auto& [name, make] : optimizers) {
@@ -136,8 +142,10 @@ TEST_CASE("fused CUDA optimizers match the CPU kernels over many odd-sized tenso
         cpu_opt->step();
         gpu_opt->step();
       }
-      if (dtype == DType::f32) check_twins(t, 1e-5, 1e-5, /*outlier_atol=*/0.05);
-      else check_twins(t, 2e-2, 1e-2);  // one rounding step of the 16-bit types
+      if (dtype == DType::f32)
+        check_twins(t, 1e-5, 1e-5, /*outlier_atol=*/0.05);
+      else
+        check_twins(t, 2e-2, 1e-2);  // one rounding step of the 16-bit types
       const nn::NamedTensors cpu_state = cpu_opt->state_dict(), gpu_state = gpu_opt->state_dict();
       REQUIRE(cpu_state.size() == gpu_state.size());
       for (size_t k = 0; k < cpu_state.size(); ++k)
@@ -147,7 +155,8 @@ TEST_CASE("fused CUDA optimizers match the CPU kernels over many odd-sized tenso
   }
 }
 
-TEST_CASE("GradScaler and clip_grad_norm_ on CUDA match the CPU" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("GradScaler and clip_grad_norm_ on CUDA match the CPU" *
+          doctest::skip(!cuda::is_available())) {
   const std::vector<int64_t> sizes = odd_sizes();
   for (DType dtype : {DType::f32, DType::bf16}) {
     const std::string dtype_label = dtype_name(dtype);
@@ -163,7 +172,8 @@ TEST_CASE("GradScaler and clip_grad_norm_ on CUDA match the CPU" * doctest::skip
     cpu_scaler.unscale_(cpu_opt);
     gpu_scaler.unscale_(gpu_opt);
     CHECK(gpu_scaler.found_inf(gpu_opt).item() == 0);
-    for (size_t k = 0; k < sizes.size(); ++k) CHECK(allclose(t.gpu[k].grad().cpu(), t.cpu[k].grad(), 0, 0));
+    for (size_t k = 0; k < sizes.size(); ++k)
+      CHECK(allclose(t.gpu[k].grad().cpu(), t.cpu[k].grad(), 0, 0));
     for (double norm_type : {2.0, 1.0, double(INFINITY)}) {
       CAPTURE(norm_type);
       Tensor cpu_norm = nn::grad_norm(t.cpu, norm_type), gpu_norm = nn::grad_norm(t.gpu, norm_type);
@@ -173,7 +183,8 @@ TEST_CASE("GradScaler and clip_grad_norm_ on CUDA match the CPU" * doctest::skip
     Tensor cpu_norm = nn::clip_grad_norm_(t.cpu, 1.0), gpu_norm = nn::clip_grad_norm_(t.gpu, 1.0);
     CHECK(gpu_norm.item() == doctest::Approx(cpu_norm.item()).epsilon(1e-5));
     for (size_t k = 0; k < sizes.size(); ++k)
-      CHECK(allclose(t.gpu[k].grad().cpu(), t.cpu[k].grad(), dtype == DType::f32 ? 1e-5 : 1e-2, 1e-6));
+      CHECK(allclose(t.gpu[k].grad().cpu(), t.cpu[k].grad(), dtype == DType::f32 ? 1e-5 : 1e-2,
+                     1e-6));
     gpu_scaler.step(gpu_opt);
     gpu_scaler.update();
     CHECK(gpu_scaler.get_scale() == 256);
@@ -197,7 +208,8 @@ TEST_CASE("an optimizer step with GradScaler and a scheduler is captured once an
   Stream stream = new_stream(dev);
   StreamGuard stream_guard(stream);
   const std::vector<int64_t> sizes = {5, 70000, 33, 1, 4099};
-  Twin sgd_params = make_params(sizes, DType::f32, 21), adam_params = make_params(sizes, DType::f32, 22);
+  Twin sgd_params = make_params(sizes, DType::f32, 21),
+       adam_params = make_params(sizes, DType::f32, 22);
   optim::SGD sgd_cpu(sgd_params.cpu, optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
   optim::SGD sgd_gpu(sgd_params.gpu, optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
   optim::AdamW adam_cpu(adam_params.cpu, optim::AdamWOptions(1e-2));
@@ -243,7 +255,8 @@ TEST_CASE("an optimizer step with GradScaler and a scheduler is captured once an
   cudaGraph_t graph = nullptr;
   {
     cuda::MemPoolScope scope(dev.index, pool);
-    REQUIRE(cudaStreamBeginCapture(cudaStream_t(stream.handle), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    REQUIRE(cudaStreamBeginCapture(cudaStream_t(stream.handle), cudaStreamCaptureModeThreadLocal) ==
+            cudaSuccess);
     // Rates are written between replays, never into a graph (the check runs before any CUDA call).
     CHECK_THROWS_AS(sgd_gpu.set_lr(0, 1.0), Error);
     gpu_step();  // throws (and the capture fails) if anything synchronizes the host

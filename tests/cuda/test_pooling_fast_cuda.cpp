@@ -25,8 +25,8 @@
 
 #include "ember/cuda_kernels/pooling/pooling.h"
 #include "ember/dispatch/algo_cache.h"
-#include "ember/tensor/runtime/cuda_device.h"
 #include "ember/ops/pooling.h"
+#include "ember/tensor/runtime/cuda_device.h"
 #include "support/compare.h"
 #include "support/gpu_parity.h"
 
@@ -51,13 +51,13 @@ struct Window2d {
 };
 
 const std::vector<Window2d> kWindows = {
-    {{3}, {2}, {1}, {1}, false},           // ResNet's stem pool
-    {{2, 3}, {1, 2}, {1}, {2, 1}, true},   // dilation, ceil_mode, unequal dims
-    {{3}, {2}, {0}, {1}, true},            // ceil_mode windows hanging past the input
-    {{3}, {1}, {1}, {2}, false},           // dilation 2 in both dims, stride 1
-    {{1}, {1}, {0}, {1}, false},           // one tap
-    {{2}, {2}, {0}, {1}, false},           // disjoint windows; the last row and column in none
-    {{2}, {3, 2}, {1}, {2}, true},         // dilated taps skipping rows / columns between them
+    {{3}, {2}, {1}, {1}, false},          // ResNet's stem pool
+    {{2, 3}, {1, 2}, {1}, {2, 1}, true},  // dilation, ceil_mode, unequal dims
+    {{3}, {2}, {0}, {1}, true},           // ceil_mode windows hanging past the input
+    {{3}, {1}, {1}, {2}, false},          // dilation 2 in both dims, stride 1
+    {{1}, {1}, {0}, {1}, false},          // one tap
+    {{2}, {2}, {0}, {1}, false},          // disjoint windows; the last row and column in none
+    {{2}, {3, 2}, {1}, {2}, true},        // dilated taps skipping rows / columns between them
 };
 
 // With uint8 taps (or none: average pooling) and channels filling 16-byte vectors, the backward
@@ -133,8 +133,8 @@ PoolArgs max_args(const Tensor& x, const Tensor& y, const Window2d& w, DType ind
 
 // Runs max pooling's forward algorithm of x's device on x with window w: the output in x's layout
 // and the indices in `index_dtype` (undefined when `with_indices` is false).
-ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype,
-                          bool with_indices, bool packed = false) {
+ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype, bool with_indices,
+                          bool packed = false) {
   Tensor shape_of;
   {
     autograd::NoGradGuard no_grad;
@@ -146,8 +146,8 @@ ValuesIndices max_forward(const Tensor& x, const Window2d& w, DType index_dtype,
   return {a.output, a.indices};
 }
 
-// Max pooling's backward algorithm: dL/dx for output gradient dy, in x's layout (the kernels read dy
-// at the output's offsets, so in x's layout too, as ops/pooling.cpp arranges).
+// Max pooling's backward algorithm: dL/dx for output gradient dy, in x's layout (the kernels read
+// dy at the output's offsets, so in x's layout too, as ops/pooling.cpp arranges).
 Tensor max_backward(const Tensor& x, const Tensor& indices, const Tensor& dy, const Window2d& w,
                     bool packed = false) {
   Tensor dx = empty(x.sizes(), x.dtype(), x.device(), x.suggest_memory_format());
@@ -211,8 +211,10 @@ std::vector<Tensor> max_inputs(const Shape& shape, DType dtype) {
 
 }  // namespace
 
-TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CPU, generic and "
-          "fast CUDA kernels" * doctest::skip(!cuda::is_available())) {
+TEST_CASE(
+    "max pooling indices: uint8 taps, int64 positions and none agree on CPU, generic and "
+    "fast CUDA kernels" *
+    doctest::skip(!cuda::is_available())) {
   using dispatch::Direction;
   const MemoryFormat cl = MemoryFormat::channels_last;
   for (DType dtype : {DType::f32, DType::bf16}) {
@@ -288,9 +290,8 @@ TEST_CASE("max pooling indices: uint8 taps, int64 positions and none agree on CP
               {
                 dispatch::AlgoSettingsGuard heuristic{dispatch::AlgoSettings{}};
                 PoolProblem unallocated = pool_problem(
-                    Direction::forward,
-                    max_args(x, cpu_flat.values.to(kGpu, dtype).contiguous(cl), w, DType::u8,
-                             false));
+                    Direction::forward, max_args(x, cpu_flat.values.to(kGpu, dtype).contiguous(cl),
+                                                 w, DType::u8, false));
                 unallocated.indices = PoolIndices::taps_u8;
                 CHECK(pool_forward_packs_taps(unallocated) == packable);
               }
@@ -334,14 +335,13 @@ TEST_CASE("max pooling through autograd: compact taps give the int64 path's grad
                 randn(y.sizes(), TensorOptions(DType::f32)).to(kGpu, dtype).contiguous(format);
             y.backward(dy);
             // The int64 indices a user asks for, fed to the backward kernel by hand.
-            ValuesIndices with = max_pool2d_with_indices(input.contiguous(format), w.kernel,
-                                                         w.stride, w.padding, w.dilation,
-                                                         w.ceil_mode);
+            ValuesIndices with = max_pool2d_with_indices(
+                input.contiguous(format), w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
             CHECK(with.indices.dtype() == DType::i64);
             CHECK(same_values(y, with.values));
             REQUIRE(x.grad().defined());
-            CHECK(same_values(x.grad(),
-                              max_backward(input.contiguous(format), with.indices, dy, w)));
+            CHECK(
+                same_values(x.grad(), max_backward(input.contiguous(format), with.indices, dy, w)));
             // And the CPU's fp64 gradient.
             Tensor c = cpu_f64(input).set_requires_grad(true);
             max_pool2d(c, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode)
@@ -386,10 +386,9 @@ TEST_CASE("max pooling's tap encoding follows the forward the cache chose, in ev
             AlgoSettings{}.force("pooling.forward", "generic"),
             AlgoSettings{}.force("pooling.forward", "window_nhwc"),
             AlgoSettings{}.force("pooling.backward", "window_nhwc")}) {
-        const std::string how = settings.forced.empty()
-                                    ? dispatch::algo_mode_name(settings.mode)
-                                    : settings.forced.begin()->first + "=" +
-                                          settings.forced.begin()->second;
+        const std::string how = settings.forced.empty() ? dispatch::algo_mode_name(settings.mode)
+                                                        : settings.forced.begin()->first + "=" +
+                                                              settings.forced.begin()->second;
         CAPTURE(how);
         CHECK(same_values(grad_of(settings), expect));
       }
@@ -461,7 +460,9 @@ TEST_CASE("average pooling: the channels_last fast path is bit-identical to the 
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {1}, true, true); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {1}, {1}, false, false); },
       [](const Tensor& t) { return avg_pool2d(t, {3}, {2}, {0}, true, true); },
-      [](const Tensor& t) { return avg_pool2d(t, {4, 2}, {3, 1}, {0, 1}, true, false); },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {4, 2}, {3, 1}, {0, 1}, true, false);
+      },
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {0}, true, true); },
       [](const Tensor& t) { return avg_pool2d(t, {2}, {2}, {1}, false, false); },
       [](const Tensor& t) { return avg_pool2d(t, {1}, {2}); },

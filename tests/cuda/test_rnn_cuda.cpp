@@ -14,9 +14,9 @@
 
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
-#include "support/compare.h"
 #include "ember/ops/rnn.h"
 #include "ember/tensor/runtime/eager_replay.h"
+#include "support/compare.h"
 
 using namespace ember;
 
@@ -40,7 +40,8 @@ const std::vector<Case>& cases() {
       {"lstm_3layer_wavefront", RnnMode::lstm, 3, false, 0, false, false, 0, 20, 33, 64, 96},
       {"lstm_2layer_bidirectional_lengths", RnnMode::lstm, 2, true, 0, false, true},
       {"lstm_proj", RnnMode::lstm, 1, false, 7},
-      {"lstm_proj_2layer_lengths_wavefront", RnnMode::lstm, 2, false, 5, true, true, 0, 19, 40, 9, 24},
+      {"lstm_proj_2layer_lengths_wavefront", RnnMode::lstm, 2, false, 5, true, true, 0, 19, 40, 9,
+       24},
       {"lstm_dropout_wavefront", RnnMode::lstm, 2, false, 0, false, false, 0.3, 16, 64, 8, 32},
       {"gru", RnnMode::gru},
       {"gru_2layer_bidirectional_batch_first", RnnMode::gru, 2, true, 0, true},
@@ -88,10 +89,14 @@ struct Run {
 
 // One forward + backward of case c on `device` / `dtype` from the fp64 CPU inputs `base`, rounded
 // to `dtype` first (the CPU reference gets the rounded values in fp64).
-Run run(const Case& c, const std::vector<Tensor>& base, Device device, DType dtype, uint64_t dropout_seed) {
+Run run(const Case& c, const std::vector<Tensor>& base, Device device, DType dtype,
+        uint64_t dropout_seed) {
   std::vector<Tensor> v;
-  for (const Tensor& t : base) v.push_back(t.to(dtype).to(device, device.is_cpu() ? DType::f64 : dtype)
-                                              .detach().set_requires_grad(true));
+  for (const Tensor& t : base)
+    v.push_back(t.to(dtype)
+                    .to(device, device.is_cpu() ? DType::f64 : dtype)
+                    .detach()
+                    .set_requires_grad(true));
   size_t at = 2;
   Tensor c0 = c.mode == RnnMode::lstm ? v[at++] : Tensor();
   std::vector<Tensor> weights(v.begin() + long(at), v.end());
@@ -129,7 +134,9 @@ std::vector<Tensor> base_inputs(const Case& c, uint64_t seed) {
   Generator gen(Device::cpu(), seed);
   const RnnConfig cfg = config_of(c);
   const int64_t ld = cfg.num_layers * cfg.num_directions;
-  auto u = [&](const Shape& s, double scale) { return (rand(s, TensorOptions(DType::f64), &gen) - 0.5) * (2 * scale); };
+  auto u = [&](const Shape& s, double scale) {
+    return (rand(s, TensorOptions(DType::f64), &gen) - 0.5) * (2 * scale);
+  };
   std::vector<Tensor> v = {u(c.batch_first ? Shape{c.B, c.T, c.I} : Shape{c.T, c.B, c.I}, 1.0),
                            u({ld, c.B, cfg.out_size()}, 0.5)};
   if (c.mode == RnnMode::lstm) v.push_back(u({ld, c.B, c.H}, 0.5));
@@ -188,7 +195,8 @@ TEST_CASE("rnn cuda: cuBLAS-per-step algorithm matches the CPU reference, bf16 a
   }
 }
 
-TEST_CASE("rnn cuda: persistent algorithm matches the CPU reference" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("rnn cuda: persistent algorithm matches the CPU reference" *
+          doctest::skip(!cuda::is_available())) {
   int compared = 0;
   for (const Case& c : cases()) {
     if (c.proj > 0) continue;  // the persistent kernel has no projection
@@ -199,7 +207,8 @@ TEST_CASE("rnn cuda: persistent algorithm matches the CPU reference" * doctest::
   CHECK(compared >= 8);
 }
 
-TEST_CASE("rnn cuda: persistent backward matches the CPU reference" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("rnn cuda: persistent backward matches the CPU reference" *
+          doctest::skip(!cuda::is_available())) {
   int compared = 0;
   std::vector<Case> all = cases();
   all.insert(all.end(), grouped_cases().begin(), grouped_cases().end());
@@ -218,8 +227,8 @@ TEST_CASE("rnn cuda: persistent backward matches the CPU reference" * doctest::s
 
 TEST_CASE("rnn cuda: persistent backward agrees with cuBLAS-per-step and is bitwise reproducible" *
           doctest::skip(!cuda::is_available())) {
-  std::vector<Case> all = {cases()[2], cases()[7], cases()[8], cases()[9], grouped_cases()[0],
-                           grouped_cases()[1]};
+  std::vector<Case> all = {cases()[2], cases()[7],         cases()[8],
+                           cases()[9], grouped_cases()[0], grouped_cases()[1]};
   for (const Case& c : all) {
     CAPTURE(c.name);
     const std::vector<Tensor> base = base_inputs(c, 29);
@@ -236,7 +245,8 @@ TEST_CASE("rnn cuda: persistent backward agrees with cuBLAS-per-step and is bitw
   }
 }
 
-TEST_CASE("rnn cuda: persistent backward refuses a projection" * doctest::skip(!cuda::is_available())) {
+TEST_CASE("rnn cuda: persistent backward refuses a projection" *
+          doctest::skip(!cuda::is_available())) {
   const Case& c = cases()[3];
   REQUIRE(c.proj > 0);
   const std::vector<Tensor> base = base_inputs(c, 3);
@@ -245,7 +255,8 @@ TEST_CASE("rnn cuda: persistent backward refuses a projection" * doctest::skip(!
 
 TEST_CASE("rnn cuda: the cache has both algorithms and picks one that applies" *
           doctest::skip(!cuda::is_available())) {
-  for (dispatch::Direction direction : {dispatch::Direction::forward, dispatch::Direction::backward}) {
+  for (dispatch::Direction direction :
+       {dispatch::Direction::forward, dispatch::Direction::backward}) {
     const std::vector<std::string> names = rnn_slot(direction, DeviceType::CUDA).names();
     CHECK(std::find(names.begin(), names.end(), "cublas_steps") != names.end());
     CHECK(std::find(names.begin(), names.end(), "persistent") != names.end());
@@ -319,8 +330,10 @@ TEST_CASE("rnn cuda: the heuristic's cost models rank the measured winner first"
   CHECK(pick(Direction::backward, DType::f32, 128, 256, 1, 50, 32) == "persistent");
 }
 
-TEST_CASE("rnn cuda: an eager call on the same buffers replays its launches from a CUDA graph, "
-          "bitwise equal to running them directly" * doctest::skip(!cuda::is_available())) {
+TEST_CASE(
+    "rnn cuda: an eager call on the same buffers replays its launches from a CUDA graph, "
+    "bitwise equal to running them directly" *
+    doctest::skip(!cuda::is_available())) {
   struct ReplayGuard {
     bool prev = cuda::eager_replay_enabled();
     ~ReplayGuard() { cuda::set_eager_replay(prev); }
@@ -352,14 +365,15 @@ TEST_CASE("rnn cuda: an eager call on the same buffers replays its launches from
       const Run again = run_forced(f.c, base, f.dtype, false, f.forward, f.backward);
       CHECK(rel_err(again.out, direct.out) == 0.0);
       REQUIRE(again.grads.size() == direct.grads.size());
-      for (size_t g = 0; g < direct.grads.size(); ++g) CHECK(rel_err(again.grads[g], direct.grads[g]) == 0.0);
+      for (size_t g = 0; g < direct.grads.size(); ++g)
+        CHECK(rel_err(again.grads[g], direct.grads[g]) == 0.0);
       // Seen once: run directly, nothing captured yet.
       if (i == 0) CHECK(cuda::eager_replay_stats().captures == before.captures);
     }
     const cuda::EagerReplayStats after = cuda::eager_replay_stats();
     CHECK(after.failures == before.failures);
     CHECK(after.captures - before.captures >= 2);  // the forward and the backward
-    CHECK(after.replays - before.replays >= 4);    // ... each replayed in the last two runs at least
+    CHECK(after.replays - before.replays >= 4);  // ... each replayed in the last two runs at least
   }
 }
 
@@ -370,7 +384,8 @@ TEST_CASE("rnn cuda: eager replay leaves a problem with dropout to direct launch
   const Case& c = cases()[5];
   REQUIRE(c.dropout > 0);
   const std::vector<Tensor> base = base_inputs(c, 43);
-  for (int i = 0; i < 3; ++i) run_forced(c, base, DType::f32, false, "cublas_steps", "cublas_steps");
+  for (int i = 0; i < 3; ++i)
+    run_forced(c, base, DType::f32, false, "cublas_steps", "cublas_steps");
   const cuda::EagerReplayStats after = cuda::eager_replay_stats();
   CHECK(after.captures == before.captures);
   CHECK(after.replays == before.replays);

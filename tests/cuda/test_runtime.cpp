@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "ember/tensor/device.h"
+#include "ember/tensor/error.h"
 #include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/cuda_device.h"
-#include "ember/tensor/device.h"
 #include "ember/tensor/runtime/device_errors.h"
-#include "ember/tensor/error.h"
 #include "ember/tensor/runtime/stream.h"
 
 using ember::Device;
@@ -259,8 +259,14 @@ TEST_CASE("a steady allocation pattern needs no new driver allocations") {
   ember::cuda::empty_cache();
   ember::StreamGuard guard(private_stream());
   // Small and large pools, odd sizes, the pool boundary (1 MiB) and segments of their own.
-  const std::vector<size_t> sizes = {1,         512,           4000,          size_t(1) << 20,
-                                     100,       (1 << 20) + 1, size_t(3) << 20, size_t(12) << 20,
+  const std::vector<size_t> sizes = {1,
+                                     512,
+                                     4000,
+                                     size_t(1) << 20,
+                                     100,
+                                     (1 << 20) + 1,
+                                     size_t(3) << 20,
+                                     size_t(12) << 20,
                                      size_t(25) << 20};
   auto run_pattern = [&](bool reversed) {
     std::vector<Buffer> live;
@@ -378,10 +384,11 @@ TEST_CASE("record_stream keeps a block from reuse until the recorded stream is d
   CHECK(ember::cuda::memory_stats(0).num_driver_allocs == driver_allocs + 1);
 
   Buffer other(MiB, kGpu);
-  CHECK(contains(error_message([&] {
-                   ember::cuda::record_stream(static_cast<char*>(other.get()) + 512, user);
-                 }, Status::bad_param),
-                 "not the start"));
+  CHECK(
+      contains(error_message(
+                   [&] { ember::cuda::record_stream(static_cast<char*>(other.get()) + 512, user); },
+                   Status::bad_param),
+               "not the start"));
   CHECK_NOTHROW(ember::cuda::record_stream(nullptr, user));
   CHECK_NOTHROW(ember::cuda::record_stream(other.get(), ember::current_stream(Device::cpu())));
 }
@@ -546,8 +553,9 @@ TEST_CASE("out of memory throws alloc_failed with the numbers and leaves the all
   CHECK(after.num_alloc_retries == before.num_alloc_retries + 1);
   CHECK(after.allocated_bytes == before.allocated_bytes);
   CHECK(contains(message, "CUDA out of memory on cuda:0: tried to allocate " + mib(ten_tib) +
-                              " MiB; " + mib(after.allocated_bytes) + " MiB allocated by tensors, " +
-                              mib(after.reserved_bytes) + " MiB reserved (cached); free memory by "
+                              " MiB; " + mib(after.allocated_bytes) +
+                              " MiB allocated by tensors, " + mib(after.reserved_bytes) +
+                              " MiB reserved (cached); free memory by "
                               "dropping tensors or lower the batch size"));
   CHECK(cudaGetLastError() == cudaSuccess);  // the failed cudaMalloc left nothing behind
 
@@ -581,15 +589,15 @@ TEST_CASE("the device error flag reports, resets and names registered codes") {
   CHECK(contains(error_message([] { synchronize(0); }, Status::bad_param), "index -1"));
   CHECK_NOTHROW(synchronize(0));
   write_error_record(kDeviceErrorIndexOutOfRange, 9, 2);
-  CHECK(contains(error_message([] { ember::current_stream(kGpu).synchronize(); }, Status::bad_param),
-                 "index 9"));
+  CHECK(
+      contains(error_message([] { ember::current_stream(kGpu).synchronize(); }, Status::bad_param),
+               "index 9"));
 
   const int code = kFirstRegisteredDeviceError + 42;
-  register_device_error(code, "class index out of range in a test op",
-                        [](int64_t target, int64_t classes) {
-                          return "target " + std::to_string(target) + " with " +
-                                 std::to_string(classes) + " classes";
-                        });
+  register_device_error(
+      code, "class index out of range in a test op", [](int64_t target, int64_t classes) {
+        return "target " + std::to_string(target) + " with " + std::to_string(classes) + " classes";
+      });
   write_error_record(code, 11, 10);
   message = error_message([] { check_device_errors(0); }, Status::bad_param);
   CHECK(contains(message, "class index out of range in a test op: target 11 with 10 classes"));

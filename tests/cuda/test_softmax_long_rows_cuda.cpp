@@ -39,8 +39,8 @@ using ember::testing::check_gpu_parity;
 
 // Whether `name` applies to softmax rows of `cols` values in `direction` (false where the
 // direction has no algorithm of that name).
-bool applies(const std::string& name, dispatch::Direction direction, const Tensor& x,
-             int64_t rows, int64_t cols) {
+bool applies(const std::string& name, dispatch::Direction direction, const Tensor& x, int64_t rows,
+             int64_t cols) {
   SoftmaxProblem probe;
   probe.direction = direction;
   probe.input = x;
@@ -78,9 +78,9 @@ TEST_CASE("softmax cluster_rows: where it applies" * doctest::skip(!cuda::is_ava
   Tensor x = empty({1 << 17}, DType::f32, kGpu);
   CHECK_FALSE(applies(kCluster, Direction::forward, x, 4, 1024));  // the warp kernel's rows
   CHECK(applies(kCluster, Direction::forward, x, 4, 1025));
-  CHECK(applies(kCluster, Direction::forward, x, 2, 65536));     // 8 blocks of 8192
+  CHECK(applies(kCluster, Direction::forward, x, 2, 65536));  // 8 blocks of 8192
   CHECK_FALSE(applies(kCluster, Direction::forward, x, 1, 65537));
-  CHECK(applies(kCluster, Direction::backward, x, 4, 32768));    // 8 blocks of 4096
+  CHECK(applies(kCluster, Direction::backward, x, 4, 32768));  // 8 blocks of 4096
   CHECK_FALSE(applies(kCluster, Direction::backward, x, 3, 32769));
   Tensor d = empty({1 << 16}, DType::f64, kGpu);
   CHECK_FALSE(applies(kCluster, Direction::forward, d, 4, 4096));
@@ -120,8 +120,8 @@ TEST_CASE("softmax long rows: the heuristic's picks for many long rows" *
     dispatch::AlgoModeGuard heuristic(dispatch::AlgoMode::heuristic);
     return softmax_choose(p).name;
   };
-  // cluster_rows where its heuristic puts it first: the f32 backward of rows over 8192 values, and the
-  // f32 forward of rows the ring does not take (see their heuristic_cost).
+  // cluster_rows where its heuristic puts it first: the f32 backward of rows over 8192 values, and
+  // the f32 forward of rows the ring does not take (see their heuristic_cost).
   CHECK(pick(8192, 32768, dispatch::Direction::backward) == kCluster);
   CHECK(pick(8192, 32772, dispatch::Direction::forward) == kCluster);
   CHECK(pick(8192, 32769, dispatch::Direction::forward) == kCluster);
@@ -141,8 +141,8 @@ TEST_CASE("softmax cluster_rows: parity at the segment boundaries, both directio
   // 32760 (whole vectors, a short last one for bf16 rows of 8-value vectors); 32768 / 32769:
   // the backward limit and one past it (forward only); 49999: odd (scalar path); 65536: 8
   // forward blocks.
-  for (int64_t cols : {1025, 4095, 4096, 4097, 8191, 8192, 8193, 12289, 32760, 32768, 32769,
-                       49999, 65536}) {
+  for (int64_t cols :
+       {1025, 4095, 4096, 4097, 8191, 8192, 8193, 12289, 32760, 32768, 32769, 49999, 65536}) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       if (dtype == DType::f16 && cols != 8193 && cols != 32768) continue;
       for (bool log : {false, true}) {
@@ -155,10 +155,12 @@ TEST_CASE("softmax cluster_rows: parity at the segment boundaries, both directio
         auto f = [log](const Tensor& t) { return log ? log_softmax(t, 1) : softmax(t, 1); };
         check_gpu_parity(f, x, tol, cluster_settings(x, rows, cols));
         // A dense view one element in: misaligned rows, the scalar path.
-        check_gpu_parity([log, cols](const Tensor& t) {
-          Tensor v = t.flatten().narrow(0, 1, t.numel() - cols).view({t.size(0) - 1, cols});
-          return log ? log_softmax(v, 1) : softmax(v, 1);
-        }, x, tol, cluster_settings(x, rows - 1, cols));
+        check_gpu_parity(
+            [log, cols](const Tensor& t) {
+              Tensor v = t.flatten().narrow(0, 1, t.numel() - cols).view({t.size(0) - 1, cols});
+              return log ? log_softmax(v, 1) : softmax(v, 1);
+            },
+            x, tol, cluster_settings(x, rows - 1, cols));
       }
     }
   }
@@ -280,11 +282,13 @@ TEST_CASE("cross_entropy: backward row tiles around the tile size, options, misa
         };
         const dispatch::AlgoSettings settings = dispatch::current_algo_settings();
         check_gpu_parity([&](const Tensor& in) { return loss(in.narrow(0, 0, n)); }, x,
-                     tolerance(dtype), settings);
+                         tolerance(dtype), settings);
         // Rows starting one element in: the per-element paths.
-        check_gpu_parity([&](const Tensor& in) {
-          return loss(in.flatten().narrow(0, 1, n * classes).view({n, classes}));
-        }, x, tolerance(dtype), settings);
+        check_gpu_parity(
+            [&](const Tensor& in) {
+              return loss(in.flatten().narrow(0, 1, n * classes).view({n, classes}));
+            },
+            x, tolerance(dtype), settings);
       }
     }
   }

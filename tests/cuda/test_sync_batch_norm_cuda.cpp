@@ -5,9 +5,8 @@
 // forward + backward must capture into a CUDA graph. With NCCL, a one-rank group (the plain op)
 // matches BatchNorm2d. The cross-process path is tested under MPI in tests/distributed.
 // Skips without a GPU.
-#include <doctest/doctest.h>
-
 #include <cuda_runtime_api.h>
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,15 +46,17 @@ Tensor leaf(const Tensor& t) { return t.detach().clone().set_requires_grad(true)
 
 }  // namespace
 
-TEST_CASE("sync_batch_norm on CUDA through a mirror group equals batch_norm over the doubled batch" *
-          doctest::skip(!cuda::is_available())) {
+TEST_CASE(
+    "sync_batch_norm on CUDA through a mirror group equals batch_norm over the doubled batch" *
+    doctest::skip(!cuda::is_available())) {
   const Device dev = Device::cuda();
   auto group = std::make_shared<MirrorGroup>();
   const int64_t N = 3, C = 7;
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (MemoryFormat format : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
       for (int tail = 0; tail < 3; ++tail) {  // none, relu, add_relu
-        const int bf16 = dtype == DType::bf16, channels_last = format == MemoryFormat::channels_last;
+        const int bf16 = dtype == DType::bf16,
+                  channels_last = format == MemoryFormat::channels_last;
         CAPTURE(bf16);
         CAPTURE(channels_last);
         CAPTURE(tail);
@@ -67,11 +68,13 @@ TEST_CASE("sync_batch_norm on CUDA through a mirror group equals batch_norm over
         Tensor g = randn({N, C, 5, 6}, opts).to(dtype);
         Tensor w = leaf(1.0 + 0.3 * randn({C}, opts)), b = leaf(randn({C}, opts));
         Tensor wr = leaf(w), br = leaf(b);
-        Tensor rm = zeros({C}, opts), rv = ones({C}, opts), rm_ref = zeros({C}, opts), rv_ref = ones({C}, opts);
+        Tensor rm = zeros({C}, opts), rv = ones({C}, opts), rm_ref = zeros({C}, opts),
+               rv_ref = ones({C}, opts);
         Tensor xs = leaf(x), rs = leaf(res);
-        Tensor x2 = leaf(cat({x, x}, 0).contiguous(format)), r2 = leaf(cat({res, res}, 0).contiguous(format));
-        Tensor ys = distributed::sync_batch_norm(xs, tail == 2 ? rs : Tensor(), w, b, rm, rv, tail > 0, 0.1,
-                                                 1e-5, group);
+        Tensor x2 = leaf(cat({x, x}, 0).contiguous(format)),
+               r2 = leaf(cat({res, res}, 0).contiguous(format));
+        Tensor ys = distributed::sync_batch_norm(xs, tail == 2 ? rs : Tensor(), w, b, rm, rv,
+                                                 tail > 0, 0.1, 1e-5, group);
         Tensor yr = tail == 0   ? batch_norm(x2, wr, br, rm_ref, rv_ref, true)
                     : tail == 1 ? batch_norm_relu(x2, wr, br, rm_ref, rv_ref, true)
                                 : batch_norm_add_relu(x2, r2, wr, br, rm_ref, rv_ref, true);
@@ -118,7 +121,8 @@ TEST_CASE("sync_batch_norm forward + backward can be captured as a CUDA graph" *
   std::vector<Tensor> captured;
   {
     cuda::MemPoolScope scope(dev.index, pool);
-    REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    REQUIRE(cudaStreamBeginCapture(cudaStream_t(s.handle), cudaStreamCaptureModeThreadLocal) ==
+            cudaSuccess);
     captured = step();
     REQUIRE(cudaStreamEndCapture(cudaStream_t(s.handle), &graph) == cudaSuccess);
   }

@@ -7,11 +7,11 @@
 
 using namespace ember;
 using distributed::DDPOptions;
+using distributed::distributed_sample_indices;
 using distributed::DistributedDataParallel;
+using distributed::init_process_group;
 using distributed::InitOptions;
 using distributed::ProcessGroup;
-using distributed::distributed_sample_indices;
-using distributed::init_process_group;
 
 namespace {
 std::shared_ptr<ProcessGroup> group() {
@@ -66,7 +66,8 @@ TEST_CASE("MPI collectives") {
   Tensor g = empty({2 * w}, TensorOptions(DType::f32));
   pg->all_gather(g, full({2}, double(r), TensorOptions(DType::f32)));
   CHECK(g.to_vector()[2 * (w - 1)] == w - 1);
-  Tensor in = arange(double(2 * w), TensorOptions(DType::f32)), out = empty({2}, TensorOptions(DType::f32));
+  Tensor in = arange(double(2 * w), TensorOptions(DType::f32)),
+         out = empty({2}, TensorOptions(DType::f32));
   pg->reduce_scatter(out, in, distributed::ReduceOp::sum);
   CHECK(out.to_vector()[0] == 2.0 * r * w);
   pg->barrier();
@@ -81,7 +82,8 @@ TEST_CASE("MPI collectives") {
   CHECK(cl.to_vector() == arange(24.0, TensorOptions(DType::f32)).to_vector());
   pg->all_reduce(cl, distributed::ReduceOp::sum);
   CHECK(cl.to_vector()[23] == 23.0 * w);
-  Tensor gathered = empty({w, 2, 3, 4}, TensorOptions(DType::f32)).contiguous(MemoryFormat::channels_last);
+  Tensor gathered =
+      empty({w, 2, 3, 4}, TensorOptions(DType::f32)).contiguous(MemoryFormat::channels_last);
   CHECK_THROWS_AS(pg->all_gather(gathered, cl), Error);
 }
 
@@ -117,7 +119,8 @@ TEST_CASE("no_sync accumulates locally, then one synchronized backward averages 
   const int r = pg->rank();
   auto model = std::make_shared<Mlp>(3);
   DistributedDataParallel ddp(model, pg);
-  Tensor x = full({2, 8}, 0.1 * (r + 1), TensorOptions(DType::f64)), y = zeros({2, 3}, TensorOptions(DType::f64));
+  Tensor x = full({2, 8}, 0.1 * (r + 1), TensorOptions(DType::f64)),
+         y = zeros({2, 3}, TensorOptions(DType::f64));
   {
     DistributedDataParallel::NoSyncGuard guard(ddp);
     mean(square(model->forward(x) - y)).backward();

@@ -10,9 +10,9 @@
 
 using namespace ember;
 using distributed::DistributedDataParallel;
+using distributed::init_process_group;
 using distributed::InitOptions;
 using distributed::ProcessGroup;
-using distributed::init_process_group;
 
 namespace {
 
@@ -54,9 +54,12 @@ enum class Tail { none, relu, add_relu };
 
 Tensor run_tail(nn::BatchNormImplBase& bn, Tail tail, const Tensor& x, const Tensor& residual) {
   switch (tail) {
-    case Tail::none: return bn.forward(x);
-    case Tail::relu: return bn.forward_relu(x);
-    case Tail::add_relu: return bn.forward_add_relu(x, residual);
+    case Tail::none:
+      return bn.forward(x);
+    case Tail::relu:
+      return bn.forward_relu(x);
+    case Tail::add_relu:
+      return bn.forward_add_relu(x, residual);
   }
   return Tensor();
 }
@@ -100,7 +103,8 @@ TEST_CASE("SyncBatchNorm over ranks equals BatchNorm2d over the whole batch") {
         sum(yr * g).backward();
         CHECK(max_abs_diff(ys, yr.narrow(0, off, n)) < kTol);
         CHECK(max_abs_diff(xs.grad(), xr.grad().narrow(0, off, n)) < kTol);
-        if (tail == Tail::add_relu) CHECK(max_abs_diff(rs.grad(), rr.grad().narrow(0, off, n)) < kTol);
+        if (tail == Tail::add_relu)
+          CHECK(max_abs_diff(rs.grad(), rr.grad().narrow(0, off, n)) < kTol);
         // Weight and bias gradients are each rank's own sums (DDP averages them), adding up to
         // the whole batch's.
         CHECK(max_abs_diff(summed_over_ranks(sync->weight.grad()), ref->weight.grad()) < kTol);
@@ -114,7 +118,8 @@ TEST_CASE("SyncBatchNorm over ranks equals BatchNorm2d over the whole batch") {
       ref->eval();
       Tensor x = randn({B, C, 4, 5}, f64(), &gen);
       autograd::NoGradGuard ng;
-      CHECK(max_abs_diff(sync->forward(x.narrow(0, off, n)), ref->forward(x).narrow(0, off, n)) < kTol);
+      CHECK(max_abs_diff(sync->forward(x.narrow(0, off, n)), ref->forward(x).narrow(0, off, n)) <
+            kTol);
     }
   }
 }
@@ -137,7 +142,8 @@ TEST_CASE("SyncBatchNorm: 2-D input, a rank with one row, and the state_dict of 
   Generator gen(Device::cpu(), 3);
   const int64_t B = 1 + 2 * (w - 1), off = r == 0 ? 0 : 1 + 2 * (r - 1), n = r == 0 ? 1 : 2;
   Tensor x = randn({B, C}, f64(), &gen) + 1.0, g = randn({B, C}, f64(), &gen);
-  Tensor xs = leaf_rows(x, off, n, MemoryFormat::contiguous), xr = leaf_rows(x, 0, B, MemoryFormat::contiguous);
+  Tensor xs = leaf_rows(x, off, n, MemoryFormat::contiguous),
+         xr = leaf_rows(x, 0, B, MemoryFormat::contiguous);
   Tensor ys = sync->forward(xs), yr = ref->forward(xr);
   sum(ys * g.narrow(0, off, n)).backward();
   sum(yr * g).backward();
@@ -145,17 +151,20 @@ TEST_CASE("SyncBatchNorm: 2-D input, a rank with one row, and the state_dict of 
   CHECK(max_abs_diff(xs.grad(), xr.grad().narrow(0, off, n)) < kTol);
   CHECK(max_abs_diff(summed_over_ranks(sync->weight.grad()), ref->weight.grad()) < kTol);
   CHECK(max_abs_diff(sync->running_var, ref->running_var) < kTol);
-  CHECK_THROWS_AS(sync->forward(ones({2, C + 1}, f64())), Error);  // wrong channel count, before any collective
+  CHECK_THROWS_AS(sync->forward(ones({2, C + 1}, f64())),
+                  Error);  // wrong channel count, before any collective
 }
 
-TEST_CASE("convert_sync_batchnorm under DDP at batch B/2 per rank trains like one process at batch B") {
+TEST_CASE(
+    "convert_sync_batchnorm under DDP at batch B/2 per rank trains like one process at batch B") {
   auto pg = group();
   const int r = pg->rank(), w = pg->world_size();
   const int64_t B = 4 * w;
   auto make_model = [] {
     manual_seed(11);  // the same initial weights for the replica and the reference
-    nn::Sequential m(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1).bias(false)), nn::BatchNorm2d(4),
-                     nn::ReLU(), nn::Conv2d(nn::Conv2dOptions(4, 3, 3).padding(1)), nn::BatchNorm2d(3));
+    nn::Sequential m(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1).bias(false)),
+                     nn::BatchNorm2d(4), nn::ReLU(),
+                     nn::Conv2d(nn::Conv2dOptions(4, 3, 3).padding(1)), nn::BatchNorm2d(3));
     m->to(DType::f64);
     return m;
   };

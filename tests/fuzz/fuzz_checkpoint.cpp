@@ -76,7 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                          [&] { trainer->sched.load_state_json(ck.scheduler); });
     ember_fuzz::expect_only_ember_errors("GradScaler::load_state_dict",
                                          [&] { trainer->scaler.load_state_dict(ck.grad_scaler); });
-    ember_fuzz::expect_only_ember_errors("restore_rng_state", [&] { nn::restore_rng_state(ck.rng); });
+    ember_fuzz::expect_only_ember_errors("restore_rng_state",
+                                         [&] { nn::restore_rng_state(ck.rng); });
   });
   return 0;
 }

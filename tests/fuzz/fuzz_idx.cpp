@@ -38,9 +38,12 @@ void write_seeds(const std::string& dir) {
   write_text(dir + "/u8_labels.idx", idx_bytes(0x08, {3}, std::string("\x01\x02\x09", 3)));
   write_text(dir + "/i8.idx", idx_bytes(0x09, {2, 2}, std::string("\xff\x01\x7f\x80", 4)));
   write_text(dir + "/i16.idx", idx_bytes(0x0B, {3}, std::string("\x01\x00\xff\xff\x7f\x00", 6)));
-  write_text(dir + "/i32.idx", idx_bytes(0x0C, {2}, std::string("\x00\x00\x00\x05\xff\xff\xff\xfe", 8)));
-  write_text(dir + "/f32.idx", idx_bytes(0x0D, {1, 2}, std::string("\x3f\x80\x00\x00\x40\x00\x00\x00", 8)));
-  write_text(dir + "/f64.idx", idx_bytes(0x0E, {1}, std::string("\x3f\xf0\x00\x00\x00\x00\x00\x00", 8)));
+  write_text(dir + "/i32.idx",
+             idx_bytes(0x0C, {2}, std::string("\x00\x00\x00\x05\xff\xff\xff\xfe", 8)));
+  write_text(dir + "/f32.idx",
+             idx_bytes(0x0D, {1, 2}, std::string("\x3f\x80\x00\x00\x40\x00\x00\x00", 8)));
+  write_text(dir + "/f64.idx",
+             idx_bytes(0x0E, {1}, std::string("\x3f\xf0\x00\x00\x00\x00\x00\x00", 8)));
   write_text(dir + "/zero_dim.idx", idx_bytes(0x08, {0, 28, 28}, ""));
   write_text(dir + "/mnist_pair", mnist_input(idx_bytes(0x08, {2, 28, 28}, pixels),
                                               idx_bytes(0x08, {2}, std::string("\x03\x07", 2))));

@@ -80,7 +80,8 @@ void expect_only_ember_errors(const char* what, F&& f) {
     f();
   } catch (const ember::Error&) {
   } catch (const std::exception& e) {
-    std::printf("ember fuzz: %s threw a foreign exception (%s): %s\n", what, typeid(e).name(), e.what());
+    std::printf("ember fuzz: %s threw a foreign exception (%s): %s\n", what, typeid(e).name(),
+                e.what());
     std::fflush(stdout);
     std::abort();
   }

@@ -7,7 +7,8 @@ using namespace ember;
 
 namespace ember_fuzz {
 void write_seeds(const std::string& dir) {
-  write_text(dir + "/fortunes", std::string("\x01") + "A fortune.\n%\nAnother one,\n  indented.\n%\n");
+  write_text(dir + "/fortunes",
+             std::string("\x01") + "A fortune.\n%\nAnother one,\n  indented.\n%\n");
   write_text(dir + "/plain", std::string("\x00", 1) + "hello world\nthe quick brown fox\n");
   write_text(dir + "/utf8", std::string("\x01") + "caf\xc3\xa9 \xe2\x82\xac 100%\n%%\n%\n");
   write_text(dir + "/empty", std::string("\x01"));

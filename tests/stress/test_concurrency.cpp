@@ -100,7 +100,8 @@ TEST_CASE("stress: training, shared no_grad inference and a many-worker loader a
       autograd::NoGradGuard no_grad;
       do {
         Tensor out = served->forward(query);
-        if (!allclose(out, expected, 1e-6, 1e-7)) throw std::runtime_error("inference result differs");
+        if (!allclose(out, expected, 1e-6, 1e-7))
+          throw std::runtime_error("inference result differs");
         inferences.fetch_add(1);
       } while (std::chrono::steady_clock::now() < end);
     });
@@ -111,9 +112,10 @@ TEST_CASE("stress: training, shared no_grad inference and a many-worker loader a
   std::atomic<int> epochs{0};
   threads.spawn("loader", [&] {
     const int64_t n = 200;
-    auto dataset = std::make_shared<data::TensorDataset>(std::vector<Tensor>{
-        arange(double(n), TensorOptions(DType::i64)), randn({n, 3})});
-    data::DataLoader loader(dataset, data::DataLoaderOptions(7).shuffle(true).num_workers(8).seed(5));
+    auto dataset = std::make_shared<data::TensorDataset>(
+        std::vector<Tensor>{arange(double(n), TensorOptions(DType::i64)), randn({n, 3})});
+    data::DataLoader loader(dataset,
+                            data::DataLoaderOptions(7).shuffle(true).num_workers(8).seed(5));
     do {
       std::vector<int> seen(size_t(n), 0);
       for (auto& batch : loader) {
@@ -127,8 +129,8 @@ TEST_CASE("stress: training, shared no_grad inference and a many-worker loader a
   });
 
   threads.join_all();
-  MESSAGE("training steps ", train_steps.load(), ", inferences ", inferences.load(), ", loader epochs ",
-          epochs.load());
+  MESSAGE("training steps ", train_steps.load(), ", inferences ", inferences.load(),
+          ", loader epochs ", epochs.load());
   for (int k = 0; k < 2; ++k) {
     CHECK(std::isfinite(last_loss[size_t(k)]));
     CHECK(last_loss[size_t(k)] < first_loss[size_t(k)]);

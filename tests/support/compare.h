@@ -29,7 +29,9 @@ inline double scaled_max_err(const Tensor& a, const Tensor& ref, double floor) {
 }  // namespace detail
 
 // max |a - ref| relative to max(1, max |ref|).
-inline double rel_err(const Tensor& a, const Tensor& ref) { return detail::scaled_max_err(a, ref, 1); }
+inline double rel_err(const Tensor& a, const Tensor& ref) {
+  return detail::scaled_max_err(a, ref, 1);
+}
 
 // max |a - ref| relative to max |ref| alone: for references much smaller than 1 this is stricter
 // than rel_err (the convolution suites use it).
@@ -41,10 +43,14 @@ inline double rel_err_to_max(const Tensor& a, const Tensor& ref) {
 // tighter fp32 bound say so beside their use.
 inline double parity_tolerance(DType d) {
   switch (d) {
-    case DType::f32: return 1e-4;
-    case DType::f16: return 1e-2;
-    case DType::bf16: return 5e-2;
-    default: return 1e-12;
+    case DType::f32:
+      return 1e-4;
+    case DType::f16:
+      return 1e-2;
+    case DType::bf16:
+      return 5e-2;
+    default:
+      return 1e-12;
   }
 }
 

@@ -38,8 +38,8 @@ inline Tensor misaligned_channels_last(const Tensor& t) {
 // laid out in that format on the GPU is handed to backward directly instead (its exact values in
 // fp64 on the CPU): backward kernels that take another layout (pooling's fast channels_last
 // paths) see that gradient.
-inline void check_gpu_parity(const std::function<Tensor(const Tensor&)>& f,
-                             const Tensor& gpu_input, double tol,
+inline void check_gpu_parity(const std::function<Tensor(const Tensor&)>& f, const Tensor& gpu_input,
+                             double tol,
                              const std::optional<dispatch::AlgoSettings>& gpu_settings = {},
                              std::optional<MemoryFormat> grad_format = {}) {
   Tensor g = gpu_input.detach().set_requires_grad(true);

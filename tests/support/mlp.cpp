@@ -11,11 +11,15 @@ MlpResult train_mlp(Device device, DType dtype, int steps) {
   Tensor labels = randint(0, classes, {n}, TensorOptions(DType::i64), &gen);
   Tensor centres = zeros({classes, in}, TensorOptions(DType::f32));
   for (int64_t c = 0; c < classes; ++c) centres.select(0, c).select(0, c).fill_(3.0);
-  Tensor x = (index_select(centres, 0, labels) + randn({n, in}, TensorOptions(DType::f32), &gen)).to(device, dtype);
+  Tensor x = (index_select(centres, 0, labels) + randn({n, in}, TensorOptions(DType::f32), &gen))
+                 .to(device, dtype);
   Tensor y = labels.to(device);
 
   auto init = [&](Shape s, double scale) {
-    return (randn(s, TensorOptions(DType::f32), &gen) * scale).to(device, dtype).detach().set_requires_grad(true);
+    return (randn(s, TensorOptions(DType::f32), &gen) * scale)
+        .to(device, dtype)
+        .detach()
+        .set_requires_grad(true);
   };
   Tensor w1 = init({hidden, in}, 0.3), b1 = zeros({hidden}, opts).set_requires_grad(true);
   Tensor w2 = init({classes, hidden}, 0.3), b2 = zeros({classes}, opts).set_requires_grad(true);

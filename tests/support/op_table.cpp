@@ -8,14 +8,16 @@ namespace ember::testing {
 namespace {
 using V = const std::vector<Tensor>&;
 TensorOptions like(const Tensor& t, DType d) { return TensorOptions(d).with_device(t.device()); }
-Tensor idx(V x, std::vector<double> v, Shape s) { return from_vector(v, s, like(x[0], DType::i64)); }
+Tensor idx(V x, std::vector<double> v, Shape s) {
+  return from_vector(v, s, like(x[0], DType::i64));
+}
 }  // namespace
 
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> all = [] {
     std::vector<OpCase> v;
     for (const auto* area : {&op_cases_core(), &op_cases_norm(), &op_cases_act(), &op_cases_nn(),
-                              &op_cases_rnn(), &op_cases_conv()})
+                             &op_cases_rnn(), &op_cases_conv()})
       v.insert(v.end(), area->begin(), area->end());
     return v;
   }();
@@ -57,13 +59,21 @@ const std::vector<OpCase>& op_cases_core() {
       {"reciprocal", {{3, 5}}, [](V x) { return reciprocal(x[0]); }, 0.5, 2.0},
       {"clamp", {{4, 5}}, [](V x) { return clamp(x[0], -0.5, 0.6); }},
       {"clamp_min", {{4, 5}}, [](V x) { return clamp(x[0], 0.1, std::nullopt); }},
-      {"where", {{3, 4}, {3, 4}},
-       [](V x) { return where(gt(x[0], x[1]), x[0] * 2.0, x[1]); }},
-      {"to_float_roundtrip", {{3, 4}}, [](V x) { return x[0].to(DType::f32).to(x[0].dtype()) * 3.0; },
-       -1, 1, false, false},
+      {"where", {{3, 4}, {3, 4}}, [](V x) { return where(gt(x[0], x[1]), x[0] * 2.0, x[1]); }},
+      {"to_float_roundtrip",
+       {{3, 4}},
+       [](V x) { return x[0].to(DType::f32).to(x[0].dtype()) * 3.0; },
+       -1,
+       1,
+       false,
+       false},
       // reductions
       {"sum_all", {{3, 4, 5}}, [](V x) { return sum(x[0]); }},
-      {"sum_dims", {{3, 4, 5}}, [](V x) { return sum(x[0], {0, 2}); }},
+      {"sum_dims",
+       {{3, 4, 5}},
+       [](V x) {
+         return sum(x[0], {0, 2});
+       }},
       {"sum_keepdim", {{3, 4, 5}}, [](V x) { return sum(x[0], {1}, true); }},
       {"sum_last", {{6, 33}}, [](V x) { return sum(x[0], {-1}); }},
       {"mean", {{4, 6}}, [](V x) { return mean(x[0], {1}); }},
@@ -91,32 +101,73 @@ const std::vector<OpCase>& op_cases_core() {
       {"linear", {{2, 3, 5}, {4, 5}, {4}}, [](V x) { return linear(x[0], x[1], x[2]); }},
       {"linear_nobias", {{3, 5}, {4, 5}}, [](V x) { return linear(x[0], x[1]); }},
       // indexing
-      {"index_select", {{5, 3}}, [](V x) { return index_select(x[0], 0, idx(x, {4, 0, 4, 2}, {4})); }},
-      {"index_select_d1", {{3, 5, 2}}, [](V x) { return index_select(x[0], 1, idx(x, {1, 3}, {2})); }},
-      {"gather", {{3, 4}}, [](V x) { return gather(x[0], 1, idx(x, {0, 3, 1, 1, 2, 0}, {3, 2})); }},
-      {"scatter_add", {{3, 4}, {2, 4}},
-       [](V x) { return scatter_add(x[0], 0, idx(x, {0, 2, 1, 0, 2, 2, 0, 1}, {2, 4}), x[1]); }},
-      {"embedding", {{6, 3}}, [](V x) { return embedding(x[0], idx(x, {5, 1, 1, 0, 3, 5}, {2, 3})); }},
+      {"index_select",
+       {{5, 3}},
+       [](V x) {
+         return index_select(x[0], 0, idx(x, {4, 0, 4, 2}, {4}));
+       }},
+      {"index_select_d1",
+       {{3, 5, 2}},
+       [](V x) {
+         return index_select(x[0], 1, idx(x, {1, 3}, {2}));
+       }},
+      {"gather",
+       {{3, 4}},
+       [](V x) {
+         return gather(x[0], 1, idx(x, {0, 3, 1, 1, 2, 0}, {3, 2}));
+       }},
+      {"scatter_add",
+       {{3, 4}, {2, 4}},
+       [](V x) {
+         return scatter_add(x[0], 0, idx(x, {0, 2, 1, 0, 2, 2, 0, 1}, {2, 4}), x[1]);
+       }},
+      {"embedding",
+       {{6, 3}},
+       [](V x) {
+         return embedding(x[0], idx(x, {5, 1, 1, 0, 3, 5}, {2, 3}));
+       }},
       // views and shape ops (gradients flow through their backward)
-      {"reshape", {{3, 4}}, [](V x) { return x[0].reshape({2, 6}) * x[0].reshape({2, 6}); }},
-      {"permute", {{2, 3, 4}}, [](V x) { return x[0].permute({2, 0, 1}) * 2.0; }},
+      {"reshape",
+       {{3, 4}},
+       [](V x) {
+         return x[0].reshape({2, 6}) * x[0].reshape({2, 6});
+       }},
+      {"permute",
+       {{2, 3, 4}},
+       [](V x) {
+         return x[0].permute({2, 0, 1}) * 2.0;
+       }},
       {"transpose", {{3, 4}}, [](V x) { return mm(x[0].transpose(0, 1), x[0]); }},
       {"narrow", {{5, 4}}, [](V x) { return x[0].narrow(0, 1, 3) * 3.0; }},
       {"slice_step", {{7, 3}}, [](V x) { return x[0].slice(0, 1, 7, 2).exp(); }},
       {"select", {{4, 3}}, [](V x) { return x[0].select(1, -1) * 2.0; }},
-      {"expand", {{3, 1}}, [](V x) { return x[0].expand({3, 4}) * x[0].expand({2, 3, 4}).sum({0}); }},
+      {"expand",
+       {{3, 1}},
+       [](V x) {
+         return x[0].expand({3, 4}) * x[0].expand({2, 3, 4}).sum({0});
+       }},
       {"squeeze_unsqueeze", {{3, 1, 4}}, [](V x) { return x[0].squeeze(1).unsqueeze(0) * 2.0; }},
       {"flatten", {{2, 3, 4}}, [](V x) { return x[0].flatten(1) * 2.0; }},
-      {"cat", {{2, 3}, {4, 3}}, [](V x) { return cat({x[0] * 2.0, x[1]}, 0); }},
-      {"stack", {{2, 3}, {2, 3}}, [](V x) { return stack({x[0], x[1] * x[1]}, 1); }},
-      {"split", {{5, 3}},
+      {"cat",
+       {{2, 3}, {4, 3}},
+       [](V x) {
+         return cat({x[0] * 2.0, x[1]}, 0);
+       }},
+      {"stack",
+       {{2, 3}, {2, 3}},
+       [](V x) {
+         return stack({x[0], x[1] * x[1]}, 1);
+       }},
+      {"split",
+       {{5, 3}},
        [](V x) {
          auto parts = split(x[0], 2, 0);
          return parts[0].sum() * 2.0 + parts[2].sum() + (parts[1] * parts[1]).sum();
        }},
       {"clone_contiguous", {{3, 4}}, [](V x) { return x[0].t().contiguous().clone() * 2.0; }},
       // a composite: the MLP building blocks of the Foundation issue
-      {"mlp_block", {{4, 5}, {3, 5}, {3}},
+      {"mlp_block",
+       {{4, 5}, {3, 5}, {3}},
        [](V x) { return log_softmax_reference(relu(linear(x[0], x[1], x[2])), 1); }},
   };
   return cases;

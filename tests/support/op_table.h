@@ -13,9 +13,9 @@ struct OpCase {
   std::string name;
   std::vector<Shape> shapes;  // one per tensor input
   std::function<Tensor(const std::vector<Tensor>&)> fn;
-  double low = -1, high = 1;  // range of the random input values
-  bool bf16_ok = true;        // compared in bf16 on CUDA too
-  bool fp64_gradcheck = true; // false for ops that round through a lower precision
+  double low = -1, high = 1;   // range of the random input values
+  bool bf16_ok = true;         // compared in bf16 on CUDA too
+  bool fp64_gradcheck = true;  // false for ops that round through a lower precision
 };
 
 // Every row: the core ops (op_table.cpp) followed by each area's rows.

@@ -38,67 +38,110 @@ const std::vector<OpCase>& op_cases_act() {
       {"softmax_dim1_4d", {{2, 4, 3, 2}}, [](V x) { return softmax(x[0], 1); }, -3, 3},
       {"log_softmax_last", {{3, 7}}, [](V x) { return log_softmax(x[0], 1); }, -3, 3},
       {"log_softmax_mid", {{2, 5, 3}}, [](V x) { return log_softmax(x[0], 1); }, -3, 3},
-      {"softmax_long_rows", {{3, 1500}}, [](V x) { return softmax(x[0], 1) * 100.0; }, -4, 4, true,
+      {"softmax_long_rows",
+       {{3, 1500}},
+       [](V x) { return softmax(x[0], 1) * 100.0; },
+       -4,
+       4,
+       true,
        false},
-      {"log_softmax_long_rows", {{2, 3000}}, [](V x) { return log_softmax(x[0], 1); }, -4, 4, true,
+      {"log_softmax_long_rows",
+       {{2, 3000}},
+       [](V x) { return log_softmax(x[0], 1); },
+       -4,
+       4,
+       true,
        false},
       // class losses
-      {"cross_entropy", {{5, 7}},
-       [](V x) { return cross_entropy(x[0], targets(x, {0, 6, 3, 3, 1}, {5})); }, -2, 2},
-      {"cross_entropy_none", {{4, 6}},
+      {"cross_entropy",
+       {{5, 7}},
+       [](V x) {
+         return cross_entropy(x[0], targets(x, {0, 6, 3, 3, 1}, {5}));
+       },
+       -2,
+       2},
+      {"cross_entropy_none",
+       {{4, 6}},
        [](V x) {
          return cross_entropy(x[0], targets(x, {5, 0, 2, 2}, {4}), ce(LossReduction::none));
        },
-       -2, 2},
-      {"cross_entropy_sum_smooth", {{4, 6}},
+       -2,
+       2},
+      {"cross_entropy_sum_smooth",
+       {{4, 6}},
        [](V x) {
          return cross_entropy(x[0], targets(x, {1, 4, 0, 5}, {4}),
                               ce(LossReduction::sum).with_label_smoothing(0.2));
        },
-       -2, 2},
-      {"cross_entropy_weight_ignore_smooth", {{5, 4}},
+       -2,
+       2},
+      {"cross_entropy_weight_ignore_smooth",
+       {{5, 4}},
        [](V x) {
          return cross_entropy(x[0], targets(x, {3, -100, 0, 2, 3}, {5}),
                               CrossEntropyOptions()
                                   .with_weight(class_weights(x, {0.5, 2.0, 1.0, 3.0}))
                                   .with_label_smoothing(0.1));
        },
-       -2, 2},
-      {"cross_entropy_spatial", {{2, 4, 3, 2}},
+       -2,
+       2},
+      {"cross_entropy_spatial",
+       {{2, 4, 3, 2}},
        [](V x) {
          return cross_entropy(x[0], targets(x, {0, 1, 2, 3, 3, 2, 1, 0, 0, 2, 1, 3}, {2, 3, 2}),
                               ce(LossReduction::none).with_ignore_index(2));
        },
-       -2, 2},
-      {"cross_entropy_long_rows", {{3, 2500}},
+       -2,
+       2},
+      {"cross_entropy_long_rows",
+       {{3, 2500}},
        [](V x) {
          return cross_entropy(x[0], targets(x, {7, 2499, 1200}, {3}),
                               ce(LossReduction::none).with_label_smoothing(0.05));
        },
-       -4, 4, true, false},
-      {"nll_loss", {{5, 4}},
+       -4,
+       4,
+       true,
+       false},
+      {"nll_loss",
+       {{5, 4}},
        [](V x) {
          return nll_loss(log_softmax(x[0], 1), targets(x, {3, 1, -100, 0, 3}, {5}),
                          NllLossOptions().with_weight(class_weights(x, {1.0, 0.5, 2.0, 1.5})));
        },
-       -2, 2},
+       -2,
+       2},
       // pooling
       {"max_pool2d", {{2, 3, 7, 6}}, [](V x) { return max_pool2d(x[0], {3}, {2}, {1}); }},
-      {"max_pool2d_ceil_dilated", {{1, 2, 8, 7}},
-       [](V x) { return max_pool2d(x[0], {2, 3}, {2, 1}, {1, 0}, {2, 1}, true); }},
+      {"max_pool2d_ceil_dilated",
+       {{1, 2, 8, 7}},
+       [](V x) {
+         return max_pool2d(x[0], {2, 3}, {2, 1}, {1, 0}, {2, 1}, true);
+       }},
       {"max_pool1d", {{2, 3, 9}}, [](V x) { return max_pool1d(x[0], {3}, {2}); }},
       {"max_pool3d", {{1, 2, 4, 5, 4}}, [](V x) { return max_pool3d(x[0], {2}, {2}, {1}); }},
       {"avg_pool2d", {{2, 3, 7, 6}}, [](V x) { return avg_pool2d(x[0], {3}, {2}, {1}); }},
-      {"avg_pool2d_ceil_exclude_pad", {{1, 2, 7, 8}},
-       [](V x) { return avg_pool2d(x[0], {3, 2}, {2, 3}, {1, 1}, true, false); }},
+      {"avg_pool2d_ceil_exclude_pad",
+       {{1, 2, 7, 8}},
+       [](V x) {
+         return avg_pool2d(x[0], {3, 2}, {2, 3}, {1, 1}, true, false);
+       }},
       {"avg_pool1d", {{2, 2, 10}}, [](V x) { return avg_pool1d(x[0], {4}, {3}, {2}); }},
-      {"avg_pool3d", {{1, 2, 5, 4, 4}}, [](V x) { return avg_pool3d(x[0], {3, 2, 2}, {2}, {1}); }},
-      {"adaptive_avg_pool2d", {{2, 3, 7, 5}},
-       [](V x) { return adaptive_avg_pool2d(x[0], {3, 4}); }},
+      {"avg_pool3d",
+       {{1, 2, 5, 4, 4}},
+       [](V x) {
+         return avg_pool3d(x[0], {3, 2, 2}, {2}, {1});
+       }},
+      {"adaptive_avg_pool2d",
+       {{2, 3, 7, 5}},
+       [](V x) {
+         return adaptive_avg_pool2d(x[0], {3, 4});
+       }},
       {"adaptive_avg_pool1d", {{2, 2, 11}}, [](V x) { return adaptive_avg_pool1d(x[0], {4}); }},
       {"global_avg_pool2d", {{2, 5, 4, 3}}, [](V x) { return global_avg_pool2d(x[0]); }},
       // dropout and layout
-      {"dropout", {{4, 7}},
+      {"dropout",
+       {{4, 7}},
        [](V x) {
          Generator gen(x[0].device(), 7);
          return dropout(x[0], 0.3, true, &gen);

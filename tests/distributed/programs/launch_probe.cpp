@@ -1,16 +1,17 @@
 // A tiny data-parallel program for the ember-launch tests (tests/CMakeLists.txt, label
 // distributed): joins the job through init_process_group (MPI backend) and runs all_reduce steps.
-//   launch_probe sum     3 steps; each checks the sum of (rank + 1) over the world; exit 0 when right
-//   launch_probe die     rank 1 exits with status 3 after step 1, mid-run
-//   launch_probe stall   rank 1 stops calling collectives after step 1 (sleeps)
+//   launch_probe sum     3 steps; each checks the sum of (rank + 1) over the world; exit 0 when
+//   right launch_probe die     rank 1 exits with status 3 after step 1, mid-run launch_probe stall
+//   rank 1 stops calling collectives after step 1 (sleeps)
 // A collective that fails with an ember::Error is printed as "rank R: error: ..." and exits 1; a
 // dead or stalled peer ends the process from the MPI backend's watchdog, which prints why.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 #include "ember/ember.h"
 
@@ -30,7 +31,8 @@ int main(int argc, char** argv) {
   const int rank = group->rank(), world = group->world_size();
   const int want_world = distributed::env_int("WORLD_SIZE", -1);
   if (world < 2 || world != want_world) {
-    std::printf("rank %d: a world of %d, expected WORLD_SIZE=%d (at least 2)\n", rank, world, want_world);
+    std::printf("rank %d: a world of %d, expected WORLD_SIZE=%d (at least 2)\n", rank, world,
+                want_world);
     return 1;
   }
   for (int step = 1; step <= 3; ++step) {
@@ -39,13 +41,15 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       _exit(3);
     }
-    if (step == 2 && rank == 1 && mode == "stall") std::this_thread::sleep_for(std::chrono::minutes(2));
+    if (step == 2 && rank == 1 && mode == "stall")
+      std::this_thread::sleep_for(std::chrono::minutes(2));
     Tensor t = full({5}, double(rank + 1));
     const auto start = std::chrono::steady_clock::now();
     try {
       group->all_reduce(t);
     } catch (const Error& e) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("rank %d: error after %.1f s: %s\n", rank, s, e.what());
       std::fflush(stdout);
       return 1;
