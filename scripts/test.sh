@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Ember's test command (the README's, and what CI runs): installs the packages (scripts/setup.sh),
-# checks the layer rules and formatting, builds (scripts/build.sh), runs the ctest suites (CPU ones; CUDA ones skip without a GPU), then
-# checks that Ember can be used from another CMake project, both installed (find_package) and as
-# a subdirectory (add_subdirectory). Ends with one line `summary: N passed, N failed, N skipped`.
+# checks the layer rules and formatting, builds (scripts/build.sh), runs the ctest suites (CPU
+# ones; CUDA ones skip without a GPU), checks that Ember can be used from another CMake project,
+# both installed (find_package) and as a subdirectory (add_subdirectory), then runs the sanitizer
+# checks on one clang build: each file reader fuzzed for 20 s from its seeds (scripts/fuzz.sh) and
+# the CPU suites under ASan+UBSan with leak checks (scripts/sanitize.sh asan). Ends with one line
+# `summary: N passed, N failed, N skipped`.
 # Environment: EMBER_SKIP_SETUP=1 skips setup; EMBER_SKIP_CONSUMER=1 skips the consumer checks;
-# EMBER_BUILD_DIR, EMBER_JOBS, EMBER_CUDA_ARCH as in scripts/build.sh.
+# EMBER_SKIP_SANITIZERS=1 skips the sanitizer checks; EMBER_BUILD_DIR, EMBER_JOBS,
+# EMBER_CUDA_ARCH as in scripts/build.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
@@ -108,6 +112,33 @@ if [[ ${EMBER_SKIP_CONSUMER:-0} != 1 ]]; then
   consumer_check find_package consumer_installed
   step "add_subdirectory consumer (Ember built CPU-only inside tests/consumer)"
   consumer_check add_subdirectory consumer_subdirectory
+fi
+
+# Runs one check with its output in a log, printing the log's last lines (its summary), or the
+# whole tail when it fails.
+logged_check() {
+  local name=$1
+  shift
+  local log="$scratch/$name.log"
+  echo "test: $name ..."
+  if "$@" >"$log" 2>&1; then
+    tail -n 8 "$log" | sed 's/^/  /'
+    echo "test: $name passed"
+    ((passed += 1))
+  else
+    echo "test: $name FAILED; its log:"
+    tail -n 80 "$log"
+    ((failed += 1))
+    failures+=("$name")
+  fi
+}
+
+if [[ ${EMBER_SKIP_SANITIZERS:-0} != 1 ]]; then
+  step "sanitizers: fuzz smoke runs, CPU suites under ASan+UBSan (one clang build)"
+  if [[ $build_dir == /* ]]; then fuzz_build=$build_dir-fuzz; else fuzz_build=$repo/$build_dir-fuzz; fi
+  export EMBER_FUZZ_BUILD_DIR=$fuzz_build
+  logged_check fuzz bash scripts/fuzz.sh 20
+  logged_check asan bash scripts/sanitize.sh asan
 fi
 
 echo
