@@ -72,21 +72,23 @@ fi
 ((passed += ctest_total - ctest_failed - ctest_skipped, failed += ctest_failed,
   skipped += ctest_skipped)) || true
 
-# Runs one consumer check, its output in a log that is printed only when the check fails.
-consumer_check() {
-  local name=$1
-  shift
-  local log="$scratch/$name.log"
-  echo "test: consumer ($name) ..."
+
+# Runs one check with its output in a log; prints the log's lines that start with `summary_re`
+# (a check's own summary) when it passes, and the log's tail when it fails.
+logged_check() {
+  local name=$1 summary_re=$2
+  shift 2
+  local log="$scratch/${name// /_}.log"
+  echo "test: $name ..."
   if "$@" >"$log" 2>&1; then
-    grep '^ember_consumer:' "$log" | sed 's/^/  /' || true
-    echo "test: consumer ($name) passed"
+    grep -E "$summary_re" "$log" | sed 's/^/  /' || true
+    echo "test: $name passed"
     ((passed += 1))
   else
-    echo "test: consumer ($name) FAILED; its log:"
-    tail -n 60 "$log"
+    echo "test: $name FAILED; its log:"
+    tail -n 80 "$log"
     ((failed += 1))
-    failures+=("consumer ($name)")
+    failures+=("$name")
   fi
 }
 
@@ -109,36 +111,18 @@ consumer_subdirectory() {
 
 if [[ ${EMBER_SKIP_CONSUMER:-0} != 1 ]]; then
   step "install + find_package(ember) consumer"
-  consumer_check find_package consumer_installed
+  logged_check 'consumer (find_package)' '^ember_consumer:' consumer_installed
   step "add_subdirectory consumer (Ember built CPU-only inside tests/consumer)"
-  consumer_check add_subdirectory consumer_subdirectory
+  logged_check 'consumer (add_subdirectory)' '^ember_consumer:' consumer_subdirectory
 fi
 
-# Runs one check with its output in a log, printing the log's last lines (its summary), or the
-# whole tail when it fails.
-logged_check() {
-  local name=$1
-  shift
-  local log="$scratch/$name.log"
-  echo "test: $name ..."
-  if "$@" >"$log" 2>&1; then
-    tail -n 8 "$log" | sed 's/^/  /'
-    echo "test: $name passed"
-    ((passed += 1))
-  else
-    echo "test: $name FAILED; its log:"
-    tail -n 80 "$log"
-    ((failed += 1))
-    failures+=("$name")
-  fi
-}
 
 if [[ ${EMBER_SKIP_SANITIZERS:-0} != 1 ]]; then
   step "sanitizers: fuzz smoke runs, CPU suites under ASan+UBSan (one clang build)"
   if [[ $build_dir == /* ]]; then fuzz_build=$build_dir-fuzz; else fuzz_build=$repo/$build_dir-fuzz; fi
   export EMBER_FUZZ_BUILD_DIR=$fuzz_build
-  logged_check fuzz bash scripts/fuzz.sh 20
-  logged_check asan bash scripts/sanitize.sh asan
+  logged_check fuzz '^fuzz: ' bash scripts/fuzz.sh 20
+  logged_check asan 'tests passed|tests failed' bash scripts/sanitize.sh asan
 fi
 
 echo

@@ -15,27 +15,15 @@
 
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "support/temp_dir.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_ckpt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct TempDir : ember::test::TempDir {
+  TempDir() : ember::test::TempDir("ember_ckpt_test") {}
 };
 
 std::string read_bytes(const std::string& path) {

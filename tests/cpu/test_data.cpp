@@ -18,31 +18,15 @@
 #include "ember/nn/data.h"
 #include "ember/nn/datasets.h"
 #include "ember/nn/transforms.h"
+#include "support/temp_dir.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const std::string p = (path / name).string();
-    std::ofstream(p, std::ios::binary | std::ios::trunc)
-        .write(bytes.data(), std::streamsize(bytes.size()));
-    return p;
-  }
+struct TempDir : ember::test::TempDir {
+  TempDir() : ember::test::TempDir("ember_data_test") {}
 };
 
 std::string error_of(const std::function<void()>& f) {

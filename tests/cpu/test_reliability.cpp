@@ -19,6 +19,7 @@
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "support/temp_dir.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -47,26 +48,8 @@ bool contains(const std::string& text, const std::string& part) {
   return found;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_reliability_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+struct TempDir : ember::test::TempDir {
+  TempDir() : ember::test::TempDir("ember_reliability") {}
 };
 
 std::string read_bytes(const std::string& path) {
