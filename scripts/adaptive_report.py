@@ -15,7 +15,9 @@ from collections import defaultdict
 
 
 def main(path):
-    rows = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
+    every = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
+    rows = [r for r in every if "sweep" not in r]
+    sweep = [r for r in every if "sweep" in r]
     verdicts = []
 
     def bar(name, ok, detail):
@@ -72,6 +74,15 @@ def main(path):
         tt = f" torch {statistics.median(t):.3f} ms" if t else ""
         print(f"{row:16} benchmark {mb:.3f} ms  adaptive {ma:.3f} ms  ratio {ma / mb:.3f}{tt}")
         bar(f"static {row}: adaptive within 2%", ma <= mb * 1.02, f"{ma / mb:.3f}")
+
+    if sweep:
+        print("\n## adaptive settings (initial budget ms : step budget ms : timing share)")
+        for r in sweep:
+            if r.get("row") == "cifar18_varying_res":
+                print(f"{r['sweep']:16} varying total_s={r.get('total_s'):.3f} timing_ms={r.get('timing_ms', 0):.0f} "
+                      f"shapes_timed={r.get('shapes_timed')} borrowed={r.get('borrowed')}")
+            else:
+                print(f"{r['sweep']:16} resnet50 first_step_ms={r.get('first_step_ms'):.0f} ms_after_20={r.get('ms')}")
 
     print("\n## bars")
     print("\n".join(verdicts) if verdicts else "no bars measured")

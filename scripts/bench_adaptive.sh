@@ -10,6 +10,9 @@
 #     first_step_ms (all choices made) and the step time reached after the first 20 steps;
 #  3. the static rows cifar18_eager, cifar18_graphed, charlm_eager, charlm_graphed in benchmark
 #     mode (full benchmarking) and in adaptive mode, alternated twice, and PyTorch's rows.
+#  4. with EMBER_ADAPTIVE_SWEEP="I:S:F I:S:F ..." (initial budget ms : step budget ms : timing
+#     share), the varying loop and the ResNet-50 row again in adaptive mode under each setting,
+#     their lines tagged "sweep" (how the budgets trade first steps against later ones).
 # Writes adaptive.jsonl (every JSON line) and adaptive.txt (the table scripts/adaptive_report.py
 # makes of it, with each bar's verdict).
 set -uo pipefail
@@ -36,4 +39,15 @@ for round in 1 2; do
   run "$bm" --rows "$static" --algo-mode adaptive
 done
 run python3 bench/models.py --rows "$static"
+for setting in ${EMBER_ADAPTIVE_SWEEP:-}; do
+  IFS=: read -r initial step share <<<"$setting"
+  tag="{\"sweep\":\"$setting\"}"
+  for rows in "cifar18_varying_res --varying-modes adaptive" "resnet50_bf16 --warmup 20 --steps 20 --algo-mode adaptive"; do
+    # shellcheck disable=SC2086  # rows is a list of words on purpose
+    EMBER_ALGO_INITIAL_BUDGET_MS=$initial EMBER_ALGO_STEP_BUDGET_MS=$step EMBER_ALGO_TIMING_SHARE=$share \
+      timeout 240 "$bm" --rows $rows 2>>"$log" | grep '^{' |
+      python3 -c "import json,sys; t=json.loads(sys.argv[1]); [print(json.dumps({**json.loads(l), **t})) for l in sys.stdin]" "$tag" |
+      tee -a "$log" >>"$jsonl"
+  done
+done
 python3 scripts/adaptive_report.py "$jsonl" | tee "$out/adaptive.txt"
