@@ -14,7 +14,7 @@
 # Environment: EMBER_GPU_STEPS (default "build test bench"; add "acceptance" for
 # scripts/acceptance.sh, the GPU acceptance runs of issues 7 and 8, after the benchmarks, within
 # what is left of the budget; its logs are acceptance.{log,jsonl,txt}; add "sanitize" for
-# compute-sanitizer over the CUDA suites, below), EMBER_CTEST_ARGS (extra ctest
+# compute-sanitizer over the CUDA suites, scripts/gpu_sanitize.sh), EMBER_CTEST_ARGS (extra ctest
 # arguments, e.g. "-L cuda -R conv"), EMBER_BENCH_FILTER (regex on benchmark names),
 # EMBER_GPU_BUDGET_S (whole-script budget, default 570: the tool stops a command at 600 s),
 # EMBER_BENCH_TIMEOUT_S (per benchmark, default 180), EMBER_JOBS (default 16).
@@ -160,39 +160,15 @@ if has_step test; then
 fi
 
 # --- compute-sanitizer over the CUDA suites, only when asked for ("sanitize" in EMBER_GPU_STEPS) --
-# Each tool runs each CUDA test file (one ctest suite: ember_tests_cuda --source-file=...) with
-# --error-exitcode, one row per tool in the table with the errors it counted; output in
-# sanitize.log. The cases that run out of memory on purpose are excluded (a failed cudaMalloc is
-# an error to memcheck). EMBER_SANITIZE_TOOLS picks tools, EMBER_SANITIZE_FILTER (regex) the
-# suites; each run has EMBER_SANITIZE_TIMEOUT_S (default 300) within the budget.
-sanitize_exclude='*out of memory throws alloc_failed*,*a failed cudaMalloc releases the cache*'
+# scripts/gpu_sanitize.sh runs each tool over each CUDA test file in parallel processes and prints
+# a line per tool; its outputs go to sanitize.log.
 if has_step sanitize; then
-  sanitize_log=$out/sanitize.log
-  : >"$sanitize_log"
-  if ! ((built)) || [[ ! -x $build_dir/tests/ember_tests_cuda ]]; then
-    record sanitize skipped 0 "no CUDA test build"
-  elif ! command -v compute-sanitizer >/dev/null; then
-    record sanitize skipped 0 "compute-sanitizer not found"
+  if ((built)); then
+    run_step "$out/sanitize_steps.log" $((budget_s - SECONDS)) tail \
+      bash scripts/gpu_sanitize.sh "$build_dir" "$out"
+    record sanitize "$step_status" "$step_seconds" "$(grep '^sanitize ' "$step_output" | tr '\n' ' ')"
   else
-    suites=$(find tests/cuda -maxdepth 1 -name '*.cpp' -printf '%f\n' | sed 's/\.cpp$//' | sort |
-             grep -E -- "${EMBER_SANITIZE_FILTER:-.}")
-    for tool in ${EMBER_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-      tool_status=ok tool_seconds=0 tool_errors=0 tool_note=""
-      for suite in $suites; do
-        run_step "$sanitize_log" "${EMBER_SANITIZE_TIMEOUT_S:-300}" tail \
-          compute-sanitizer --tool "$tool" --error-exitcode 1 \
-          "$build_dir/tests/ember_tests_cuda" --source-file="*/cuda/$suite.cpp" --no-intro=true \
-          --test-case-exclude="$sanitize_exclude"
-        tool_seconds=$((tool_seconds + step_seconds))
-        errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$step_output" | tail -n 1)
-        tool_errors=$((tool_errors + ${errors:-0}))
-        if [[ $step_status != ok ]]; then
-          tool_status=FAILED
-          tool_note+=" $suite(${errors:-?} errors, $step_status)"
-        fi
-      done
-      record "sanitize $tool" "$tool_status" "$tool_seconds" "$tool_errors errors${tool_note:+;$tool_note}"
-    done
+    record sanitize skipped 0 "no build"
   fi
 fi
 
