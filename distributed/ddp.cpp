@@ -206,7 +206,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                 "; one replica lives on one device");
     // Its gradient becomes a view of a bucket slot with the parameter's strides.
     EMBER_CHECK(
-        is_dense_tensor(p), "DistributedDataParallel: parameter '", r.names[i], "' (shape ",
+        is_dense_layout(p), "DistributedDataParallel: parameter '", r.names[i], "' (shape ",
         p.shape_str(), ", strides ", shape_str(p.strides()),
         ") is not dense; make it .contiguous() (or channels_last) before wrapping the module");
   }

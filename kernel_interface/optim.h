@@ -32,9 +32,7 @@ namespace ember {
 // Elements per chunk of the CUDA multi-tensor kernels (one chunk per thread block).
 inline constexpr int64_t kMultiTensorChunk = 65536;
 
-// True when the elements of `t` fill exactly numel consecutive slots from data_ptr(), in some
-// order (contiguous, channels_last, any dense permutation): what every list argument must be.
-bool is_dense_tensor(const Tensor& t);
+// Every list argument below must be dense (is_dense_layout, tensor/tensor.h).
 
 // The gradients of `parameters` (those that have one) as the lists the GradScaler and clipping
 // kernels below take: grouped by dtype (in DType order, so reductions over the groups run in a

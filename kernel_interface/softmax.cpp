@@ -27,8 +27,7 @@ uint8_t pointer_alignment(const Tensor& t) {
 // gets its sizes and strides over fresh storage.
 SoftmaxProblem SoftmaxProblem::with_scratch_outputs() const {
   SoftmaxProblem scratch = *this;
-  Tensor base = empty({output.numel()}, output.dtype(), output.device());
-  scratch.output = make_view(base, output.sizes(), output.strides(), 0);
+  scratch.output = empty_with_layout_of(output, output.dtype());
   return scratch;
 }
 

@@ -22,20 +22,6 @@ EMBER_DEFINE_KERNEL(update_scale_kernel, UpdateScaleKernel)
 EMBER_DEFINE_KERNEL(grad_norm_kernel, GradNormKernel)
 EMBER_DEFINE_KERNEL(clip_by_norm_kernel, ClipByNormKernel)
 
-bool is_dense_tensor(const Tensor& t) {
-  if (t.numel() == 0) return true;
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that matter
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.size(d) != 1) dims.emplace_back(t.stride(d), t.size(d));
-  std::sort(dims.begin(), dims.end());
-  int64_t expect = 1;
-  for (auto [stride, size] : dims) {
-    if (stride != expect) return false;
-    expect *= size;
-  }
-  return true;
-}
-
 GradsByDtype group_grads_by_dtype(const std::vector<Tensor>& parameters, const char* op,
                                   const char* mixed_devices_hint) {
   GradsByDtype grads;
@@ -44,7 +30,7 @@ GradsByDtype group_grads_by_dtype(const std::vector<Tensor>& parameters, const c
     EMBER_CHECK(p.defined(), op, ": a parameter is an undefined tensor");
     if (!p.grad().defined()) continue;
     Tensor param = p;  // a handle, to replace its gradient
-    if (!is_dense_tensor(param.grad())) param.set_grad(param.grad().contiguous());
+    if (!is_dense_layout(param.grad())) param.set_grad(param.grad().contiguous());
     const Tensor& g = param.grad();
     EMBER_CHECK(is_floating(g.dtype()), op, ": a gradient has dtype ", dtype_name(g.dtype()));
     if (!have_device) {
@@ -65,20 +51,6 @@ namespace ember::optim {
 namespace {
 
 using json = nlohmann::json;
-
-// Same sizes and, where a size is not 1, the same strides: flat index i is one element in both.
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes()) return false;
-  for (int64_t d = 0; d < a.dim(); ++d)
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  return true;
-}
-
-// A new tensor with exactly the layout (sizes and strides) of the dense tensor `like`.
-Tensor empty_with_layout(const Tensor& like, DType dtype, Device device) {
-  Tensor flat = empty({like.numel()}, dtype, device);
-  return make_view(flat, like.sizes(), like.strides(), 0);
-}
 
 void check_not_capturing(Device device, const char* what) {
   EMBER_CHECK(!cuda::current_stream_capturing(device), what, ": the current stream of ",
@@ -102,7 +74,7 @@ void Optimizer::add_group(std::vector<Tensor> params, double lr, double momentum
     EMBER_CHECK(p.is_leaf(), op, ": parameter ", i, " (shape ", p.shape_str(),
                 ") is not a leaf "
                 "tensor (it was computed from other tensors); optimize the leaf it came from");
-    EMBER_CHECK(is_dense_tensor(p), op, ": parameter ", i, " (shape ", p.shape_str(), ", strides ",
+    EMBER_CHECK(is_dense_layout(p), op, ": parameter ", i, " (shape ", p.shape_str(), ", strides ",
                 shape_str(p.strides()),
                 ") is not dense; optimizers update whole dense tensors, so "
                 "pass the tensor this view was taken from");
@@ -206,7 +178,7 @@ void Optimizer::step_impl(const Tensor& found_inf) {
       EMBER_CHECK(p.device() == device, name(), ".step: parameter ", index, " is on ",
                   p.device().str(), " but others of its group are on ", device.str(),
                   "; put parameters of different devices in different parameter groups");
-      EMBER_CHECK(is_dense_tensor(p), name(), ".step: parameter ", index, " (shape ", p.shape_str(),
+      EMBER_CHECK(is_dense_layout(p), name(), ".step: parameter ", index, " (shape ", p.shape_str(),
                   ") is no longer dense");
       EMBER_CHECK(g.device() == device && g.dtype() == p.dtype() && g.sizes() == p.sizes(), name(),
                   ".step: parameter ", index, " (", p.shape_str(), ", ", dtype_name(p.dtype()),
@@ -256,7 +228,7 @@ Tensor Optimizer::state(size_t index, const std::string& state_name) {
     if (!placed) {
       check_not_capturing(param->device(), (name() + ".step (moving optimizer state)").c_str());
       Tensor moved = is_step ? empty({}, DType::f32, param->device())
-                             : empty_with_layout(*param, param->dtype(), param->device());
+                             : empty_with_layout_of(*param, param->dtype());
       moved.copy_(t);
       t = moved;
     }
@@ -264,7 +236,7 @@ Tensor Optimizer::state(size_t index, const std::string& state_name) {
   }
   check_not_capturing(param->device(), (name() + ".step (creating optimizer state)").c_str());
   Tensor fresh = is_step ? empty({}, DType::f32, param->device())
-                         : empty_with_layout(*param, param->dtype(), param->device());
+                         : empty_with_layout_of(*param, param->dtype());
   fresh.zero_();
   entries.emplace_back(state_name, fresh);
   return entries.back().second;
@@ -272,8 +244,8 @@ Tensor Optimizer::state(size_t index, const std::string& state_name) {
 
 Tensor Optimizer::grad_for_update(const Tensor& param) {
   const Tensor& g = param.grad();
-  if (same_layout(g, param) && is_dense_tensor(g)) return g;
-  Tensor relaid = empty_with_layout(param, g.dtype(), g.device());
+  if (same_layout(g, param) && is_dense_layout(g)) return g;
+  Tensor relaid = empty_with_layout_of(param, g.dtype());
   relaid.copy_(g);
   return relaid;
 }
@@ -455,8 +427,8 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
       size_t g = 0;
       while (e.index >= groups_[g].first_index + groups_[g].params.size()) ++g;
       const Tensor& p = groups_[g].params[e.index - groups_[g].first_index];
-      Tensor target = e.name == "step" ? empty({}, DType::f32, p.device())
-                                       : empty_with_layout(p, p.dtype(), p.device());
+      Tensor target =
+          e.name == "step" ? empty({}, DType::f32, p.device()) : empty_with_layout_of(p, p.dtype());
       target.copy_(e.name == "step" ? e.value.reshape({}) : e.value);
       fresh[e.index].emplace_back(e.name, target);
     }

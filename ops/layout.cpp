@@ -1,4 +1,4 @@
-// Dense-layout helpers, nchw_to_nhwc / nhwc_to_nchw and try_fast_layout_copy (see ops/layout.h).
+// to_layout_of, nchw_to_nhwc / nhwc_to_nchw and try_fast_layout_copy (see ops/layout.h).
 #include "ember/ops/layout.h"
 
 #include <algorithm>
@@ -9,35 +9,6 @@
 #include "ember/ops/ops.h"
 
 namespace ember {
-
-bool is_dense_layout(const Tensor& t) {
-  if (t.numel() == 0) return true;
-  std::vector<std::pair<int64_t, int64_t>> stride_size;  // dims of size > 1
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.size(d) != 1) stride_size.emplace_back(t.stride(d), t.size(d));
-  std::sort(stride_size.begin(), stride_size.end());
-  int64_t expect = 1;
-  for (const auto& [stride, size] : stride_size) {
-    if (stride != expect) return false;
-    expect *= size;
-  }
-  return true;
-}
-
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes()) return false;
-  for (int64_t d = 0; d < a.dim(); ++d)
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  return true;
-}
-
-Tensor empty_with_layout_of(const Tensor& like, DType dtype) {
-  EMBER_INTERNAL_ASSERT(is_dense_layout(like), "empty_with_layout_of: ", like.shape_str(),
-                        " is not dense");
-  Tensor base = empty({like.numel()}, dtype, like.device());
-  // Size-1 dims keep like's strides: they are never multiplied by a non-zero index.
-  return make_view(base, like.sizes(), like.strides(), 0);
-}
 
 Tensor to_layout_of(const Tensor& t, const Tensor& like) {
   if (same_layout(t, like) && t.dtype() == like.dtype()) return t;

@@ -1,8 +1,5 @@
 // Memory-layout helpers and the fast NCHW <-> NHWC conversion:
-//  - dense layouts: a tensor whose elements fill one block of memory in some dim order (contiguous,
-//    channels_last, any permutation of them). Ops that only need "rows" of memory (softmax,
-//    cross-entropy, dropout) work on such tensors in place of a transpose copy, and allocate
-//    their outputs with the same strides;
+//  - to_layout_of: a tensor in the dense layout of another (see tensor/tensor.h's dense layouts);
 //  - nchw_to_nhwc / nhwc_to_nchw: explicit, differentiable conversions through a tiled transpose
 //    kernel (shared-memory tiles on CUDA, cache blocks on the CPU);
 //  - try_fast_layout_copy: the same kernel as a copy path for ops/copy.cpp (Tensor::contiguous,
@@ -16,14 +13,7 @@
 
 namespace ember {
 
-// True when the elements of `t` occupy exactly numel consecutive elements of memory from its
-// offset, in some order of its dims (size-1 dims are ignored). Empty tensors are dense.
-bool is_dense_layout(const Tensor& t);
-// True when `a` and `b` have the same sizes and the same strides on every dim of size > 1.
-bool same_layout(const Tensor& a, const Tensor& b);
-// An uninitialised tensor with the sizes and strides of the dense tensor `like` (its own storage,
-// offset 0) and dtype `dtype`.
-Tensor empty_with_layout_of(const Tensor& like, DType dtype);
+// is_dense_layout, same_layout and empty_with_layout_of live in tensor/tensor.h (core).
 // `t` itself when it already has the layout of `like` (same sizes), else a copy in that layout.
 // No autograd (for use inside ops and backward formulas).
 Tensor to_layout_of(const Tensor& t, const Tensor& like);

@@ -1,4 +1,4 @@
-// Tensor metadata, storage creation, raw views and printing.
+// Tensor metadata, storage creation, raw views, dense-layout helpers and printing.
 #include "ember/tensor/tensor.h"
 
 #include <algorithm>
@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace ember {
 
@@ -241,5 +243,34 @@ std::string Tensor::str() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+bool is_dense_layout(const Tensor& t) {
+  if (t.numel() == 0) return true;
+  std::vector<std::pair<int64_t, int64_t>> stride_size;  // dims of size > 1
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1) stride_size.emplace_back(t.stride(d), t.size(d));
+  std::sort(stride_size.begin(), stride_size.end());
+  int64_t expect = 1;
+  for (const auto& [stride, size] : stride_size) {
+    if (stride != expect) return false;
+    expect *= size;
+  }
+  return true;
+}
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+Tensor empty_with_layout_of(const Tensor& like, DType dtype) {
+  EMBER_INTERNAL_ASSERT(is_dense_layout(like), "empty_with_layout_of: ", like.shape_str(),
+                        " is not dense");
+  Tensor base = empty({like.numel()}, dtype, like.device());
+  // Size-1 dims keep like's strides: they are never multiplied by a non-zero index.
+  return make_view(base, like.sizes(), like.strides(), 0);
+}
 
 }  // namespace ember

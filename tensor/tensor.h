@@ -206,4 +206,16 @@ Tensor empty_like(const Tensor& like, MemoryFormat format = MemoryFormat::preser
 // A view of `base`'s storage with new sizes/strides/offset; no autograd (ops/views.cpp wraps it).
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset);
 
+// Dense layouts: the elements fill one block of memory in some order of the dims (contiguous,
+// channels_last, any permutation of them). Ops that only need "rows" of memory (softmax,
+// cross-entropy, dropout) work on such tensors in place of a transpose copy.
+// True when `t`'s elements occupy exactly numel consecutive elements from its offset, in some
+// order of its dims (size-1 dims are ignored). Empty tensors are dense.
+bool is_dense_layout(const Tensor& t);
+// True when `a` and `b` have the same sizes and the same strides on every dim of size > 1.
+bool same_layout(const Tensor& a, const Tensor& b);
+// An uninitialised tensor with the sizes and strides of the dense tensor `like` (its own storage,
+// offset 0) and dtype `dtype`.
+Tensor empty_with_layout_of(const Tensor& like, DType dtype);
+
 }  // namespace ember

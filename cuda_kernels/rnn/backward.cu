@@ -68,22 +68,13 @@ void backward_launch(const RnnProblem& p, bool persistent, const BackwardTemps& 
   const cudaDataType_t ab = cuda_type<T>();
   const cublasComputeType_t compute = compute_type(p);
   const int32_t* lengths = ptrs.lengths();
-  PersistentPlan plan;
-  if (persistent) {
-    plan = persistent_plan(c, p.dtype, device.index, Direction::backward);
-    EMBER_INTERNAL_ASSERT(plan.ok,
-                          "rnn: the persistent algorithm was chosen for a problem it does not fit");
-  }
-
-  const Stream main = current_stream(device);
-  EventPool& events = event_pool(device.index);
-  events.reset();
-  // Persistent launches all go to one stream (co-residency, as in the forward).
-  const int n_rec = persistent ? 1 : int(std::min<int64_t>(L * D, kMaxRecurrentStreams));
-  const Stream in = side_stream(device, 0), wgrad = side_stream(device, 1 + kMaxRecurrentStreams);
-  std::vector<Stream> rec;
-  for (int i = 0; i < n_rec; ++i) rec.push_back(side_stream(device, 1 + i));
-  auto rec_of = [&](int64_t l, int64_t d) { return rec[size_t((l * D + d) % n_rec)]; };
+  const LaunchSetup setup = launch_setup(p, persistent, Direction::backward);
+  const PersistentPlan& plan = setup.plan;
+  const Stream main = setup.main, in = setup.in;
+  const std::vector<Stream>& rec = setup.rec;
+  EventPool& events = *setup.events;
+  auto rec_of = [&](int64_t l, int64_t d) { return setup.rec_of(l, d); };
+  const Stream wgrad = side_stream(device, 1 + kMaxRecurrentStreams);
 
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data_ptr()); };
   auto typed = [](const Tensor& t) {

@@ -67,6 +67,23 @@ inline cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.ha
 
 inline constexpr int kMaxRecurrentStreams = 4;
 
+// What a forward or backward driver sets up first: the persistent kernel's plan (when that
+// algorithm was chosen; checked to fit), the caller's stream, the input-projection stream and the
+// recurrent streams, one per (layer, direction) up to kMaxRecurrentStreams, or a single one for
+// the persistent kernel (concurrent cooperative grids could not all be resident at once); the
+// thread's event pool is reset for the call.
+struct LaunchSetup {
+  PersistentPlan plan;
+  Stream main, in;
+  std::vector<Stream> rec;
+  int64_t directions = 1;
+  EventPool* events = nullptr;
+  const Stream& rec_of(int64_t layer, int64_t direction) const {
+    return rec[size_t((layer * directions + direction) % int64_t(rec.size()))];
+  }
+};
+LaunchSetup launch_setup(const RnnProblem& p, bool persistent, dispatch::Direction direction);
+
 // Steps per wavefront chunk: a unidirectional stack of several layers is cut into about 8 chunks
 // of at least 256 GEMM rows each; otherwise one chunk (no wavefront to make).
 inline int64_t chunk_steps(const RnnConfig& c, bool wavefront) {

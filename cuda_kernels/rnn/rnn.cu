@@ -81,6 +81,27 @@ EventPool& event_pool(int device) {
   return pools[size_t(device)];
 }
 
+LaunchSetup launch_setup(const RnnProblem& p, bool persistent, dispatch::Direction direction) {
+  const RnnConfig& c = p.config;
+  const Device device = p.device();
+  LaunchSetup s;
+  if (persistent) {
+    s.plan = persistent_plan(c, p.dtype, device.index, direction);
+    EMBER_INTERNAL_ASSERT(s.plan.ok,
+                          "rnn: the persistent algorithm was chosen for a problem it does not fit");
+  }
+  s.main = current_stream(device);
+  s.in = side_stream(device, 0);
+  const int n_rec =
+      persistent ? 1
+                 : int(std::min<int64_t>(c.num_layers * c.num_directions, kMaxRecurrentStreams));
+  for (int i = 0; i < n_rec; ++i) s.rec.push_back(side_stream(device, 1 + i));
+  s.directions = c.num_directions;
+  s.events = &event_pool(device.index);
+  s.events->reset();
+  return s;
+}
+
 std::vector<uint64_t> replay_key(const RnnProblem& p, bool persistent,
                                  std::initializer_list<const std::vector<Tensor>*> temps,
                                  const Tensor& extra) {

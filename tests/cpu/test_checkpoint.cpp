@@ -26,23 +26,8 @@ struct TempDir : ember::test::TempDir {
   TempDir() : ember::test::TempDir("ember_ckpt_test") {}
 };
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-// A safetensors file from a header text and a data section.
-std::string make_file(const std::string& header, const std::string& data) {
-  std::string out(8, '\0');
-  uint64_t n = header.size();
-  std::memcpy(out.data(), &n, 8);
-  return out + header + data;
-}
+using ember::test::read_bytes;
+using ember::test::write_bytes;
 
 std::string load_error(const std::string& path) {
   try {
@@ -109,8 +94,8 @@ TEST_CASE("safetensors layout: header length, JSON, aligned data, exact offsets"
   std::memcpy(data.data(), &i, 4);
   std::memcpy(data.data() + 4, f, 8);
   write_bytes(
-      path,
-      make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
+      path, ember::test::safetensors_bytes(
+                R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
                 R"("i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},"__metadata__":{"k":"v"}})",
                 data));
   auto loaded = nn::load_checkpoint(path);
@@ -290,33 +275,48 @@ TEST_CASE("corrupt and truncated files: errors name the file and the byte offset
        length_prefix(1ull << 40) + "{}",
        {"says 1099511627776 bytes", "the limit is 100000000"}},
       // The second ',' is the 13th header byte: file offset 8 + 12.
-      {"header not JSON", make_file("{\"w\": [1, 2,,]}", ""), {"malformed at byte 20"}},
-      {"header not an object", make_file("[1, 2]", ""), {"does not start with '{'"}},
+      {"header not JSON",
+       ember::test::safetensors_bytes("{\"w\": [1, 2,,]}", ""),
+       {"malformed at byte 20"}},
+      {"header not an object",
+       ember::test::safetensors_bytes("[1, 2]", ""),
+       {"does not start with '{'"}},
       {"unknown dtype",
-       make_file(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+       ember::test::safetensors_bytes(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})",
+                                      std::string(8, '\0')),
        {"dtype \"C64\""}},
       {"negative size",
-       make_file(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", four_floats),
+       ember::test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+                                      four_floats),
        {"non-negative integers"}},
       {"size mismatch",
-       make_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats),
+       ember::test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})",
+                                      four_floats),
        {"need 12 bytes"}},
       {"offsets past the end",
-       make_file(R"({"w":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", four_floats),
+       ember::test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})",
+                                      four_floats),
        {"occupies bytes [63, 95)", "file ends at byte 79"}},  // a 55-byte header
-      {"truncated data", make_file(good_header, four_floats).substr(0, 70), {"truncated"}},
+      {"truncated data",
+       ember::test::safetensors_bytes(good_header, four_floats).substr(0, 70),
+       {"truncated"}},
       {"gap",
-       make_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four_floats),
+       ember::test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                      four_floats),
        {"a gap"}},
       {"overlap",
-       make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                 four_floats),
+       ember::test::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                      four_floats),
        {"overlapping"}},
-      {"trailing bytes", make_file(good_header, four_floats + "xx"), {"trailing data"}},
-      {"bad metadata", make_file(R"({"__metadata__":{"k":1}})", ""), {"'k' holds 1"}},
+      {"trailing bytes",
+       ember::test::safetensors_bytes(good_header, four_floats + "xx"),
+       {"trailing data"}},
+      {"bad metadata",
+       ember::test::safetensors_bytes(R"({"__metadata__":{"k":1}})", ""),
+       {"'k' holds 1"}},
       {"missing offsets",
-       make_file(R"({"w":{"dtype":"F32","shape":[4]}})", four_floats),
+       ember::test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[4]}})", four_floats),
        {"data_offsets"}},
   };
   for (const Row& r : rows) {

@@ -52,20 +52,8 @@ struct TempDir : ember::test::TempDir {
   TempDir() : ember::test::TempDir("ember_reliability") {}
 };
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
-std::string safetensors_file(const std::string& header, const std::string& data) {
-  std::string out(8, '\0');
-  uint64_t n = header.size();
-  std::memcpy(out.data(), &n, 8);
-  return out + header + data;
-}
+using ember::test::read_bytes;
+using ember::test::write_bytes;
 std::string nested(size_t depth, const std::string& inner = "1") {
   return std::string(depth, '[') + inner + std::string(depth, ']');
 }
@@ -192,21 +180,23 @@ TEST_CASE("F3: deeply nested JSON in a checkpoint is refused before any recursiv
   // In a tensor's shape, in __metadata__, at 65 levels and at 100k.
   for (size_t depth : {size_t(65), size_t(100000)}) {
     CAPTURE(depth);
-    write_bytes(path, safetensors_file(R"({"w":{"dtype":"F32","shape":)" + nested(depth) +
-                                           R"(,"data_offsets":[0,4]}})",
-                                       four));
+    write_bytes(
+        path, ember::test::safetensors_bytes(
+                  R"({"w":{"dtype":"F32","shape":)" + nested(depth) + R"(,"data_offsets":[0,4]}})",
+                  four));
     CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "deeper than 64"));
-    write_bytes(path, safetensors_file(R"({"__metadata__":{"k":)" + nested(depth) + "}}", ""));
+    write_bytes(path, ember::test::safetensors_bytes(
+                          R"({"__metadata__":{"k":)" + nested(depth) + "}}", ""));
     CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "deeper than 64"));
   }
   // 64 levels in all is fine (here: a malformed shape, reported as such).
-  write_bytes(path, safetensors_file(R"({"w":{"dtype":"F32","shape":)" + nested(62) +
-                                         R"(,"data_offsets":[0,4]}})",
-                                     four));
+  write_bytes(path, ember::test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":)" + nested(62) +
+                                                       R"(,"data_offsets":[0,4]}})",
+                                                   four));
   CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "non-negative integers"));
   // Brackets inside strings do not count.
-  write_bytes(
-      path, safetensors_file(R"({"__metadata__":{"k":")" + std::string(1000, '[') + R"("}})", ""));
+  write_bytes(path, ember::test::safetensors_bytes(
+                        R"({"__metadata__":{"k":")" + std::string(1000, '[') + R"("}})", ""));
   CHECK(nn::load_checkpoint(path).metadata.at("k").size() == 1000);
 
   // The RNG state of a training checkpoint is JSON inside a metadata string.
@@ -296,15 +286,16 @@ TEST_CASE("checksums: a flipped bit in an Ember-written checkpoint names the ten
   const std::string four(4, '\0');
   for (const char* crc : {R"(\"zzzzzzzz\")", R"(12)", R"(\"0000\")"}) {
     CAPTURE(crc);
-    write_bytes(path,
-                safetensors_file(R"({"__metadata__":{"ember.crc32":"{\"w\":)" + std::string(crc) +
-                                     R"(}"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                                 four));
+    write_bytes(path, ember::test::safetensors_bytes(
+                          R"({"__metadata__":{"ember.crc32":"{\"w\":)" + std::string(crc) +
+                              R"(}"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                          four));
     CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "ember.crc32"));
   }
-  write_bytes(path, safetensors_file(R"({"__metadata__":{"ember.crc32":"{\"q\":\"00000000\"}"},)"
-                                     R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                                     four));
+  write_bytes(path, ember::test::safetensors_bytes(
+                        R"({"__metadata__":{"ember.crc32":"{\"q\":\"00000000\"}"},)"
+                        R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                        four));
   CHECK(contains(error_of([&] { (void)nn::load_checkpoint(path); }), "'q'"));
 }
 

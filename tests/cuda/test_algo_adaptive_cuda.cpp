@@ -16,72 +16,15 @@
 #include "ember/nn/graphed_step.h"
 #include "ember/ops/conv.h"
 #include "ember/tensor/runtime/cuda_check.h"
+#include "support/algo_cache_gpu_fakes.h"
 
 using namespace ember;
 using namespace ember::dispatch;
+using ember::testing::FakeGpuOp;
+using ember::testing::make_memset_problem;
+using ember::testing::MemsetProblem;
 
 namespace {
-
-// Clears `clear_bytes` of `out` (a uint8 CUDA tensor) on the current stream: the fakes' "work".
-struct ClearProblem {
-  Tensor out;
-  Device device() const { return out.device(); }
-  ClearProblem with_scratch_outputs() const {
-    ClearProblem s = *this;
-    s.out = empty_like(out);
-    return s;
-  }
-};
-
-void clear_async(const Tensor& t, size_t bytes) {
-  auto stream = static_cast<cudaStream_t>(current_stream(t.device()).handle);
-  EMBER_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, bytes, stream));
-}
-
-// "slow" clears the whole output 20 times and is the heuristic's pick; "fast" clears 256 bytes.
-struct FakeGpuOp {
-  std::string name;
-  std::vector<ScopedAlgorithmRegistration> regs;
-  std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
-
-  FakeGpuOp() {
-    static int n = 0;
-    name = "fake_adaptive_gpu_op_" + std::to_string(n++);
-    Algorithm<ClearProblem> slow;
-    slow.name = "slow";
-    slow.heuristic_cost = [](const ClearProblem&) { return 1.0; };
-    auto r1 = runs;
-    slow.run = [r1](const ClearProblem& p, void*) {
-      for (int i = 0; i < 20; ++i) clear_async(p.out, size_t(p.out.numel()));
-      ++*r1;
-    };
-    Algorithm<ClearProblem> fast;
-    fast.name = "fast";
-    fast.heuristic_cost = [](const ClearProblem&) { return 2.0; };
-    auto r2 = runs;
-    fast.run = [r2](const ClearProblem& p, void*) {
-      clear_async(p.out, 256);
-      ++*r2;
-    };
-    regs.emplace_back(
-        register_algorithm<ClearProblem>(name, Direction::forward, DeviceType::CUDA, slow));
-    regs.emplace_back(
-        register_algorithm<ClearProblem>(name, Direction::forward, DeviceType::CUDA, fast));
-  }
-  AlgoSlot& slot() const { return algo_slot(op_id(name), Direction::forward, DeviceType::CUDA); }
-  AlgoKey key(const ClearProblem& p) const {
-    AlgoKey k = make_algo_key(op_id(name), Direction::forward, p.device());
-    k.describe(AlgoKey::Operand::output, p.out);
-    return k;
-  }
-  std::string choose(AlgoCache& cache, const ClearProblem& p) const {
-    return cache.choose(slot(), key(p), p).name;
-  }
-};
-
-ClearProblem make_problem(int64_t bytes) {
-  return {full({bytes}, 7, TensorOptions(DType::u8).with_device(Device::cuda()))};
-}
 
 // Adaptive mode whose steady pool refills only at tune_pending().
 AlgoSettings adaptive_settings(double initial_budget_ms) {
@@ -103,8 +46,9 @@ TEST_CASE("adaptive mode (CUDA): nothing is timed during a capture; timed after 
   Stream s = new_stream(dev);
   StreamGuard sg(s);
   AlgoSettingsGuard mode(adaptive_settings(1e6));
-  const ClearProblem timed = make_problem(1 << 20), mate = make_problem((1 << 20) - 4096),
-                     other = make_problem(1 << 22);
+  const MemsetProblem timed = make_memset_problem(1 << 20),
+                      mate = make_memset_problem((1 << 20) - 4096),
+                      other = make_memset_problem(1 << 22);
 
   CHECK(op.choose(cache, timed) == "fast");  // eager: timed
   CHECK(cache.stats().benchmarks == 1);

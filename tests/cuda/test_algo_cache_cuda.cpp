@@ -14,85 +14,20 @@
 #include "ember/ember.h"
 #include "ember/tensor/runtime/cuda_check.h"
 #include "ember/tensor/runtime/eager_replay.h"
+#include "support/algo_cache_gpu_fakes.h"
 
 using namespace ember;
 using namespace ember::dispatch;
-
-namespace {
-
-// Clears `clear_bytes` of `out` (a uint8 CUDA tensor) on the current stream: the fakes' "work".
-struct MemsetProblem {
-  Tensor out;
-  size_t clear_bytes_slow = 0;
-  Device device() const { return out.device(); }
-  MemsetProblem with_scratch_outputs() const {
-    MemsetProblem s = *this;
-    s.out = empty_like(out);
-    return s;
-  }
-};
-
-void clear_async(const Tensor& t, size_t bytes) {
-  auto stream = static_cast<cudaStream_t>(current_stream(t.device()).handle);
-  EMBER_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, bytes, stream));
-}
-
-// An op of its own with "slow" (clears everything, many times) and "fast" (clears 256 bytes);
-// the heuristic prefers "slow", so a benchmark is visible in the choice.
-struct FakeGpuOp {
-  std::string name;
-  std::vector<ScopedAlgorithmRegistration> regs;
-  std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
-
-  FakeGpuOp() {
-    static int n = 0;
-    name = "fake_gpu_op_" + std::to_string(n++);
-    Algorithm<MemsetProblem> slow;
-    slow.name = "slow";
-    slow.heuristic_cost = [](const MemsetProblem&) { return 1.0; };
-    auto runs_slow = runs;
-    slow.run = [runs_slow](const MemsetProblem& p, void*) {
-      for (int i = 0; i < 20; ++i) clear_async(p.out, p.clear_bytes_slow);
-      ++*runs_slow;
-    };
-    Algorithm<MemsetProblem> fast;
-    fast.name = "fast";
-    fast.heuristic_cost = [](const MemsetProblem&) { return 2.0; };
-    fast.workspace_bytes = [](const MemsetProblem&) { return size_t(1) << 20; };
-    auto runs_fast = runs;
-    fast.run = [runs_fast](const MemsetProblem& p, void* workspace) {
-      REQUIRE(workspace != nullptr);
-      clear_async(p.out, 256);
-      ++*runs_fast;
-    };
-    regs.emplace_back(
-        register_algorithm<MemsetProblem>(name, Direction::forward, DeviceType::CUDA, slow));
-    regs.emplace_back(
-        register_algorithm<MemsetProblem>(name, Direction::forward, DeviceType::CUDA, fast));
-  }
-  AlgoSlot& slot() const { return algo_slot(op_id(name), Direction::forward, DeviceType::CUDA); }
-  AlgoKey key(const MemsetProblem& p) const {
-    AlgoKey k = make_algo_key(op_id(name), Direction::forward, p.device());
-    k.describe(AlgoKey::Operand::output, p.out);
-    return k;
-  }
-};
-
-MemsetProblem make_problem(int64_t bytes) {
-  MemsetProblem p;
-  p.out = full({bytes}, 7, TensorOptions(DType::u8).with_device(Device::cuda()));
-  p.clear_bytes_slow = size_t(bytes);
-  return p;
-}
-
-}  // namespace
+using ember::testing::FakeGpuOp;
+using ember::testing::make_memset_problem;
+using ember::testing::MemsetProblem;
 
 TEST_CASE("algo cache (CUDA): no benchmarking while the stream is capturing" *
           doctest::skip(!cuda::is_available())) {
   FakeGpuOp op;
   AlgoCache cache;
   Device dev = Device::cuda();
-  MemsetProblem p = make_problem(1 << 20);
+  MemsetProblem p = make_memset_problem(1 << 20);
   Stream s = new_stream(dev);
   StreamGuard sg(s);
   AlgoModeGuard mode(AlgoMode::benchmark);
@@ -136,7 +71,7 @@ TEST_CASE("algo cache (CUDA): benchmarks on scratch outputs and runs with CUDA w
           doctest::skip(!cuda::is_available())) {
   FakeGpuOp op;
   AlgoCache cache;
-  MemsetProblem p = make_problem(8 << 20);
+  MemsetProblem p = make_memset_problem(8 << 20);
   auto count_sevens = [&p] {
     Tensor host = p.out.cpu();
     const uint8_t* bytes = host.data<uint8_t>();

@@ -1,11 +1,15 @@
 // TempDir: a fresh folder under the system temp dir for one test, removed when it goes out of
-// scope; shared by the tests that write files (checkpoints, data sets, malformed inputs).
+// scope; shared by the tests that write files (checkpoints, data sets, malformed inputs). Also
+// whole-file byte helpers and a safetensors file built from a header text and a data section.
 #pragma once
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -47,5 +51,23 @@ struct TempDir {
     return out;
   }
 };
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// A safetensors file: the header's length (8 bytes, little endian), the header, the data.
+inline std::string safetensors_bytes(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
 
 }  // namespace ember::test
