@@ -315,10 +315,11 @@ TEST_CASE("benchmark mode: a candidate hopelessly slower than the fastest runs o
 }
 
 TEST_CASE("benchmark mode: a slow first call (one-time setup) does not prune the fastest") {
-  // "setup" pays 30 ms once, then runs in 1 ms: its first warm-up is over 3x "fast"'s 2 ms, its
-  // second is not, so it is timed and chosen.
-  FakeOp op({{"fast", 1.0, true, 0, INT64_MAX, fixed_us(2000)},
-             {"setup", 2.0, true, 0, INT64_MAX, slow_first_call_us(30000, 1000)}});
+  // "setup" pays 150 ms once, then runs in 2 ms: its first warm-up is over 3x "fast"'s 10 ms, its
+  // second is not (with a margin wide enough for a loaded machine's sleeps), so it is timed and
+  // chosen.
+  FakeOp op({{"fast", 1.0, true, 0, INT64_MAX, fixed_us(10000)},
+             {"setup", 2.0, true, 0, INT64_MAX, slow_first_call_us(150000, 2000)}});
   AlgoCache cache;
   AlgoModeGuard mode(AlgoMode::benchmark);
   FakeProblem user;
