@@ -52,9 +52,8 @@ int64_t linear_position(const AdvancedIndex& ix, int64_t i) {
     if (v < 0) v += size;
     if (v < 0 || v >= size) [[unlikely]] {
       const int64_t shown = v < 0 ? v - size : v;
-      EMBER_THROW(bad_param, "index: index ", shown, " is out of range for the indexed dimension ",
-                  "of size ", size, " (tensor index ", j, "); valid indices are ", -size, " to ",
-                  size - 1);
+      EMBER_THROW(bad_param, "index ", shown, " is out of range for an indexed dimension of size ",
+                  size, " (tensor index ", j, "); valid indices are ", -size, " to ", size - 1);
     }
     pos += v * ix.stride[j];
   }

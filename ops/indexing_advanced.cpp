@@ -185,10 +185,26 @@ Plan make_plan(const char* op, const Tensor& self, const std::vector<TensorIndex
   return plan;
 }
 
-Tensor linear_positions(const Plan& plan, Device device) {
+// Runs a kernel that reads the index tensors; a bad index it throws (the CPU kernels check every
+// index first) is reported with the op and self's shape.
+template <typename F>
+void with_index_context(const char* op, const Tensor& self, const Plan& plan, F&& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    if (e.status() != Status::bad_param) throw;
+    EMBER_THROW(bad_param, op, ": ", e.message(), "; self has shape ", self.shape_str(),
+                " and the tensor indices broadcast to ", shape_str(plan.broadcast));
+  }
+}
+
+Tensor linear_positions(const char* op, const Tensor& self, const Plan& plan) {
+  const Device device = self.device();
   Tensor positions = empty({plan.index.count}, DType::i64, device);
   if (plan.index.count > 0)
-    linear_index_kernel().get(device.type, DType::i64)(positions, plan.index);
+    with_index_context(op, self, plan, [&] {
+      linear_index_kernel().get(device.type, DType::i64)(positions, plan.index);
+    });
   return positions;
 }
 
@@ -216,7 +232,7 @@ void index_put_raw(const char* op, const Tensor& self, const std::vector<TensorI
     return;
   }
   if (plan.index.count == 0 || plan.outer * plan.inner == 0) return;
-  Tensor positions = linear_positions(plan, self.device());
+  Tensor positions = linear_positions(op, self, plan);
   Tensor src = values.expand(r).contiguous();
   write_dense(v, [&](const Tensor& dense) {
     if (accumulate)
@@ -236,10 +252,12 @@ Tensor index(const Tensor& self, const std::vector<TensorIndex>& indices) {
   Tensor in = plan.view.contiguous();
   Tensor out = empty(plan.result_shape, in.dtype(), in.device());
   if (out.numel() > 0 || (plan.index.count > 0 && plan.rows == 0))
-    advanced_gather_kernel().get(in.device().type, in.dtype())(out, in, plan.index, plan.outer,
-                                                               plan.rows, plan.inner);
+    with_index_context("index", self, plan, [&] {
+      advanced_gather_kernel().get(in.device().type, in.dtype())(out, in, plan.index, plan.outer,
+                                                                 plan.rows, plan.inner);
+    });
   if (autograd::needs_grad({&in})) {
-    Tensor positions = linear_positions(plan, in.device());
+    Tensor positions = linear_positions("index", self, plan);
     autograd::record_backward(
         "index", {in}, {&out},
         [positions, outer = plan.outer, rows = plan.rows, inner = plan.inner,
