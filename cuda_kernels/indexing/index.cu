@@ -6,11 +6,13 @@
 // skips it (index_add, scatter_add) or writes zero (index_select, gather), and check_device_errors
 // throws at the next sync point. index_add and scatter_add ACCUMULATE into `out` with atomicAdd
 // (native for f16/bf16 on sm_90), so their float results may differ in the last bits from run to
-// run. In the algorithm cache's deterministic mode index_add (the backward of embedding and
-// index_select) adds in index order instead, bitwise repeatably: with few rows x indices, one
-// thread per output element scans the index for its row (O(rows x indices) cheap broadcast reads);
-// otherwise the index is sorted stably with its positions (CUB radix sort) and the first thread of
-// each run of equal indices adds the run's rows in position order.
+// run. In the algorithm cache's deterministic mode both add in index order instead, bitwise
+// repeatably: scatter_add through scatter_reduce_kernel's in-order sum (index_scatter.cu);
+// index_add (the backward of embedding, index_select and x.index, and index_put_'s accumulation),
+// with few rows x indices, by one thread per output element scanning the index for its row
+// (O(rows x indices) cheap broadcast reads), otherwise by sorting the index stably with its
+// positions (CUB radix sort) and letting the first thread of each run of equal indices add the
+// run's rows in position order.
 #include <array>
 #include <cub/device/device_radix_sort.cuh>
 #include <limits>
@@ -323,6 +325,11 @@ __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 void scatter_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim) {
   check_gather_shapes("scatter_add", index, out, src, dim);
   if (index.numel() == 0) return;
+  // Deterministic mode: scatter_reduce's in-order sum (index_scatter.cu), through its table.
+  if (dispatch::current_algo_settings().mode == dispatch::AlgoMode::deterministic &&
+      out.is_contiguous())
+    return scatter_reduce_kernel().get(DeviceType::CUDA, out.dtype())(out, index, src, dim,
+                                                                      ScatterReduce::sum);
   DeviceGuard device_guard(out.device());
   cudaStream_t stream = stream_of(out.device());
   const int device = out.device().index;

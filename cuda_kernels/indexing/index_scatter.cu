@@ -4,12 +4,14 @@
 // instantiation per element size); with duplicate indices an unspecified write wins, as in
 // PyTorch. scatter_reduce's sum uses atomicAdd, prod / amax / amin a compare-and-swap loop on the
 // element's word; amax and amin are order-independent and so deterministic, sum and prod of floats
-// may differ in the last bits from run to run. Gradients: these kernels write or combine into
-// `out`; they compute no gradients themselves.
+// may differ in the last bits from run to run, except in the algorithm cache's deterministic mode,
+// where each output element combines its values in index order (bitwise repeatable, as the CPU).
+// Gradients: these kernels write or combine into `out`; they compute no gradients themselves.
 #include <limits>
 
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/indexing/indexing_common.cuh"
+#include "ember/dispatch/algo_cache.h"
 #include "ember/kernel_interface/indexing.h"
 
 namespace ember::cuda {
@@ -169,6 +171,74 @@ void launch_scatter_reduce(const OffsetCalc<3>& oc, const Tensor& out, const Ten
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
+// Deterministic sum / prod (the algorithm cache's deterministic mode): thread t owns out element
+// t (out dense) and combines, in increasing i along dim, src[.., i, ..] for every i whose index
+// names its coordinate, as the CPU kernel does, so the result repeats bit for bit and matches the
+// CPU. Work per column is out.size(dim) x index.size(dim).
+struct ScanGeometry {
+  int ndim;
+  int64_t out_size[kMaxIterDims];
+  int64_t index_size[kMaxIterDims];
+  int64_t index_stride[kMaxIterDims];
+  int64_t src_stride[kMaxIterDims];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
+    scatter_reduce_ordered_kernel(T* out, const T* src, const void* index, bool index_is_i64,
+                                  ScanGeometry g, int dim, int64_t total, ScatterReduce reduce,
+                                  int* error_flag) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
+    int64_t rest = t, index_off = 0, src_off = 0, j = 0;
+    bool covered = true;
+    for (int k = g.ndim - 1; k >= 0; --k) {
+      const int64_t c = rest % g.out_size[k];
+      rest /= g.out_size[k];
+      if (k == dim) {
+        j = c;
+        continue;
+      }
+      covered = covered && c < g.index_size[k];
+      index_off += c * g.index_stride[k];
+      src_off += c * g.src_stride[k];
+    }
+    if (!covered) continue;
+    T acc = out[t];
+    for (int64_t i = 0; i < g.index_size[dim]; ++i) {
+      const int64_t idx = load_index(index, index_is_i64, index_off + i * g.index_stride[dim]);
+      if (idx == j) acc = combine(acc, src[src_off + i * g.src_stride[dim]], reduce);
+      // The thread of coordinate 0 reports an out-of-range index of its column.
+      if (j == 0) (void)index_in_range(idx, g.out_size[dim], error_flag);
+    }
+    out[t] = acc;
+  }
+}
+
+template <typename T>
+void launch_scatter_reduce_ordered(const Tensor& out, const Tensor& index, const Tensor& src,
+                                   int64_t dim, ScatterReduce reduce, cudaStream_t stream) {
+  EMBER_CHECK_STATUS(out.dim() <= kMaxIterDims && out.is_contiguous(), not_supported,
+                     "scatter: deterministic ", scatter_reduce_name(reduce), " on CUDA supports",
+                     " at most ", kMaxIterDims, " dims, got ", out.shape_str());
+  ScanGeometry g{};
+  g.ndim = int(std::max<int64_t>(out.dim(), 1));
+  for (int k = 0; k < g.ndim; ++k) {
+    const bool scalar = out.dim() == 0;
+    g.out_size[k] = scalar ? 1 : out.size(k);
+    g.index_size[k] = scalar ? 1 : index.size(k);
+    g.index_stride[k] = scalar ? 0 : index.stride(k);
+    g.src_stride[k] = scalar ? 0 : src.stride(k);
+  }
+  const int64_t total = out.numel();
+  const int device = out.device().index;
+  scatter_reduce_ordered_kernel<T><<<grid_for(total, device), kBlockThreads, 0, stream>>>(
+      static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()), index.data_ptr(),
+      index.dtype() == DType::i64, g, int(out.dim() == 0 ? 0 : dim), total, reduce,
+      device_error_flag(device));
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
 void scatter_reduce_cuda(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim,
                          ScatterReduce reduce) {
   check_gather_shapes("scatter", index, out, src, dim);
@@ -194,6 +264,9 @@ void scatter_reduce_cuda(const Tensor& out, const Tensor& index, const Tensor& s
       EMBER_THROW(not_supported, "scatter: reduce \"", scatter_reduce_name(reduce),
                   "\" does not support dtype ", dtype_name(out.dtype()),
                   " on CUDA; use a floating dtype, int32 or int64");
+    } else if ((reduce == ScatterReduce::sum || reduce == ScatterReduce::prod) &&
+               dispatch::current_algo_settings().mode == dispatch::AlgoMode::deterministic) {
+      launch_scatter_reduce_ordered<scalar_t>(out, index, src, dim, reduce, stream);
     } else {
       launch_scatter_reduce<scalar_t, false>(oc, out, index, src, dim, reduce, stream);
     }

@@ -159,6 +159,30 @@ TEST_CASE("deterministic mode accumulates bitwise repeatably" *
   }
 }
 
+TEST_CASE("deterministic scatter sums repeat bitwise and match the CPU" *
+          doctest::skip(!cuda::is_available())) {
+  dispatch::AlgoModeGuard deterministic(dispatch::AlgoMode::deterministic);
+  const Tensor index = indices({200, 33}, 64, 44);
+  Generator gen(Device::cpu(), 45);
+  const Tensor src = randn({200, 33}, TensorOptions(DType::f32), &gen);
+  const Tensor base = zeros({64, 33});
+  const Tensor ref_add = scatter_add(base, 0, index, src);
+  const Tensor ref_sum = base.scatter_reduce(0, index, src, "sum");
+  for (int rep = 0; rep < 2; ++rep) {
+    const Tensor g = base.to(kGpu);
+    CHECK(scatter_add(g, 0, index.to(kGpu), src.to(kGpu)).cpu().to_vector() == ref_add.to_vector());
+    CHECK(g.scatter_reduce(0, index.to(kGpu), src.to(kGpu), "sum").cpu().to_vector() ==
+          ref_sum.to_vector());
+  }
+  // take_along_dim's backward is a scatter_add.
+  auto grad = [&](Device d) {
+    Tensor w = zeros({64, 33}, TensorOptions(DType::f32).with_device(d)).set_requires_grad(true);
+    (w.take_along_dim(index.to(d), 0) * src.to(d)).sum().backward();
+    return w.grad().cpu();
+  };
+  CHECK(grad(kGpu).to_vector() == grad(Device::cpu()).to_vector());
+}
+
 TEST_CASE("nonzero and masked_select match the CPU on large and empty masks" *
           doctest::skip(!cuda::is_available())) {
   for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000), (int64_t(1) << 20) + 3}) {
