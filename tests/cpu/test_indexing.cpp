@@ -271,6 +271,40 @@ TEST_CASE("scatter family gradients") {
   CHECK(d.grad().to_vector() == V{1, 0});
 }
 
+TEST_CASE("in-place indexing ops on tensors with history pass gradients on") {
+  auto f64 = [](V v, Shape s) { return t(std::move(v), std::move(s), DType::f64); };
+  Tensor a = f64({1, 2, 3, 4}, {4}).set_requires_grad(true);
+  Tensor b = a * 2.0;
+  b.masked_fill_(mask({1, 0, 0, 1}, {4}), 0.0);
+  CHECK(b.to_vector() == V{0, 4, 6, 0});
+  b.sum().backward();
+  CHECK(a.grad().to_vector() == V{0, 2, 2, 0});
+
+  Tensor c = f64({1, 2, 3}, {3}).set_requires_grad(true);
+  Tensor src = f64({5, 6}, {2}).set_requires_grad(true);
+  Tensor d = c * 1.0;
+  d.index_add_(0, i64({2, 2}), src, 3.0);
+  CHECK(d.to_vector() == V{1, 2, 36});
+  (d * f64({1, 10, 100}, {3})).sum().backward();
+  CHECK(c.grad().to_vector() == V{1, 10, 100});
+  CHECK(src.grad().to_vector() == V{300, 300});
+
+  Tensor e = f64({1, 2, 3}, {3}).set_requires_grad(true);
+  Tensor f = e * 1.0;
+  f.scatter_(0, i64({0}), f64({9}, {1}));
+  f.index_put_({i64({2})}, 7.0);
+  f.sum().backward();
+  CHECK(e.grad().to_vector() == V{0, 1, 0});
+
+  // Advanced indexing of a non-contiguous view.
+  Tensor g = arange(6, TensorOptions(DType::f64)).reshape({2, 3}).set_requires_grad(true);
+  Tensor picked = g.t().index({i64({2, 0, 2})});
+  CHECK(picked.to_vector() == V{2, 5, 0, 3, 2, 5});
+  picked.sum().backward();
+  CHECK(g.grad().to_vector() == V{1, 0, 2, 1, 0, 2});
+  CHECK(from_vector({3}, {}, TensorOptions(DType::f32)).nonzero().sizes() == Shape{1, 0});
+}
+
 TEST_CASE("indexing errors name the op, the argument and the shapes") {
   Tensor x = x234();
   std::string e = error_of([&] { x.index({Slice(), i64({3})}); });
