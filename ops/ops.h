@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "ember/ops/indexing.h"
 #include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/tensor.h"
 

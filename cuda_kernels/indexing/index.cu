@@ -6,16 +6,20 @@
 // skips it (index_add, scatter_add) or writes zero (index_select, gather), and check_device_errors
 // throws at the next sync point. index_add and scatter_add ACCUMULATE into `out` with atomicAdd
 // (native for f16/bf16 on sm_90), so their float results may differ in the last bits from run to
-// run. In the algorithm cache's deterministic mode index_add (the backward of embedding and
-// index_select) adds in index order instead, bitwise repeatably: with few rows x indices, one
-// thread per output element scans the index for its row (O(rows x indices) cheap broadcast reads);
-// otherwise one thread per output column walks the indices in order (O(indices x columns) work,
-// latency-bound in the indices).
+// run. In the algorithm cache's deterministic mode both add in index order instead, bitwise
+// repeatably: scatter_add through scatter_reduce_kernel's in-order sum (index_scatter.cu);
+// index_add (the backward of embedding, index_select and x.index, and index_put_'s accumulation),
+// with few rows x indices, by one thread per output element scanning the index for its row
+// (O(rows x indices) cheap broadcast reads), otherwise by sorting the index stably with its
+// positions (CUB radix sort) and letting the first thread of each run of equal indices add the
+// run's rows in position order.
 #include <array>
+#include <cub/device/device_radix_sort.cuh>
 #include <limits>
 #include <vector>
 
 #include "ember/cuda_kernels/common/common.cuh"
+#include "ember/cuda_kernels/indexing/indexing_common.cuh"
 #include "ember/dispatch/algo_cache.h"
 #include "ember/kernel_interface/elementwise.h"
 #include "ember/kernel_interface/indexing.h"
@@ -23,35 +27,6 @@
 
 namespace ember::cuda {
 namespace {
-
-__device__ __forceinline__ int64_t load_index(const void* index, bool index_is_i64, int64_t i) {
-  return index_is_i64 ? static_cast<const int64_t*>(index)[i]
-                      : int64_t(static_cast<const int32_t*>(index)[i]);
-}
-
-__device__ __forceinline__ bool index_in_range(int64_t idx, int64_t size, int* error_flag) {
-  if (idx >= 0 && idx < size) return true;
-  report_device_error(error_flag, kDeviceErrorIndexOutOfRange, idx, size);
-  return false;
-}
-
-__device__ __forceinline__ void atomic_accumulate(float* p, float v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_accumulate(double* p, double v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_accumulate(__half* p, __half v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_accumulate(__nv_bfloat16* p, __nv_bfloat16 v) {
-  atomicAdd(p, v);
-}
-__device__ __forceinline__ void atomic_accumulate(int32_t* p, int32_t v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_accumulate(int64_t* p, int64_t v) {
-  // Two's-complement addition is the same operation on the unsigned bits.
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
-}
-
-void check_index_dtype(const char* op, const Tensor& index) {
-  EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
-              ": index tensor has dtype ", dtype_name(index.dtype()),
-              "; indices must be int64 or int32 (convert with .to(ember::DType::i64))");
-}
 
 // ---- index_select -----------------------------------------------------------------------------
 
@@ -168,23 +143,62 @@ __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
   }
 }
 
-// Deterministic index_add for many rows: thread t owns column (o, n) of out and walks i in order,
-// out[o, index[i], n] += src[o, i, n].
+// Deterministic index_add for many rows x indices: the index is sorted stably together with the
+// positions 0..nidx-1 (CUB radix sort), so each run of equal indices lists its positions in
+// increasing order; the thread of (o, first position of a run, n) adds the run's src rows into out
+// in that order, which is the order the row-scan kernel and the CPU add them in.
+__global__ void widen_index_kernel(int64_t* keys, int64_t* positions, const void* index,
+                                   bool index_is_i64, int64_t nidx) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nidx; i += step) {
+    keys[i] = load_index(index, index_is_i64, i);
+    positions[i] = i;
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
-    index_add_column_walk_kernel(T* out, const T* src, const void* index, bool index_is_i64,
-                                 int64_t out_size, int64_t nidx, int64_t inner, int64_t columns,
-                                 int* error_flag) {
+    index_add_sorted_runs_kernel(T* out, const T* src, const int64_t* sorted_index,
+                                 const int64_t* sorted_positions, int64_t out_size, int64_t nidx,
+                                 int64_t inner, int64_t total, int* error_flag) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < columns; t += step) {
-    const int64_t n = t % inner, o = t / inner;
-    for (int64_t i = 0; i < nidx; ++i) {
-      const int64_t idx = load_index(index, index_is_i64, i);
-      if (!index_in_range(idx, out_size, error_flag)) continue;
-      T* dst = out + (o * out_size + idx) * inner + n;
-      *dst = *dst + src[(o * nidx + i) * inner + n];
-    }
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
+    const int64_t n = t % inner, row = t / inner;
+    const int64_t p = row % nidx, o = row / nidx;
+    const int64_t idx = sorted_index[p];
+    if (p > 0 && sorted_index[p - 1] == idx) continue;  // not the first of its run
+    if (!index_in_range(idx, out_size, error_flag)) continue;
+    T* dst = out + (o * out_size + idx) * inner + n;
+    T acc = *dst;
+    for (int64_t q = p; q < nidx && sorted_index[q] == idx; ++q)
+      acc = acc + src[(o * nidx + sorted_positions[q]) * inner + n];
+    *dst = acc;
   }
+}
+
+// The index sorted stably with its positions: returns {sorted index, positions} (int64 each) in
+// one workspace tensor that must stay alive until the kernels that read it have run.
+Tensor sort_index_with_positions(const Tensor& index, cudaStream_t stream, int64_t*& sorted_index,
+                                 int64_t*& sorted_positions) {
+  const int64_t nidx = index.numel();
+  size_t sort_bytes = 0;
+  EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const int64_t*)nullptr,
+                                                   (int64_t*)nullptr, (const int64_t*)nullptr,
+                                                   (int64_t*)nullptr, nidx, 0, 64, stream));
+  const int64_t words = 4 * nidx;
+  Tensor workspace =
+      empty({int64_t(words * 8 + int64_t(sort_bytes) + 16)}, DType::u8, index.device());
+  int64_t* base = static_cast<int64_t*>(workspace.data_ptr());
+  int64_t *keys = base, *positions = base + nidx;
+  sorted_index = base + 2 * nidx;
+  sorted_positions = base + 3 * nidx;
+  widen_index_kernel<<<grid_for(nidx, index.device().index), kBlockThreads, 0, stream>>>(
+      keys, positions, index.data_ptr(), index.dtype() == DType::i64, nidx);
+  EMBER_CUDA_LAUNCH_CHECK();
+  EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + words, sort_bytes, keys, sorted_index,
+                                                   positions, sorted_positions, nidx, 0, 64,
+                                                   stream));
+  return workspace;
 }
 
 // Rows x indices up to which the row-scan kernel serves deterministic mode.
@@ -222,12 +236,13 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
                 static_cast<const scalar_t*>(src.data_ptr()), index.data_ptr(),
                 index.dtype() == DType::i64, out_size, nidx, inner, out_total, flag);
       } else {
-        const int64_t columns = outer * inner;
-        index_add_column_walk_kernel<scalar_t>
-            <<<grid_for(columns, device), kBlockThreads, 0, stream>>>(
+        int64_t *sorted_index = nullptr, *sorted_positions = nullptr;
+        Tensor workspace = sort_index_with_positions(index, stream, sorted_index, sorted_positions);
+        index_add_sorted_runs_kernel<scalar_t>
+            <<<grid_for(total, device), kBlockThreads, 0, stream>>>(
                 static_cast<scalar_t*>(out.data_ptr()),
-                static_cast<const scalar_t*>(src.data_ptr()), index.data_ptr(),
-                index.dtype() == DType::i64, out_size, nidx, inner, columns, flag);
+                static_cast<const scalar_t*>(src.data_ptr()), sorted_index, sorted_positions,
+                out_size, nidx, inner, total, flag);
       }
       EMBER_CUDA_LAUNCH_CHECK();
     } else {
@@ -241,61 +256,6 @@ void index_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, i
 }
 
 // ---- gather / scatter_add ---------------------------------------------------------------------
-
-// The loop over index's shape as an OffsetCalc in ELEMENTS with operands (index, data, other):
-// `data` is the tensor indexed along `dim` (its stride there zeroed: the index supplies it),
-// `other` the tensor that shares index's shape. Size-1 dims are dropped and neighbours that are
-// contiguous for all three are merged, so only unusual layouts exceed kMaxIterDims.
-OffsetCalc<3> make_gather_offsets(const char* op, const Tensor& index, const Tensor& data,
-                                  const Tensor& other, int64_t dim) {
-  std::vector<int64_t> sizes;
-  std::vector<std::array<int64_t, 3>> strides;
-  for (int64_t d = 0; d < index.dim(); ++d) {
-    const int64_t size = index.size(d);
-    if (size == 1) continue;
-    const std::array<int64_t, 3> s = {index.stride(d), d == dim ? 0 : data.stride(d),
-                                      other.stride(d)};
-    if (!sizes.empty()) {
-      const auto& prev = strides.back();
-      if (prev[0] == s[0] * size && prev[1] == s[1] * size && prev[2] == s[2] * size) {
-        sizes.back() *= size;
-        strides.back() = s;
-        continue;
-      }
-    }
-    sizes.push_back(size);
-    strides.push_back(s);
-  }
-  EMBER_CHECK_STATUS(int(sizes.size()) <= kMaxIterDims, not_supported, op, ": index of shape ",
-                     index.shape_str(), " needs ", sizes.size(), " loop dims; at most ",
-                     kMaxIterDims, " are supported on CUDA: reshape the operands to fewer dims");
-  ElementwiseIter it;
-  it.ndim = int(sizes.size());
-  it.num_operands = 3;
-  it.numel = index.numel();
-  for (int d = 0; d < it.ndim; ++d) {
-    it.sizes[d] = sizes[size_t(d)];
-    for (int k = 0; k < 3; ++k) it.strides[k][d] = strides[size_t(d)][size_t(k)];
-  }
-  return make_offset_calc<3>(it);
-}
-
-void check_gather_shapes(const char* op, const Tensor& index, const Tensor& data,
-                         const Tensor& other, int64_t dim) {
-  check_index_dtype(op, index);
-  EMBER_INTERNAL_ASSERT((index.dim() == 0 || (dim >= 0 && dim < data.dim())) &&
-                            index.dim() == data.dim() && index.sizes() == other.sizes() &&
-                            data.dtype() == other.dtype(),
-                        op, "_kernel: index ", index.shape_str(), ", data ", data.shape_str(),
-                        ", other ", other.shape_str(), " along dim ", dim, " do not match");
-  for (int64_t d = 0; d < index.dim(); ++d)
-    EMBER_INTERNAL_ASSERT(d == dim || index.size(d) <= data.size(d), op, "_kernel: index ",
-                          index.shape_str(), " exceeds ", data.shape_str(), " at dim ", d);
-}
-
-// The extent and stride of the indexed dim (a 0-d tensor counts as one element), as on the CPU.
-int64_t indexed_extent(const Tensor& t, int64_t dim) { return t.dim() == 0 ? 1 : t.size(dim); }
-int64_t indexed_stride(const Tensor& t, int64_t dim) { return t.dim() == 0 ? 0 : t.stride(dim); }
 
 // S moves the element's bits (uint8..uint64).
 template <typename S>
@@ -365,6 +325,11 @@ __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 void scatter_add_cuda(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim) {
   check_gather_shapes("scatter_add", index, out, src, dim);
   if (index.numel() == 0) return;
+  // Deterministic mode: scatter_reduce's in-order sum (index_scatter.cu), through its table.
+  if (dispatch::current_algo_settings().mode == dispatch::AlgoMode::deterministic &&
+      out.is_contiguous())
+    return scatter_reduce_kernel().get(DeviceType::CUDA, out.dtype())(out, index, src, dim,
+                                                                      ScatterReduce::sum);
   DeviceGuard device_guard(out.device());
   cudaStream_t stream = stream_of(out.device());
   const int device = out.device().index;

@@ -771,7 +771,7 @@ TEST_CASE("embedding backward in deterministic mode: matches the CPU and repeats
     int64_t rows, distinct, lookups, dim;
   };
   // Few rows x lookups (the row-scan kernel: 50 rows, 280 lookups of 12 rows, many repeats), and
-  // more than 2^24 of them (the column-walk kernel: 5000 rows, 4000 lookups).
+  // more than 2^24 of them (the sorted-runs kernel: 5000 rows, 4000 lookups).
   for (const Sizes& z : {Sizes{50, 12, 280, 33}, Sizes{5000, 5000, 4000, 8}}) {
     for (DType dtype : {DType::f32, DType::bf16}) {
       const std::string dtype_label = dtype_name(dtype);
