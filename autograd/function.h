@@ -45,6 +45,7 @@ class IValue {
   IValue(float v) : v_(double(v)) {}
   IValue(int64_t v) : v_(v) {}
   IValue(int v) : v_(int64_t(v)) {}
+  IValue(uint64_t v) : v_(int64_t(v)) {}  // size_t
   IValue(bool v) : v_(v) {}
   IValue(std::string v) : v_(std::move(v)) {}
   IValue(const char* v) : v_(std::string(v)) {}
