@@ -83,6 +83,8 @@ void CustomFunctionNode::set_inputs(const variable_list& inputs) {
   const bool record = needs_grad(inputs);
   sequence_nr = next_sequence_nr();
   for (const Tensor& in : inputs) {
+    input_meta_.push_back(in.defined() ? OutputMeta{in.sizes(), in.dtype(), in.device()}
+                                       : OutputMeta{});
     next_edges.push_back(record ? gradient_edge(in) : Edge{});
     ctx.needs_input_grad_.push_back(next_edges.back().valid());
   }
@@ -164,6 +166,12 @@ std::vector<Tensor> CustomFunctionNode::apply(std::vector<Tensor>&& grads) {
     CurrentBackwardNodeGuard current(this);
     result = backward_(&ctx, std::move(grads));
   }
+  // Extra trailing undefined gradients are allowed, as in libtorch.
+  if (result.size() > is_var_.size()) {
+    bool all_undefined = true;
+    for (size_t i = is_var_.size(); i < result.size(); ++i) all_undefined &= !result[i].defined();
+    if (all_undefined) result.resize(is_var_.size());
+  }
   EMBER_CHECK(result.size() == is_var_.size(), name_, ": backward returned ", result.size(),
               " gradients but forward takes ", is_var_.size(),
               " arguments; return one per argument (an undefined Tensor for non-tensor "
@@ -176,6 +184,23 @@ std::vector<Tensor> CustomFunctionNode::apply(std::vector<Tensor>&& grads) {
     }
     EMBER_CHECK(!result[i].defined(), name_, ": backward returned a gradient at position ", i,
                 ", but forward's argument there is not a tensor; return an undefined Tensor");
+  }
+  // Each gradient takes its input's shape (summing a broadcast one down) and dtype.
+  for (size_t k = 0; k < per_input.size(); ++k) {
+    Tensor& g = per_input[k];
+    if (!g.defined() || k >= next_edges.size() || !next_edges[k].valid()) continue;
+    const OutputMeta& in = input_meta_[k];
+    if (g.sizes() != in.sizes) {
+      bool expandable = g.dim() >= int64_t(in.sizes.size());
+      const size_t lead = size_t(g.dim()) - in.sizes.size();
+      for (size_t d = 0; expandable && d < in.sizes.size(); ++d)
+        expandable = in.sizes[d] == 1 || in.sizes[d] == g.size(int64_t(lead + d));
+      EMBER_CHECK(expandable, name_, ": backward returned a gradient of shape ", g.shape_str(),
+                  " for input ", k, " of shape ", shape_str(in.sizes),
+                  "; return a gradient of the input's shape");
+      g = sum_to(g, in.sizes);
+    }
+    if (g.dtype() != in.dtype) g = g.to(in.dtype);
   }
   return per_input;
 }

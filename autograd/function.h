@@ -130,6 +130,7 @@ class CustomFunctionNode : public Node {
   BackwardCall backward_;
   std::vector<bool> is_var_;  // per forward argument: whether it was a tensor
   std::vector<bool> output_defined_;
+  std::vector<OutputMeta> input_meta_;  // shape and dtype each input's gradient must have
   bool released_ = false;
 };
 

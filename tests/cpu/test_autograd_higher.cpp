@@ -330,6 +330,30 @@ TEST_CASE("Function: a backward returning the wrong number of gradients is an Er
   CHECK_THROWS_AS(sum(y).backward(), Error);
 }
 
+TEST_CASE("Function: gradients are summed to the input's shape and cast to its dtype") {
+  struct Broadcasting : autograd::Function<Broadcasting> {
+    static Tensor forward(AutogradContext*, const Tensor& x) { return mul(x, 1.0); }
+    static variable_list backward(AutogradContext*, variable_list g) {
+      // A [2, 3] gradient for a [3] input (summed down), in float32, plus a trailing undefined
+      // gradient (allowed, as in libtorch).
+      return {g[0].expand({2, 3}).to(DType::f32), Tensor()};
+    }
+  };
+  Tensor x = leaf({1.0, 2.0, 3.0});
+  sum(Broadcasting::apply(x)).backward();
+  CHECK(x.grad().dtype() == DType::f64);
+  CHECK(max_abs_diff(x.grad(), vec({2.0, 2.0, 2.0})) < 1e-15);
+
+  struct WrongShape : autograd::Function<WrongShape> {
+    static Tensor forward(AutogradContext*, const Tensor& x) { return mul(x, 1.0); }
+    static variable_list backward(AutogradContext*, variable_list) {
+      return {zeros({4}, TensorOptions(DType::f64))};
+    }
+  };
+  Tensor y = leaf({1.0, 2.0, 3.0});
+  CHECK_THROWS_AS(sum(WrongShape::apply(y)).backward(), Error);
+}
+
 // ---- retain_grad --------------------------------------------------------------------------------
 
 TEST_CASE("retain_grad runs after every other hook, whenever they were registered") {
