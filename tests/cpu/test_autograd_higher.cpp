@@ -354,6 +354,27 @@ TEST_CASE("Function: gradients are summed to the input's shape and cast to its d
   CHECK_THROWS_AS(sum(WrongShape::apply(y)).backward(), Error);
 }
 
+TEST_CASE("create_graph and custom functions leave no reference cycles") {
+  std::weak_ptr<autograd::Node> op_node, fn_node, dirty_node;
+  {
+    Tensor x = leaf({0.5, 1.5});
+    Tensor y = sigmoid(x);  // saves its output
+    op_node = y.grad_fn();
+    Tensor e = MyExp::apply(x);  // a custom function saving its output
+    fn_node = e.grad_fn();
+    Tensor d = AddOneInPlace::apply(mul(x, 2.0));
+    dirty_node = d.grad_fn();
+    Tensor g =
+        autograd::grad({add(add(sum(y), sum(e)), sum(square(d)))}, {x}, {}, std::nullopt, true)[0];
+    Tensor gg = autograd::grad({sum(g)}, {x})[0];
+    CHECK(gg.defined());
+    sum(sigmoid(x)).backward(Tensor(), std::nullopt, true);  // .grad with history, then dropped
+  }
+  CHECK(op_node.expired());
+  CHECK(fn_node.expired());
+  CHECK(dirty_node.expired());
+}
+
 // ---- retain_grad --------------------------------------------------------------------------------
 
 TEST_CASE("retain_grad runs after every other hook, whenever they were registered") {
