@@ -2,6 +2,7 @@
 // (modules, optimizers, data, checkpoints, CUDA graphs) and data parallelism.
 #pragma once
 #include "ember/autograd/autograd.h"
+#include "ember/autograd/function.h"
 #include "ember/autograd/gradcheck.h"
 #include "ember/distributed/ddp.h"
 #include "ember/distributed/process_group.h"

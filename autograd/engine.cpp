@@ -38,12 +38,27 @@ void accumulate(Tensor& slot, const Tensor& g) {
 void run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
                std::map<std::pair<Node*, uint32_t>, Tensor>* capture);
 
+// Sets grad mode for the backward pass and restores the caller's on exit.
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool enabled) : prev_(grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeScope() { set_grad_enabled(prev_); }
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+ private:
+  bool prev_;
+};
+
 void run_engine(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
-                std::map<std::pair<Node*, uint32_t>, Tensor>* capture) {
+                bool create_graph, std::map<std::pair<Node*, uint32_t>, Tensor>* capture) {
   std::vector<std::function<void()>> callbacks;
   auto* outer = t_final_callbacks;
   t_final_callbacks = &callbacks;
   try {
+    // Backward formulas record a graph of their own only with create_graph: then saved tensors
+    // unpack with their history and the gradients produced can be differentiated again.
+    GradModeScope mode(create_graph);
     run_graph(roots, std::move(root_grads), retain_graph, capture);
   } catch (...) {
     t_final_callbacks = outer;
@@ -55,8 +70,6 @@ void run_engine(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, 
 
 void run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
                std::map<std::pair<Node*, uint32_t>, Tensor>* capture) {
-  NoGradGuard no_grad;  // backward formulas never record (no higher-order gradients)
-
   // Dependencies: how many edges point at each node among nodes reachable from the roots.
   std::unordered_map<Node*, int> deps;
   std::unordered_set<Node*> seen;
@@ -126,6 +139,8 @@ void run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, b
         if (r.defined()) grads[slot] = r;
       }
     }
+    for (auto& [slot, retain] : node->retain_grad_hooks)
+      if (slot < grads.size() && grads[slot].defined()) retain(grads[slot]);
     std::vector<Tensor> out;
     bool run = !capture || needed.count(node);
     if (capture) {
@@ -173,7 +188,7 @@ void queue_final_callback(std::function<void()> fn) {
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-              bool retain_graph) {
+              std::optional<bool> retain_graph, bool create_graph) {
   std::vector<Edge> edges;
   std::vector<Tensor> grads;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -185,12 +200,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     grads.push_back(
         default_root_grad(r, i < grad_roots.size() ? grad_roots[i] : Tensor(), "backward"));
   }
-  run_engine(edges, std::move(grads), retain_graph, nullptr);
+  run_engine(edges, std::move(grads), retain_graph.value_or(create_graph), create_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
-                         bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
   std::vector<Edge> edges;
   std::vector<Tensor> grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -207,7 +222,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     input_edges.push_back(gradient_edge(inputs[i]));
     capture[{input_edges.back().fn.get(), input_edges.back().input_nr}] = Tensor();
   }
-  run_engine(edges, std::move(grads), retain_graph, &capture);
+  run_engine(edges, std::move(grads), retain_graph.value_or(create_graph), create_graph, &capture);
   std::vector<Tensor> result;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor g = capture[{input_edges[i].fn.get(), input_edges[i].input_nr}];

@@ -33,7 +33,7 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
     Tensor onehot = zeros(out.sizes(), TensorOptions(DType::f64));
     static_cast<double*>(onehot.data_ptr())[j] = 1.0;
     Tensor o = fn(inputs);
-    std::vector<Tensor> g = grad({o}, grad_inputs, {onehot}, false, true);
+    std::vector<Tensor> g = grad({o}, grad_inputs, {onehot}, false, false, true);
     for (size_t k = 0; k < checked.size(); ++k) {
       if (!g[k].defined()) continue;
       std::vector<double> v = g[k].to_vector();
@@ -80,6 +80,58 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
     }
   }
   return true;
+}
+
+bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                   const Tensor& grad_output, double eps, double atol, double rtol,
+                   std::string* report) {
+  std::vector<size_t> differentiable;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) differentiable.push_back(i);
+  EMBER_CHECK(!differentiable.empty(), "gradgradcheck: no input requires grad");
+  Shape out_shape;
+  {
+    EnableGradGuard eg;
+    out_shape = fn(inputs).sizes();
+  }
+  Tensor v = grad_output;
+  if (v.defined()) {
+    EMBER_CHECK(v.sizes() == out_shape && v.dtype() == DType::f64 && v.device().is_cpu(),
+                "gradgradcheck: grad_output must be a float64 CPU tensor of the output's shape ",
+                shape_str(out_shape), ", got ", v.shape_str(), " ", dtype_name(v.dtype()));
+    v = v.detach();
+  } else {
+    Generator gen(Device::cpu(), 20240607);
+    v = rand(out_shape, TensorOptions(DType::f64), &gen) * 2.0 - 1.0;
+  }
+  v.set_requires_grad(true);
+
+  // The first-order gradient as a function of (inputs..., v), flattened into one vector. It runs
+  // with grad mode on even for gradcheck's finite differences (which switch it off), since it
+  // needs a graph to differentiate.
+  const size_t n = inputs.size();
+  GradcheckFn first_order = [&fn, &differentiable, n](const std::vector<Tensor>& args) {
+    EnableGradGuard eg;
+    std::vector<Tensor> xs(args.begin(), args.begin() + std::ptrdiff_t(n));
+    Tensor out = fn(xs);
+    std::vector<Tensor> wrt;
+    for (size_t i : differentiable) wrt.push_back(xs[i]);
+    std::vector<Tensor> gs;
+    if (out.requires_grad()) gs = grad({out}, wrt, {args[n]}, true, true, true);
+    std::vector<Tensor> flat;
+    for (size_t k = 0; k < wrt.size(); ++k)
+      flat.push_back(gs.size() > k && gs[k].defined()
+                         ? gs[k].reshape({-1})
+                         : zeros({wrt[k].numel()}, TensorOptions(DType::f64)));
+    return cat(flat, 0);
+  };
+  std::vector<Tensor> args = inputs;
+  args.push_back(v);
+  std::string inner;
+  bool ok = gradcheck(first_order, args, eps, atol, rtol, &inner);
+  if (!ok && report)
+    *report = "gradgradcheck (inputs " + std::to_string(n) + " = grad_output): " + inner;
+  return ok;
 }
 
 }  // namespace ember::autograd

@@ -14,17 +14,56 @@ uint64_t next_sequence_nr() {
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
-SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
+namespace {
+thread_local const Node* t_current_node = nullptr;
+
+// A view of `data` that carries the history (grad_fn, output_nr).
+Tensor with_history(const Tensor& data, std::shared_ptr<Node> fn, uint32_t output_nr) {
+  Tensor t = data.detach();
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = std::move(fn);
+  meta->output_nr = output_nr;
+  t.impl()->autograd = std::move(meta);
+  return t;
+}
+}  // namespace
+
+const Node* current_backward_node() { return t_current_node; }
+CurrentBackwardNodeGuard::CurrentBackwardNodeGuard(const Node* node) : prev_(t_current_node) {
+  t_current_node = node;
+}
+CurrentBackwardNodeGuard::~CurrentBackwardNodeGuard() { t_current_node = prev_; }
+
+SavedTensor::SavedTensor(const Tensor& t, const char* op, bool is_output) : op_(op) {
   if (!t.defined()) return;
   tensor_ = t.detach();
   version_ = t.version();
+  original_ = t.impl_ptr();
+  if (!is_output && t.requires_grad()) {
+    if (t.is_leaf())
+      leaf_ = t;
+    else
+      edge_ = {t.grad_fn(), t.impl()->autograd->output_nr};
+  }
 }
 
-const Tensor& SavedTensor::unpack() const {
-  if (tensor_.defined() && tensor_.version() != version_) [[unlikely]]
+Tensor SavedTensor::unpack() const {
+  if (!tensor_.defined()) return tensor_;
+  if (tensor_.version() != version_) [[unlikely]]
     EMBER_THROW(bad_param, "autograd: a tensor of shape ", tensor_.shape_str(), " saved by ", op_,
                 " for backward was modified in place afterwards (version ", tensor_.version(),
                 ", saved at version ", version_, "); use an out-of-place op or clone() it first");
+  if (!grad_enabled()) return tensor_;
+  if (leaf_.defined()) return leaf_;
+  if (edge_.valid()) return with_history(tensor_, edge_.fn, edge_.input_nr);
+  if (const Node* node = t_current_node) {
+    for (size_t i = 0; i < node->output_impls.size(); ++i) {
+      const auto& o = node->output_impls[i];
+      if (!o.owner_before(original_) && !original_.owner_before(o))
+        return with_history(tensor_, const_cast<Node*>(node)->shared_from_this(), uint32_t(i));
+    }
+  }
   return tensor_;
 }
 
@@ -37,6 +76,7 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
     if (!grads[i].defined() && i < outputs.size())
       grads[i] =
           zeros(outputs[i].sizes, TensorOptions(outputs[i].dtype).with_device(outputs[i].device));
+  CurrentBackwardNodeGuard current(this);
   return fn_(grads, *this);
 }
 
@@ -51,7 +91,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     if (r.defined()) g = r;
   }
   if (g.dtype() != leaf.dtype()) g = g.to(leaf.dtype());
-  if (!meta.grad.defined()) {
+  if (grad_enabled()) {
+    // A create_graph backward: .grad keeps its history so it can be differentiated again.
+    meta.grad = meta.grad.defined() ? add(meta.grad, g) : g.clone(leaf.suggest_memory_format());
+  } else if (!meta.grad.defined()) {
     // Steal a fresh gradient buffer that nobody else references; otherwise copy it.
     bool exclusive = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 &&
                      g.is_contiguous(leaf.suggest_memory_format()) && g.sizes() == leaf.sizes();
@@ -113,6 +156,7 @@ std::shared_ptr<Node> record_backward(const char* name, const std::vector<Tensor
   uint32_t nr = 0;
   for (Tensor* o : outputs) {
     node->outputs.push_back({o->sizes(), o->dtype(), o->device()});
+    node->output_impls.push_back(o->impl_ptr());
     auto& meta = o->impl()->autograd;
     if (!meta) meta = std::make_shared<AutogradMeta>();
     meta->requires_grad = true;
@@ -120,6 +164,40 @@ std::shared_ptr<Node> record_backward(const char* name, const std::vector<Tensor
     meta->output_nr = nr++;
   }
   return node;
+}
+
+std::vector<Tensor> no_double_backward(const char* op, std::vector<Tensor> grads,
+                                       const std::vector<Tensor>& incoming, const Node& node) {
+  if (!grad_enabled()) return grads;
+  std::vector<Edge> edges;
+  for (const Tensor& g : incoming)
+    if (g.defined() && g.requires_grad()) edges.push_back(gradient_edge(g));
+  for (const Edge& e : node.next_edges)
+    if (e.valid()) edges.push_back(e);
+  if (edges.empty()) return grads;
+  std::string name = op;
+  auto error = std::make_shared<FunctionNode>(
+      name + "BackwardBackward",
+      [name](const std::vector<Tensor>&, const Node&) -> std::vector<Tensor> {
+        EMBER_THROW(not_supported, name,
+                    ": double backward (the gradient of its gradient) is not implemented for "
+                    "this op; compute higher-order gradients through ops that support it");
+      });
+  error->sequence_nr = next_sequence_nr();
+  error->next_edges = std::move(edges);
+  uint32_t nr = 0;
+  for (Tensor& g : grads) {
+    if (!g.defined()) continue;
+    g = g.detach();
+    error->outputs.push_back({g.sizes(), g.dtype(), g.device()});
+    error->output_impls.push_back(g.impl_ptr());
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->requires_grad = true;
+    meta->grad_fn = error;
+    meta->output_nr = nr++;
+    g.impl()->autograd = std::move(meta);
+  }
+  return grads;
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {

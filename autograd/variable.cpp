@@ -55,18 +55,18 @@ void Tensor::retain_grad() {
   if (m.retains_grad) return;
   m.retains_grad = true;
   std::weak_ptr<TensorImpl> weak = impl_;
-  m.grad_fn->pre_hooks.emplace_back(m.output_nr, [weak](const Tensor& g) {
+  // Runs after the node's other hooks on this output, whenever they were registered.
+  m.grad_fn->retain_grad_hooks.emplace_back(m.output_nr, [weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
-      Tensor self(impl);
       Tensor& slot = impl->autograd->grad;
       slot = slot.defined() ? slot + g : g.clone();
     }
-    return Tensor();
   });
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
+                      bool create_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
 int Tensor::register_hook(Hook hook) {

@@ -166,6 +166,64 @@ void conv2d_run(const ConvProblem& pr) {
   dispatch::algo_cache().run(conv2d_slot(pr.direction, pr.device().type), conv2d_key(pr), pr);
 }
 
+// ---- differentiable backward ------------------------------------------------------------------
+
+// conv2d is bilinear in (input, weight): with y = conv(x, w), dx = Jx(w)^T g and
+// dw = Jw(x)^T g, the second derivatives reuse conv2d and the two backward directions:
+//   d<dx, ggx>/dg = conv(ggx, w),  d<dx, ggx>/dw = Jw(ggx)^T g  (backward_weight(ggx, g)),
+//   d<dw, ggw>/dg = conv(x, ggw),  d<dw, ggw>/dx = Jx(ggw)^T g  (backward_input(g, ggw)).
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                             const Shape& input_shape, const Conv2dParams& p) {
+  Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device(),
+                            conv_result_memory_format(grad_output, weight));
+  {
+    autograd::NoGradGuard no_grad;
+    conv2d_run_or_zero({Direction::backward_data, grad_input, dense_for(weight.detach()),
+                        dense_for(grad_output.detach()), p, conv_allow_tf32()});
+  }
+  if (autograd::needs_grad({&grad_output, &weight})) {
+    autograd::SavedTensor saved_g(grad_output, "conv2d_backward_input"),
+        saved_w(weight, "conv2d_backward_input");
+    const Shape w_shape = weight.sizes();
+    autograd::record_backward(
+        "conv2d_backward_input", {grad_output, weight}, {&grad_input},
+        [saved_g, saved_w, w_shape, p](const std::vector<Tensor>& gg, const autograd::Node& node) {
+          std::vector<Tensor> r(2);
+          if (node.needs_input_grad(0)) r[0] = conv2d(gg[0], saved_w.unpack(), {}, p);
+          if (node.needs_input_grad(1))
+            r[1] = conv2d_backward_weight(gg[0], saved_g.unpack(), w_shape, p);
+          return r;
+        });
+  }
+  return grad_input;
+}
+
+Tensor conv2d_backward_weight(const Tensor& input, const Tensor& grad_output,
+                              const Shape& weight_shape, const Conv2dParams& p) {
+  Tensor grad_weight = empty(weight_shape, grad_output.dtype(), grad_output.device(),
+                             conv_result_memory_format(input, grad_output));
+  {
+    autograd::NoGradGuard no_grad;
+    conv2d_run_or_zero({Direction::backward_filter, dense_for(input.detach()), grad_weight,
+                        dense_for(grad_output.detach()), p, conv_allow_tf32()});
+  }
+  if (autograd::needs_grad({&input, &grad_output})) {
+    autograd::SavedTensor saved_x(input, "conv2d_backward_weight"),
+        saved_g(grad_output, "conv2d_backward_weight");
+    const Shape x_shape = input.sizes();
+    autograd::record_backward(
+        "conv2d_backward_weight", {input, grad_output}, {&grad_weight},
+        [saved_x, saved_g, x_shape, p](const std::vector<Tensor>& gg, const autograd::Node& node) {
+          std::vector<Tensor> r(2);
+          if (node.needs_input_grad(0))
+            r[0] = conv2d_backward_input(saved_g.unpack(), gg[0], x_shape, p);
+          if (node.needs_input_grad(1)) r[1] = conv2d(saved_x.unpack(), gg[0], {}, p);
+          return r;
+        });
+  }
+  return grad_weight;
+}
+
 // ---- the op -----------------------------------------------------------------------------------
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -204,17 +262,28 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
   if (record) {
     // Save only what backward needs: x for the weight gradient, w for the input gradient.
-    autograd::SavedTensor saved_x, saved_w;
+    // input and weight themselves carry the history a create_graph backward differentiates.
+    autograd::SavedTensor saved_x, saved_w, saved_input, saved_weight;
     if (weight.requires_grad()) saved_x = autograd::SavedTensor(x, "conv2d");
     if (input.requires_grad()) saved_w = autograd::SavedTensor(w, "conv2d");
+    if (weight.requires_grad()) saved_input = autograd::SavedTensor(input, "conv2d");
+    if (input.requires_grad()) saved_weight = autograd::SavedTensor(weight, "conv2d");
     Shape x_shape = input.sizes(), w_shape = weight.sizes();
     Device device = input.device();
     autograd::record_backward(
         "Conv2dBackward", inputs, {&out},
-        [saved_x, saved_w, x_shape, w_shape, device, dtype, format, p, tf32, has_bias](
-            const std::vector<Tensor>& grads, const autograd::Node& node) {
+        [saved_x, saved_w, saved_input, saved_weight, x_shape, w_shape, device, dtype, format, p,
+         tf32, has_bias](const std::vector<Tensor>& grads, const autograd::Node& node) {
           std::vector<Tensor> result(has_bias ? 3 : 2);
           if (!grads[0].defined()) return result;
+          if (autograd::grad_enabled()) {
+            if (node.needs_input_grad(0))
+              result[0] = conv2d_backward_input(grads[0], saved_weight.unpack(), x_shape, p);
+            if (node.needs_input_grad(1))
+              result[1] = conv2d_backward_weight(saved_input.unpack(), grads[0], w_shape, p);
+            if (has_bias && node.needs_input_grad(2)) result[2] = sum(grads[0], {0, 2, 3});
+            return result;
+          }
           Tensor grad_out = dense_for(grads[0]);
           if (node.needs_input_grad(0)) {
             Tensor grad_input = empty(x_shape, dtype, device, format);

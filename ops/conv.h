@@ -24,6 +24,15 @@ namespace ember {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv2dParams& p = {});
 
+// conv2d's backward as differentiable functions (used by create_graph backwards): the input
+// gradient from (grad_output, weight) and the weight gradient from (input, grad_output), params
+// with explicit padding. Each runs the backward kernels and, when its arguments require grad,
+// records its own backward (through conv2d and these two), so conv2d has derivatives of any order.
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                             const Shape& input_shape, const Conv2dParams& p);
+Tensor conv2d_backward_weight(const Tensor& input, const Tensor& grad_output,
+                              const Shape& weight_shape, const Conv2dParams& p);
+
 // The memory format of the tensors a 2-D convolution allocates (its output and the gradients of
 // its input and weight), one rule for conv2d, conv_transpose2d and conv2d_bias_relu. On CUDA it is
 // PyTorch's (cudnn_conv_suggest_memory_format): channels_last when the input and the weight are

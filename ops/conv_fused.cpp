@@ -62,16 +62,32 @@ Tensor conv2d_bias_relu(const Tensor& input, const Tensor& weight, const Tensor&
   if (record) {
     // Backward needs the output (the ReLU mask), x for the weight gradient, w for the input's.
     autograd::SavedTensor saved_out(out, "conv2d_bias_relu");
-    autograd::SavedTensor saved_x, saved_w;
+    autograd::SavedTensor saved_x, saved_w, saved_input, saved_weight;
     if (weight.requires_grad()) saved_x = autograd::SavedTensor(x, "conv2d_bias_relu");
     if (input.requires_grad()) saved_w = autograd::SavedTensor(w, "conv2d_bias_relu");
+    // With their history, for create_graph backwards.
+    if (weight.requires_grad()) saved_input = autograd::SavedTensor(input, "conv2d_bias_relu");
+    if (input.requires_grad()) saved_weight = autograd::SavedTensor(weight, "conv2d_bias_relu");
     const Shape x_shape = input.sizes(), w_shape = weight.sizes();
     autograd::record_backward(
         "Conv2dBiasReluBackward", inputs, {&out},
-        [saved_out, saved_x, saved_w, x_shape, w_shape, format, device, dtype, p, tf32, has_bias](
-            const std::vector<Tensor>& grads, const autograd::Node& node) {
+        [saved_out, saved_x, saved_w, saved_input, saved_weight, x_shape, w_shape, format, device,
+         dtype, p, tf32, has_bias](const std::vector<Tensor>& grads, const autograd::Node& node) {
           std::vector<Tensor> result(has_bias ? 3 : 2);
           if (!grads[0].defined()) return result;
+          if (autograd::grad_enabled()) {
+            // A create_graph backward: the ReLU mask (piecewise constant) times the gradient,
+            // then conv2d's differentiable backward.
+            const Tensor y = saved_out.unpack();
+            Tensor g = grads[0].dtype() == dtype ? grads[0] : grads[0].to(dtype);
+            Tensor pre = mul(g, gt(y.detach(), zeros_like(y.detach())).to(dtype));
+            if (node.needs_input_grad(0))
+              result[0] = conv2d_backward_input(pre, saved_weight.unpack(), x_shape, p);
+            if (node.needs_input_grad(1))
+              result[1] = conv2d_backward_weight(saved_input.unpack(), pre, w_shape, p);
+            if (has_bias && node.needs_input_grad(2)) result[2] = sum(pre, {0, 2, 3});
+            return result;
+          }
           // The gradient of the pre-activation: grad where the output is positive, else 0.
           const Tensor& y = saved_out.unpack();
           Tensor grad_pre = empty_like(y);

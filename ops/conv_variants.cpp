@@ -221,16 +221,30 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   }
 
   if (record) {
-    autograd::SavedTensor saved_x, saved_w;
+    autograd::SavedTensor saved_x, saved_w, saved_input, saved_weight;
     if (weight.requires_grad()) saved_x = autograd::SavedTensor(x, "conv_transpose2d");
     if (input.requires_grad()) saved_w = autograd::SavedTensor(w, "conv_transpose2d");
+    // With their history, for create_graph backwards.
+    if (weight.requires_grad()) saved_input = autograd::SavedTensor(input, "conv_transpose2d");
+    if (input.requires_grad()) saved_weight = autograd::SavedTensor(weight, "conv_transpose2d");
     const Shape x_shape = input.sizes(), w_shape = weight.sizes();
     autograd::record_backward(
         "ConvTranspose2dBackward", inputs, {&out},
-        [saved_x, saved_w, x_shape, w_shape, device, dtype, format, q, tf32, has_bias](
-            const std::vector<Tensor>& grads, const autograd::Node& node) {
+        [saved_x, saved_w, saved_input, saved_weight, x_shape, w_shape, device, dtype, format, q,
+         tf32, has_bias](const std::vector<Tensor>& grads, const autograd::Node& node) {
           std::vector<Tensor> result(has_bias ? 3 : 2);
           if (!grads[0].defined()) return result;
+          if (autograd::grad_enabled()) {
+            // conv_transpose2d(x, w) is conv2d's input gradient with x as the output gradient:
+            // its gradients are conv2d (for x) and conv2d's weight gradient (for w), both
+            // differentiable.
+            if (node.needs_input_grad(0))
+              result[0] = conv2d(grads[0], saved_weight.unpack(), {}, q);
+            if (node.needs_input_grad(1))
+              result[1] = conv2d_backward_weight(grads[0], saved_input.unpack(), w_shape, q);
+            if (has_bias && node.needs_input_grad(2)) result[2] = sum(grads[0], {0, 2, 3});
+            return result;
+          }
           const Tensor g = dense_for(grads[0]);
           if (node.needs_input_grad(0)) {
             // d input = conv2d(grad, w): the forward of the convolution we are the adjoint of.

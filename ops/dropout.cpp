@@ -50,6 +50,12 @@ DropoutResult dropout_with_mask(const Tensor& x, double p, bool training, Genera
     autograd::record_backward(
         "dropout", {x}, {&out},
         [saved_mask, scale, dtype](const std::vector<Tensor>& grads, const auto&) {
+          if (autograd::grad_enabled()) {
+            // A create_graph backward: grad * mask * scale is linear in grad, in differentiable
+            // ops.
+            Tensor g = grads[0].dtype() == dtype ? grads[0] : grads[0].to(dtype);
+            return std::vector<Tensor>{mul(mul(g, saved_mask.unpack().to(dtype)), scale)};
+          }
           return std::vector<Tensor>{dropout_backward(grads[0], saved_mask.unpack(), scale, dtype)};
         });
   }

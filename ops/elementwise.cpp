@@ -264,12 +264,16 @@ Tensor abs(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   return unary_op("tanh", a, UnaryOp::tanh, {}, false, true,
                   [](const Tensor& g, const Tensor&, const Tensor& o) {
+                    // Differentiable ops under create_graph, the fused kernel otherwise.
+                    if (autograd::grad_enabled()) return mul(g, rsub(square(o), 1.0));
                     return binary_raw("tanh_backward", g, o, BinaryOp::tanh_backward, 1);
                   });
 }
 Tensor sigmoid(const Tensor& a) {
   return unary_op("sigmoid", a, UnaryOp::sigmoid, {}, false, true,
                   [](const Tensor& g, const Tensor&, const Tensor& o) {
+                    // Differentiable ops under create_graph, the fused kernel otherwise.
+                    if (autograd::grad_enabled()) return mul(g, mul(o, rsub(o, 1.0)));
                     return binary_raw("sigmoid_backward", g, o, BinaryOp::sigmoid_backward, 1);
                   });
 }
@@ -277,6 +281,9 @@ Tensor relu(const Tensor& a) {
   if (!is_floating(a.dtype())) return unary_raw("relu", a, UnaryOp::relu, {}, false);
   return unary_op("relu", a, UnaryOp::relu, {}, false, true,
                   [](const Tensor& g, const Tensor&, const Tensor& o) {
+                    // Differentiable ops under create_graph, the fused kernel otherwise.
+                    if (autograd::grad_enabled())
+                      return mul(g, gt(o.detach(), zeros_like(o)).to(g.dtype()));
                     return binary_raw("relu_backward", g, o, BinaryOp::relu_backward, 1);
                   });
 }

@@ -178,6 +178,46 @@ void check_running_stats(const char* op, const Tensor& running_mean, const Tenso
 
 // ---- batch norm -------------------------------------------------------------------------------
 
+// ---- differentiable backward (create_graph) ----------------------------------------------------
+
+// A normalization's backward in differentiable ops, for create_graph backwards: x with its
+// history, dy the gradient of the affine output (already through any ReLU gate), w_b the weight
+// shaped to broadcast against x (undefined: no weight), stats over `dims` of x recomputed from x
+// (training) or the constant mean / invstd given (eval, shaped like w_b). Returns dx and the
+// per-element terms whose sums are the parameter gradients: dy * xhat (weight) and dy (bias).
+struct NormGradTerms {
+  Tensor dx, dy_xhat;
+};
+NormGradTerms norm_backward_differentiable(const Tensor& x, const Tensor& dy, const Tensor& w_b,
+                                           const Shape& dims, double eps, bool training,
+                                           const Tensor& eval_mean, const Tensor& eval_invstd) {
+  Tensor mean_x = training ? mean(x, dims, true) : eval_mean.to(x.dtype());
+  Tensor xc = sub(x, mean_x);
+  Tensor rstd =
+      training ? rsqrt(add(mean(square(xc), dims, true), eps)) : eval_invstd.to(x.dtype());
+  Tensor xhat = mul(xc, rstd);
+  Tensor dxhat = w_b.defined() ? mul(dy, w_b.to(x.dtype())) : dy;
+  Tensor dx = training ? mul(rstd, sub(sub(dxhat, mean(dxhat, dims, true)),
+                                       mul(xhat, mean(mul(dxhat, xhat), dims, true))))
+                       : mul(dxhat, rstd);
+  return {dx, mul(dy, xhat)};
+}
+
+// The reduction dims of batch norm for an input of `rank` dims: all but the channel dim 1.
+Shape batch_norm_dims(int64_t rank) {
+  Shape dims = {0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+// A [C] tensor shaped to broadcast against [N, C, ...] of `rank` dims.
+Tensor channel_broadcast(const Tensor& t, int64_t rank) {
+  if (!t.defined()) return t;
+  Shape shape = {t.numel()};
+  for (int64_t d = 2; d < rank; ++d) shape.push_back(1);
+  return t.reshape(shape);
+}
+
 enum class BnTail { none, relu, add_relu };
 
 Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
@@ -281,6 +321,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
   if (!autograd::needs_grad(inputs)) return y;
 
   autograd::SavedTensor saved_x(xd, op), saved_y(relu ? y : Tensor(), op), saved_w(weight, op);
+  autograd::SavedTensor saved_input(x, op);  // with its history, for create_graph backwards
   const bool has_residual = tail == BnTail::add_relu;
   const Shape x_shape = x.sizes();
   const DType x_dtype = x.dtype();
@@ -295,6 +336,24 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& residual,
       if (need_w) result[1] = zeros({C}, TensorOptions(w_dtype).with_device(device));
       if (need_b) result[2] = zeros({C}, TensorOptions(b_dtype).with_device(device));
       if (need_r) result[3] = zeros(x_shape, TensorOptions(x_dtype).with_device(device));
+      return result;
+    }
+    if (autograd::grad_enabled()) {
+      const Tensor xv = saved_input.unpack();
+      const int64_t rank = xv.dim();
+      Tensor dy = grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype);
+      if (relu) {
+        const Tensor gate = saved_y.unpack().detach();
+        dy = mul(dy, gt(gate, zeros_like(gate)).to(x_dtype));
+      }
+      const Shape dims = batch_norm_dims(rank);
+      NormGradTerms t = norm_backward_differentiable(
+          xv, dy, channel_broadcast(saved_w.unpack(), rank), dims, eps, training,
+          channel_broadcast(mean, rank), channel_broadcast(invstd, rank));
+      if (need_x) result[0] = t.dx;
+      if (need_r) result[3] = dy;
+      if (need_w) result[1] = sum(t.dy_xhat, dims).to(w_dtype);
+      if (need_b) result[2] = sum(dy, dims).to(b_dtype);
       return result;
     }
     autograd::NoGradGuard no_grad;
@@ -351,6 +410,7 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
   if (!autograd::needs_grad({&x, &weight, &bias})) return y;
 
   autograd::SavedTensor saved_x(xd, op), saved_w(weight, op);
+  autograd::SavedTensor saved_input(x, op);  // with its history, for create_graph backwards
   const Shape x_shape = x.sizes();
   const DType x_dtype = x.dtype();
   const DType w_dtype = weight.defined() ? weight.dtype() : stats_dtype;
@@ -360,6 +420,28 @@ Tensor row_norm_impl(const char* op, const Tensor& x, const Tensor& weight, cons
         Grads result(3);
         const bool need_x = node.needs_input_grad(0), need_w = node.needs_input_grad(1),
                    need_b = node.needs_input_grad(2);
+        if (autograd::grad_enabled() && shape_numel(x_shape) > 0) {
+          // Rows of D elements: layer norm's weight covers a row (groups == 1, S == 1), group
+          // norm's [C] spans groups of S positions per channel.
+          const Tensor xv = saved_input.unpack();
+          Tensor dy = grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype);
+          Tensor w = saved_w.unpack();
+          const bool per_channel = !(layout.groups == 1 && layout.S == 1);
+          Tensor w_b = w.defined() && per_channel ? channel_broadcast(w, xv.dim()) : w;
+          if (w_b.defined()) w_b = w_b.expand(x_shape).reshape({layout.rows, layout.D});
+          NormGradTerms t = norm_backward_differentiable(xv.reshape({layout.rows, layout.D}),
+                                                         dy.reshape({layout.rows, layout.D}), w_b,
+                                                         {1}, eps, true, Tensor(), Tensor());
+          const Shape param_b =
+              per_channel ? channel_broadcast(zeros(param_shape), xv.dim()).sizes() : param_shape;
+          if (need_x) result[0] = t.dx.reshape(x_shape);
+          if (need_w)
+            result[1] = autograd::sum_to(t.dy_xhat.reshape(x_shape), param_b)
+                            .reshape(param_shape)
+                            .to(w_dtype);
+          if (need_b) result[2] = autograd::sum_to(dy, param_b).reshape(param_shape).to(b_dtype);
+          return result;
+        }
         autograd::NoGradGuard no_grad;
         const bool empty_input = shape_numel(x_shape) == 0;
         Tensor dy = grads[0].dtype() == x_dtype ? grads[0] : grads[0].to(x_dtype);

@@ -195,17 +195,19 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
     const DType dtype = x.dtype();
     const Device device = x.device();
     const int spatial = s.spatial;
+    // Max pooling's double backward gathers at the argmax, found again from the input.
+    const autograd::SavedTensor saved_x(s.mode == PoolMode::max ? x0 : Tensor(), op);
     autograd::record_backward(
         op, {x0}, {&r.output},
-        [saved, indices = problem.indices, x_shape, input_shape, dtype, device, format, spatial](
-            const std::vector<Tensor>& grads, const auto&) {
+        [saved, saved_x, spec = s, indices = problem.indices, x_shape, input_shape, dtype, device,
+         format, spatial](const std::vector<Tensor>& grads, const auto&) {
           PoolArgs b = saved;
           Tensor g = grads[0].dtype() == dtype ? grads[0] : grads[0].to(dtype);
           if (g.dim() == spatial + 1) g = g.unsqueeze(0);
           // Max pooling reads indices at the offsets of the output, so its gradient takes the
           // output's dense layout.
           if (b.mode == PoolMode::max) g = g.contiguous(format);
-          b.output = g;
+          b.output = g.detach();
           strides5(g, spatial, b.out_strides);
           b.input = empty(x_shape, dtype, device, format);
           strides5(b.input, spatial, b.in_strides);
@@ -218,6 +220,38 @@ PoolResult pool(const Tensor& x0, const PoolSpec& s, bool return_indices = false
           }
           Tensor grad = b.input;
           if (grad.sizes() != input_shape) grad = grad.view(input_shape);
+          if (autograd::needs_grad({&grads[0]})) {
+            // A create_graph backward: the backward is linear in the incoming gradient (and
+            // piecewise constant in x), so its own backward is the pooling map applied to the
+            // gradient of its result: the forward for average pooling, a gather at the argmax
+            // for max pooling.
+            const Tensor xv = saved_x.unpack();
+            const DType g_dtype = grads[0].dtype();
+            autograd::record_backward(
+                (std::string(spec.op) + "_backward").c_str(), {grads[0]}, {&grad},
+                [spec, xv = xv.defined() ? xv.detach() : Tensor(), g_dtype](
+                    const std::vector<Tensor>& gg, const auto&) {
+                  Tensor out;
+                  if (spec.mode != PoolMode::max) {
+                    out = pool(gg[0], spec).output;
+                  } else {
+                    Tensor flat_indices;
+                    {
+                      autograd::NoGradGuard no_grad;
+                      flat_indices = pool(xv, spec, /*return_indices=*/true).indices;
+                    }
+                    const int64_t lead = gg[0].dim() - spec.spatial;
+                    Shape plane = gg[0].sizes(), index_plane = flat_indices.sizes();
+                    plane.resize(size_t(lead));
+                    plane.push_back(-1);
+                    index_plane.resize(size_t(lead));
+                    index_plane.push_back(-1);
+                    out = gather(gg[0].reshape(plane), lead, flat_indices.reshape(index_plane))
+                              .reshape(flat_indices.sizes());
+                  }
+                  return std::vector<Tensor>{out.dtype() == g_dtype ? out : out.to(g_dtype)};
+                });
+          }
           return std::vector<Tensor>{grad};
         });
   }

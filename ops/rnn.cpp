@@ -212,57 +212,57 @@ RnnResult rnn_time_major(const Tensor& x, const std::vector<Tensor>& weights, co
 
   std::vector<Tensor*> outputs = {&result.output, &result.h_n};
   if (is_lstm) outputs.push_back(&result.c_n);
-  autograd::record_backward(is_lstm                       ? "LstmBackward"
-                            : config.mode == RnnMode::gru ? "GruBackward"
-                                                          : "RnnBackward",
-                            inputs, outputs,
-                            [saved, meta, has_h0, has_c0, first_weight](
-                                const std::vector<Tensor>& grads, const autograd::Node& node) {
-                              std::vector<Tensor> result(first_weight + saved->weights.size());
-                              bool any = false;
-                              for (const Tensor& g : grads) any |= g.defined();
-                              if (!any) return result;
-                              RnnProblem b = meta;
-                              b.direction = Direction::backward;
-                              b.input = saved->input.unpack();
-                              b.h0 = saved->h0.unpack();
-                              if (saved->c0.defined()) b.c0 = saved->c0.unpack();
-                              if (saved->lengths.defined()) b.lengths = saved->lengths.unpack();
-                              b.reserve = saved->reserve.unpack();
-                              for (const autograd::SavedTensor& w : saved->weights)
-                                b.weights.push_back(w.unpack());
-                              auto grad_in = [&](size_t i) {
-                                return i < grads.size() && grads[i].defined()
-                                           ? grads[i].to(b.dtype).contiguous()
-                                           : Tensor();
-                              };
-                              b.grad_output = grad_in(0);
-                              b.grad_h_n = grad_in(1);
-                              b.grad_c_n = grad_in(2);
-                              const Device device = b.input.device();
-                              if (node.needs_input_grad(0))
-                                b.grad_input = empty(b.input.sizes(), b.dtype, device);
-                              size_t at = 1;
-                              const size_t h0_slot = has_h0 ? at++ : 0, c0_slot = has_c0 ? at++ : 0;
-                              if (has_h0 && node.needs_input_grad(h0_slot))
-                                b.grad_h0 = empty(b.h0.sizes(), b.dtype, device);
-                              if (has_c0 && node.needs_input_grad(c0_slot))
-                                b.grad_c0 = empty(b.c0.sizes(), b.dtype, device);
-                              for (size_t i = 0; i < b.weights.size(); ++i)
-                                b.need_weight_grads |= node.needs_input_grad(first_weight + i);
-                              if (b.need_weight_grads)
-                                for (const Tensor& w : b.weights)
-                                  b.grad_weights.push_back(empty(w.sizes(), b.dtype, device));
-                              rnn_run(b);
-                              result[0] = b.grad_input;
-                              if (has_h0) result[h0_slot] = b.grad_h0;
-                              if (has_c0) result[c0_slot] = b.grad_c0;
-                              if (b.need_weight_grads)
-                                for (size_t i = 0; i < b.weights.size(); ++i)
-                                  if (node.needs_input_grad(first_weight + i))
-                                    result[first_weight + i] = b.grad_weights[i];
-                              return result;
-                            });
+  autograd::record_backward(
+      is_lstm                       ? "LstmBackward"
+      : config.mode == RnnMode::gru ? "GruBackward"
+                                    : "RnnBackward",
+      inputs, outputs,
+      [saved, meta, has_h0, has_c0, first_weight, name = op_name(config.mode)](
+          const std::vector<Tensor>& grads, const autograd::Node& node) {
+        std::vector<Tensor> result(first_weight + saved->weights.size());
+        bool any = false;
+        for (const Tensor& g : grads) any |= g.defined();
+        if (!any) return result;
+        RnnProblem b = meta;
+        b.direction = Direction::backward;
+        b.input = saved->input.unpack();
+        b.h0 = saved->h0.unpack();
+        if (saved->c0.defined()) b.c0 = saved->c0.unpack();
+        if (saved->lengths.defined()) b.lengths = saved->lengths.unpack();
+        b.reserve = saved->reserve.unpack();
+        for (const autograd::SavedTensor& w : saved->weights) b.weights.push_back(w.unpack());
+        auto grad_in = [&](size_t i) {
+          return i < grads.size() && grads[i].defined() ? grads[i].to(b.dtype).contiguous()
+                                                        : Tensor();
+        };
+        b.grad_output = grad_in(0);
+        b.grad_h_n = grad_in(1);
+        b.grad_c_n = grad_in(2);
+        const Device device = b.input.device();
+        if (node.needs_input_grad(0)) b.grad_input = empty(b.input.sizes(), b.dtype, device);
+        size_t at = 1;
+        const size_t h0_slot = has_h0 ? at++ : 0, c0_slot = has_c0 ? at++ : 0;
+        if (has_h0 && node.needs_input_grad(h0_slot))
+          b.grad_h0 = empty(b.h0.sizes(), b.dtype, device);
+        if (has_c0 && node.needs_input_grad(c0_slot))
+          b.grad_c0 = empty(b.c0.sizes(), b.dtype, device);
+        for (size_t i = 0; i < b.weights.size(); ++i)
+          b.need_weight_grads |= node.needs_input_grad(first_weight + i);
+        if (b.need_weight_grads)
+          for (const Tensor& w : b.weights)
+            b.grad_weights.push_back(empty(w.sizes(), b.dtype, device));
+        rnn_run(b);
+        result[0] = b.grad_input;
+        if (has_h0) result[h0_slot] = b.grad_h0;
+        if (has_c0) result[c0_slot] = b.grad_c0;
+        if (b.need_weight_grads)
+          for (size_t i = 0; i < b.weights.size(); ++i)
+            if (node.needs_input_grad(first_weight + i))
+              result[first_weight + i] = b.grad_weights[i];
+        // The backward is one fused kernel: a second backward through it
+        // raises an Error (cuDNN's RNN has no double backward either).
+        return autograd::no_double_backward(name, std::move(result), grads, node);
+      });
   return result;
 }
 

@@ -82,7 +82,14 @@ Tensor softmax_forward(const Tensor& x0, int64_t dim0, bool log) {
     autograd::SavedTensor saved_y(y, op);
     autograd::record_backward(
         op, {x0}, {&y}, [saved_y, log, dim](const std::vector<Tensor>& g, const auto&) {
-          return std::vector<Tensor>{softmax_backward(g[0], saved_y.unpack(), log, dim)};
+          const Tensor yv = saved_y.unpack();
+          if (autograd::grad_enabled()) {
+            // A create_graph backward: the same formula in differentiable ops.
+            Tensor gy = g[0].dtype() == yv.dtype() ? g[0] : g[0].to(yv.dtype());
+            if (log) return std::vector<Tensor>{sub(gy, mul(exp(yv), sum(gy, {dim}, true)))};
+            return std::vector<Tensor>{mul(yv, sub(gy, sum(mul(gy, yv), {dim}, true)))};
+          }
+          return std::vector<Tensor>{softmax_backward(g[0], yv, log, dim)};
         });
   }
   return y;
@@ -100,6 +107,52 @@ bool classes_innermost(const Tensor& x) {
   }
   if (x.size(0) != 1 && x.stride(0) != expect) return false;
   return x.size(1) == 1 || x.stride(1) == 1;
+}
+
+// The gradient of class_loss written with differentiable ops, for create_graph backwards.
+// x: the input as given ([C] or [N, C, d...]), target: [N, d...] int64. Per row, with a the
+// derivative of the row's loss with respect to the log-probabilities,
+//   a = -w * valid * ((1 - ls) onehot(target) + ls / C),
+// the gradient is r * a for log-probability inputs and r * (a - softmax(x) * sum(a)) for logits,
+// where r is the incoming gradient of the row (divided by the weight total for the mean).
+Tensor class_loss_grad_differentiable(const Tensor& x, const Tensor& class_weight,
+                                      const CrossEntropyArgs& args, const Tensor& grad,
+                                      const Tensor& weight_total, LossReduction reduction,
+                                      bool unbatched) {
+  Tensor xin = unbatched ? x.unsqueeze(0) : x;
+  const Tensor& target = args.target;
+  const int64_t C = args.classes;
+  const DType dtype = x.dtype();
+  const Device device = x.device();
+  Shape class_shape(size_t(xin.dim()), 1);
+  class_shape[1] = C;
+  Tensor classes =
+      arange(double(C), TensorOptions(DType::i64).with_device(device)).reshape(class_shape);
+  Tensor t = target.unsqueeze(1);
+  Tensor onehot = eq(classes, t).to(dtype);
+  Tensor valid =
+      ne(t, full({}, double(args.ignore_index), TensorOptions(DType::i64).with_device(device)))
+          .to(dtype);
+  const double ls = args.label_smoothing;
+  Tensor a = mul(add(mul(onehot, 1.0 - ls), ls / double(C)), valid);
+  if (class_weight.defined()) a = mul(a, class_weight.to(dtype).reshape(class_shape));
+  a = neg(a);
+  Tensor g = grad.dtype() == dtype ? grad : grad.to(dtype);
+  Tensor r;
+  switch (reduction) {
+    case LossReduction::none:
+      r = g.reshape(target.sizes()).unsqueeze(1);
+      break;
+    case LossReduction::sum:
+      r = g;
+      break;
+    case LossReduction::mean:
+      r = div(g, weight_total.to(dtype));
+      break;
+  }
+  Tensor dx =
+      args.input_is_log_probs ? mul(a, r) : mul(sub(a, mul(softmax(xin, 1), sum(a, {1}, true))), r);
+  return unbatched ? dx.squeeze(0) : dx;
 }
 
 struct LossSpec {
@@ -213,7 +266,8 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
   }
 
   if (autograd::needs_grad({&input0})) {
-    autograd::SavedTensor saved_input(a.input, op);
+    autograd::SavedTensor saved_input(a.input, op), saved_input0(input0, op);
+    const Tensor class_weight = spec.weight.defined() ? spec.weight.detach() : Tensor();
     CrossEntropyArgs saved = a;
     saved.input = Tensor();  // held by saved_input (checked for in-place writes)
     saved.loss = Tensor();
@@ -221,8 +275,12 @@ Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& s
     const Shape input_shape = input0.sizes();
     autograd::record_backward(
         op, {input0}, {&result},
-        [saved, saved_input, weight_total, reduction, input_shape](const std::vector<Tensor>& grads,
-                                                                   const auto&) {
+        [saved, saved_input, saved_input0, class_weight, unbatched, weight_total, reduction,
+         input_shape](const std::vector<Tensor>& grads, const auto&) {
+          if (autograd::grad_enabled())
+            return std::vector<Tensor>{
+                class_loss_grad_differentiable(saved_input0.unpack(), class_weight, saved, grads[0],
+                                               weight_total, reduction, unbatched)};
           CrossEntropyArgs b = saved;
           b.input = saved_input.unpack();
           Tensor g = grads[0].to(b.lse.dtype());

@@ -150,6 +150,19 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Device dev = device();
   record_view("slice", *this, out, [in, dt, dev, d, start, end, step](const auto& g, const auto&) {
     Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
+    if (autograd::grad_enabled()) {
+      // A create_graph backward: a scatter at start, start + step, ... along d, differentiable
+      // (a write into a view of r would not give r history).
+      const int64_t count = g[0].size(d);
+      Shape index_shape(in.size(), 1);
+      index_shape[size_t(d)] = count;
+      Tensor index = arange(double(start), double(start + count * step), double(step),
+                            TensorOptions(DType::i64).with_device(dev))
+                         .reshape(index_shape)
+                         .expand(g[0].sizes())
+                         .contiguous();
+      return std::vector<Tensor>{scatter_add(r, d, index, g[0])};
+    }
     r.slice(d, start, end, step).copy_(g[0]);
     return std::vector<Tensor>{r};
   });

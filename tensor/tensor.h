@@ -145,8 +145,10 @@ class Tensor {
   bool is_leaf() const;
   void retain_grad();
   // Computes gradients of this tensor w.r.t. graph leaves; `gradient` defaults to ones for a
-  // one-element tensor. Backward formulas run without recording (no higher-order gradients).
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // one-element tensor. With create_graph the gradients get a grad_fn (higher-order gradients);
+  // retain_graph defaults to create_graph.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   // The hook sees the gradient flowing into this tensor and may return a replacement (or an
   // undefined Tensor to keep it). Returns a handle for remove_hook.
   using Hook = std::function<Tensor(const Tensor&)>;

@@ -68,7 +68,7 @@ TEST_CASE("autograd::grad returns gradients without touching .grad") {
   Tensor y2 = (x * 2.0).sum();
   CHECK_THROWS_AS(autograd::grad({y2}, {unused}), Error);
   Tensor y3 = (x * 2.0).sum();
-  auto g2 = autograd::grad({y3}, {unused}, {}, false, true);
+  auto g2 = autograd::grad({y3}, {unused}, {}, false, false, true);
   CHECK_FALSE(g2[0].defined());
 }
 

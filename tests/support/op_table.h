@@ -16,6 +16,7 @@ struct OpCase {
   double low = -1, high = 1;   // range of the random input values
   bool bf16_ok = true;         // compared in bf16 on CUDA too
   bool fp64_gradcheck = true;  // false for ops that round through a lower precision
+  bool gradgradcheck = true;   // false where PyTorch itself has no double backward
 };
 
 // Every row: the core ops (op_table.cpp) followed by each area's rows.

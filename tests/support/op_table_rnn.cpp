@@ -82,6 +82,7 @@ OpCase row(const char* name, RnnRow r) {
     if (res.c_n.defined()) parts.push_back(res.c_n.flatten());
     return cat(parts, 0);
   };
+  oc.gradgradcheck = false;  // fused-kernel (as cuDNN's RNN, no double backward)
   return oc;
 }
 }  // namespace
