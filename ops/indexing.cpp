@@ -47,6 +47,10 @@ Tensor index_select(const Tensor& a0, int64_t dim, const Tensor& index0) {
                               [index, d, in = a0.sizes(), dt = a0.dtype(), dev = a0.device(), outer,
                                inner](const Grads& g, const auto&) {
                                 Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
+                                // A create_graph backward: index_add is differentiable (its
+                                // backward is index_select of the gradient).
+                                if (autograd::grad_enabled())
+                                  return Grads{index_add(r, d, index, g[0])};
                                 Tensor gc = g[0].contiguous();
                                 if (gc.numel() > 0)
                                   index_add_kernel().get(dev.type, dt)(

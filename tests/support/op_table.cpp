@@ -110,7 +110,7 @@ const std::vector<OpCase>& op_cases_core() {
        1,
        true,
        true,
-       false},  // pending: index_add-kernel backward until the ops/indexing.cpp rewrite
+       true},
       {"index_select_d1",
        {{3, 5, 2}},
        [](V x) {
@@ -120,7 +120,7 @@ const std::vector<OpCase>& op_cases_core() {
        1,
        true,
        true,
-       false},  // pending: index_add-kernel backward until the ops/indexing.cpp rewrite
+       true},
       {"gather",
        {{3, 4}},
        [](V x) {
@@ -140,7 +140,7 @@ const std::vector<OpCase>& op_cases_core() {
        1,
        true,
        true,
-       false},  // pending: index_add-kernel backward until the ops/indexing.cpp rewrite
+       true},
       // views and shape ops (gradients flow through their backward)
       {"reshape",
        {{3, 4}},
