@@ -113,7 +113,12 @@ const char* binary_op_name(BinaryOp op) {
                                            "logical_or",
                                            "relu_backward",
                                            "sigmoid_backward",
-                                           "tanh_backward"};
+                                           "tanh_backward",
+                                           "bitwise_and",
+                                           "bitwise_or",
+                                           "bitwise_xor",
+                                           "logical_xor",
+                                           "fmod"};
   const size_t i = size_t(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown binary op";
 }
@@ -161,10 +166,15 @@ bool binary_supported(BinaryOp op, DType t) {
     case BinaryOp::ge:
     case BinaryOp::logical_and:
     case BinaryOp::logical_or:
+    case BinaryOp::logical_xor:
+    case BinaryOp::bitwise_and:
+    case BinaryOp::bitwise_or:
+    case BinaryOp::bitwise_xor:
       return true;
     case BinaryOp::add:
     case BinaryOp::sub:
     case BinaryOp::remainder:
+    case BinaryOp::fmod:
       return t != DType::boolean;
     default:  // div (true division), pow, atan2 and the gradient helpers: floating only
       return false;
@@ -495,11 +505,30 @@ struct BinaryFunctor {
         return acc_t(a != acc_t(0) && b != acc_t(0));
       case BinaryOp::logical_or:
         return acc_t(a != acc_t(0) || b != acc_t(0));
+      case BinaryOp::logical_xor:
+        return acc_t((a != acc_t(0)) != (b != acc_t(0)));
       default:
         break;
     }
+    if constexpr (!kFloating) {
+      switch (op) {
+        // bool computes as 0/1, where the bitwise ops are the logical ones
+        case BinaryOp::bitwise_and:
+          return a & b;
+        case BinaryOp::bitwise_or:
+          return a | b;
+        case BinaryOp::bitwise_xor:
+          return a ^ b;
+        case BinaryOp::fmod:  // b == 0: the CPU throws, a kernel cannot; 0 instead of a trap
+          return (b == 0 || b == -1) ? acc_t(0) : acc_t(a % b);
+        default:
+          break;
+      }
+    }
     if constexpr (kFloating) {
       switch (op) {
+        case BinaryOp::fmod:
+          return m_fmod(a, b);
         case BinaryOp::div:
           return a / b;
         case BinaryOp::relu_backward:

@@ -26,6 +26,7 @@ const std::vector<OpCase>& op_cases_act();   // op_table_act.cpp
 const std::vector<OpCase>& op_cases_nn();    // op_table_nn.cpp
 const std::vector<OpCase>& op_cases_rnn();   // op_table_rnn.cpp
 const std::vector<OpCase>& op_cases_conv();  // op_table_conv.cpp
+const std::vector<OpCase>& op_cases_tapi();  // op_table_tapi.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 
