@@ -1,22 +1,9 @@
-// libtorch's Tensor methods for access and conversion (options, to(options), type_as), shapes
-// (view_as, chunk, split, unbind, unflatten, index_select, ...) and reductions (sum(dim), max(dim),
-// var, ...), each forwarding to the free op of ops/ops.h or ops/tensor_api.h.
+// libtorch's Tensor methods for shapes (view_as, chunk, split, unbind, unflatten, index_select,
+// ...) and reductions (prod(dim), max(dim), var, ...), each forwarding to the free op of
+// ops/ops.h or ops/tensor_api.h. The one-dim reductions (x.sum(1)) are templates in tensor.h.
 #include "ember/ops/ops.h"
 
 namespace ember {
-
-// ---- access and conversion ----
-TensorOptions Tensor::options() const {
-  EMBER_CHECK(defined(), "options: undefined tensor");
-  return TensorOptions(dtype()).with_device(device());
-}
-Tensor Tensor::to(const TensorOptions& o) const {
-  EMBER_CHECK(defined(), "to: undefined tensor");
-  return to(o.has_device ? o.device : device(), o.has_dtype ? o.dtype : dtype());
-}
-Tensor Tensor::type_as(const Tensor& other) const { return to(other.dtype()); }
-Tensor Tensor::half() const { return to(DType::f16); }
-Tensor Tensor::bfloat16() const { return to(DType::bf16); }
 
 // ---- shape ----
 Tensor Tensor::view_as(const Tensor& other) const { return view(other.sizes()); }
@@ -51,10 +38,6 @@ Tensor Tensor::mm(const Tensor& other) const { return ::ember::mm(*this, other);
 Tensor Tensor::bmm(const Tensor& other) const { return ::ember::bmm(*this, other); }
 
 // ---- reductions ----
-Tensor Tensor::sum(int64_t dim, bool keepdim) const { return ::ember::sum(*this, {dim}, keepdim); }
-Tensor Tensor::mean(int64_t dim, bool keepdim) const {
-  return ::ember::mean(*this, {dim}, keepdim);
-}
 Tensor Tensor::prod() const { return ::ember::prod(*this); }
 Tensor Tensor::prod(int64_t dim, bool keepdim) const {
   return ::ember::prod(*this, {dim}, keepdim);
@@ -62,28 +45,16 @@ Tensor Tensor::prod(int64_t dim, bool keepdim) const {
 Tensor Tensor::amax(const Shape& dim, bool keepdim) const {
   return ::ember::amax(*this, dim, keepdim);
 }
-Tensor Tensor::amax(int64_t dim, bool keepdim) const {
-  return ::ember::amax(*this, {dim}, keepdim);
-}
 Tensor Tensor::amin(const Shape& dim, bool keepdim) const {
   return ::ember::amin(*this, dim, keepdim);
-}
-Tensor Tensor::amin(int64_t dim, bool keepdim) const {
-  return ::ember::amin(*this, {dim}, keepdim);
 }
 Tensor Tensor::var(bool unbiased) const { return ::ember::var(*this, {}, unbiased ? 1 : 0); }
 Tensor Tensor::var(const Shape& dim, bool unbiased, bool keepdim) const {
   return ::ember::var(*this, dim, unbiased ? 1 : 0, keepdim);
 }
-Tensor Tensor::var(int64_t dim, bool unbiased, bool keepdim) const {
-  return ::ember::var(*this, {dim}, unbiased ? 1 : 0, keepdim);
-}
 Tensor Tensor::std(bool unbiased) const { return ::ember::std(*this, {}, unbiased ? 1 : 0); }
 Tensor Tensor::std(const Shape& dim, bool unbiased, bool keepdim) const {
   return ::ember::std(*this, dim, unbiased ? 1 : 0, keepdim);
-}
-Tensor Tensor::std(int64_t dim, bool unbiased, bool keepdim) const {
-  return ::ember::std(*this, {dim}, unbiased ? 1 : 0, keepdim);
 }
 Tensor Tensor::max() const { return ::ember::max(*this); }
 Tensor Tensor::min() const { return ::ember::min(*this); }
@@ -105,9 +76,6 @@ Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const {
 }
 Tensor Tensor::logsumexp(const Shape& dim, bool keepdim) const {
   return ::ember::logsumexp(*this, dim, keepdim);
-}
-Tensor Tensor::logsumexp(int64_t dim, bool keepdim) const {
-  return ::ember::logsumexp(*this, {dim}, keepdim);
 }
 
 }  // namespace ember

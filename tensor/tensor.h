@@ -4,6 +4,7 @@
 // have gradients) lives in ops/ and is declared in ops/ops.h.
 #pragma once
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -225,21 +226,41 @@ class Tensor {
   Tensor bmm(const Tensor& other) const;
 
   // ---- reductions (ops/tensor_methods_shape.cpp) ----
-  Tensor sum(int64_t dim, bool keepdim = false) const;
-  Tensor mean(int64_t dim, bool keepdim = false) const;
+  // One dim given as an integer (x.sum(1)) takes the templates: a braced list, even {} or {1},
+  // stays a list of dims (x.sum({}) reduces everything, as with no dims).
+  template <std::integral Dim>
+  Tensor sum(Dim dim, bool keepdim = false) const {
+    return sum(Shape{int64_t(dim)}, keepdim);
+  }
+  template <std::integral Dim>
+  Tensor mean(Dim dim, bool keepdim = false) const {
+    return mean(Shape{int64_t(dim)}, keepdim);
+  }
   Tensor prod() const;
   Tensor prod(int64_t dim, bool keepdim = false) const;
   Tensor amax(const Shape& dim = {}, bool keepdim = false) const;
-  Tensor amax(int64_t dim, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor amax(Dim dim, bool keepdim = false) const {
+    return amax(Shape{int64_t(dim)}, keepdim);
+  }
   Tensor amin(const Shape& dim = {}, bool keepdim = false) const;
-  Tensor amin(int64_t dim, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor amin(Dim dim, bool keepdim = false) const {
+    return amin(Shape{int64_t(dim)}, keepdim);
+  }
   // As libtorch: x.var(1) means unbiased = true; give a dim with x.var(1, true) or x.var({0, 1}).
   Tensor var(bool unbiased = true) const;
   Tensor var(const Shape& dim, bool unbiased = true, bool keepdim = false) const;
-  Tensor var(int64_t dim, bool unbiased, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor var(Dim dim, bool unbiased, bool keepdim = false) const {
+    return var(Shape{int64_t(dim)}, unbiased, keepdim);
+  }
   Tensor std(bool unbiased = true) const;
   Tensor std(const Shape& dim, bool unbiased = true, bool keepdim = false) const;
-  Tensor std(int64_t dim, bool unbiased, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor std(Dim dim, bool unbiased, bool keepdim = false) const {
+    return std(Shape{int64_t(dim)}, unbiased, keepdim);
+  }
   Tensor max() const;
   Tensor min() const;
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // values, indices
@@ -249,7 +270,10 @@ class Tensor {
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
   Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
   Tensor logsumexp(const Shape& dim, bool keepdim = false) const;
-  Tensor logsumexp(int64_t dim, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor logsumexp(Dim dim, bool keepdim = false) const {
+    return logsumexp(Shape{int64_t(dim)}, keepdim);
+  }
 
   // ---- arithmetic (ops/tensor_methods_math.cpp) ----
   Tensor add(const Tensor& other, double alpha = 1) const;

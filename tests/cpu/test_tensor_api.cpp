@@ -45,6 +45,12 @@ TEST_CASE("tensor api: libtorch snippets resolve to the intended overloads") {
   CHECK(x.sum(1).to_vector() == V{6, 15});
   CHECK(x.sum({0, 1}).item() == 21);
   CHECK(x.sum({1}).to_vector() == V{6, 15});
+  CHECK(x.sum({}).item() == 21);  // a braced list stays a list of dims: {} reduces everything
+  CHECK(x.mean({}).item() == 3.5);
+  CHECK(x.amax({}).item() == 6);
+  CHECK(x.logsumexp({}).dim() == 0);
+  CHECK(x.sum(int64_t(0)).to_vector() == V{5, 7, 9});
+  CHECK(x.sum(size_t(1), true).sizes() == Shape{2, 1});
   CHECK(x.sum(1, true).sizes() == Shape{2, 1});
   CHECK(x.mean(0).to_vector() == V{2.5, 3.5, 4.5});
   CHECK(x.argmax(1).to_vector() == V{2, 2});
