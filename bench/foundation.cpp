@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "ember/ember.h"
@@ -44,6 +45,40 @@ int main() {
     double ms = time_ms([&] { out = a + b; });
     double gbs = 3.0 * double(n) * double(element_size(dt)) / (ms * 1e6);
     emit("add", "ember", dt == DType::f32 ? "2^28 f32" : "2^28 bf16", ms, "GBps", gbs);
+  }
+
+  // 1b) The tensor operators (remainder, bitwise, comparisons with a number) against a same-size
+  // copy: bytes moved per second, and that as a fraction of the copy's.
+  {
+    const int64_t n = int64_t(1) << 28;
+    Tensor f = randn({n}, TensorOptions(DType::f32).with_device(dev));
+    Tensor g = rand({n}, TensorOptions(DType::f32).with_device(dev)) + 0.5;
+    Tensor i = randint(-1000, 1000, {n}, TensorOptions(DType::i32).with_device(dev));
+    Tensor j = randint(-1000, 1000, {n}, TensorOptions(DType::i32).with_device(dev));
+    Tensor copy_out = empty({n}, TensorOptions(DType::f32).with_device(dev));
+    const double copy_ms = time_ms([&] { copy_out.copy_(f); });
+    const double copy_gbs = 2.0 * double(n) * 4 / (copy_ms * 1e6);
+    emit("elementwise_op", "ember", "copy 2^28 f32", copy_ms, "GBps", copy_gbs);
+    struct Op {
+      const char* shape;
+      std::function<Tensor()> run;
+      double bytes_per_element;
+    };
+    Tensor out;
+    for (const Op& op : {Op{"a % b 2^28 f32", [&] { return f % g; }, 12},
+                         Op{"a % 7 2^28 i32", [&] { return i % 7; }, 8},
+                         Op{"a & b 2^28 i32", [&] { return i & j; }, 12},
+                         Op{"a ^ 5 2^28 i32", [&] { return i ^ 5; }, 8},
+                         Op{"a > 0.5 2^28 f32", [&] { return f > 0.5; }, 5},
+                         Op{"a == b 2^28 i32", [&] { return i == j; }, 9}}) {
+      const double ms = time_ms([&] { out = op.run(); });
+      const double gbs = op.bytes_per_element * double(n) / (ms * 1e6);
+      std::printf(
+          "{\"bench\":\"elementwise_op\",\"impl\":\"ember\",\"shape\":\"%s\",\"ms\":%.6f,"
+          "\"GBps\":%.3f,\"of_copy\":%.3f}\n",
+          op.shape, ms, gbs, gbs / copy_gbs);
+      std::fflush(stdout);
+    }
   }
 
   // 2) GEMMs through the wrapper.

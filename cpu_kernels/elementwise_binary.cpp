@@ -50,6 +50,16 @@ const char* binary_op_name(BinaryOp op) {
       return "sigmoid_backward";
     case BinaryOp::tanh_backward:
       return "tanh_backward";
+    case BinaryOp::bitwise_and:
+      return "bitwise_and";
+    case BinaryOp::bitwise_or:
+      return "bitwise_or";
+    case BinaryOp::bitwise_xor:
+      return "bitwise_xor";
+    case BinaryOp::logical_xor:
+      return "logical_xor";
+    case BinaryOp::fmod:
+      return "fmod";
   }
   return "binary op";
 }
@@ -83,6 +93,9 @@ bool try_binary_predicate(const ElementwiseIter& iter, BinaryOp op) {
       return true;
     case BinaryOp::logical_or:
       run([](C a, C b) { return a != C(0) || b != C(0); });
+      return true;
+    case BinaryOp::logical_xor:
+      run([](C a, C b) { return (a != C(0)) != (b != C(0)); });
       return true;
     default:
       return false;
@@ -120,6 +133,9 @@ void binary_floating(const ElementwiseIter& iter, BinaryOp op, double alpha) {
         if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
         return r;
       });
+    // C's fmod: the result takes the dividend's sign (torch.fmod).
+    case BinaryOp::fmod:
+      return run([](C a, C b) { return std::fmod(a, b); });
     case BinaryOp::relu_backward:
       return run([](C a, C b) { return b > C(0) ? a : C(0); });
     case BinaryOp::sigmoid_backward:
@@ -162,6 +178,28 @@ void binary_integral(const ElementwiseIter& iter, BinaryOp op, double alpha) {
       return run([](T a, T b) { return a > b ? a : b; });
     case BinaryOp::minimum:
       return run([](T a, T b) { return a < b ? a : b; });
+    case BinaryOp::bitwise_and:
+      return run([](T a, T b) { return T(a & b); });
+    case BinaryOp::bitwise_or:
+      return run([](T a, T b) { return T(a | b); });
+    case BinaryOp::bitwise_xor:
+      return run([](T a, T b) { return T(a ^ b); });
+    case BinaryOp::fmod:
+      // C's truncated modulus: the result takes the dividend's sign.
+      return ElementwiseLoop<T, T, 2>::run(iter, [](T* out, const std::array<const T*, 2>& in,
+                                                    int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          EMBER_CHECK(in[1][i] != 0, "fmod: integer division by zero (the divisor has a zero at ",
+                      "some position); use a floating dtype for IEEE semantics");
+        for (int64_t i = 0; i < n; ++i) {
+          const T b = in[1][i];
+          if constexpr (std::is_signed_v<T>) {
+            out[i] = b == T(-1) ? T(0) : T(in[0][i] % b);  // lowest % -1 traps on x86
+          } else {
+            out[i] = T(in[0][i] % b);
+          }
+        }
+      });
     case BinaryOp::pow:
       // Checked per span, before any value of the span is written.
       return ElementwiseLoop<T, T, 2>::run(
@@ -213,7 +251,12 @@ void binary_bool(const ElementwiseIter& iter, BinaryOp op) {
       return run([](bool a, bool b) { return a || b; });
     case BinaryOp::minimum:
     case BinaryOp::mul:
+    case BinaryOp::bitwise_and:
       return run([](bool a, bool b) { return a && b; });
+    case BinaryOp::bitwise_or:
+      return run([](bool a, bool b) { return a || b; });
+    case BinaryOp::bitwise_xor:
+      return run([](bool a, bool b) { return a != b; });
     default:
       throw_unsupported(binary_op_name(op), DType::boolean);
   }

@@ -72,6 +72,12 @@ enum class BinaryOp : uint8_t {
   relu_backward,     // b > 0 ? a : 0           (b = relu output or input)
   sigmoid_backward,  // a * b * (1 - b)         (b = sigmoid output)
   tanh_backward,     // a * (1 - b * b)         (b = tanh output)
+  // integer and bool only (bool: and / or / xor)
+  bitwise_and,
+  bitwise_or,
+  bitwise_xor,
+  logical_xor,  // writes bool, any input dtype
+  fmod,         // C's fmod: the result takes the dividend's sign (torch.fmod)
 };
 bool binary_op_writes_bool(BinaryOp op);
 using BinaryKernel = void (*)(const ElementwiseIter& iter, BinaryOp op, double alpha);

@@ -30,6 +30,7 @@ bool binary_op_writes_bool(BinaryOp op) {
     case BinaryOp::ge:
     case BinaryOp::logical_and:
     case BinaryOp::logical_or:
+    case BinaryOp::logical_xor:
       return true;
     default:
       return false;

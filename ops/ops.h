@@ -13,20 +13,26 @@
 
 namespace ember {
 
+// has_dtype / has_device record whether the dtype / device was given (through a constructor or
+// with_*): the *_like factories and tensor({...}) take the rest from the tensor or the values.
 struct TensorOptions {
   DType dtype = DType::f32;
   Device device = Device::cpu();
   bool requires_grad = false;
   MemoryFormat memory_format = MemoryFormat::contiguous;
+  bool has_dtype = false;
+  bool has_device = false;
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype(t) {}    // NOLINT
-  TensorOptions(Device d) : device(d) {}  // NOLINT
+  TensorOptions(DType t) : dtype(t), has_dtype(true) {}     // NOLINT
+  TensorOptions(Device d) : device(d), has_device(true) {}  // NOLINT
   TensorOptions& with_dtype(DType t) {
     dtype = t;
+    has_dtype = true;
     return *this;
   }
   TensorOptions& with_device(Device d) {
     device = d;
+    has_device = true;
     return *this;
   }
   TensorOptions& with_requires_grad(bool r = true) {
@@ -40,6 +46,14 @@ struct TensorOptions {
 };
 inline TensorOptions dtype(DType t) { return TensorOptions(t); }
 inline TensorOptions device(Device d) { return TensorOptions(d); }
+
+// libtorch's dtype and device names (torch::kFloat32, torch::kCUDA, ...).
+inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64,
+                       kDouble = DType::f64, kFloat16 = DType::f16, kHalf = DType::f16,
+                       kBFloat16 = DType::bf16, kInt32 = DType::i32, kInt = DType::i32,
+                       kInt64 = DType::i64, kLong = DType::i64, kUInt8 = DType::u8,
+                       kByte = DType::u8, kBool = DType::boolean;
+inline constexpr Device kCPU = Device::cpu(), kCUDA = Device::cuda(0);
 
 // ---- creation (ops/factory.cpp) ----
 Tensor empty(const Shape& sizes, const TensorOptions& options);
@@ -186,3 +200,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace ember
+
+// Scalar operands, comparisons with scalars, remainder/fmod, bitwise and logical ops, the
+// libtorch-style factories (tensor({...}), from_blob, *_like, linspace, eye).
+#include "ember/ops/tensor_api.h"  // IWYU pragma: export

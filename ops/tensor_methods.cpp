@@ -3,13 +3,13 @@
 
 namespace ember {
 
-Tensor Tensor::operator-() const { return neg(*this); }
-Tensor& Tensor::operator+=(const Tensor& o) { return add_(*this, o); }
-Tensor& Tensor::operator-=(const Tensor& o) { return sub_(*this, o); }
-Tensor& Tensor::operator*=(const Tensor& o) { return mul_(*this, o); }
-Tensor& Tensor::operator/=(const Tensor& o) { return div_(*this, o); }
-Tensor& Tensor::operator+=(double o) { return add_(*this, o); }
-Tensor& Tensor::operator*=(double o) { return mul_(*this, o); }
+Tensor Tensor::operator-() const { return ::ember::neg(*this); }
+Tensor& Tensor::operator+=(const Tensor& o) { return ::ember::add_(*this, o); }
+Tensor& Tensor::operator-=(const Tensor& o) { return ::ember::sub_(*this, o); }
+Tensor& Tensor::operator*=(const Tensor& o) { return ::ember::mul_(*this, o); }
+Tensor& Tensor::operator/=(const Tensor& o) { return ::ember::div_(*this, o); }
+Tensor& Tensor::operator+=(double o) { return ::ember::add_(*this, o); }
+Tensor& Tensor::operator*=(double o) { return ::ember::mul_(*this, o); }
 Tensor Tensor::sum() const { return ::ember::sum(*this); }
 Tensor Tensor::mean() const { return ::ember::mean(*this); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const {

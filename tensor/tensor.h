@@ -4,6 +4,7 @@
 // have gradients) lives in ops/ and is declared in ops/ops.h.
 #pragma once
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -11,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "ember/tensor/allocator.h"
@@ -40,7 +43,12 @@ struct StorageImpl {
 using Storage = std::shared_ptr<StorageImpl>;
 Storage new_storage(size_t nbytes, Device device);
 
-struct AutogradMeta;  // autograd/autograd.h
+struct AutogradMeta;   // autograd/autograd.h
+struct TensorOptions;  // ops/ops.h
+class Scalar;          // ops/tensor_api.h
+class Generator;       // tensor/runtime/generator.h
+template <typename T, size_t N>
+class TensorAccessor;  // tensor/accessor.h
 namespace autograd {
 class Node;  // autograd/graph/node.h
 }
@@ -219,6 +227,192 @@ class Tensor {
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
   // ---- end of indexing ----
 
+  // ==== libtorch's method surface (ops/tensor_methods_*.cpp, tensor/accessor.h) ====
+  // Named and defaulted as libtorch names them; each forwards to the free op of ops/ops.h (or
+  // ops/tensor_api.h), so errors name the op. Scalars are double where the free op takes double.
+
+  // ---- access and conversion (ops/tensor_methods_access.cpp) ----
+  template <typename T>
+  T* data_ptr() const {
+    EMBER_CHECK(dtype() == dtype_of<std::remove_const_t<T>>::value,
+                "data_ptr<T>: tensor has dtype ", dtype_name(dtype()), " but ",
+                dtype_name(dtype_of<std::remove_const_t<T>>::value),
+                " was asked for; convert with .to(dtype) first");
+    return static_cast<T*>(data_ptr());
+  }
+  // A view for element loops on a CPU tensor of dtype T and N dims: acc[i][j] is a T&. Valid while
+  // the tensor lives (it points into its sizes and strides).
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() const&;
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() && = delete;  // would outlive the tensor
+  TensorOptions options() const;                // dtype and device (requires_grad off, as libtorch)
+  int64_t ndimension() const { return dim(); }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  DType scalar_type() const { return dtype(); }
+  Tensor to(const TensorOptions& options) const;  // the options' dtype and device
+  Tensor type_as(const Tensor& other) const;
+  Tensor half() const;
+  Tensor bfloat16() const;
+
+  // ---- shape (ops/tensor_methods_shape.cpp) ----
+  Tensor view_as(const Tensor& other) const;
+  Tensor expand_as(const Tensor& other) const;
+  Tensor reshape_as(const Tensor& other) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const Shape& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> split_with_sizes(const Shape& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor mm(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+
+  // ---- reductions (ops/tensor_methods_shape.cpp) ----
+  // One dim given as an integer (x.sum(1)) takes the templates: a braced list, even {} or {1},
+  // stays a list of dims (x.sum({}) reduces everything, as with no dims).
+  template <std::integral Dim>
+  Tensor sum(Dim dim, bool keepdim = false) const {
+    return sum(Shape{int64_t(dim)}, keepdim);
+  }
+  template <std::integral Dim>
+  Tensor mean(Dim dim, bool keepdim = false) const {
+    return mean(Shape{int64_t(dim)}, keepdim);
+  }
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const Shape& dim = {}, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor amax(Dim dim, bool keepdim = false) const {
+    return amax(Shape{int64_t(dim)}, keepdim);
+  }
+  Tensor amin(const Shape& dim = {}, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor amin(Dim dim, bool keepdim = false) const {
+    return amin(Shape{int64_t(dim)}, keepdim);
+  }
+  // As libtorch: x.var(1) means unbiased = true; give a dim with x.var(1, true) or x.var({0, 1}).
+  Tensor var(bool unbiased = true) const;
+  Tensor var(const Shape& dim, bool unbiased = true, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor var(Dim dim, bool unbiased, bool keepdim = false) const {
+    return var(Shape{int64_t(dim)}, unbiased, keepdim);
+  }
+  Tensor std(bool unbiased = true) const;
+  Tensor std(const Shape& dim, bool unbiased = true, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor std(Dim dim, bool unbiased, bool keepdim = false) const {
+    return std(Shape{int64_t(dim)}, unbiased, keepdim);
+  }
+  Tensor max() const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // values, indices
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor max(const Tensor& other) const;  // maximum
+  Tensor min(const Tensor& other) const;  // minimum
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor logsumexp(const Shape& dim, bool keepdim = false) const;
+  template <std::integral Dim>
+  Tensor logsumexp(Dim dim, bool keepdim = false) const {
+    return logsumexp(Shape{int64_t(dim)}, keepdim);
+  }
+
+  // ---- arithmetic (ops/tensor_methods_math.cpp) ----
+  Tensor add(const Tensor& other, double alpha = 1) const;
+  Tensor add(double other, double alpha = 1) const;
+  Tensor sub(const Tensor& other, double alpha = 1) const;
+  Tensor sub(double other, double alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor remainder(const Tensor& other) const;
+  Tensor remainder(const Scalar& other) const;
+  Tensor fmod(const Tensor& other) const;
+  Tensor fmod(const Scalar& other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor& add_(const Tensor& other, double alpha = 1);
+  Tensor& add_(double other, double alpha = 1);
+  Tensor& sub_(const Tensor& other, double alpha = 1);
+  Tensor& sub_(double other, double alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double other);
+  Tensor& pow_(double exponent);
+  Tensor& operator-=(double o);
+  Tensor& operator/=(double o);
+  Tensor neg() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor square() const;
+  Tensor rsqrt() const;
+  Tensor reciprocal() const;
+  Tensor sign() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor clamp(std::optional<double> min = std::nullopt,
+               std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  // In place: the result is computed out of place and copied back (one extra pass), recording
+  // autograd like the out-of-place op; a leaf that requires grad cannot be modified.
+  Tensor& neg_();
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& abs_();
+  Tensor& sigmoid_();
+  Tensor& tanh_();
+  Tensor& sin_();
+  Tensor& cos_();
+  Tensor& square_();
+  Tensor& reciprocal_();
+  Tensor& relu_();
+  Tensor& clamp_(std::optional<double> min = std::nullopt,
+                 std::optional<double> max = std::nullopt);
+  Tensor& clamp_min_(double min);
+  Tensor& clamp_max_(double max);
+  Tensor& uniform_(double from = 0, double to = 1, Generator* generator = nullptr);
+  Tensor& normal_(double mean = 0, double std = 1, Generator* generator = nullptr);
+
+  // ---- comparisons, logical and bitwise (ops/tensor_methods_math.cpp); results are bool ----
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Scalar& other) const;
+  bool equal(const Tensor& other) const;  // same shape and values
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  Tensor isnan() const;
+  Tensor isfinite() const;
+  Tensor logical_not() const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor bitwise_and(const Tensor& other) const;
+  Tensor bitwise_or(const Tensor& other) const;
+  Tensor bitwise_xor(const Tensor& other) const;
+  Tensor bitwise_not() const;
+  Tensor where(const Tensor& condition, const Tensor& other) const;  // condition ? *this : other
+
   std::string str() const;  // printed like PyTorch, summarised when large
   std::string shape_str() const;
 
@@ -266,3 +460,5 @@ bool same_layout(const Tensor& a, const Tensor& b);
 Tensor empty_with_layout_of(const Tensor& like, DType dtype);
 
 }  // namespace ember
+
+#include "ember/tensor/accessor.h"  // IWYU pragma: export (Tensor::accessor's definition)

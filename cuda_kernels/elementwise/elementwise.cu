@@ -113,7 +113,12 @@ const char* binary_op_name(BinaryOp op) {
                                            "logical_or",
                                            "relu_backward",
                                            "sigmoid_backward",
-                                           "tanh_backward"};
+                                           "tanh_backward",
+                                           "bitwise_and",
+                                           "bitwise_or",
+                                           "bitwise_xor",
+                                           "logical_xor",
+                                           "fmod"};
   const size_t i = size_t(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown binary op";
 }
@@ -161,10 +166,15 @@ bool binary_supported(BinaryOp op, DType t) {
     case BinaryOp::ge:
     case BinaryOp::logical_and:
     case BinaryOp::logical_or:
+    case BinaryOp::logical_xor:
+    case BinaryOp::bitwise_and:
+    case BinaryOp::bitwise_or:
+    case BinaryOp::bitwise_xor:
       return true;
     case BinaryOp::add:
     case BinaryOp::sub:
     case BinaryOp::remainder:
+    case BinaryOp::fmod:
       return t != DType::boolean;
     default:  // div (true division), pow, atan2 and the gradient helpers: floating only
       return false;
@@ -495,11 +505,30 @@ struct BinaryFunctor {
         return acc_t(a != acc_t(0) && b != acc_t(0));
       case BinaryOp::logical_or:
         return acc_t(a != acc_t(0) || b != acc_t(0));
+      case BinaryOp::logical_xor:
+        return acc_t((a != acc_t(0)) != (b != acc_t(0)));
       default:
         break;
     }
+    if constexpr (!kFloating) {
+      switch (op) {
+        // bool computes as 0/1, where the bitwise ops are the logical ones
+        case BinaryOp::bitwise_and:
+          return a & b;
+        case BinaryOp::bitwise_or:
+          return a | b;
+        case BinaryOp::bitwise_xor:
+          return a ^ b;
+        case BinaryOp::fmod:  // b == 0: the CPU throws, a kernel cannot; 0 instead of a trap
+          return (b == 0 || b == -1) ? acc_t(0) : acc_t(a % b);
+        default:
+          break;
+      }
+    }
     if constexpr (kFloating) {
       switch (op) {
+        case BinaryOp::fmod:
+          return m_fmod(a, b);
         case BinaryOp::div:
           return a / b;
         case BinaryOp::relu_backward:
@@ -550,6 +579,37 @@ __global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T>)
         convert<T>(f(a_scalar ? a0 : convert<acc_t>(a[t]), b_scalar ? b0 : convert<acc_t>(b[t])));
 }
 
+// The comparisons and logical ops on a non-bool input over dense operands: the same 16-byte input
+// vectors, the V bool results of a thread stored as one V-byte word.
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, kContiguousBlocksPerSm<T>)
+    binary_contiguous_bool_kernel(BinaryFunctor<T> f, bool* out, const T* a, const T* b, int64_t n,
+                                  bool a_scalar, bool b_scalar) {
+  using acc_t = OpMath<T>;
+  constexpr int V = 16 / sizeof(T);
+  using Vec = AlignedVec<T, V>;
+  using OutVec = AlignedVec<bool, V>;
+  const acc_t a0 = a_scalar ? convert<acc_t>(a[0]) : acc_t(0);
+  const acc_t b0 = b_scalar ? convert<acc_t>(b[0]) : acc_t(0);
+  const int64_t nvec = n / V;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // this thread's vector
+  if (i < nvec) {
+    Vec va, vb;
+    if (!a_scalar) va = reinterpret_cast<const Vec*>(a)[i];
+    if (!b_scalar) vb = reinterpret_cast<const Vec*>(b)[i];
+    OutVec y;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      y.v[j] = convert<bool>(
+          f(a_scalar ? a0 : convert<acc_t>(va.v[j]), b_scalar ? b0 : convert<acc_t>(vb.v[j])));
+    reinterpret_cast<OutVec*>(out)[i] = y;
+  }
+  const int64_t t = nvec * V + i;  // the n % V elements past the last whole vector
+  if (t < n)
+    out[t] = convert<bool>(
+        f(a_scalar ? a0 : convert<acc_t>(a[t]), b_scalar ? b0 : convert<acc_t>(b[t])));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
     binary_strided_kernel(BinaryFunctor<T> f, OffsetCalc<3> oc, char* out, const char* a,
@@ -592,14 +652,20 @@ void launch_binary(const ElementwiseIter& iter, BinaryOp op, double alpha, bool 
   const BinaryFunctor<T> f{op, scalar_param<acc_t>(alpha)};
   const int device = iter.device.index;
   const int64_t n = iter.numel;
-  bool contiguous = !out_bool && operand_is_flat(iter, 0) && is_aligned(iter.data[0], 16);
+  constexpr int V = 16 / sizeof(T);
+  // A bool output takes V bytes per thread (one word), so it needs V-byte alignment only.
+  bool contiguous = operand_is_flat(iter, 0) && is_aligned(iter.data[0], out_bool ? V : 16);
   bool scalar[2] = {false, false};
   for (int k = 0; k < 2 && contiguous; ++k) {
     scalar[k] = operand_is_broadcast_scalar(iter, k + 1);
     contiguous = scalar[k] || (operand_is_flat(iter, k + 1) && is_aligned(iter.data[k + 1], 16));
   }
-  if (contiguous) {
-    constexpr int V = 16 / sizeof(T);
+  if (contiguous && out_bool) {
+    binary_contiguous_bool_kernel<T><<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
+        f, reinterpret_cast<bool*>(iter.data[0]), reinterpret_cast<const T*>(iter.data[1]),
+        reinterpret_cast<const T*>(iter.data[2]), n, scalar[0], scalar[1]);
+    EMBER_CUDA_LAUNCH_CHECK();
+  } else if (contiguous) {
     binary_contiguous_kernel<T><<<blocks_for((n + V - 1) / V), kBlockThreads, 0, stream>>>(
         f, reinterpret_cast<T*>(iter.data[0]), reinterpret_cast<const T*>(iter.data[1]),
         reinterpret_cast<const T*>(iter.data[2]), n, scalar[0], scalar[1]);

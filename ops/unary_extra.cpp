@@ -1,0 +1,125 @@
+// Unary ops whose kernels the elementwise tables already had (sign, floor, ceil, round, log1p,
+// expm1), clamp_min / clamp_max, the scalar in-place forms sub_ and div_, and the shape helpers
+// unbind and unflatten.
+#include <cmath>
+
+#include "ember/autograd/graph/graph.h"
+#include "ember/ops/binary_dispatch.h"
+#include "ember/ops/ops.h"
+
+namespace ember {
+
+using ops_internal::unary_dispatch;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// sign, floor, ceil and round: piecewise constant, so the gradient is zero (as PyTorch). Bool
+// inputs are returned as a copy.
+Tensor piecewise_constant(const char* op, const Tensor& a, UnaryOp uop) {
+  EMBER_CHECK(a.defined(), op, ": argument 'input' is an undefined tensor");
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    out = a.dtype() == DType::boolean ? a.clone() : unary_dispatch(op, a, uop);
+  }
+  if (is_floating(a.dtype()) && autograd::needs_grad({&a}))
+    autograd::record_backward(op, {a}, {&out},
+                              [](const Grads& g, const auto&) { return Grads{zeros_like(g[0])}; });
+  return out;
+}
+
+Tensor floating_input(const Tensor& a) {
+  if (is_floating(a.dtype())) return a;
+  autograd::NoGradGuard ng;
+  return a.to(DType::f32);
+}
+
+}  // namespace
+
+Tensor sign(const Tensor& a) { return piecewise_constant("sign", a, UnaryOp::sign); }
+Tensor floor(const Tensor& a) { return piecewise_constant("floor", a, UnaryOp::floor); }
+Tensor ceil(const Tensor& a) { return piecewise_constant("ceil", a, UnaryOp::ceil); }
+Tensor round(const Tensor& a) { return piecewise_constant("round", a, UnaryOp::round); }
+
+Tensor log1p(const Tensor& a0) {
+  EMBER_CHECK(a0.defined(), "log1p: argument 'input' is an undefined tensor");
+  const Tensor a = floating_input(a0);
+  Tensor out = unary_dispatch("log1p", a, UnaryOp::log1p);
+  if (autograd::needs_grad({&a})) {
+    autograd::SavedTensor sa(a, "log1p");
+    autograd::record_backward("log1p", {a}, {&out}, [sa](const Grads& g, const auto&) {
+      return Grads{div(g[0], add(sa.unpack(), 1.0))};
+    });
+  }
+  return out;
+}
+
+Tensor expm1(const Tensor& a0) {
+  EMBER_CHECK(a0.defined(), "expm1: argument 'input' is an undefined tensor");
+  const Tensor a = floating_input(a0);
+  Tensor out = unary_dispatch("expm1", a, UnaryOp::expm1);
+  if (autograd::needs_grad({&a})) {
+    autograd::SavedTensor so(out, "expm1");
+    autograd::record_backward("expm1", {a}, {&out}, [so](const Grads& g, const auto&) {
+      return Grads{mul(g[0], add(so.unpack(), 1.0))};
+    });
+  }
+  return out;
+}
+
+Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }
+Tensor clamp_max(const Tensor& a, double max) { return clamp(a, std::nullopt, max); }
+
+Tensor& sub_(Tensor& a, double b) { return add_(a, -b); }
+Tensor& div_(Tensor& a, double b) {
+  EMBER_CHECK(a.defined(), "div_: argument 'self' is an undefined tensor");
+  EMBER_CHECK(is_floating(a.dtype()), "div_: the quotient of the ", dtype_name(a.dtype()),
+              " tensor of shape ", a.shape_str(),
+              " is floating and cannot be written back in place; use div (out of place) or "
+              "convert the tensor to a floating dtype first");
+  return mul_(a, 1.0 / b);
+}
+
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
+  EMBER_CHECK(a.defined(), "unbind: argument 'input' is an undefined tensor");
+  EMBER_CHECK(a.dim() > 0, "unbind: a 0-dim tensor has no dim to unbind");
+  const int64_t d = wrap_dim(dim, a.dim(), "unbind");
+  std::vector<Tensor> parts;
+  parts.reserve(size_t(a.size(d)));
+  for (int64_t i = 0; i < a.size(d); ++i) parts.push_back(a.select(d, i));
+  return parts;
+}
+
+Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes) {
+  EMBER_CHECK(a.defined(), "unflatten: argument 'input' is an undefined tensor");
+  EMBER_CHECK(a.dim() > 0, "unflatten: a 0-dim tensor has no dim to unflatten");
+  EMBER_CHECK(!sizes.empty(), "unflatten: sizes must not be empty");
+  const int64_t d = wrap_dim(dim, a.dim(), "unflatten");
+  Shape inner = sizes;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < inner.size(); ++i) {
+    if (inner[i] == -1) {
+      EMBER_CHECK(infer < 0, "unflatten: only one of sizes ", shape_str(sizes), " may be -1");
+      infer = int64_t(i);
+    } else {
+      EMBER_CHECK(inner[i] >= 0, "unflatten: sizes ", shape_str(sizes), " has a negative size");
+      known *= inner[i];
+    }
+  }
+  if (infer >= 0) {
+    EMBER_CHECK(known != 0 && a.size(d) % known == 0, "unflatten: cannot infer the -1 of sizes ",
+                shape_str(sizes), " for dim ", d, " of size ", a.size(d), " (shape ", a.shape_str(),
+                ")");
+    inner[size_t(infer)] = a.size(d) / known;
+    known *= inner[size_t(infer)];
+  }
+  EMBER_CHECK(known == a.size(d), "unflatten: sizes ", shape_str(sizes), " multiply to ", known,
+              " but dim ", d, " of the input of shape ", a.shape_str(), " has size ", a.size(d));
+  Shape shape(a.sizes().begin(), a.sizes().begin() + d);
+  shape.insert(shape.end(), inner.begin(), inner.end());
+  shape.insert(shape.end(), a.sizes().begin() + d + 1, a.sizes().end());
+  return a.reshape(shape);
+}
+
+}  // namespace ember
