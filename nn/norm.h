@@ -66,6 +66,7 @@ class BatchNormImplBase : public Module {
 // x [N, C] or [N, C, L].
 class BatchNorm1dImpl : public BatchNormImplBase {
  public:
+  EMBER_CLONEABLE(BatchNorm1dImpl);
   explicit BatchNorm1dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm1d", options) {}
 
@@ -77,6 +78,7 @@ EMBER_MODULE(BatchNorm1d);
 // x [N, C, H, W] (NCHW or channels_last).
 class BatchNorm2dImpl : public BatchNormImplBase {
  public:
+  EMBER_CLONEABLE(BatchNorm2dImpl);
   explicit BatchNorm2dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm2d", options) {}
 
@@ -97,6 +99,7 @@ struct LayerNormOptions {
 // Normalizes over the trailing dims normalized_shape; weight = 1 and bias = 0 of that shape.
 class LayerNormImpl : public Module {
  public:
+  EMBER_CLONEABLE(LayerNormImpl);
   explicit LayerNormImpl(const LayerNormOptions& options);
   void reset_parameters();
   Tensor forward(const Tensor& x);
@@ -120,6 +123,7 @@ struct GroupNormOptions {
 // [C].
 class GroupNormImpl : public Module {
  public:
+  EMBER_CLONEABLE(GroupNormImpl);
   explicit GroupNormImpl(const GroupNormOptions& options);
   GroupNormImpl(int64_t num_groups, int64_t num_channels)
       : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
