@@ -94,6 +94,19 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& operator=(const Module&) = delete;
 
   const std::string& type_name() const { return type_name_; }
+  // This module as T (an implementation type, or a holder type for its Impl), or null when it is
+  // not one: `module->as<nn::Linear>()` gives a LinearImpl*, as in libtorch.
+  template <typename T>
+  auto* as() noexcept {
+    if constexpr (requires { typename T::ImplType; })
+      return dynamic_cast<typename T::ImplType*>(this);
+    else
+      return dynamic_cast<T*>(this);
+  }
+  template <typename T>
+  const auto* as() const noexcept {
+    return const_cast<Module*>(this)->as<T>();
+  }
 
   // ---- registration (call from the constructor of a derived module) ----
   // Return a handle to the registered tensor (it shares data with the module's entry).
