@@ -180,9 +180,17 @@ TEST_CASE("named_modules, named_children, modules and named_parameters follow Py
   CHECK(names_of(net->named_modules("", /*include_self=*/false)).front() == "stem");
   CHECK(net->modules().size() == 13);
   CHECK(net->modules(false).size() == 12);
-  // [n for n, _ in Net().named_children()]: "tied" is blocks.1 again, so it is left out.
-  CHECK(names_of(net->named_children()) == std::vector<std::string>{"stem", "blocks", "heads"});
-  CHECK(net->children().size() == 3);
+  // [n for n, _ in Net().named_children()]: the memo covers the direct children only, so "tied"
+  // (a grandchild's module) is listed; a child registered twice directly is listed once.
+  CHECK(names_of(net->named_children()) ==
+        std::vector<std::string>{"stem", "blocks", "heads", "tied"});
+  CHECK(net->children().size() == 4);
+  nn::Module twice("Twice");
+  nn::ReLU relu;
+  twice.register_module("a", relu);
+  twice.register_module("b", relu);
+  CHECK(names_of(twice.named_children()) == std::vector<std::string>{"a"});
+  CHECK(names_of(twice.named_modules()) == std::vector<std::string>{"", "a"});
   // [n for n, _ in Net().named_parameters()]
   CHECK(names_of(net->named_parameters()) ==
         std::vector<std::string>{"stem.0.weight", "stem.0.bias", "stem.1.weight", "stem.1.bias",
@@ -365,9 +373,8 @@ TEST_CASE("forward pre-hooks and hooks: replace input and output, removed by the
   });
   auto post = lin->register_forward_hook(
       [&](nn::Module&, const Tensor& in, const Tensor& out) -> std::optional<Tensor> {
-        calls.push_back("post");
-        CHECK(in.to_vector() == std::vector<double>{10, 20});  // sees the replaced input
-        return out + 1.0;                                      // replaces the output
+        calls.push_back("post:" + std::to_string(in.to_vector()[0]));  // the replaced input
+        return out + 1.0;                                              // replaces the output
       });
   auto observe = lin->register_forward_hook(
       [&](nn::Module&, const Tensor&, const Tensor& out) {  // returns void: keeps the output
@@ -375,7 +382,7 @@ TEST_CASE("forward pre-hooks and hooks: replace input and output, removed by the
       });
   CHECK(lin->has_forward_hooks());
   CHECK(lin(x).to_vector() == std::vector<double>{11, 21});
-  CHECK(calls == std::vector<std::string>{"pre:Linear", "post", "observe:11.000000"});
+  CHECK(calls == std::vector<std::string>{"pre:Linear", "post:10.000000", "observe:11.000000"});
   // A direct forward runs no hooks, as m.forward(x) in PyTorch.
   CHECK(lin->forward(x).to_vector() == std::vector<double>{1, 2});
   // Inside a Sequential each step runs its hooks.
