@@ -505,6 +505,44 @@ TEST_CASE("libtorch idioms: modules") {
     fc->zero_grad();
     CHECK(!fc->weight.grad().defined());
   }
+  SUBCASE("register_parameter and non-recursive queries") {
+    struct ScaleImpl : ember::nn::Module {
+      ScaleImpl() { scale = register_parameter("scale", ember::ones({1})); }
+      ember::Tensor scale;
+    };
+    auto scale = std::make_shared<ScaleImpl>();
+    CHECK(scale->parameters(/*recurse=*/false).size() == 1);
+    CHECK(scale->scale.requires_grad());
+    CHECK(scale->named_parameters()[0].first == "scale");
+  }
+  SUBCASE("an empty holder, assigned later") {
+    ember::nn::Linear fc{nullptr};
+    CHECK(fc.is_empty());
+    fc = ember::nn::Linear(2, 2);
+    CHECK(!fc.is_empty());
+    CHECK(fc.ptr()->parameters().size() == 2);
+  }
+  SUBCASE("indexing a Sequential") {
+    ember::nn::Sequential seq(ember::nn::Linear(2, 3), ember::nn::ReLU());
+    CHECK(seq[0]->as<ember::nn::Linear>()->options.out_features() == 3);
+    CHECK(seq->ptr(1)->type_name() == "ReLU");
+  }
+  SUBCASE("modules() counts every module") {
+    ember::nn::Sequential seq(ember::nn::Linear(2, 3), ember::nn::ReLU(), ember::nn::Linear(3, 1));
+    CHECK(seq->modules().size() == 4);
+    CHECK(seq->modules(/*include_self=*/false).size() == 3);
+  }
+  SUBCASE("counting parameters") {
+    Net net(3, 4, 2);
+    int64_t count = 0;
+    for (const auto& p : net->parameters()) count += p.numel();
+    CHECK(count == 3 * 4 + 4 + 4 * 2 + 2);
+  }
+  SUBCASE("replace a submodule") {
+    Net net(2, 3, 1);
+    net->fc2 = net->replace_module("fc2", ember::nn::Linear(3, 5).ptr());
+    CHECK(net->forward(ember::ones({1, 2})).sizes() == ember::Shape{1, 5});
+  }
   SUBCASE("printing a model") {
     Net net(2, 3, 1);
     std::ostringstream os;
