@@ -56,6 +56,15 @@ class BatchNormImplBase : public Module {
   TrainingForward training_forward;
 
  protected:
+  // clone's fresh instance of Impl, keeping training_forward (a converted layer stays
+  // synchronized, as a deepcopy in PyTorch).
+  template <typename Impl>
+  std::shared_ptr<Module> clone_keeping_training_forward() const {
+    if (typeid(*this) != typeid(Impl)) return Module::clone_instance();
+    auto copy = std::make_shared<Impl>(options);
+    copy->training_forward = training_forward;
+    return copy;
+  }
   virtual void check_input_dim(const Tensor& x) const = 0;
 
  private:
@@ -66,7 +75,9 @@ class BatchNormImplBase : public Module {
 // x [N, C] or [N, C, L].
 class BatchNorm1dImpl : public BatchNormImplBase {
  public:
-  EMBER_CLONEABLE(BatchNorm1dImpl);
+  std::shared_ptr<Module> clone_instance() const override {
+    return clone_keeping_training_forward<BatchNorm1dImpl>();
+  }
   explicit BatchNorm1dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm1d", options) {}
 
@@ -78,7 +89,9 @@ EMBER_MODULE(BatchNorm1d);
 // x [N, C, H, W] (NCHW or channels_last).
 class BatchNorm2dImpl : public BatchNormImplBase {
  public:
-  EMBER_CLONEABLE(BatchNorm2dImpl);
+  std::shared_ptr<Module> clone_instance() const override {
+    return clone_keeping_training_forward<BatchNorm2dImpl>();
+  }
   explicit BatchNorm2dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm2d", options) {}
 

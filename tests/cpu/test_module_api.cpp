@@ -249,6 +249,12 @@ TEST_CASE("clone: every layer type copies deeply and computes the same") {
     check_clone(bn, run_img);
     CHECK(!bn.clone()->is_training());
     check_clone(nn::BatchNorm1d(nn::BatchNormOptions(4).affine(false)), run1);
+    // A replaced training forward (convert_sync_batchnorm's) stays with the copy.
+    nn::BatchNorm2d replaced(4);
+    replaced->training_forward = [](const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
+                                    const Tensor&, const Tensor&, bool, double,
+                                    double) { return x * 0.0; };
+    CHECK(replaced.clone()(img).abs().sum().item() == 0);
     check_clone(nn::LayerNorm(nn::LayerNormOptions({4})), run1);
     check_clone(nn::GroupNorm(2, 4), run_img);
   }
