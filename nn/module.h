@@ -151,8 +151,9 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::shared_ptr<Module>> modules(bool include_self = true) const;
   int64_t num_parameters(bool trainable_only = false) const;
 
-  // ---- apply: fn on this module, then on every descendant, pre-order (libtorch's order; a
-  // shared submodule is visited each time it is reached) ----
+  // ---- apply: fn on this module, then on every descendant, pre-order (libtorch's order; Python's
+  // Module.apply visits the children first). A shared submodule is visited each time it is
+  // reached ----
   void apply(const std::function<void(Module&)>& fn);
   void apply(const std::function<void(const Module&)>& fn) const;
   void apply(const std::function<void(const std::string&, Module&)>& fn,
