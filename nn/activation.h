@@ -12,6 +12,7 @@ namespace ember::nn {
 
 class ReLUImpl : public Module {
  public:
+  EMBER_CLONEABLE(ReLUImpl);
   ReLUImpl() : Module("ReLU") {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -23,6 +24,7 @@ struct LeakyReLUOptions {
 };
 class LeakyReLUImpl : public Module {
  public:
+  EMBER_CLONEABLE(LeakyReLUImpl);
   explicit LeakyReLUImpl(const LeakyReLUOptions& options = {})
       : Module("LeakyReLU"), options(options) {}
   Tensor forward(const Tensor& x);
@@ -36,6 +38,7 @@ struct ELUOptions {
 };
 class ELUImpl : public Module {
  public:
+  EMBER_CLONEABLE(ELUImpl);
   explicit ELUImpl(const ELUOptions& options = {}) : Module("ELU"), options(options) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -48,6 +51,7 @@ struct GELUOptions {
 };
 class GELUImpl : public Module {
  public:
+  EMBER_CLONEABLE(GELUImpl);
   explicit GELUImpl(const GELUOptions& options = {}) : Module("GELU"), options(options) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -57,6 +61,7 @@ EMBER_MODULE(GELU);
 
 class SiLUImpl : public Module {
  public:
+  EMBER_CLONEABLE(SiLUImpl);
   SiLUImpl() : Module("SiLU") {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -65,6 +70,7 @@ EMBER_MODULE(SiLU);
 
 class SigmoidImpl : public Module {
  public:
+  EMBER_CLONEABLE(SigmoidImpl);
   SigmoidImpl() : Module("Sigmoid") {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -73,6 +79,7 @@ EMBER_MODULE(Sigmoid);
 
 class TanhImpl : public Module {
  public:
+  EMBER_CLONEABLE(TanhImpl);
   TanhImpl() : Module("Tanh") {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -85,6 +92,7 @@ struct SoftmaxOptions {
 };
 class SoftmaxImpl : public Module {
  public:
+  EMBER_CLONEABLE(SoftmaxImpl);
   explicit SoftmaxImpl(const SoftmaxOptions& options) : Module("Softmax"), options(options) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -94,6 +102,7 @@ EMBER_MODULE(Softmax);
 
 class LogSoftmaxImpl : public Module {
  public:
+  EMBER_CLONEABLE(LogSoftmaxImpl);
   explicit LogSoftmaxImpl(const SoftmaxOptions& options) : Module("LogSoftmax"), options(options) {}
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;

@@ -1,9 +1,11 @@
-// Containers, as torch.nn.Sequential / ModuleList: Sequential chains any modules that have a
-// `Tensor forward(const Tensor&)` (type-erased: it keeps each module and a call to its forward);
-// ModuleList holds modules for the owner to call; Functional wraps a function as a module so that
-// stateless steps (a view, an op) can sit inside a Sequential. Children are named "0", "1", ...
-// unless a name is given, so state_dict names are PyTorch's ("0.weight", "1.running_mean").
+// Containers, as torch.nn.Sequential / ModuleList / ModuleDict: Sequential chains any modules that
+// have a `Tensor forward(const Tensor&)` (type-erased: it keeps each module and a call to its
+// forward, run with the module's hooks); ModuleList and ModuleDict hold modules for the owner to
+// call; Functional wraps a function as a module so that stateless steps (a view, an op) can sit
+// inside a Sequential. Children are named "0", "1", ... unless a name is given, so state_dict
+// names are PyTorch's ("0.weight", "1.running_mean").
 #pragma once
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,6 +52,9 @@ class FunctionalImpl : public Module {
       : Module("Functional"), function_(std::move(f)), name_(std::move(name)) {}
   Tensor forward(const Tensor& x) { return function_(x); }
   void pretty_print(std::ostream& os) const override;
+  std::shared_ptr<Module> clone_instance() const override {
+    return std::make_shared<FunctionalImpl>(function_, name_);
+  }
 
  private:
   Function function_;
@@ -80,13 +85,16 @@ class SequentialImpl : public Module {
     std::shared_ptr<Impl> impl = detail::ImplOf<std::decay_t<M>>::get(module);
     EMBER_CHECK(impl != nullptr, "Sequential::push_back: module '", name,
                 "' is empty (a null holder)");
-    append(name, impl, [raw = impl.get()](const Tensor& x) -> Tensor { return raw->forward(x); });
+    impl->template remember_type<Impl>();
+    append(name, impl,
+           [](Module& m, const Tensor& x) -> Tensor { return static_cast<Impl&>(m).forward(x); });
   }
   // Appends a function as a Functional module.
   void push_back(FunctionalImpl::Function f) { push_back(Functional(std::move(f))); }
 
-  // Runs the modules in order. An empty Sequential returns its input.
+  // Runs the modules in order, each with its hooks. An empty Sequential returns its input.
   Tensor forward(const Tensor& x);
+  std::shared_ptr<Module> clone_instance() const override;
 
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
@@ -102,12 +110,12 @@ class SequentialImpl : public Module {
   }
 
  private:
-  void append(const std::string& name, std::shared_ptr<Module> module,
-              std::function<Tensor(const Tensor&)> call);
+  void append(const std::string& name, std::shared_ptr<Module> module, TensorForward forward);
 
   struct Entry {
+    std::string name;
     std::shared_ptr<Module> module;
-    std::function<Tensor(const Tensor&)> forward;  // holds a raw pointer: `module` keeps it alive
+    TensorForward forward;  // calls the module's own forward (its type is known at push_back)
   };
   std::vector<Entry> entries_;
 };
@@ -125,10 +133,12 @@ class ModuleListImpl : public Module {
   void push_back(M&& module) {
     auto impl = detail::ImplOf<std::decay_t<M>>::get(module);
     EMBER_CHECK(impl != nullptr, "ModuleList::push_back: the module is empty (a null holder)");
+    impl->template remember_type<typename detail::ImplOf<std::decay_t<M>>::type>();
     std::shared_ptr<Module> base = impl;
     register_module(std::to_string(modules_.size()), base);
     modules_.push_back(std::move(base));
   }
+  std::shared_ptr<Module> clone_instance() const override;
 
   size_t size() const { return modules_.size(); }
   bool empty() const { return modules_.empty(); }
@@ -148,5 +158,58 @@ class ModuleListImpl : public Module {
   std::vector<std::shared_ptr<Module>> modules_;
 };
 EMBER_MODULE(ModuleList);
+
+// An ordered dict of submodules, as torch.nn.ModuleDict / libtorch's ModuleDict: entries keep
+// insertion order, each is registered under its key (so state_dict names are "key.weight"); it has
+// no forward of its own. Setting an existing key replaces its module in place.
+class ModuleDictImpl : public Module {
+ public:
+  using Item = std::pair<std::string, std::shared_ptr<Module>>;
+  ModuleDictImpl() : Module("ModuleDict") {}
+  explicit ModuleDictImpl(const std::vector<Item>& items) : Module("ModuleDict") { update(items); }
+
+  // Adds (or replaces) `key`; accepts a holder or a shared_ptr to a module.
+  template <detail::ModuleLike M>
+  void insert(const std::string& key, M&& module) {
+    auto impl = detail::ImplOf<std::decay_t<M>>::get(module);
+    EMBER_CHECK(impl != nullptr, "ModuleDict::insert: the module for '", key,
+                "' is empty (a null holder)");
+    impl->template remember_type<typename detail::ImplOf<std::decay_t<M>>::type>();
+    insert_module(key, impl);
+  }
+  // Inserts every item in order (existing keys are replaced in place).
+  void update(const std::vector<Item>& items);
+  // Another ModuleDict's items (a template so that a braced list always means the vector).
+  template <typename Dict>
+  requires std::same_as<Dict, ModuleDictImpl>
+  void update(const Dict& other) { update(other.items()); }
+  // Removes `key` and returns its module; throws when absent.
+  std::shared_ptr<Module> pop(const std::string& key);
+  void clear();
+
+  bool contains(const std::string& key) const;
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::vector<std::string> keys() const;
+  std::vector<std::shared_ptr<Module>> values() const;
+  const std::vector<Item>& items() const { return items_; }
+  // The module under `key`; throws (listing the keys) when absent. at<T> casts it.
+  const std::shared_ptr<Module>& operator[](const std::string& key) const;
+  template <typename T>
+  T& at(const std::string& key) const {
+    auto* m = dynamic_cast<T*>((*this)[key].get());
+    EMBER_CHECK(m != nullptr, "ModuleDict::at: module '", key, "' is a ", (*this)[key]->type_name(),
+                ", not the requested type");
+    return *m;
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  std::shared_ptr<Module> clone_instance() const override;
+
+ private:
+  void insert_module(const std::string& key, std::shared_ptr<Module> module);
+  std::vector<Item> items_;
+};
+EMBER_MODULE(ModuleDict);
 
 }  // namespace ember::nn

@@ -110,6 +110,7 @@ class ConvNdImpl : public Module {
 // x [N, C, L] (or unbatched [C, L]) -> [N, out, L'].
 class Conv1dImpl : public ConvNdImpl<1, Conv1dOptions> {
  public:
+  EMBER_CLONEABLE(Conv1dImpl);
   explicit Conv1dImpl(const Conv1dOptions& options) : ConvNdImpl("Conv1d", options) {}
   Conv1dImpl(int64_t in, int64_t out, ExpandingArray<1> kernel_size)
       : Conv1dImpl(Conv1dOptions(in, out, kernel_size)) {}
@@ -120,6 +121,7 @@ EMBER_MODULE(Conv1d);
 // x [N, C, H, W] (NCHW or channels_last; or unbatched [C, H, W]) -> [N, out, H', W'].
 class Conv2dImpl : public ConvNdImpl<2, Conv2dOptions> {
  public:
+  EMBER_CLONEABLE(Conv2dImpl);
   explicit Conv2dImpl(const Conv2dOptions& options) : ConvNdImpl("Conv2d", options) {}
   Conv2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size)
       : Conv2dImpl(Conv2dOptions(in, out, kernel_size)) {}
@@ -130,6 +132,7 @@ EMBER_MODULE(Conv2d);
 // x [N, C, D, H, W] (or unbatched [C, D, H, W]) -> [N, out, D', H', W'].
 class Conv3dImpl : public ConvNdImpl<3, Conv3dOptions> {
  public:
+  EMBER_CLONEABLE(Conv3dImpl);
   explicit Conv3dImpl(const Conv3dOptions& options) : ConvNdImpl("Conv3d", options) {}
   Conv3dImpl(int64_t in, int64_t out, ExpandingArray<3> kernel_size)
       : Conv3dImpl(Conv3dOptions(in, out, kernel_size)) {}
@@ -141,6 +144,7 @@ EMBER_MODULE(Conv3d);
 // H' = (H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
 class ConvTranspose2dImpl : public ConvNdImpl<2, ConvTranspose2dOptions> {
  public:
+  EMBER_CLONEABLE(ConvTranspose2dImpl);
   explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options)
       : ConvNdImpl("ConvTranspose2d", options) {}
   ConvTranspose2dImpl(int64_t in, int64_t out, ExpandingArray<2> kernel_size)

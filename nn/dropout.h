@@ -14,6 +14,7 @@ struct DropoutOptions {
 
 class DropoutImpl : public Module {
  public:
+  EMBER_CLONEABLE(DropoutImpl);
   explicit DropoutImpl(const DropoutOptions& options = {});
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;

@@ -21,6 +21,7 @@ struct EmbeddingOptions {
 // indices [*] -> [*, embedding_dim], in the weight's dtype (autocast leaves it alone).
 class EmbeddingImpl : public Module {
  public:
+  EMBER_CLONEABLE(EmbeddingImpl);
   explicit EmbeddingImpl(const EmbeddingOptions& options);
   EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
       : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}

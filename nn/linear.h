@@ -19,6 +19,7 @@ struct LinearOptions {
 // to the low precision (see nn/amp.h).
 class LinearImpl : public Module {
  public:
+  EMBER_CLONEABLE(LinearImpl);
   explicit LinearImpl(const LinearOptions& options);
   LinearImpl(int64_t in_features, int64_t out_features)
       : LinearImpl(LinearOptions(in_features, out_features)) {}
@@ -34,6 +35,7 @@ EMBER_MODULE(Linear);
 // Returns its input.
 class IdentityImpl : public Module {
  public:
+  EMBER_CLONEABLE(IdentityImpl);
   IdentityImpl() : Module("Identity") {}
   Tensor forward(const Tensor& x) { return x; }
   void pretty_print(std::ostream& os) const override { os << "Identity()"; }
@@ -48,6 +50,7 @@ struct FlattenOptions {
 // Flattens dims [start_dim, end_dim] into one (a view when the strides allow).
 class FlattenImpl : public Module {
  public:
+  EMBER_CLONEABLE(FlattenImpl);
   explicit FlattenImpl(const FlattenOptions& options = {}) : Module("Flatten"), options(options) {}
   Tensor forward(const Tensor& x) { return x.flatten(options.start_dim(), options.end_dim()); }
   void pretty_print(std::ostream& os) const override;

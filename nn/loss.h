@@ -67,6 +67,7 @@ struct CrossEntropyLossOptions {
 };
 class CrossEntropyLossImpl : public Module {
  public:
+  EMBER_CLONEABLE(CrossEntropyLossImpl);
   explicit CrossEntropyLossImpl(const CrossEntropyLossOptions& options = {});
   Tensor forward(const Tensor& logits, const Tensor& target);
   void pretty_print(std::ostream& os) const override;
@@ -82,6 +83,7 @@ struct NLLLossOptions {
 };
 class NLLLossImpl : public Module {
  public:
+  EMBER_CLONEABLE(NLLLossImpl);
   explicit NLLLossImpl(const NLLLossOptions& options = {});
   Tensor forward(const Tensor& log_probs, const Tensor& target);
   void pretty_print(std::ostream& os) const override;
@@ -95,6 +97,7 @@ struct MSELossOptions {
 };
 class MSELossImpl : public Module {
  public:
+  EMBER_CLONEABLE(MSELossImpl);
   explicit MSELossImpl(const MSELossOptions& options = {}) : Module("MSELoss"), options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target) {
     return mse_loss(input, target, options.reduction());
@@ -109,6 +112,7 @@ struct L1LossOptions {
 };
 class L1LossImpl : public Module {
  public:
+  EMBER_CLONEABLE(L1LossImpl);
   explicit L1LossImpl(const L1LossOptions& options = {}) : Module("L1Loss"), options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target) {
     return l1_loss(input, target, options.reduction());
@@ -125,6 +129,7 @@ struct BCEWithLogitsLossOptions {
 };
 class BCEWithLogitsLossImpl : public Module {
  public:
+  EMBER_CLONEABLE(BCEWithLogitsLossImpl);
   explicit BCEWithLogitsLossImpl(const BCEWithLogitsLossOptions& options = {});
   Tensor forward(const Tensor& input, const Tensor& target);
   void pretty_print(std::ostream& os) const override;

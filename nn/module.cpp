@@ -1,6 +1,8 @@
-// nn::Module: registration, traversal, placement, state dicts and printing.
+// nn::Module: registration, traversal, placement, state dicts and printing. Hooks and clone live
+// in module_hooks_clone.cpp.
 #include "ember/nn/module.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <ostream>
@@ -13,6 +15,9 @@ namespace {
 void check_name(const std::string& name, const char* what) {
   EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_", what, ": name '",
               name, "' must be non-empty and contain no '.'");
+}
+std::string join_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
 }
 }  // namespace
 
@@ -44,30 +49,99 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
-  NamedTensors out;
-  if (!recurse) {
-    for (auto& p : params_)
-      if (p.second.defined()) out.push_back(p);
-    return out;
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  EMBER_CHECK(module != nullptr, type_name_, ": replace_module: the module for '", name,
+              "' is null");
+  for (auto& [n, m] : children_)
+    if (n == name) {
+      m = std::move(module);
+      return;
+    }
+  EMBER_THROW(bad_param, type_name_, ": replace_module: no submodule named '", name,
+              "'; register it with register_module first");
+}
+
+void Module::unregister_module(const std::string& name) {
+  auto it = std::find_if(children_.begin(), children_.end(),
+                         [&](const auto& entry) { return entry.first == name; });
+  EMBER_CHECK(it != children_.end(), type_name_, ": unregister_module: no submodule named '", name,
+              "'");
+  children_.erase(it);
+}
+
+std::shared_ptr<Module> Module::shared_self() const {
+  // Modules made through holders are owned by a shared_ptr; one on the stack gets a non-owning
+  // pointer (valid while the caller holds the module).
+  try {
+    return const_cast<Module*>(this)->shared_from_this();
+  } catch (const std::bad_weak_ptr&) {
+    return std::shared_ptr<Module>(const_cast<Module*>(this), [](Module*) {});
   }
-  for (auto& [prefix, m] : named_modules())
-    for (auto& [n, t] : m->params_)
-      if (t.defined()) out.emplace_back(prefix.empty() ? n : prefix + "." + n, t);
+}
+
+void Module::collect_modules(const std::string& prefix, bool remove_duplicate,
+                             std::vector<const Module*>& memo, NamedModules& out) const {
+  if (std::find(memo.begin(), memo.end(), this) != memo.end()) return;
+  if (remove_duplicate) memo.push_back(this);
+  out.emplace_back(prefix, shared_self());
+  for (auto& [n, m] : children_)
+    m->collect_modules(join_name(prefix, n), remove_duplicate, memo, out);
+}
+
+NamedModules Module::named_modules(const std::string& prefix, bool include_self,
+                                   bool remove_duplicate) const {
+  NamedModules out;
+  std::vector<const Module*> memo;
+  collect_modules(prefix, remove_duplicate, memo, out);
+  if (!include_self) out.erase(out.begin());
   return out;
 }
 
-NamedTensors Module::named_buffers(bool recurse) const {
-  NamedTensors out;
-  if (!recurse) {
-    for (auto& b : buffers_)
-      if (b.second.defined()) out.push_back(b);
-    return out;
-  }
-  for (auto& [prefix, m] : named_modules())
-    for (auto& [n, t] : m->buffers_)
-      if (t.defined()) out.emplace_back(prefix.empty() ? n : prefix + "." + n, t);
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, m] : named_modules("", include_self)) out.push_back(m);
   return out;
+}
+
+NamedModules Module::named_children() const {
+  NamedModules out;
+  std::vector<const Module*> memo;
+  for (auto& [n, m] : children_) {
+    if (std::find(memo.begin(), memo.end(), m.get()) != memo.end()) continue;
+    memo.push_back(m.get());
+    out.emplace_back(n, m);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, m] : named_children()) out.push_back(m);
+  return out;
+}
+
+NamedTensors Module::collect_tensors(bool params, bool recurse, bool remove_duplicate) const {
+  NamedTensors out;
+  std::vector<const TensorImpl*> memo;
+  NamedModules mods =
+      recurse ? named_modules("", true, remove_duplicate) : NamedModules{{"", shared_self()}};
+  for (auto& [prefix, m] : mods) {
+    for (auto& [n, t] : params ? m->params_ : m->buffers_) {
+      if (!t.defined()) continue;
+      if (std::find(memo.begin(), memo.end(), t.impl()) != memo.end()) continue;
+      if (remove_duplicate) memo.push_back(t.impl());
+      out.emplace_back(join_name(prefix, n), t);
+    }
+  }
+  return out;
+}
+
+NamedTensors Module::named_parameters(bool recurse, bool remove_duplicate) const {
+  return collect_tensors(/*params=*/true, recurse, remove_duplicate);
+}
+
+NamedTensors Module::named_buffers(bool recurse, bool remove_duplicate) const {
+  return collect_tensors(/*params=*/false, recurse, remove_duplicate);
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -82,33 +156,37 @@ std::vector<Tensor> Module::buffers(bool recurse) const {
   return out;
 }
 
-std::vector<std::shared_ptr<Module>> Module::children() const {
-  std::vector<std::shared_ptr<Module>> out;
-  for (auto& [n, m] : children_) out.push_back(m);
-  return out;
+void Module::apply(const std::function<void(Module&)>& fn) {
+  apply([&](const std::string&, Module& m) { fn(m); });
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
-  return children_;
+void Module::apply(const std::function<void(const Module&)>& fn) const {
+  apply([&](const std::string&, const Module& m) { fn(m); });
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(
-    const std::string& prefix) const {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  // The root is included with an empty name; const_cast because shared_from_this is non-const
-  // only for modules owned by a shared_ptr (all modules made through holders are).
-  std::shared_ptr<Module> self;
-  try {
-    self = const_cast<Module*>(this)->shared_from_this();
-  } catch (const std::bad_weak_ptr&) {
-    self = std::shared_ptr<Module>(const_cast<Module*>(this), [](Module*) {});
-  }
-  out.emplace_back(prefix, self);
-  for (auto& [n, m] : children_) {
-    auto sub = m->named_modules(prefix.empty() ? n : prefix + "." + n);
-    out.insert(out.end(), sub.begin(), sub.end());
-  }
-  return out;
+void Module::apply(const std::function<void(const std::string&, Module&)>& fn,
+                   const std::string& name_prefix) {
+  fn(name_prefix, *this);
+  for (auto& [n, m] : children_) m->apply(fn, join_name(name_prefix, n));
+}
+
+void Module::apply(const std::function<void(const std::string&, const Module&)>& fn,
+                   const std::string& name_prefix) const {
+  fn(name_prefix, *this);
+  for (auto& [n, m] : children_)
+    static_cast<const Module&>(*m).apply(fn, join_name(name_prefix, n));
+}
+
+void Module::apply(const std::function<void(const std::shared_ptr<Module>&)>& fn) const {
+  apply([&](const std::string&, const std::shared_ptr<Module>& m) { fn(m); });
+}
+
+void Module::apply(
+    const std::function<void(const std::string&, const std::shared_ptr<Module>&)>& fn,
+    const std::string& name_prefix) const {
+  fn(name_prefix, shared_self());
+  for (auto& [n, m] : children_)
+    static_cast<const Module&>(*m).apply(fn, join_name(name_prefix, n));
 }
 
 int64_t Module::num_parameters(bool trainable_only) const {
@@ -174,7 +252,9 @@ void Module::zero_grad(bool set_to_none) {
 
 NamedTensors Module::state_dict() const {
   NamedTensors out;
-  for (auto& entry : named_modules()) {  // no structured binding: clang 14 cannot capture one
+  // Every name a shared module is reachable by, as PyTorch's state_dict.
+  for (auto& entry : named_modules("", true, /*remove_duplicate=*/false)) {
+    // no structured binding: clang 14 cannot capture one
     const std::string& prefix = entry.first;
     auto& m = entry.second;
     auto name = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };

@@ -56,6 +56,15 @@ class BatchNormImplBase : public Module {
   TrainingForward training_forward;
 
  protected:
+  // clone's fresh instance of Impl, keeping training_forward (a converted layer stays
+  // synchronized, as a deepcopy in PyTorch).
+  template <typename Impl>
+  std::shared_ptr<Module> clone_keeping_training_forward() const {
+    if (typeid(*this) != typeid(Impl)) return Module::clone_instance();
+    auto copy = std::make_shared<Impl>(options);
+    copy->training_forward = training_forward;
+    return copy;
+  }
   virtual void check_input_dim(const Tensor& x) const = 0;
 
  private:
@@ -66,6 +75,9 @@ class BatchNormImplBase : public Module {
 // x [N, C] or [N, C, L].
 class BatchNorm1dImpl : public BatchNormImplBase {
  public:
+  std::shared_ptr<Module> clone_instance() const override {
+    return clone_keeping_training_forward<BatchNorm1dImpl>();
+  }
   explicit BatchNorm1dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm1d", options) {}
 
@@ -77,6 +89,9 @@ EMBER_MODULE(BatchNorm1d);
 // x [N, C, H, W] (NCHW or channels_last).
 class BatchNorm2dImpl : public BatchNormImplBase {
  public:
+  std::shared_ptr<Module> clone_instance() const override {
+    return clone_keeping_training_forward<BatchNorm2dImpl>();
+  }
   explicit BatchNorm2dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm2d", options) {}
 
@@ -97,6 +112,7 @@ struct LayerNormOptions {
 // Normalizes over the trailing dims normalized_shape; weight = 1 and bias = 0 of that shape.
 class LayerNormImpl : public Module {
  public:
+  EMBER_CLONEABLE(LayerNormImpl);
   explicit LayerNormImpl(const LayerNormOptions& options);
   void reset_parameters();
   Tensor forward(const Tensor& x);
@@ -120,6 +136,7 @@ struct GroupNormOptions {
 // [C].
 class GroupNormImpl : public Module {
  public:
+  EMBER_CLONEABLE(GroupNormImpl);
   explicit GroupNormImpl(const GroupNormOptions& options);
   GroupNormImpl(int64_t num_groups, int64_t num_channels)
       : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}

@@ -18,6 +18,7 @@ struct MaxPool2dOptions {
 };
 class MaxPool2dImpl : public Module {
  public:
+  EMBER_CLONEABLE(MaxPool2dImpl);
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Module("MaxPool2d"), options(options) {}
   explicit MaxPool2dImpl(ExpandingArray<2> kernel_size)
       : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
@@ -38,6 +39,7 @@ struct AvgPool2dOptions {
 };
 class AvgPool2dImpl : public Module {
  public:
+  EMBER_CLONEABLE(AvgPool2dImpl);
   explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Module("AvgPool2d"), options(options) {}
   explicit AvgPool2dImpl(ExpandingArray<2> kernel_size)
       : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
@@ -55,6 +57,7 @@ struct AdaptiveAvgPool2dOptions {
 // Output size 1x1 is global average pooling (ResNet's head).
 class AdaptiveAvgPool2dImpl : public Module {
  public:
+  EMBER_CLONEABLE(AdaptiveAvgPool2dImpl);
   explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options)
       : Module("AdaptiveAvgPool2d"), options(options) {}
   explicit AdaptiveAvgPool2dImpl(ExpandingArray<2> output_size)

@@ -97,6 +97,7 @@ class RNNImplBase : public Module {
 // (optional, see ops/rnn.h) -> {output [T, B, D * H_out], h_n, c_n}.
 class LSTMImpl : public RNNImplBase {
  public:
+  EMBER_CLONEABLE(LSTMImpl);
   explicit LSTMImpl(const LSTMOptions& options);
   LSTMImpl(int64_t input_size, int64_t hidden_size)
       : LSTMImpl(LSTMOptions(input_size, hidden_size)) {}
@@ -109,6 +110,7 @@ EMBER_MODULE(LSTM);
 // As LSTM without a cell state: {output, h_n} (c_n undefined).
 class GRUImpl : public RNNImplBase {
  public:
+  EMBER_CLONEABLE(GRUImpl);
   explicit GRUImpl(const GRUOptions& options);
   GRUImpl(int64_t input_size, int64_t hidden_size) : GRUImpl(GRUOptions(input_size, hidden_size)) {}
   RnnResult forward(const Tensor& input, const Tensor& h0 = {}, const Tensor& lengths = {});
@@ -119,6 +121,7 @@ EMBER_MODULE(GRU);
 // Elman RNN with tanh or relu: {output, h_n} (c_n undefined).
 class RNNImpl : public RNNImplBase {
  public:
+  EMBER_CLONEABLE(RNNImpl);
   explicit RNNImpl(const RNNOptions& options);
   RNNImpl(int64_t input_size, int64_t hidden_size) : RNNImpl(RNNOptions(input_size, hidden_size)) {}
   RnnResult forward(const Tensor& input, const Tensor& h0 = {}, const Tensor& lengths = {});
