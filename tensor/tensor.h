@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ember/tensor/allocator.h"
@@ -216,6 +217,21 @@ class Tensor {
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value);
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
   // ---- end of indexing ----
+
+  // ---- reductions and scans (ops/reduction_more*.cpp) ----
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor count_nonzero(const Shape& dims = {}) const;
+  std::tuple<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt,
+                                     bool keepdim = false) const;
+  Tensor norm(double p = 2, const Shape& dims = {}, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  std::tuple<Tensor, Tensor> cummax(int64_t dim) const;  // (values, indices)
+  std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
+  // ---- end of reductions and scans ----
 
   std::string str() const;  // printed like PyTorch, summarised when large
   std::string shape_str() const;
