@@ -54,3 +54,26 @@ std::tuple<Tensor, Tensor> cummax(const Tensor& a, int64_t dim);
 std::tuple<Tensor, Tensor> cummin(const Tensor& a, int64_t dim);
 
 }  // namespace ember
+
+namespace ember {
+
+// Sorting and order statistics along `dim` (ops/reduction_more_sort.cpp). The sort is always
+// stable (torch.sort(stable=True)); NaN sorts above every number (last ascending, first
+// descending). Values are differentiable: the gradient flows back to the positions in `indices`.
+std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
+// The k largest (or smallest) along dim; always returned sorted (sorted=false is accepted).
+std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+// The k-th smallest (1-based) along dim.
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& a, int64_t k, int64_t dim = -1,
+                                    bool keepdim = false);
+// The lower median (the ((n - 1) / 2)-th smallest). median gives NaN where a row holds a NaN;
+// nanmedian ignores NaN (NaN only where the whole row is NaN). Without dim: over all elements,
+// values only.
+Tensor median(const Tensor& a);
+std::tuple<Tensor, Tensor> median(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor nanmedian(const Tensor& a);
+std::tuple<Tensor, Tensor> nanmedian(const Tensor& a, int64_t dim, bool keepdim = false);
+
+}  // namespace ember

@@ -231,6 +231,15 @@ class Tensor {
   Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   std::tuple<Tensor, Tensor> cummax(int64_t dim) const;  // (values, indices)
   std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
+                                  bool sorted = true) const;
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  Tensor median() const;
+  std::tuple<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  Tensor nanmedian() const;
+  std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
   // ---- end of reductions and scans ----
 
   std::string str() const;  // printed like PyTorch, summarised when large

@@ -198,3 +198,96 @@ TEST_CASE("cummax and cummin: ties take the later index, NaN propagates") {
   CHECK(ev.numel() == 0);
   CHECK(has(error_of([] { cummax(zeros({2, 3}), -3); }), "cummax"));
 }
+
+TEST_CASE("sort and argsort: stable, descending, NaN last / first, dims") {
+  Tensor x = t({3, 1, 2, 1, kNaN, 0}, {6});
+  auto [v, i] = sort(x);
+  CHECK(close(v.to_vector(), V{0, 1, 1, 2, 3, kNaN}));
+  CHECK(i.to_vector() == V{5, 1, 3, 2, 0, 4});
+  auto [dv, di] = x.sort(0, true);
+  CHECK(close(dv.to_vector(), V{kNaN, 3, 2, 1, 1, 0}));
+  CHECK(di.to_vector() == V{4, 0, 2, 1, 3, 5});  // equal keys keep their order descending too
+  CHECK(argsort(x).to_vector() == V{5, 1, 3, 2, 0, 4});
+  CHECK(x.argsort(-1, true).to_vector() == V{4, 0, 2, 1, 3, 5});
+  // -0.0 equals 0.0.
+  CHECK(argsort(t({0.0, -0.0, 0.0}, {3})).to_vector() == V{0, 1, 2});
+  // Along dim 0 of a 2-D, on a non-contiguous view, on integers, bools, 0-dim and empty.
+  Tensor m = t({5, 1, 2, 4, 3, 6}, {3, 2});
+  auto [mv, mi] = sort(m, 0);
+  CHECK(mv.to_vector() == V{2, 1, 3, 4, 5, 6});
+  CHECK(mi.to_vector() == V{1, 0, 2, 1, 0, 2});
+  auto [tv, ti] = sort(m.t(), 1, true);
+  CHECK(tv.to_vector() == V{5, 3, 2, 6, 4, 1});
+  CHECK(ti.to_vector() == V{0, 2, 1, 2, 1, 0});
+  auto [iv, ii] = sort(t({7, -2, 9}, {3}, DType::i64));
+  CHECK(iv.to_vector() == V{-2, 7, 9});
+  CHECK(iv.dtype() == DType::i64);
+  auto [bv, bi] = sort(t({1, 0, 1}, {3}, DType::boolean));
+  CHECK(bv.dtype() == DType::boolean);
+  CHECK(bv.to_vector() == V{0, 1, 1});
+  CHECK(bi.to_vector() == V{1, 0, 2});
+  CHECK(std::get<0>(sort(scalar_tensor(3))).item() == 3);
+  CHECK(std::get<1>(sort(zeros({2, 0}), 1)).sizes() == Shape{2, 0});
+  // The gradient goes back to where each value came from.
+  Tensor g = t({3, 1, 2}, {3}, DType::f64);
+  g.set_requires_grad(true);
+  mul(std::get<0>(sort(g)), t({1, 10, 100}, {3}, DType::f64)).sum().backward();
+  CHECK(g.grad().to_vector() == V{100, 1, 10});
+  CHECK(has(error_of([] { sort(zeros({2, 3}), 2); }), "sort"));
+}
+
+TEST_CASE("topk and kthvalue") {
+  Tensor x = t({4, 9, 1, 9, 3, 7}, {2, 3});
+  auto [v, i] = topk(x, 2);
+  CHECK(v.to_vector() == V{9, 4, 9, 7});
+  CHECK(i.to_vector() == V{1, 0, 0, 2});
+  auto [sv, si] = x.topk(1, 0, false);
+  CHECK(sv.to_vector() == V{4, 3, 1});
+  CHECK(si.to_vector() == V{0, 1, 0});
+  CHECK(std::get<0>(topk(x, 0)).sizes() == Shape{2, 0});
+  auto [kv, ki] = kthvalue(x, 2);
+  CHECK(kv.to_vector() == V{4, 7});
+  CHECK(ki.to_vector() == V{0, 2});
+  auto [kv0, ki0] = x.kthvalue(1, 0, true);
+  CHECK(kv0.sizes() == Shape{1, 3});
+  CHECK(kv0.to_vector() == V{4, 3, 1});
+  CHECK(ki0.to_vector() == V{0, 1, 0});
+  Tensor g = t({2, 8, 5}, {3}, DType::f64);
+  g.set_requires_grad(true);
+  std::get<0>(topk(g, 2)).sum().backward();
+  CHECK(g.grad().to_vector() == V{0, 1, 1});
+  std::string e = error_of([&] { topk(x, 4); });
+  CHECK(has(e, "topk"));
+  CHECK(has(e, "[2, 3]"));
+  CHECK(has(error_of([&] { kthvalue(x, 0); }), "kthvalue"));
+  CHECK(has(error_of([&] { kthvalue(x, 3, 0); }), "k = 3"));
+}
+
+TEST_CASE("median and nanmedian: lower median, NaN rules, keepdim") {
+  Tensor x = t({4, 1, 3, 2}, {4});
+  CHECK(median(x).item() == 2);  // the lower of the two middle values
+  CHECK(x.nanmedian().item() == 2);
+  Tensor m = t({5, 1, 3, 9, kNaN, 2, kNaN, kNaN, kNaN}, {3, 3});
+  auto [mv, mi] = median(m, 1);
+  CHECK(close(mv.to_vector(), V{3, kNaN, kNaN}));
+  CHECK(mi.to_vector()[0] == 2);
+  CHECK(mi.to_vector()[1] == 1);
+  auto [nv, ni] = nanmedian(m, 1);
+  CHECK(close(nv.to_vector(), V{3, 2, kNaN}));
+  CHECK(ni.to_vector()[0] == 2);
+  CHECK(ni.to_vector()[1] == 2);
+  CHECK(std::isnan(median(m).item()));
+  CHECK(nanmedian(m).item() == 3);  // the lower median of 5 1 3 9 2
+  auto [kv, ki] = m.median(0, true);
+  CHECK(kv.sizes() == Shape{1, 3});
+  auto [iv, ii] = median(t({3, 1, 2, 8}, {2, 2}, DType::i64), 0);
+  CHECK(iv.to_vector() == V{2, 1});
+  CHECK(ii.to_vector() == V{1, 0});
+  CHECK(median(scalar_tensor(5)).item() == 5);
+  Tensor g = t({2, 8, 5}, {3}, DType::f64);
+  g.set_requires_grad(true);
+  median(g).backward();
+  CHECK(g.grad().to_vector() == V{0, 0, 1});
+  CHECK(has(error_of([] { median(zeros({0})); }), "median"));
+  CHECK(has(error_of([] { median(zeros({2, 0}), 1); }), "[2, 0]"));
+}

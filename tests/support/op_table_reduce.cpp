@@ -1,6 +1,7 @@
 // Rows of the shared gradcheck / CUDA parity table (support/op_table.h) for the reductions and
 // scans of ops/reduction_more.h: aminmax, var_mean / std_mean, norm / linalg_vector_norm (several
-// ords and dims), cumsum, cumprod, cummax and cummin. Ops returning two tensors are checked
+// ords and dims), cumsum, cumprod, cummax and cummin; sort,
+// topk, kthvalue, median and nanmedian. Ops returning two tensors are checked
 // through a weighted sum of both, so both gradients take part. Rows whose gradient follows the
 // position of an extremum skip bf16, where rounding can create ties the fp32 input did not have.
 #include <limits>
@@ -62,6 +63,39 @@ const std::vector<OpCase>& op_cases_reduce() {
       {"cumprod_last", {{3, 40}}, [](V x) { return cumprod(x[0], 1); }, 0.8, 1.2},
       {"cummax_last", {{3, 37}}, [](V x) { return std::get<0>(cummax(x[0], -1)); }, -1, 1, false},
       {"cummin_mid", {{3, 4, 5}}, [](V x) { return std::get<0>(cummin(x[0], 1)); }, -1, 1, false},
+      {"sort_last", {{3, 37}}, [](V x) { return std::get<0>(sort(x[0])); }, -1, 1, false},
+      {"sort_desc_mid",
+       {{3, 4, 5}},
+       [](V x) { return std::get<0>(sort(x[0], 1, true)); },
+       -1,
+       1,
+       false},
+      {"topk_last", {{4, 33}}, [](V x) { return std::get<0>(topk(x[0], 5)); }, -1, 1, false},
+      {"topk_smallest_dim0",
+       {{6, 5}},
+       [](V x) { return std::get<0>(topk(x[0], 2, 0, false)); },
+       -1,
+       1,
+       false},
+      {"kthvalue_mid",
+       {{3, 5, 4}},
+       [](V x) { return std::get<0>(kthvalue(x[0], 3, 1)); },
+       -1,
+       1,
+       false},
+      {"median_dim",
+       {{4, 7}},
+       [](V x) { return std::get<0>(median(x[0], 1, true)); },
+       -1,
+       1,
+       false},
+      {"median_all", {{4, 6}}, [](V x) { return median(x[0]); }, -1, 1, false},
+      {"nanmedian_dim0",
+       {{5, 3}},
+       [](V x) { return std::get<0>(nanmedian(x[0], 0)); },
+       -1,
+       1,
+       false},
   };
   return cases;
 }
