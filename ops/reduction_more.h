@@ -45,7 +45,7 @@ namespace ember {
 
 // Inclusive scans along `dim` (ops/reduction_more_scan.cpp). cumsum / cumprod return `dtype` when
 // given, else int64 for integer and bool inputs and the input's dtype otherwise (as PyTorch).
-// cumprod's gradient divides by the input, so it is exact only where the input has no zeros.
+// cumprod's gradient is exact with zeros in the input too.
 Tensor cumsum(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor cumprod(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nullopt);
 // (values, indices): the running max / min and where it was found; ties take the later index and

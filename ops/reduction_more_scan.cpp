@@ -52,6 +52,26 @@ Tensor reverse_cumsum(const Tensor& g, int64_t dim) {
   return add(sub(sum(g, {dim}, true), cumsum(g, dim)), g);
 }
 
+// d out_j / d x_k = prod_{i <= j, i != k} x_i for j >= k, exact with zeros. Before a row's first
+// zero it is out_j / x_k (later outputs are zero, so their terms vanish); at the first zero it is
+// the reverse cumulative sum of g times the cumprod with that zero replaced by 1; after it, zero
+// (every product still holds the first zero).
+Tensor cumprod_backward(const Tensor& x, const Tensor& out, const Tensor& g, int64_t d) {
+  if (x.dim() == 0) return g;
+  const TensorOptions opt = TensorOptions(x.dtype()).with_device(x.device());
+  const Tensor zero = zeros({}, opt), one = ones({}, opt);
+  Tensor is_zero = eq(x, zero);
+  Tensor zeros_so_far = cumsum(is_zero, d);  // int64
+  Tensor before = eq(zeros_so_far, zeros({}, TensorOptions(DType::i64).with_device(x.device())));
+  // zeros_so_far * 2 + is_zero is 3 exactly at the first zero.
+  Tensor first = eq(add(add(zeros_so_far, zeros_so_far), is_zero.to(DType::i64)),
+                    full({}, 3, TensorOptions(DType::i64).with_device(x.device())));
+  Tensor safe_x = where(is_zero, one, x);
+  Tensor grad_before = div(reverse_cumsum(mul(g, out), d), safe_x);
+  Tensor grad_first = reverse_cumsum(mul(g, cumprod(where(first, one, x), d)), d);
+  return where(before, grad_before, where(first, grad_first, zero));
+}
+
 }  // namespace
 
 Tensor cumsum(const Tensor& a0, int64_t dim, std::optional<DType> dtype) {
@@ -74,12 +94,10 @@ Tensor cumprod(const Tensor& a0, int64_t dim, std::optional<DType> dtype) {
   Tensor out = run_scan(a, p, ScanOp::prod, nullptr);
   if (autograd::needs_grad({&a})) {
     SavedTensor sa(a, "cumprod"), so(out, "cumprod");
-    autograd::record_backward(
-        "cumprod", {a}, {&out}, [sa, so, d = p.dim](const Grads& g, const auto&) {
-          // d out_j / d x_k = out_j / x_k for j >= k (inputs without
-          // zeros; a zero input gives a non-finite gradient).
-          return Grads{div(reverse_cumsum(mul(g[0], so.unpack()), d), sa.unpack())};
-        });
+    autograd::record_backward("cumprod", {a}, {&out},
+                              [sa, so, d = p.dim](const Grads& g, const auto&) {
+                                return Grads{cumprod_backward(sa.unpack(), so.unpack(), g[0], d)};
+                              });
   }
   return out;
 }

@@ -162,6 +162,11 @@ TEST_CASE("cumsum and cumprod: dims, dtype promotion, 0-dim and empty") {
   h.set_requires_grad(true);
   cumprod(h, 0).sum().backward();  // 2 + 6 + 24: d/dh0 = 1 + 3 + 12
   CHECK(close(h.grad().to_vector(), V{16, 10, 6}));
+  // With zeros: out = [2, 0, 0, 0, 0]; d/dx1 = x0 + x0 x2 = 8, nothing flows past the first zero.
+  Tensor z = t({2, 0, 3, 0, 5}, {5}, DType::f64);
+  z.set_requires_grad(true);
+  cumprod(z, 0).sum().backward();
+  CHECK(z.grad().to_vector() == V{1, 8, 0, 0, 0});
   CHECK(has(error_of([] { cumsum(zeros({2, 3}), 2); }), "cumsum"));
   CHECK(has(error_of([] { cumprod(scalar_tensor(1), 1); }), "cumprod"));
 }

@@ -61,6 +61,13 @@ const std::vector<OpCase>& op_cases_reduce() {
       {"cumsum_mid", {{3, 4, 5}}, [](V x) { return cumsum(x[0], 1); }},
       {"cumprod_dim0", {{5, 4}}, [](V x) { return cumprod(x[0], 0); }, 0.5, 1.5},
       {"cumprod_last", {{3, 40}}, [](V x) { return cumprod(x[0], 1); }, 0.8, 1.2},
+      {"cumprod_with_zeros",
+       {{3, 6}},
+       [](V x) {
+         Tensor holes = from_vector({1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}, {3, 6},
+                                    TensorOptions(x[0].dtype()).with_device(x[0].device()));
+         return cumprod(mul(x[0], holes), 1);
+       }},
       {"cummax_last", {{3, 37}}, [](V x) { return std::get<0>(cummax(x[0], -1)); }, -1, 1, false},
       {"cummin_mid", {{3, 4, 5}}, [](V x) { return std::get<0>(cummin(x[0], 1)); }, -1, 1, false},
       {"sort_last", {{3, 37}}, [](V x) { return std::get<0>(sort(x[0])); }, -1, 1, false},
