@@ -4,11 +4,15 @@
 //    (threads adjacent in inner read adjacent addresses).
 //  - inner == 1 with longer rows: one block per row scans tiles of kThreads x kItems elements with
 //    cub::BlockScan, carrying the running prefix from tile to tile.
+//  - one long row of cumsum / cumprod in f32 / f64 / int64 (the dtype is its own accumulation
+//    type): cub::DeviceScan's single-pass decoupled look-back scan across the whole GPU (one block
+//    would leave the rest of the GPU idle).
 // Accumulation in OpMath (fp32 for f16/bf16/f32, fp64 for f64, int64 for integers; integer sums and
 // products wrap). cummax/cummin carry (value, index): a later element wins ties and NaN takes over
 // (a later NaN too), as on the CPU and in PyTorch. That rule is associative, so the block scan
 // gives the sequential answer.
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/kernel_interface/scan.h"
@@ -21,6 +25,9 @@ constexpr int kThreads = 256;
 constexpr int kItems = 8;
 // Rows of at most this many elements (with inner == 1) are walked by one thread each.
 constexpr int64_t kShortRow = 32;
+// A single row at least this long (cumsum / cumprod where the dtype accumulates in itself) goes
+// to cub::DeviceScan.
+constexpr int64_t kDeviceScanRow = int64_t(1) << 16;
 
 template <typename A>
 __device__ __forceinline__ A wrap_add(A a, A b) {
@@ -145,6 +152,17 @@ void launch_scan(const Tensor& out, const Tensor* indices, const Tensor& in, Red
   const T* in_ptr = static_cast<const T*>(in.data_ptr());
   T* out_ptr = static_cast<T*>(out.data_ptr());
   int64_t* idx_ptr = indices != nullptr ? static_cast<int64_t*>(indices->data_ptr()) : nullptr;
+  if constexpr (std::is_same_v<Op, ArithScan<T>> && std::is_same_v<T, OpMath<T>>) {
+    if (s.outer == 1 && s.inner == 1 && s.reduce >= kDeviceScanRow) {
+      size_t temp_bytes = 0;
+      EMBER_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, temp_bytes, in_ptr, out_ptr, op,
+                                                      s.reduce, stream));
+      Tensor temp = empty({int64_t(std::max<size_t>(temp_bytes, 1))}, DType::u8, in.device());
+      EMBER_CUDA_CHECK(cub::DeviceScan::InclusiveScan(temp.data_ptr(), temp_bytes, in_ptr, out_ptr,
+                                                      op, s.reduce, stream));
+      return;  // `temp` goes back to the stream-ordered allocator for later work only
+    }
+  }
   if (s.inner > 1 || s.reduce <= kShortRow) {
     const int64_t columns = s.outer * s.inner;
     scan_columns_kernel<T, Op><<<blocks_for(columns), kBlockThreads, 0, stream>>>(

@@ -2,8 +2,9 @@
 // cummin (scan_kernel's column and block-per-row paths) over awkward shapes (empty, one element,
 // rows of 1, 33, 4097 and 70000 elements, dims other than the last, non-contiguous inputs) in
 // f32 / f64 / bf16 / integers, ties and NaN for cummax / cummin, gradients through
-// check_gpu_parity; and any / all / count_nonzero / aminmax / var_mean / norms on the GPU. Every
-// case skips without a GPU.
+// check_gpu_parity; any / all / count_nonzero / aminmax / var_mean / norms on the GPU; sort /
+// argsort (every dtype, ties, NaN, signed zeros), topk, kthvalue, median and nanmedian, exactly
+// equal to the CPU (both sorts are stable). Every case skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -168,4 +169,100 @@ TEST_CASE("any, all, count_nonzero, aminmax, var_mean, norms on the GPU match th
   check_gpu_parity([](const Tensor& t) { return norm(t, 2, {1}); }, x, 1e-5);
   check_gpu_parity([](const Tensor& t) { return linalg_vector_norm(t, 3, {0}, true); }, x, 1e-5);
   check_gpu_parity([](const Tensor& t) { return std::get<0>(std_mean(t, {1})); }, x, 1e-5);
+}
+
+namespace {
+// Few distinct values (ties everywhere), signed zeros and about one NaN in 16 in floating inputs,
+// drawn on the CPU so both devices sort identical values.
+Tensor sort_input(const Shape& s, DType d, uint64_t seed) {
+  Generator gen(Device::cpu(), seed);
+  Tensor x = randint(-20, 21, s, TensorOptions(DType::f64), &gen);
+  if (d == DType::u8 || d == DType::boolean) x = x.abs();
+  if (is_floating(d)) {
+    x = mul(x, 0.25);
+    Tensor r = randint(0, 16, s, TensorOptions(DType::i64), &gen);
+    Tensor zero = zeros({}, TensorOptions(DType::i64));
+    x = where(eq(r, zero), full(s, std::numeric_limits<double>::quiet_NaN(), DType::f64), x);
+    x = where(eq(r, full({}, 1, DType::i64)), full(s, -0.0, DType::f64), x);
+  }
+  return x.to(d);
+}
+
+void check_same(const Tensor& gpu, const Tensor& cpu) {
+  REQUIRE(gpu.sizes() == cpu.sizes());
+  CHECK(gpu.dtype() == cpu.dtype());
+  CHECK(rel_err(gpu.to(Device::cpu(), DType::f64), cpu.to(DType::f64)) == 0);
+}
+}  // namespace
+
+TEST_CASE("sort / argsort match the CPU: stable, NaN, signed zeros, every dtype" *
+          doctest::skip(!cuda::is_available())) {
+  uint64_t seed = 301;
+  std::vector<ScanCase> cases = scan_cases();
+  cases.push_back({{1 << 20}, 0, false});
+  cases.push_back({{300, 4097}, 1, false});
+  for (const ScanCase& c : cases)
+    for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32,
+                    DType::u8, DType::boolean})
+      for (bool descending : {false, true}) {
+        Shape s = c.shape;
+        if (c.transposed) std::swap(s[0], s[1]);
+        Tensor x = sort_input(s, d, seed++);
+        if (c.transposed) x = x.transpose(0, 1);
+        Tensor xg = x.to(kGpu);
+        INFO("shape ", shape_str(c.shape), " dim ", c.dim, " transposed ", c.transposed, " dtype ",
+             dtype_name(d), descending ? " descending" : " ascending");
+        auto [rv, ri] = sort(x, c.dim, descending);
+        auto [gv, gi] = sort(xg, c.dim, descending);
+        check_same(gv, rv);
+        CHECK(gi.to(Device::cpu()).to_vector() == ri.to_vector());
+        CHECK(argsort(xg, c.dim, descending).to(Device::cpu()).to_vector() == ri.to_vector());
+      }
+}
+
+TEST_CASE("topk, kthvalue, median, nanmedian match the CPU" *
+          doctest::skip(!cuda::is_available())) {
+  uint64_t seed = 401;
+  for (const ScanCase& c : scan_cases())
+    for (DType d : {DType::f32, DType::bf16, DType::i64}) {
+      Shape s = c.shape;
+      if (c.transposed) std::swap(s[0], s[1]);
+      Tensor x = sort_input(s, d, seed++);
+      if (c.transposed) x = x.transpose(0, 1);
+      Tensor xg = x.to(kGpu);
+      const int64_t n = c.shape[size_t(c.dim < 0 ? c.dim + int64_t(c.shape.size()) : c.dim)];
+      INFO("shape ", shape_str(c.shape), " dim ", c.dim, " dtype ", dtype_name(d));
+      for (bool largest : {true, false}) {
+        const int64_t k = std::min<int64_t>(n, 5);
+        auto [rv, ri] = topk(x, k, c.dim, largest);
+        auto [gv, gi] = topk(xg, k, c.dim, largest);
+        check_same(gv, rv);
+        CHECK(gi.to(Device::cpu()).to_vector() == ri.to_vector());
+      }
+      if (n == 0) continue;
+      auto [kv, ki] = kthvalue(x, (n + 1) / 2, c.dim, true);
+      auto [gkv, gki] = kthvalue(xg, (n + 1) / 2, c.dim, true);
+      check_same(gkv, kv);
+      CHECK(gki.to(Device::cpu()).to_vector() == ki.to_vector());
+      auto [mv, mi] = median(x, c.dim);
+      auto [gmv, gmi] = median(xg, c.dim);
+      check_same(gmv, mv);
+      CHECK(gmi.to(Device::cpu()).to_vector() == mi.to_vector());
+      auto [nv, ni] = nanmedian(x, c.dim);
+      auto [gnv, gni] = nanmedian(xg, c.dim);
+      check_same(gnv, nv);
+      CHECK(gni.to(Device::cpu()).to_vector() == ni.to_vector());
+      check_same(median(xg), median(x));
+      check_same(nanmedian(xg), nanmedian(x));
+    }
+}
+
+TEST_CASE("sort-based gradients match the CPU" * doctest::skip(!cuda::is_available())) {
+  Generator gen(Device::cpu(), 9);
+  Tensor x = randn({7, 33}, TensorOptions(DType::f32), &gen).to(kGpu);
+  check_gpu_parity([](const Tensor& t) { return std::get<0>(sort(t, 1, true)); }, x, 1e-6);
+  check_gpu_parity([](const Tensor& t) { return std::get<0>(topk(t, 4, 0)); }, x, 1e-6);
+  check_gpu_parity([](const Tensor& t) { return std::get<0>(kthvalue(t, 3, 1)); }, x, 1e-6);
+  check_gpu_parity([](const Tensor& t) { return std::get<0>(median(t, 0, true)); }, x, 1e-6);
+  check_gpu_parity([](const Tensor& t) { return nanmedian(t); }, x, 1e-6);
 }
