@@ -413,6 +413,30 @@ class Tensor {
   Tensor bitwise_not() const;
   Tensor where(const Tensor& condition, const Tensor& other) const;  // condition ? *this : other
 
+  // ---- reductions and scans (ops/reduction_more*.cpp) ----
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor count_nonzero(const Shape& dims = {}) const;
+  std::tuple<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt,
+                                     bool keepdim = false) const;
+  Tensor norm(double p = 2, const Shape& dims = {}, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  std::tuple<Tensor, Tensor> cummax(int64_t dim) const;  // (values, indices)
+  std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
+                                  bool sorted = true) const;
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  Tensor median() const;
+  std::tuple<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  Tensor nanmedian() const;
+  std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
+  // ---- end of reductions and scans ----
+
   std::string str() const;  // printed like PyTorch, summarised when large
   std::string shape_str() const;
 

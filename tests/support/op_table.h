@@ -21,14 +21,15 @@ struct OpCase {
 
 // Every row: the core ops (op_table.cpp) followed by each area's rows.
 const std::vector<OpCase>& op_cases();
-const std::vector<OpCase>& op_cases_core();   // op_table.cpp
-const std::vector<OpCase>& op_cases_norm();   // op_table_norm.cpp
-const std::vector<OpCase>& op_cases_act();    // op_table_act.cpp
-const std::vector<OpCase>& op_cases_nn();     // op_table_nn.cpp
-const std::vector<OpCase>& op_cases_rnn();    // op_table_rnn.cpp
-const std::vector<OpCase>& op_cases_conv();   // op_table_conv.cpp
-const std::vector<OpCase>& op_cases_index();  // op_table_index.cpp
-const std::vector<OpCase>& op_cases_tapi();   // op_table_tapi.cpp
+const std::vector<OpCase>& op_cases_core();    // op_table.cpp
+const std::vector<OpCase>& op_cases_norm();    // op_table_norm.cpp
+const std::vector<OpCase>& op_cases_act();     // op_table_act.cpp
+const std::vector<OpCase>& op_cases_nn();      // op_table_nn.cpp
+const std::vector<OpCase>& op_cases_rnn();     // op_table_rnn.cpp
+const std::vector<OpCase>& op_cases_conv();    // op_table_conv.cpp
+const std::vector<OpCase>& op_cases_index();   // op_table_index.cpp
+const std::vector<OpCase>& op_cases_tapi();    // op_table_tapi.cpp
+const std::vector<OpCase>& op_cases_reduce();  // op_table_reduce.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 

@@ -1,0 +1,108 @@
+// CPU scan kernel (kernel_interface/scan.h): inclusive cumsum / cumprod / cummax / cummin along
+// the middle dim of a dense [outer, len, inner] input. The reference for the CUDA scans: sums and
+// products accumulate in double (floating) or int64 (integers, wrapping like PyTorch), and the
+// running extremum follows PyTorch's rule (later index on ties, NaN propagates).
+#include "ember/kernel_interface/scan.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace ember {
+namespace {
+
+template <typename T>
+inline constexpr bool kIsFloating =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+template <typename T>
+using acc_t = std::conditional_t<kIsFloating<T>, double, int64_t>;
+
+template <typename T>
+inline acc_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return double(float(v));
+  else
+    return acc_t<T>(v);
+}
+
+template <typename T>
+inline T store(acc_t<T> v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(float(v));
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != 0;
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<uint64_t>(v));  // wraps like PyTorch
+  else
+    return static_cast<T>(v);
+}
+
+template <typename V>
+inline bool is_nan(V v) {
+  if constexpr (std::is_floating_point_v<V>)
+    return std::isnan(v);
+  else
+    return false;
+}
+
+template <typename T>
+void scan_typed(const Tensor& out_t, const Tensor* indices, const Tensor& in_t, ReduceShape s,
+                ScanOp op) {
+  const T* in = in_t.data<T>();
+  T* out = out_t.data<T>();
+  int64_t* idx = indices ? indices->data<int64_t>() : nullptr;
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const int64_t base = o * s.reduce * s.inner + i;
+      if (op == ScanOp::sum || op == ScanOp::prod) {
+        acc_t<T> acc = op == ScanOp::sum ? acc_t<T>(0) : acc_t<T>(1);
+        for (int64_t k = 0; k < s.reduce; ++k) {
+          const int64_t at = base + k * s.inner;
+          if (op == ScanOp::sum) {
+            if constexpr (std::is_integral_v<acc_t<T>>)
+              acc = int64_t(uint64_t(acc) + uint64_t(load(in[at])));
+            else
+              acc += load(in[at]);
+          } else {
+            if constexpr (std::is_integral_v<acc_t<T>>)
+              acc = int64_t(uint64_t(acc) * uint64_t(load(in[at])));
+            else
+              acc *= load(in[at]);
+          }
+          out[at] = store<T>(acc);
+        }
+      } else {
+        const bool is_max = op == ScanOp::max;
+        acc_t<T> best = 0;
+        int64_t best_at = 0;
+        for (int64_t k = 0; k < s.reduce; ++k) {
+          const int64_t at = base + k * s.inner;
+          const acc_t<T> v = load(in[at]);
+          if (k == 0 || is_nan(v) || (!is_nan(best) && (is_max ? v >= best : v <= best))) {
+            best = v;
+            best_at = k;
+          }
+          out[at] = in[base + best_at * s.inner];
+          if (idx) idx[at] = best_at;
+        }
+      }
+    }
+}
+
+void scan_cpu(const Tensor& out, const Tensor* indices, const Tensor& in, ReduceShape shape,
+              ScanOp op) {
+  EMBER_INTERNAL_ASSERT(in.numel() == shape.outer * shape.reduce * shape.inner &&
+                            out.numel() == in.numel() && out.dtype() == in.dtype(),
+                        scan_op_name(op), ": input ", in.shape_str(), " / output ", out.shape_str(),
+                        " are not a dense [", shape.outer, ", ", shape.reduce, ", ", shape.inner,
+                        "] pair of one dtype");
+  if (in.numel() == 0) return;
+  EMBER_DISPATCH_ALL_DTYPES(in.dtype(), scan_op_name(op),
+                            [&] { scan_typed<scalar_t>(out, indices, in, shape, op); });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(scan_kernel, CPU, dispatch::kAllTypes, &scan_cpu);
+
+}  // namespace ember
