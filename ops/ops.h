@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ember/ops/indexing.h"
+#include "ember/ops/shape_more.h"
 #include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/tensor.h"
 

@@ -27,6 +27,7 @@ const std::vector<OpCase>& op_cases_nn();    // op_table_nn.cpp
 const std::vector<OpCase>& op_cases_rnn();   // op_table_rnn.cpp
 const std::vector<OpCase>& op_cases_conv();  // op_table_conv.cpp
 const std::vector<OpCase>& op_cases_index();
+const std::vector<OpCase>& op_cases_shape();  // op_table_shape.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 
