@@ -22,7 +22,8 @@ Tensor swapdims(const Tensor& a, int64_t dim0, int64_t dim1);
 Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes);
 Tensor narrow_copy(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 // `sections` near-equal parts (the first size % sections get one more), or split before each of
-// `indices`; all views.
+// `indices`; all views. A braced single value picks the sections overload: write Shape{i} for
+// one index.
 std::vector<Tensor> tensor_split(const Tensor& a, int64_t sections, int64_t dim = 0);
 std::vector<Tensor> tensor_split(const Tensor& a, const Shape& indices, int64_t dim = 0);
 std::vector<Tensor> hsplit(const Tensor& a, int64_t sections);
