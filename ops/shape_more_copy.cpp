@@ -87,6 +87,10 @@ Tensor roll(const Tensor& a, const Shape& shifts, const Shape& dims) {
   }
   EMBER_CHECK(shifts.size() == dims.size(), "roll: shifts ", shape_str(shifts), " and dims ",
               shape_str(dims), " must have the same length");
+  if (a.dim() == 0) {  // dims 0 / -1 of a 0-d tensor: nothing moves
+    for (int64_t d : dims) wrap_dim(d, 0, "roll");
+    return a.clone();
+  }
   Tensor out = a;
   bool copied = false;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -151,8 +155,8 @@ Tensor repeat_interleave(const Tensor& a, const Tensor& repeats, std::optional<i
   EMBER_CHECK(repeats.dim() <= 1, "repeat_interleave: repeats must be 0-d or 1-d, got shape ",
               repeats.shape_str());
   if (repeats.numel() == 1) return repeat_interleave(a, repeats.item<int64_t>(), dim);
-  Tensor x = dim ? a : a.reshape({-1});
-  const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
+  Tensor x = dim && a.dim() > 0 ? a : a.reshape({-1});
+  const int64_t d = dim ? wrap_dim(*dim, a.dim(), "repeat_interleave") : 0;
   EMBER_CHECK(repeats.numel() == x.size(d), "repeat_interleave: repeats of shape ",
               repeats.shape_str(), " must have one entry per element of dim ", d, " (size ",
               x.size(d), ", input ", a.shape_str(), ")");

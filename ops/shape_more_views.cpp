@@ -13,6 +13,13 @@ Tensor movedim(const Tensor& a, const Shape& source, const Shape& destination) {
   const int64_t nd = a.dim();
   EMBER_CHECK(source.size() == destination.size(), "movedim: source ", shape_str(source),
               " and destination ", shape_str(destination), " must have the same number of dims");
+  if (nd == 0) {  // a 0-d tensor takes dims 0 / -1, as PyTorch, and stays as it is
+    for (size_t i = 0; i < source.size(); ++i) {
+      wrap_dim(source[i], 1, "movedim");
+      wrap_dim(destination[i], 1, "movedim");
+    }
+    return a;
+  }
   Shape perm(size_t(nd), -1);
   std::vector<bool> src_used(size_t(nd), false);
   for (size_t i = 0; i < source.size(); ++i) {
@@ -32,7 +39,7 @@ Tensor movedim(const Tensor& a, const Shape& source, const Shape& destination) {
     while (src_used[size_t(next)]) ++next;
     perm[size_t(i)] = next++;
   }
-  return nd == 0 ? a : a.permute(perm);
+  return a.permute(perm);
 }
 
 Tensor movedim(const Tensor& a, int64_t source, int64_t destination) {
@@ -48,6 +55,7 @@ Tensor swapaxes(const Tensor& a, int64_t axis0, int64_t axis1) { return a.transp
 Tensor swapdims(const Tensor& a, int64_t dim0, int64_t dim1) { return a.transpose(dim0, dim1); }
 
 Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes) {
+  EMBER_CHECK(a.dim() > 0, "unflatten: expects a tensor with at least 1 dim, got a 0-d one");
   const int64_t d = wrap_dim(dim, a.dim(), "unflatten");
   EMBER_CHECK(!sizes.empty(), "unflatten: sizes must be non-empty (input ", a.shape_str(), ")");
   int64_t known = 1, infer = -1;
@@ -77,6 +85,7 @@ Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes) {
 }
 
 Tensor narrow_copy(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
+  EMBER_CHECK(a.dim() > 0, "narrow_copy: expects a tensor with at least 1 dim, got a 0-d one");
   return a.narrow(dim, start, length).clone(MemoryFormat::contiguous);
 }
 

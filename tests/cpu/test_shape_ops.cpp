@@ -48,6 +48,8 @@ TEST_CASE("movedim, moveaxis, swapaxes, swapdims") {
   CHECK(has(error_of([&] { x.movedim({0, 0}, {1, 2}); }), "movedim: repeated dim 0"));
   CHECK(has(error_of([&] { x.movedim({0}, {1, 2}); }), "same number of dims"));
   CHECK(has(error_of([&] { x.movedim(3, 0); }), "movedim"));
+  CHECK(scalar_tensor(2).movedim(0, -1).item() == 2);
+  CHECK(has(error_of([&] { scalar_tensor(2).movedim(1, 0); }), "movedim"));
 }
 
 TEST_CASE("unflatten and narrow_copy") {
@@ -58,6 +60,8 @@ TEST_CASE("unflatten and narrow_copy") {
   CHECK(zeros({0, 6}).unflatten(1, {2, 3}).sizes() == Shape{0, 2, 3});
   CHECK(has(error_of([&] { x.unflatten(1, {5, -1}); }), "unflatten: sizes [5, -1]"));
   CHECK(has(error_of([&] { x.unflatten(1, {3, 5}); }), "multiply to 15"));
+  CHECK(has(error_of([&] { scalar_tensor(1).unflatten(0, {1}); }), "unflatten: expects"));
+  CHECK(has(error_of([&] { scalar_tensor(1).narrow_copy(0, 0, 1); }), "narrow_copy: expects"));
   Tensor c = x.narrow_copy(1, 2, 3);
   CHECK(c.sizes() == Shape{2, 3});
   CHECK(c.to_vector() == V{2, 3, 4, 14, 15, 16});
@@ -192,6 +196,8 @@ TEST_CASE("flip, roll, rot90") {
   CHECK(zeros({0, 2}).roll({1}, {0}).sizes() == Shape{0, 2});
   CHECK(has(error_of([&] { m.roll({1, 2}); }), "roll: without dims expects one shift"));
   CHECK(has(error_of([&] { m.roll({1}, {0, 1}); }), "same length"));
+  CHECK(scalar_tensor(3).roll({2}, {0}).item() == 3);
+  CHECK(scalar_tensor(3).roll({2}).item() == 3);
   // rot90 turns from the first dim towards the second, as numpy / PyTorch.
   CHECK(m.rot90().to_vector() == V{2, 5, 1, 4, 0, 3});
   CHECK(m.rot90().sizes() == Shape{3, 2});
@@ -216,6 +222,7 @@ TEST_CASE("repeat_interleave") {
   CHECK(m.repeat_interleave(reps, 1).to_vector() == V{0, 1, 1, 2, 3, 3});
   CHECK(m.repeat_interleave(t({3}, {1}, DType::i64)).numel() == 12);
   CHECK(repeat_interleave(t({2, 0, 1}, {3}, DType::i64)).to_vector() == V{0, 0, 2});
+  CHECK(scalar_tensor(5).repeat_interleave(3, 0).to_vector() == V{5, 5, 5});
   CHECK(has(error_of([&] {
               m.repeat_interleave(t({1, 2, 3}, {3}, DType::i64), 0);
             }),
