@@ -9,6 +9,7 @@
 
 #include "ember/ops/indexing.h"
 #include "ember/ops/reduction_more.h"
+#include "ember/ops/shape_more.h"
 #include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/tensor.h"
 

@@ -437,6 +437,40 @@ class Tensor {
   std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
   // ---- end of reductions and scans ----
 
+  // ---- shape ops (ops/shape_more*.cpp) ----
+  Tensor movedim(int64_t source, int64_t destination) const;
+  Tensor movedim(const Shape& source, const Shape& destination) const;
+  Tensor moveaxis(int64_t source, int64_t destination) const;
+  Tensor moveaxis(const Shape& source, const Shape& destination) const;
+  Tensor swapaxes(int64_t axis0, int64_t axis1) const;
+  Tensor swapdims(int64_t dim0, int64_t dim1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor narrow_copy(int64_t dim, int64_t start, int64_t length) const;
+  std::vector<Tensor> tensor_split(int64_t sections, int64_t dim = 0) const;
+  std::vector<Tensor> tensor_split(const Shape& indices, int64_t dim = 0) const;
+  std::vector<Tensor> hsplit(int64_t sections) const;
+  std::vector<Tensor> hsplit(const Shape& indices) const;
+  std::vector<Tensor> vsplit(int64_t sections) const;
+  std::vector<Tensor> vsplit(const Shape& indices) const;
+  std::vector<Tensor> dsplit(int64_t sections) const;
+  std::vector<Tensor> dsplit(const Shape& indices) const;
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor repeat(const Shape& repeats) const;
+  Tensor tile(const Shape& dims) const;
+  Tensor flip(const Shape& dims) const;
+  Tensor roll(const Shape& shifts, const Shape& dims = {}) const;
+  Tensor rot90(int64_t k = 1, const Shape& dims = {0, 1}) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1) const;
+  Tensor diag(int64_t diagonal = 0) const;
+  Tensor trace() const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor& tril_(int64_t diagonal = 0);
+  Tensor& triu_(int64_t diagonal = 0);
+  // ---- end of shape ops ----
+
   std::string str() const;  // printed like PyTorch, summarised when large
   std::string shape_str() const;
 
