@@ -166,11 +166,16 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
   }
   if (autograd::needs_grad({&self, &src})) {
     EMBER_CHECK(is_floating(self.dtype()), "scatter_reduce: gradients need a floating dtype");
-    Tensor self_saved = self.detach(), src_saved = src.detach(), out_saved = out.detach();
+    // Saved with their history, so that a create_graph backward differentiates the formulas
+    // below through self, src and out too (the prod gradient depends on all three).
+    const autograd::SavedTensor saved_self(self, "scatter_reduce"),
+        saved_src(src, "scatter_reduce"), saved_out(out, "scatter_reduce");
     autograd::record_backward(
         "scatter_reduce", {self, src}, {&out},
-        [index, d, reduce, mean, include_self, count, self_saved, src_saved, out_saved](
+        [index, d, reduce, mean, include_self, count, saved_self, saved_src, saved_out](
             const Grads& g, const auto& node) {
+          const Tensor self_saved = saved_self.unpack(), src_saved = saved_src.unpack(),
+                       out_saved = saved_out.unpack();
           // Positions that receive at least one value (where include_self = false drops self).
           auto scattered = [&] {
             return gt(

@@ -187,12 +187,25 @@ Tensor diagonal(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2) {
     const Shape in = a.sizes();
     const DType dt = a.dtype();
     const Device dev = a.device();
-    autograd::record_backward("diagonal", {a}, {&out},
-                              [in, dt, dev, offset, d1, d2](const auto& g, const auto&) {
-                                Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
-                                diagonal(r, offset, d1, d2).copy_(g[0]);
-                                return std::vector<Tensor>{r};
-                              });
+    autograd::record_backward(
+        "diagonal", {a}, {&out}, [in, dt, dev, offset, d1, d2](const auto& g, const auto&) {
+          if (autograd::grad_enabled()) {
+            // A create_graph backward: a copy into a view of zeros would
+            // give them no history, so add g at the diagonal's flat
+            // positions with index_add (differentiable).
+            const int64_t n = shape_numel(in);
+            Tensor flat_pos =
+                diagonal(
+                    arange(0, double(n), 1, TensorOptions(DType::i64).with_device(dev)).reshape(in),
+                    offset, d1, d2)
+                    .reshape({-1});
+            Tensor r = zeros({n}, TensorOptions(dt).with_device(dev));
+            return std::vector<Tensor>{index_add(r, 0, flat_pos, g[0].reshape({-1})).reshape(in)};
+          }
+          Tensor r = zeros(in, TensorOptions(dt).with_device(dev));
+          diagonal(r, offset, d1, d2).copy_(g[0]);
+          return std::vector<Tensor>{r};
+        });
   }
   return out;
 }

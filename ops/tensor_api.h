@@ -88,8 +88,6 @@ Tensor& div_(Tensor& a, double b);  // floating tensors only (the quotient is no
 
 // ---- shape helpers (ops/unary_extra.cpp) ----
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);  // views, one per index of dim
-// Splits dim into `sizes` (one may be -1): [2, 12] unflatten(1, {3, 4}) -> [2, 3, 4].
-Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes);
 
 // ---- operators (ops/comparison.cpp, ops/bitwise.cpp) ----
 Tensor operator!=(const Tensor& a, const Tensor& b);

@@ -1,4 +1,4 @@
-// libtorch's Tensor methods for shapes (view_as, chunk, split, unbind, unflatten, index_select,
+// libtorch's Tensor methods for shapes (view_as, chunk, split, unbind, index_select,
 // ...) and reductions (prod(dim), max(dim), var, ...), each forwarding to the free op of
 // ops/ops.h or ops/tensor_api.h. The one-dim reductions (x.sum(1)) are templates in tensor.h.
 #include "ember/ops/ops.h"
@@ -22,9 +22,6 @@ std::vector<Tensor> Tensor::split_with_sizes(const Shape& split_sizes, int64_t d
   return ::ember::split_with_sizes(*this, split_sizes, dim);
 }
 std::vector<Tensor> Tensor::unbind(int64_t dim) const { return ::ember::unbind(*this, dim); }
-Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const {
-  return ::ember::unflatten(*this, dim, sizes);
-}
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
   return ::ember::index_select(*this, dim, index);
 }

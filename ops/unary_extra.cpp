@@ -1,6 +1,6 @@
 // Unary ops whose kernels the elementwise tables already had (sign, floor, ceil, round, log1p,
-// expm1), clamp_min / clamp_max, the scalar in-place forms sub_ and div_, and the shape helpers
-// unbind and unflatten.
+// expm1), clamp_min / clamp_max, the scalar in-place forms sub_ and div_, and the shape helper
+// unbind (unflatten: ops/shape_more_views.cpp).
 #include <cmath>
 
 #include "ember/autograd/graph/graph.h"
@@ -89,37 +89,6 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
   parts.reserve(size_t(a.size(d)));
   for (int64_t i = 0; i < a.size(d); ++i) parts.push_back(a.select(d, i));
   return parts;
-}
-
-Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes) {
-  EMBER_CHECK(a.defined(), "unflatten: argument 'input' is an undefined tensor");
-  EMBER_CHECK(a.dim() > 0, "unflatten: a 0-dim tensor has no dim to unflatten");
-  EMBER_CHECK(!sizes.empty(), "unflatten: sizes must not be empty");
-  const int64_t d = wrap_dim(dim, a.dim(), "unflatten");
-  Shape inner = sizes;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < inner.size(); ++i) {
-    if (inner[i] == -1) {
-      EMBER_CHECK(infer < 0, "unflatten: only one of sizes ", shape_str(sizes), " may be -1");
-      infer = int64_t(i);
-    } else {
-      EMBER_CHECK(inner[i] >= 0, "unflatten: sizes ", shape_str(sizes), " has a negative size");
-      known *= inner[i];
-    }
-  }
-  if (infer >= 0) {
-    EMBER_CHECK(known != 0 && a.size(d) % known == 0, "unflatten: cannot infer the -1 of sizes ",
-                shape_str(sizes), " for dim ", d, " of size ", a.size(d), " (shape ", a.shape_str(),
-                ")");
-    inner[size_t(infer)] = a.size(d) / known;
-    known *= inner[size_t(infer)];
-  }
-  EMBER_CHECK(known == a.size(d), "unflatten: sizes ", shape_str(sizes), " multiply to ", known,
-              " but dim ", d, " of the input of shape ", a.shape_str(), " has size ", a.size(d));
-  Shape shape(a.sizes().begin(), a.sizes().begin() + d);
-  shape.insert(shape.end(), inner.begin(), inner.end());
-  shape.insert(shape.end(), a.sizes().begin() + d + 1, a.sizes().end());
-  return a.reshape(shape);
 }
 
 }  // namespace ember

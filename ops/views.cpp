@@ -161,7 +161,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
                          .reshape(index_shape)
                          .expand(g[0].sizes())
                          .contiguous();
-      return std::vector<Tensor>{scatter_add(r, d, index, g[0])};
+      return std::vector<Tensor>{::ember::scatter_add(r, d, index, g[0])};
     }
     r.slice(d, start, end, step).copy_(g[0]);
     return std::vector<Tensor>{r};

@@ -264,7 +264,6 @@ class Tensor {
   std::vector<Tensor> split(const Shape& split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> split_with_sizes(const Shape& split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> unbind(int64_t dim = 0) const;
-  Tensor unflatten(int64_t dim, const Shape& sizes) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
