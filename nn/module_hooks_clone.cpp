@@ -93,14 +93,18 @@ namespace {
 void copy_tensors(NamedTensors& own, const NamedTensors& source,
                   const std::optional<Device>& device, const std::string& type_name,
                   const char* what) {
-  for (auto& [name, t] : own) {
+  // Plain references, not structured bindings: clang 14 cannot capture those in a lambda.
+  for (const auto& own_entry : own) {
+    const std::string& name = own_entry.first;
     bool found = std::any_of(source.begin(), source.end(),
                              [&](const auto& entry) { return entry.first == name; });
     EMBER_CHECK(found, "clone: the rebuilt ", type_name, " has a ", what, " '", name,
                 "' that the original lacks; override clone_instance to build it as the original "
                 "was built");
   }
-  for (auto& [name, src] : source) {
+  for (const auto& source_entry : source) {
+    const std::string& name = source_entry.first;
+    const Tensor& src = source_entry.second;
     Tensor value;
     if (src.defined()) {
       Tensor data = src.detach();
@@ -125,14 +129,17 @@ void Module::copy_state_from(const Module& source, const std::optional<Device>& 
   copy_tensors(params_, source.params_, device, type_name_, "parameter");
   copy_tensors(buffers_, source.buffers_, device, type_name_, "buffer");
   training_ = source.training_;
-  for (auto& [name, child] : children_) {
+  for (const auto& own_child : children_) {
+    const std::string& name = own_child.first;
     bool found = std::any_of(source.children_.begin(), source.children_.end(),
                              [&](const auto& entry) { return entry.first == name; });
     EMBER_CHECK(found, "clone: the rebuilt ", type_name_, " has a submodule '", name,
                 "' that the original lacks; override clone_instance to build it as the original "
                 "was built");
   }
-  for (auto& [name, src_child] : source.children_) {
+  for (const auto& source_child : source.children_) {
+    const std::string& name = source_child.first;
+    const auto& src_child = source_child.second;
     auto it = std::find_if(children_.begin(), children_.end(),
                            [&](const auto& entry) { return entry.first == name; });
     if (it == children_.end()) {
