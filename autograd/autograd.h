@@ -14,7 +14,9 @@ namespace autograd {
 // Runs backward from `roots` (each with its gradient, or ones for one-element roots given an
 // undefined gradient) and accumulates into the .grad of every leaf reached. With create_graph the
 // backward formulas run with grad mode on, so the accumulated gradients have a grad_fn and can be
-// differentiated again; retain_graph defaults to create_graph (as in PyTorch).
+// differentiated again; retain_graph defaults to create_graph (as in PyTorch). Then a .grad whose
+// history saved that same tensor (x.grad of x*x) holds it in a reference cycle, as in PyTorch: set
+// the .grad to an undefined Tensor when done with it, or take gradients with grad() instead.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 

@@ -154,7 +154,8 @@ class Tensor {
   void retain_grad();
   // Computes gradients of this tensor w.r.t. graph leaves; `gradient` defaults to ones for a
   // one-element tensor. With create_graph the gradients get a grad_fn (higher-order gradients);
-  // retain_graph defaults to create_graph.
+  // retain_graph defaults to create_graph. As in PyTorch, a .grad with history that saved its own
+  // tensor is a reference cycle: reset it (set_grad(Tensor())) when done, or use autograd::grad.
   void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false) const;
   // The hook sees the gradient flowing into this tensor and may return a replacement (or an

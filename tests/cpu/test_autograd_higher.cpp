@@ -49,6 +49,8 @@ TEST_CASE("create_graph: d2/dx2 of x^3 is 6x, through grad and through backward"
   Tensor z2 = sum(mul(mul(x, x), x));
   z2.backward(Tensor(), std::nullopt, true);
   z2.backward();  // retain_graph defaulted to create_graph: a second backward works
+  // x.grad's history saved x: a reference cycle, as in PyTorch. Resetting the .grad breaks it.
+  x.set_grad(Tensor());
 }
 
 TEST_CASE("create_graph: without it gradients carry no history") {
@@ -398,4 +400,7 @@ TEST_CASE("retain_grad accumulates over backwards and keeps history under create
   CHECK(max_abs_diff(y.grad(), vec({18.0})) < 1e-12);  // dz/dy = 2y = 18
   z.backward(Tensor(), std::nullopt, true);
   CHECK(max_abs_diff(y.grad(), vec({36.0})) < 1e-12);
+  // y.grad's history (dz/dy = 2y) saved y, x.grad's saved x: break both cycles, as in PyTorch.
+  y.set_grad(Tensor());
+  x.set_grad(Tensor());
 }
