@@ -19,6 +19,7 @@
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "support/errors.h"
 #include "support/temp_dir.h"
 
 using namespace ember;
@@ -26,27 +27,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs f and returns the ember::Error's message; fails the test on no error or another exception.
+// Recovery paths here must fail cleanly with bad_param unless a case says otherwise.
 template <typename F>
 std::string error_of(F f, Status status = Status::bad_param) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.status() == status);
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("a foreign exception escaped: ", e.what());
-    return "";
-  }
-  FAIL("expected ember::Error");
-  return "";
+  return ember::testing::error_of(f, status);
 }
-
-bool contains(const std::string& text, const std::string& part) {
-  const bool found = text.find(part) != std::string::npos;
-  if (!found) MESSAGE("'" << part << "' is not in: " << text.substr(0, 2000));
-  return found;
-}
+using ember::testing::contains;
 
 struct TempDir : ember::test::TempDir {
   TempDir() : ember::test::TempDir("ember_reliability") {}
