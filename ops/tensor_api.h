@@ -136,6 +136,10 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
 Tensor logspace(double start, double end, int64_t steps, double base = 10,
                 const TensorOptions& options = {});
 // The n x m identity (m = n when omitted).
+// Options that make a factory's result require grad: ember::ones({2}, ember::requires_grad()).
+inline TensorOptions requires_grad(bool on = true) {
+  return TensorOptions().with_requires_grad(on);
+}
 Tensor eye(int64_t n, const TensorOptions& options = {});
 Tensor eye(int64_t n, int64_t m, const TensorOptions& options = {});
 
