@@ -76,24 +76,24 @@ e, t = get("ember", "matmul", "GFLOPs"), get("libtorch", "matmul", "GFLOPs")
 blas = get("ember", "matmul_blas", "GFLOPs")
 ratio = e / blas if e and blas else None
 table.append(("matmul", fmt(e, "GFLOP/s"), fmt(t, "GFLOP/s"), t and e / t,
-              f">= 80% of sgemm ({fmt(blas, 'GFLOP/s')})",
+              f">= 80% of sgemm: {ratio or 0:.0%} of {fmt(blas, 'GFLOP/s')}",
               None if ratio is None else ratio >= 0.8))
 e, t = get("ember", "add", "GBps"), get("libtorch", "add", "GBps")
 mem = get("ember", "add", "memcpy_best_GBps")
 ratio = e / mem if e and mem else None
 table.append(("add", fmt(e, "GB/s"), fmt(t, "GB/s"), t and e / t,
-              f">= 80% of memcpy ({fmt(mem, 'GB/s')})",
+              f">= 80% of memcpy: {ratio or 0:.0%} of {fmt(mem, 'GB/s')}",
               None if ratio is None else ratio >= 0.8))
 e, t = get("ember", "tiny_op", "us"), get("libtorch", "tiny_op", "us")
 table.append(("tiny_op", fmt(e, "us"), fmt(t, "us"), e and t and t / e, "<= 0.66 us",
               None if e is None else e <= 0.66))
 
 print()
-print(f"{'row':<14} {'Ember':>14} {'libtorch':>14} {'ratio':>7}  {'bar':<34} result")
+print(f"{'row':<14} {'Ember':>14} {'libtorch':>14} {'ratio':>7}  {'bar':<40} result")
 for row, e, t, ratio, bar, ok in table:
     r = "-" if not ratio else f"{ratio:.2f}x"
     res = "n/a" if ok is None else ("PASS" if ok else "FAIL")
-    print(f"{row:<14} {e:>14} {t:>14} {r:>7}  {bar:<34} {res}")
+    print(f"{row:<14} {e:>14} {t:>14} {r:>7}  {bar:<40} {res}")
 print("ratio: how many times better Ember is (libtorch time / Ember time, Ember rate / libtorch "
       "rate); the matmul and add bars compare with OpenBLAS's sgemm and memcpy instead")
 EOF
