@@ -43,10 +43,6 @@
 #include <thread>
 #include <vector>
 
-#if __has_include("ember/tensor/parallel.h")
-#include "ember/tensor/parallel.h"
-#define EMBER_BENCH_HAVE_POOL 1
-#endif
 #ifdef EMBER_BENCH_HAVE_CBLAS
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);  // OpenBLAS's own; present in every OpenBLAS
@@ -55,6 +51,7 @@ extern "C" void openblas_set_num_threads(int);  // OpenBLAS's own; present in ev
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "ember/tensor/parallel.h"
 #include "models/varying.h"
 #include "resnet/resnet.h"
 
@@ -99,13 +96,7 @@ struct Options {
   dispatch::AlgoMode algo_mode = dispatch::AlgoMode::heuristic;
 };
 
-int threads_in_use() {
-#ifdef EMBER_BENCH_HAVE_POOL
-  return get_num_threads();
-#else
-  return 1;  // no thread pool in this build: every kernel runs on the calling thread
-#endif
-}
+int threads_in_use() { return get_num_threads(); }
 
 // Prints the row's JSON line ("bench", "impl", "row", "threads" first, then `fields`, which start
 // with a comma) and its human line.
@@ -334,15 +325,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.threads > 0) {
-#ifdef EMBER_BENCH_HAVE_POOL
-    set_num_threads(o.threads);
-#else
-    if (o.threads != 1)
-      std::fprintf(stderr, "bench_cpu: this Ember has no thread pool; --threads %d ignored\n",
-                   o.threads);
-#endif
-  }
+  if (o.threads > 0) set_num_threads(o.threads);
   const std::vector<std::pair<std::string, std::function<bool()>>> rows = {
       {"resnet18_step", [&] { return row_resnet18(o); }},
       {"lstm_fwdbwd", [&] { return row_lstm(o), true; }},
