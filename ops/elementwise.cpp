@@ -477,7 +477,9 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   // The common case (optimizers, accumulation): same shape/dtype, no autograd: one kernel, no
   // temporary.
   if (!autograd::needs_grad({&a, &b}) && a.defined() && b.defined() && a.dtype() == b.dtype() &&
-      a.device() == b.device() && broadcast_shapes("add_", {a.sizes(), b.sizes()}) == a.sizes()) {
+      a.device() == b.device() &&
+      (broadcasts_to(b.sizes(), a.sizes()) ||
+       broadcast_shapes("add_", {a.sizes(), b.sizes()}) == a.sizes())) {
     if (a.numel() > 0) {
       ElementwiseIter it = make_elementwise_iter("add_", a, {a, b});
       binary_kernel().get(a.device().type, a.dtype())(it, BinaryOp::add, alpha);
@@ -491,7 +493,9 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 Tensor& sub_(Tensor& a, const Tensor& b, double alpha) { return add_(a, b, -alpha); }
 Tensor& mul_(Tensor& a, const Tensor& b) {
   if (!autograd::needs_grad({&a, &b}) && a.defined() && b.defined() && a.dtype() == b.dtype() &&
-      a.device() == b.device() && broadcast_shapes("mul_", {a.sizes(), b.sizes()}) == a.sizes()) {
+      a.device() == b.device() &&
+      (broadcasts_to(b.sizes(), a.sizes()) ||
+       broadcast_shapes("mul_", {a.sizes(), b.sizes()}) == a.sizes())) {
     if (a.numel() > 0) {
       ElementwiseIter it = make_elementwise_iter("mul_", a, {a, b});
       binary_kernel().get(a.device().type, a.dtype())(it, BinaryOp::mul, 1);

@@ -3,6 +3,7 @@
 // dim has stride 0). Dims are coalesced where memory allows, innermost last, strides in BYTES.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "ember/tensor/tensor.h"
@@ -29,9 +30,16 @@ struct ElementwiseIter {
 };
 
 // Builds the loop for `out` (already of the broadcast shape) and `inputs` (broadcast to it).
-// Throws bad_param naming `op` if a shape cannot broadcast or if devices differ.
+// Throws bad_param naming `op` if a shape cannot broadcast or if devices differ. Allocates
+// nothing (the braced-list form: make_elementwise_iter(op, out, {a, b})).
+ElementwiseIter make_elementwise_iter(const char* op, const Tensor& out,
+                                      std::initializer_list<Tensor> inputs);
 ElementwiseIter make_elementwise_iter(const char* op, const Tensor& out,
                                       const std::vector<Tensor>& inputs);
+
+// Whether a tensor of shape `from` broadcasts to `to` (numpy rules, `to` unchanged); allocates
+// nothing, for the in-place ops' fast path.
+bool broadcasts_to(const Shape& from, const Shape& to);
 
 // The broadcast shape of several shapes (numpy rules); throws bad_param naming `op`.
 Shape broadcast_shapes(const char* op, const std::vector<Shape>& shapes);

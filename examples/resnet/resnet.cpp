@@ -75,26 +75,31 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) : nn::Module("ResNet"), options(o
     throw ember::Error(ember::Status::bad_param,
                        "ResNet: stem must be 'cifar' or 'imagenet', got '" + o.stem + "'");
   conv1 = register_module(
-      "conv1", imagenet
-                   ? Conv2d(Conv2dOptions(o.in_channels, 64, 7).stride(2).padding(3).bias(false))
-                   : conv3x3(o.in_channels, 64, 1));
-  bn1 = register_module("bn1", BatchNorm2d(64));
+      "conv1",
+      imagenet ? Conv2d(Conv2dOptions(o.in_channels, o.width, 7).stride(2).padding(3).bias(false))
+               : conv3x3(o.in_channels, o.width, 1));
+  bn1 = register_module("bn1", BatchNorm2d(o.width));
   if (imagenet)
     maxpool =
         register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
   std::vector<int64_t> blocks;
   bool bottleneck = false;
-  if (o.arch == "resnet18")
+  if (o.width < 1)
+    throw ember::Error(ember::Status::bad_param,
+                       "ResNet: width must be >= 1, got " + std::to_string(o.width));
+  if (o.arch == "resnet10")
+    blocks = {1, 1, 1, 1};
+  else if (o.arch == "resnet18")
     blocks = {2, 2, 2, 2};
   else if (o.arch == "resnet34")
     blocks = {3, 4, 6, 3};
   else if (o.arch == "resnet50")
     blocks = {3, 4, 6, 3}, bottleneck = true;
   else
-    throw ember::Error(ember::Status::bad_param,
-                       "ResNet: unknown arch '" + o.arch + "' (resnet18, resnet34, resnet50)");
-  int64_t in_planes = 64;
-  const int64_t planes[4] = {64, 128, 256, 512};
+    throw ember::Error(ember::Status::bad_param, "ResNet: unknown arch '" + o.arch +
+                                                     "' (resnet10, resnet18, resnet34, resnet50)");
+  int64_t in_planes = o.width;
+  const int64_t planes[4] = {o.width, 2 * o.width, 4 * o.width, 8 * o.width};
   nn::Sequential* layers[4] = {&layer1, &layer2, &layer3, &layer4};
   for (int i = 0; i < 4; ++i) {
     const int64_t stride = i == 0 ? 1 : 2;

@@ -1,7 +1,9 @@
 // ResNet-18/34/50 as torchvision builds them (same module and parameter names, so state dicts
 // load into torchvision.models.resnet18(...) and back), with two stems: "imagenet" (7x7 stride-2
 // conv + 3x3 max pool, for 224x224 images) and "cifar" (3x3 stride-1 conv, no pool, for 28x28 and
-// 32x32 images). Block tails use the fused batch-norm + residual + ReLU op.
+// 32x32 images). Block tails use the fused batch-norm + residual + ReLU op. Two knobs for small
+// machines (the example's CPU run): "resnet10" (one basic block per stage) and `width`, the first
+// stage's channels (64 in torchvision; the stages have width, 2, 4 and 8 times width).
 #pragma once
 #include <string>
 
@@ -37,7 +39,8 @@ class BottleneckImpl : public nn::Module {
 EMBER_MODULE(Bottleneck);
 
 struct ResNetOptions {
-  std::string arch = "resnet18";  // resnet18, resnet34, resnet50
+  std::string arch = "resnet18";  // resnet10, resnet18, resnet34, resnet50
+  int64_t width = 64;             // the first stage's channels (torchvision: 64)
   std::string stem = "cifar";     // cifar or imagenet
   int64_t in_channels = 3;
   int64_t num_classes = 10;
