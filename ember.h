@@ -20,6 +20,7 @@
 #include "ember/ops/rnn.h"
 #include "ember/ops/softmax.h"
 #include "ember/tensor/device.h"
+#include "ember/tensor/parallel.h"
 #include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/cuda_graph.h"

@@ -199,7 +199,7 @@ bool uses_packed_gemm(const ConvProblem& pr) {
 // thread: starting a thread costs tens of microseconds.
 int thread_count(const ConvDims& d, int64_t items) {
   if (d.macs() < 2e6) return 1;
-  return int(std::clamp<int64_t>(items, 1, cpu::hardware_threads()));
+  return int(std::clamp<int64_t>(items, 1, cpu::worker_limit()));
 }
 
 // Packs A[M, K], read as a[i * rs + k * cs], for gemm_packed: per K block, per kMR-row panel, kc

@@ -78,9 +78,21 @@ inline void store_compute(char* p, compute_t<T> v) {
   *reinterpret_cast<T*>(p) = T(v);
 }
 
+// Floating to integer as the GPU's conversion instructions do it: truncation toward zero, NaN to 0,
+// values beyond the integer's range clamped to its ends (a plain cast of those is undefined).
+template <typename To, typename From>
+inline To saturating_float_to_int(From v) {
+  using Limits = std::numeric_limits<To>;
+  if (v != v) return To(0);
+  if (v <= From(Limits::min())) return Limits::min();
+  if (v >= From(Limits::max())) return Limits::max();
+  return static_cast<To>(v);
+}
+
 // Converts one value between any two dtypes: 16-bit floats through float (round to nearest even,
-// tensor/half.h), floating to integer truncates toward zero, anything to bool is `!= 0` (NaN is
-// true), floating to uint8 goes through int64 so that -1.0 wraps to 255 as in PyTorch.
+// tensor/half.h), floating to integer truncates toward zero and saturates (as on the GPU),
+// anything to bool is `!= 0` (NaN is true), floating to uint8 goes through int64 so that -1.0
+// wraps to 255 as in PyTorch.
 template <typename To, typename From>
 inline To convert_value(From v) {
   if constexpr (std::is_same_v<To, From>) {
@@ -92,7 +104,9 @@ inline To convert_value(From v) {
   } else if constexpr (kIsHalfType<To>) {
     return To(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
-    return static_cast<uint8_t>(static_cast<int64_t>(v));
+    return static_cast<uint8_t>(saturating_float_to_int<int64_t>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return saturating_float_to_int<To>(v);
   } else {
     return static_cast<To>(v);
   }
@@ -106,9 +120,9 @@ inline T scalar_as(double v) {
   } else if constexpr (kIsFloating<T>) {
     return T(static_cast<compute_t<T>>(v));
   } else if constexpr (std::is_same_v<T, int64_t>) {
-    return static_cast<int64_t>(v);
+    return saturating_float_to_int<int64_t>(v);
   } else {
-    return static_cast<T>(static_cast<int64_t>(v));
+    return static_cast<T>(saturating_float_to_int<int64_t>(v));
   }
 }
 

@@ -101,7 +101,7 @@ template <typename F>
 void for_channel_blocks(const ChannelLayout& l, F&& body) {
   constexpr int64_t kElementsPerThread = int64_t(1) << 16;
   const int workers = int(std::clamp<int64_t>(
-      std::min<int64_t>(l.numel() / kElementsPerThread, l.C), 1, cpu::hardware_threads()));
+      std::min<int64_t>(l.numel() / kElementsPerThread, l.C), 1, cpu::worker_limit()));
   cpu::run_workers(workers, [&](int worker) {
     int64_t lo = 0, hi = 0;
     cpu::share_of(l.C, workers, worker, lo, hi);

@@ -14,6 +14,7 @@
 
 #include "ember/nn/pinned_memory.h"
 #include "ember/ops/ops.h"
+#include "ember/tensor/parallel.h"
 #include "ember/tensor/philox.h"
 #include "ember/tensor/runtime/allocator.h"
 #include "ember/tensor/runtime/cuda_device.h"
@@ -213,6 +214,9 @@ struct DataLoader::State {
   }
 
   void worker_loop() {
+    // The workers already run beside the training thread: their ops stay on their own thread
+    // rather than queueing for (or crowding) the CPU thread pool.
+    InlineParallelScope inline_ops;
     const int64_t window = options.num_workers() * options.prefetch_factor();
     const int64_t total = num_batches();
     for (;;) {

@@ -3,6 +3,7 @@
 #include "ember/nn/module.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <ostream>
@@ -266,6 +267,38 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+namespace {
+
+// A floating checkpoint entry loaded into an integer tensor (a counter such as BatchNorm's
+// num_batches_tracked) must hold finite values in the integer's range: anything else is a damaged
+// or foreign file, and copying it would silently store a clamped value.
+void check_fits_integer_entry(const std::string& name, const Tensor& value, DType target) {
+  if (!is_floating(value.dtype()) || !is_integral(target) || target == DType::boolean) return;
+  const Tensor host = value.detach().to(Device::cpu()).to(DType::f64).contiguous();
+  const double* p = host.data_ptr<double>();
+  double lo = 0, hi = 0;
+  switch (target) {
+    case DType::u8:
+      lo = 0, hi = 255;
+      break;
+    case DType::i32:
+      lo = -2147483648.0, hi = 2147483647.0;
+      break;
+    default:
+      lo = -9223372036854775808.0, hi = 9223372036854774784.0;
+      break;  // largest below 2^63
+  }
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    EMBER_CHECK(std::isfinite(p[i]) && p[i] >= lo && p[i] <= hi, "load_state_dict: entry '", name,
+                "' holds ", p[i], " (element ", i, ") but the model's tensor has dtype ",
+                dtype_name(target),
+                ", which cannot represent it: the checkpoint is damaged or "
+                "was written for another model");
+  }
+}
+
+}  // namespace
+
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::map<std::string, Tensor> own;
   for (auto& [n, t] : state_dict()) own[n] = t;
@@ -281,6 +314,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     EMBER_CHECK(it->second.sizes() == v.sizes(), "load_state_dict: size mismatch for '", n,
                 "': the checkpoint has shape ", v.shape_str(), " but the model has ",
                 it->second.shape_str());
+    check_fits_integer_entry(n, v, it->second.dtype());
     seen.insert(n);
   }
   std::vector<std::string> missing;

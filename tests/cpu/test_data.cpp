@@ -18,9 +18,12 @@
 #include "ember/nn/data.h"
 #include "ember/nn/datasets.h"
 #include "ember/nn/transforms.h"
+#include "support/errors.h"
 #include "support/temp_dir.h"
 
 using namespace ember;
+using ember::testing::contains;
+using ember::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -28,19 +31,6 @@ namespace {
 struct TempDir : ember::test::TempDir {
   TempDir() : ember::test::TempDir("ember_data_test") {}
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // A gzip file holding `data` in stored (uncompressed) deflate blocks: valid input for any gzip
 // reader, written without zlib.

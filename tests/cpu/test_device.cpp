@@ -15,32 +15,13 @@
 #include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/runtime/eager_replay.h"
 #include "ember/tensor/runtime/stream.h"
+#include "support/errors.h"
 
 using ember::Device;
 using ember::DeviceType;
 using ember::Status;
-
-namespace {
-
-// Runs `f`, which must throw ember::Error with `status`; returns the message.
-template <typename F>
-std::string error_message(F&& f, Status status) {
-  try {
-    f();
-  } catch (const ember::Error& e) {
-    CHECK_MESSAGE(e.status() == status,
-                  "got status " << ember::status_name(e.status()) << ": " << e.message());
-    return e.message();
-  }
-  FAIL("expected an ember::Error with status " << ember::status_name(status));
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using ember::testing::contains;
+using ember::testing::error_of;
 
 TEST_CASE("Device parses cpu, cuda and cuda:N and prints them back") {
   struct Row {
@@ -94,7 +75,7 @@ TEST_CASE("Device rejects malformed strings, naming the input and the reason") {
   };
   for (const Row& row : rows) {
     CAPTURE(row.spec);
-    const std::string message = error_message([&] { Device device(row.spec); }, Status::bad_param);
+    const std::string message = error_of([&] { Device device(row.spec); }, Status::bad_param);
     CHECK(contains(message, std::string("\"") + row.spec + "\""));
     CHECK(contains(message, row.reason));
     CHECK(contains(message, "cuda:N"));  // says what would have been accepted
@@ -111,26 +92,24 @@ TEST_CASE("the CUDA queries agree with the build") {
   CHECK_FALSE(ember::cuda::built_with_cuda());
   CHECK_FALSE(ember::cuda::is_available());
   CHECK(ember::cuda::device_count() == 0);
-  CHECK(contains(error_message([] { ember::cuda::current_device(); }, Status::not_supported),
-                 "no CUDA"));
-  CHECK(contains(error_message([] { ember::cuda::synchronize(); }, Status::not_supported),
-                 "no CUDA"));
+  CHECK(
+      contains(error_of([] { ember::cuda::current_device(); }, Status::not_supported), "no CUDA"));
+  CHECK(contains(error_of([] { ember::cuda::synchronize(); }, Status::not_supported), "no CUDA"));
 #endif
   CHECK_NOTHROW(ember::cuda::check_device(Device::cpu()));
-  error_message([] { ember::cuda::check_device(Device(DeviceType::CPU, 1)); }, Status::bad_param);
+  error_of([] { ember::cuda::check_device(Device(DeviceType::CPU, 1)); }, Status::bad_param);
 
   // The first GPU index past the visible ones: bad_param in a CUDA build (with or without GPUs),
   // not_supported in a build without CUDA. Every CUDA entry point checks it the same way.
   const Device missing = Device::cuda(ember::cuda::device_count());
   const Status expected =
       ember::cuda::built_with_cuda() ? Status::bad_param : Status::not_supported;
-  CHECK(contains(error_message([&] { ember::cuda::check_device(missing); }, expected),
-                 missing.str()));
-  error_message([&] { ember::allocate(16, missing); }, expected);
-  error_message([&] { ember::current_stream(missing); }, expected);
-  error_message([&] { ember::cuda::memory_stats(missing.index); }, expected);
-  error_message([&] { ember::cuda::device_properties(missing.index); }, expected);
-  error_message([&] { ember::cuda::MemPoolScope scope(missing.index, 1); }, expected);
+  CHECK(contains(error_of([&] { ember::cuda::check_device(missing); }, expected), missing.str()));
+  error_of([&] { ember::allocate(16, missing); }, expected);
+  error_of([&] { ember::current_stream(missing); }, expected);
+  error_of([&] { ember::cuda::memory_stats(missing.index); }, expected);
+  error_of([&] { ember::cuda::device_properties(missing.index); }, expected);
+  error_of([&] { ember::cuda::MemPoolScope scope(missing.index, 1); }, expected);
   if (!ember::cuda::is_available()) CHECK_NOTHROW(ember::cuda::empty_cache());
 }
 
@@ -149,7 +128,7 @@ TEST_CASE("the CPU stream is trivial and its guards and events do nothing") {
   }
   CHECK(ember::current_stream(cpu) == stream);
   int not_a_stream = 0;
-  error_message(
+  error_of(
       [&] {
         ember::set_current_stream(ember::Stream{cpu, &not_a_stream});
       },
@@ -169,11 +148,10 @@ TEST_CASE("the CPU stream is trivial and its guards and events do nothing") {
 
 TEST_CASE("device error codes below the registered range are refused") {
   using namespace ember::cuda;
-  error_message([] { register_device_error(kDeviceErrorIndexOutOfRange, "again"); },
-                Status::bad_param);
-  error_message([] { register_device_error(kFirstRegisteredDeviceError - 1, "too low"); },
-                Status::bad_param);
-  error_message([] { register_device_error(kFirstRegisteredDeviceError, ""); }, Status::bad_param);
+  error_of([] { register_device_error(kDeviceErrorIndexOutOfRange, "again"); }, Status::bad_param);
+  error_of([] { register_device_error(kFirstRegisteredDeviceError - 1, "too low"); },
+           Status::bad_param);
+  error_of([] { register_device_error(kFirstRegisteredDeviceError, ""); }, Status::bad_param);
   CHECK_NOTHROW(register_device_error(kFirstRegisteredDeviceError + 1, "a test error"));
 }
 
@@ -204,7 +182,7 @@ TEST_CASE("CPU allocate failure throws alloc_failed naming the bytes asked for")
   for (size_t nbytes : {SIZE_MAX / 2, SIZE_MAX}) {
     CAPTURE(nbytes);
     const std::string message =
-        error_message([&] { ember::allocate(nbytes, Device::cpu()); }, Status::alloc_failed);
+        error_of([&] { ember::allocate(nbytes, Device::cpu()); }, Status::alloc_failed);
     CHECK(contains(message, "CPU out of memory"));
     CHECK(contains(message, std::to_string(nbytes) + " bytes"));
   }

@@ -7,8 +7,11 @@
 #include <string>
 
 #include "ember/ember.h"
+#include "support/errors.h"
 
 using namespace ember;
+using ember::testing::contains;
+using ember::testing::error_of;
 using namespace ember::indexing;
 using V = std::vector<double>;
 
@@ -23,18 +26,6 @@ Tensor mask(V v, Shape s) { return t(std::move(v), std::move(s), DType::boolean)
 // x[i][j][k] = 12 i + 4 j + k
 Tensor x234() { return arange(24, TensorOptions(DType::f32)).reshape({2, 3, 4}); }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 }  // namespace
 
 TEST_CASE("index: integers, slices, None and Ellipsis make views") {
@@ -308,45 +299,45 @@ TEST_CASE("in-place indexing ops on tensors with history pass gradients on") {
 TEST_CASE("indexing errors name the op, the argument and the shapes") {
   Tensor x = x234();
   std::string e = error_of([&] { x.index({Slice(), i64({3})}); });
-  CHECK(has(e, "index: index 3 is out of range"));
-  CHECK(has(e, "self has shape [2, 3, 4]"));
+  CHECK(contains(e, "index: index 3 is out of range"));
+  CHECK(contains(e, "self has shape [2, 3, 4]"));
   e = error_of([&] { zeros({4}).index_put_({i64({-5})}, 1.0); });
-  CHECK(has(e, "index_put_: index -5 is out of range"));
+  CHECK(contains(e, "index_put_: index -5 is out of range"));
   e = error_of([&] { x.index({5}); });
-  CHECK(has(e, "index"));
-  CHECK(has(e, "out of range"));
-  CHECK(has(e, "[2, 3, 4]"));
+  CHECK(contains(e, "index"));
+  CHECK(contains(e, "out of range"));
+  CHECK(contains(e, "[2, 3, 4]"));
   e = error_of([&] { x.index({mask({1, 0, 1}, {3}), Slice()}); });
-  CHECK(has(e, "index"));
-  CHECK(has(e, "mask of shape [3]"));
+  CHECK(contains(e, "index"));
+  CHECK(contains(e, "mask of shape [3]"));
   e = error_of([&] { x.index({0, 0, 0, 0}); });
-  CHECK(has(e, "too many indices"));
-  CHECK(has(e, "[2, 3, 4]"));
+  CHECK(contains(e, "too many indices"));
+  CHECK(contains(e, "[2, 3, 4]"));
   e = error_of([&] { x.index({t({0}, {1})}); });
-  CHECK(has(e, "int64, int32 or bool"));
+  CHECK(contains(e, "int64, int32 or bool"));
   e = error_of([&] { x.index({Ellipsis, 0, Ellipsis}); });
-  CHECK(has(e, "Ellipsis"));
+  CHECK(contains(e, "Ellipsis"));
   e = error_of([&] { x.index_put_({i64({0})}, zeros({3, 4}, TensorOptions(DType::f64))); });
-  CHECK(has(e, "index_put_"));
-  CHECK(has(e, "float64"));
+  CHECK(contains(e, "index_put_"));
+  CHECK(contains(e, "float64"));
   e = error_of([&] { x.index_put_({i64({0})}, zeros({2, 4})); });
-  CHECK(has(e, "do not broadcast"));
+  CHECK(contains(e, "do not broadcast"));
   e = error_of([&] { x.masked_fill(mask({1, 0}, {2}), 0.0); });
-  CHECK(has(e, "masked_fill"));
-  CHECK(has(e, "[2]"));
+  CHECK(contains(e, "masked_fill"));
+  CHECK(contains(e, "[2]"));
   e = error_of([&] { x.masked_fill(zeros({4}), 0.0); });
-  CHECK(has(e, "bool"));
+  CHECK(contains(e, "bool"));
   e = error_of([&] { masked_scatter(zeros({3}), mask({1, 1, 1}, {3}), zeros({2})); });
-  CHECK(has(e, "selects 3"));
+  CHECK(contains(e, "selects 3"));
   e = error_of([&] { zeros({2, 3}).scatter(1, i64({0, 3}, {1, 2}), 1.0); });
-  CHECK(has(e, "out of range"));
+  CHECK(contains(e, "out of range"));
   e = error_of([&] { zeros({2, 3}).scatter_reduce(1, i64({0}, {1, 1}), zeros({1, 1}), "max"); });
-  CHECK(has(e, "\"amax\""));
+  CHECK(contains(e, "\"amax\""));
   e = error_of([&] { zeros({2, 3}).index_add(0, i64({0}), zeros({2, 3})); });
-  CHECK(has(e, "index_add"));
-  CHECK(has(e, "[1, 3]"));
+  CHECK(contains(e, "index_add"));
+  CHECK(contains(e, "[1, 3]"));
   e = error_of([&] { zeros({2, 3}).index_copy(0, i64({2}), zeros({1, 3})); });
-  CHECK(has(e, "out of range"));
+  CHECK(contains(e, "out of range"));
   e = error_of([&] { zeros({2}).index({Slice(0, 1, -1)}); });
-  CHECK(has(e, "step"));
+  CHECK(contains(e, "step"));
 }

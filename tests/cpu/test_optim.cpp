@@ -20,21 +20,15 @@
 #include "ember/nn/grad_scaler.h"
 #include "ember/nn/lr_scheduler.h"
 #include "ember/nn/optim.h"
+#include "support/errors.h"
 
 using namespace ember;
+using ember::testing::contains;
+using ember::testing::error_of;
 
 namespace {
 
 using Vec = std::vector<double>;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Tensor make_param(const Vec& values, DType dtype = DType::f64) {
   return from_vector(values, {int64_t(values.size())}, TensorOptions(dtype))

@@ -19,6 +19,7 @@
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "support/errors.h"
 #include "support/temp_dir.h"
 
 using namespace ember;
@@ -26,27 +27,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs f and returns the ember::Error's message; fails the test on no error or another exception.
+// Recovery paths here must fail cleanly with bad_param unless a case says otherwise.
 template <typename F>
 std::string error_of(F f, Status status = Status::bad_param) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.status() == status);
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("a foreign exception escaped: ", e.what());
-    return "";
-  }
-  FAIL("expected ember::Error");
-  return "";
+  return ember::testing::error_of(f, status);
 }
-
-bool contains(const std::string& text, const std::string& part) {
-  const bool found = text.find(part) != std::string::npos;
-  if (!found) MESSAGE("'" << part << "' is not in: " << text.substr(0, 2000));
-  return found;
-}
+using ember::testing::contains;
 
 struct TempDir : ember::test::TempDir {
   TempDir() : ember::test::TempDir("ember_reliability") {}
@@ -628,4 +614,42 @@ TEST_CASE(
                                                         DeviceType::CPU, make()),
                   Error);
   CHECK(algo_slot(op_id("reliability_dup"), Direction::forward, DeviceType::CPU).size() == 1);
+}
+
+TEST_CASE("F10: a floating entry that no integer holds is refused before any copy") {
+  // Found by fuzz_checkpoint: a file's f64 3.87e233 copied into BatchNorm's i64 counter.
+  nn::BatchNorm2d bn(2);
+  nn::NamedTensors state = bn->state_dict();
+  const std::vector<double> weight = bn->weight.to_vector();
+  for (double bad : {3.86682e233, -1e19, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    nn::NamedTensors hostile;
+    for (auto& [n, t] : state)
+      hostile.emplace_back(n, n == "num_batches_tracked" ? full({}, bad, TensorOptions(DType::f64))
+                                                         : full(t.sizes(), 3.0));
+    const std::string message = error_of([&] { bn->load_state_dict(hostile); });
+    CHECK(contains(message, "num_batches_tracked"));
+    CHECK(contains(message, "int64"));
+    CHECK(bn->weight.to_vector() == weight);  // nothing was copied
+  }
+  // An in-range floating value loads (truncated toward zero, as copy_ does).
+  nn::NamedTensors fine;
+  for (auto& [n, t] : state)
+    fine.emplace_back(n,
+                      n == "num_batches_tracked" ? full({}, 41.0, TensorOptions(DType::f64)) : t);
+  bn->load_state_dict(fine);
+  CHECK(bn->state_dict().back().second.item() == 41);
+}
+
+TEST_CASE("F10: floating to integer conversions saturate as on the GPU, never undefined") {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_vector({1e300, -1e300, std::nan(""), 3.7, -3.7, inf, -inf}, {7},
+                         TensorOptions(DType::f64));
+  CHECK(x.to(DType::i64).to_vector() ==
+        std::vector<double>{9.223372036854775807e18, -9.223372036854775808e18, 0, 3, -3,
+                            9.223372036854775807e18, -9.223372036854775808e18});
+  CHECK(x.to(DType::i32).to_vector() ==
+        std::vector<double>{2147483647, -2147483648.0, 0, 3, -3, 2147483647, -2147483648.0});
+  CHECK(from_vector({-1.0, 256.0, 300.0}, {3}).to(DType::u8).to_vector() ==
+        std::vector<double>{255, 0, 44});  // through int64, wrapping as in PyTorch
+  CHECK(full({2}, 1e30, TensorOptions(DType::i64)).to_vector()[0] == 9.223372036854775807e18);
 }

@@ -24,10 +24,13 @@
 #include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/device_errors.h"
 #include "support/compare.h"
+#include "support/errors.h"
 #include "support/gpu_parity.h"
 #include "support/op_table.h"
 
 using namespace ember;
+using ember::testing::contains;
+using ember::testing::error_of;
 using ember::testing::Layout;
 
 namespace {
@@ -43,15 +46,6 @@ using ember::testing::misaligned_channels_last;
 // Parity of f on the GPU (optionally under forced settings, or with the output gradient handed to
 // backward in a given memory format) with the CPU fp64 reference.
 using ember::testing::check_gpu_parity;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -22,11 +22,14 @@
 #include "ember/tensor/runtime/cuda_device.h"
 #include "ember/tensor/runtime/device_errors.h"
 #include "ember/tensor/runtime/stream.h"
+#include "support/errors.h"
 
 using ember::Device;
 using ember::MemoryStats;
 using ember::Status;
 using ember::Stream;
+using ember::testing::contains;
+using ember::testing::error_of;
 
 namespace {
 
@@ -35,23 +38,6 @@ const Device kGpu = Device::cuda(0);
 cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
 
 void cuda_ok(cudaError_t err) { REQUIRE_MESSAGE(err == cudaSuccess, cudaGetErrorString(err)); }
-
-template <typename F>
-std::string error_message(F&& f, Status status) {
-  try {
-    f();
-  } catch (const ember::Error& e) {
-    CHECK_MESSAGE(e.status() == status,
-                  "got status " << ember::status_name(e.status()) << ": " << e.message());
-    return e.message();
-  }
-  FAIL("expected an ember::Error with status " << ember::status_name(status));
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::string mib(size_t bytes) {
   char text[64];
@@ -142,9 +128,9 @@ TEST_CASE("device count, properties and the current device") {
   CHECK(&device_properties(0) == &props);  // cached, not queried again
 
   const std::string message =
-      error_message([&] { check_device(Device::cuda(count)); }, Status::bad_param);
+      error_of([&] { check_device(Device::cuda(count)); }, Status::bad_param);
   CHECK(contains(message, "cuda:" + std::to_string(count) + " is not a visible GPU"));
-  error_message([&] { device_properties(-1); }, Status::bad_param);
+  error_of([&] { device_properties(-1); }, Status::bad_param);
 
   set_device(0);
   CHECK(current_device() == 0);
@@ -222,12 +208,11 @@ TEST_CASE("events time work and order streams without a host sync") {
 
   ember::Event untimed;
   untimed.record(stream);
-  CHECK(contains(error_message([&] { start.elapsed_ms(untimed); }, Status::bad_param),
-                 "enable_timing"));
+  CHECK(contains(error_of([&] { start.elapsed_ms(untimed); }, Status::bad_param), "enable_timing"));
   ember::Event never_recorded(/*enable_timing=*/true);
   CHECK(never_recorded.query());
   CHECK_NOTHROW(never_recorded.synchronize());
-  CHECK(contains(error_message([&] { start.elapsed_ms(never_recorded); }, Status::bad_param),
+  CHECK(contains(error_of([&] { start.elapsed_ms(never_recorded); }, Status::bad_param),
                  "never recorded"));
 
   // b waits for an event on a while a is held by a gate: b cannot finish until a does.
@@ -384,11 +369,10 @@ TEST_CASE("record_stream keeps a block from reuse until the recorded stream is d
   CHECK(ember::cuda::memory_stats(0).num_driver_allocs == driver_allocs + 1);
 
   Buffer other(MiB, kGpu);
-  CHECK(
-      contains(error_message(
-                   [&] { ember::cuda::record_stream(static_cast<char*>(other.get()) + 512, user); },
-                   Status::bad_param),
-               "not the start"));
+  CHECK(contains(
+      error_of([&] { ember::cuda::record_stream(static_cast<char*>(other.get()) + 512, user); },
+               Status::bad_param),
+      "not the start"));
   CHECK_NOTHROW(ember::cuda::record_stream(nullptr, user));
   CHECK_NOTHROW(ember::cuda::record_stream(other.get(), ember::current_stream(Device::cpu())));
 }
@@ -445,8 +429,8 @@ TEST_CASE("private pools keep their blocks apart and are released on demand") {
   CHECK(after.num_driver_frees == before.num_driver_frees + 2);
   CHECK_NOTHROW(release_mem_pool(0, new_mem_pool_id()));  // never used: nothing to do
 
-  error_message([] { MemPoolScope scope(0, 0); }, Status::bad_param);
-  error_message([] { release_mem_pool(0, 0); }, Status::bad_param);
+  error_of([] { MemPoolScope scope(0, 0); }, Status::bad_param);
+  error_of([] { release_mem_pool(0, 0); }, Status::bad_param);
 }
 
 TEST_CASE("during a capture, new memory comes only from private pools") {
@@ -484,7 +468,7 @@ TEST_CASE("during a capture, new memory comes only from private pools") {
       CHECK(cached.get() == warm);
     }
     const std::string message =
-        error_message([&] { Buffer fresh(64 * MiB, kGpu); }, Status::not_supported);
+        error_of([&] { Buffer fresh(64 * MiB, kGpu); }, Status::not_supported);
     CHECK(contains(message, "capture"));
     CHECK(contains(message, "MemPoolScope"));
     {
@@ -546,8 +530,7 @@ TEST_CASE("out of memory throws alloc_failed with the numbers and leaves the all
   using ember::cuda::memory_stats;
   const MemoryStats before = memory_stats(0);
   const size_t ten_tib = size_t(10) << 40;
-  const std::string message =
-      error_message([&] { Buffer huge(ten_tib, kGpu); }, Status::alloc_failed);
+  const std::string message = error_of([&] { Buffer huge(ten_tib, kGpu); }, Status::alloc_failed);
   const MemoryStats after = memory_stats(0);
   CHECK(after.num_ooms == before.num_ooms + 1);
   CHECK(after.num_alloc_retries == before.num_alloc_retries + 1);
@@ -574,7 +557,7 @@ TEST_CASE("the device error flag reports, resets and names registered codes") {
   CHECK_NOTHROW(check_device_errors(0));  // created zeroed
 
   write_error_record(kDeviceErrorIndexOutOfRange, 7, 5);
-  std::string message = error_message([] { check_device_errors(0); }, Status::bad_param);
+  std::string message = error_of([] { check_device_errors(0); }, Status::bad_param);
   CHECK(contains(message, "cuda:0"));
   CHECK(contains(message, "index out of range"));
   CHECK(contains(message, "index 7"));
@@ -586,12 +569,11 @@ TEST_CASE("the device error flag reports, resets and names registered codes") {
 
   // The sync points report it too.
   write_error_record(kDeviceErrorIndexOutOfRange, -1, 3);
-  CHECK(contains(error_message([] { synchronize(0); }, Status::bad_param), "index -1"));
+  CHECK(contains(error_of([] { synchronize(0); }, Status::bad_param), "index -1"));
   CHECK_NOTHROW(synchronize(0));
   write_error_record(kDeviceErrorIndexOutOfRange, 9, 2);
-  CHECK(
-      contains(error_message([] { ember::current_stream(kGpu).synchronize(); }, Status::bad_param),
-               "index 9"));
+  CHECK(contains(error_of([] { ember::current_stream(kGpu).synchronize(); }, Status::bad_param),
+                 "index 9"));
 
   const int code = kFirstRegisteredDeviceError + 42;
   register_device_error(
@@ -599,11 +581,11 @@ TEST_CASE("the device error flag reports, resets and names registered codes") {
         return "target " + std::to_string(target) + " with " + std::to_string(classes) + " classes";
       });
   write_error_record(code, 11, 10);
-  message = error_message([] { check_device_errors(0); }, Status::bad_param);
+  message = error_of([] { check_device_errors(0); }, Status::bad_param);
   CHECK(contains(message, "class index out of range in a test op: target 11 with 10 classes"));
 
   write_error_record(999, 1, 2);
-  CHECK(contains(error_message([] { check_device_errors(0); }, Status::bad_param),
+  CHECK(contains(error_of([] { check_device_errors(0); }, Status::bad_param),
                  "unknown device error code 999"));
   CHECK_NOTHROW(check_device_errors(0));
 }
