@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "ember/cpu_kernels/gemm.h"
-#include "ember/cpu_kernels/parallel_shim.h"
 #include "ember/tensor/error.h"
+#include "ember/tensor/parallel.h"
 
 #ifdef EMBER_WITH_OPENBLAS
 #include <cblas.h>

@@ -21,7 +21,7 @@
 
 #include "ember/cpu_kernels/dropout.h"
 #include "ember/cpu_kernels/gemm.h"
-#include "ember/cpu_kernels/parallel_shim.h"
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {

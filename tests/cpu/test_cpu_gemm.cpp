@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ember/cpu_kernels/gemm.h"
-#include "ember/cpu_kernels/parallel_shim.h"
 #include "ember/ember.h"
+#include "ember/tensor/parallel.h"
 
 namespace {
 
