@@ -5,10 +5,12 @@
 // Threads: OpenBLAS keeps its own pthread pool, and its thread count is global to the process.
 // Before each GEMM the entry brings OpenBLAS's count to Ember's get_num_threads() (so
 // set_num_threads and EMBER_NUM_THREADS govern the BLAS too). A GEMM called inside a parallel
-// region (in_parallel_region(): the caller is already one of several workers) runs on Eigen's
-// single-threaded GEMM instead: OpenBLAS would start its own threads on top of the pool's, and its
-// threaded level-3 driver holds one process-wide lock, so concurrent calls would also serialize.
-// Both libraries give the same result up to floating-point reassociation.
+// region (in_parallel_region(): a parallel_for body, or a data loader worker's
+// InlineParallelScope) runs on Eigen's one-thread GEMM instead. OpenBLAS's count is one global
+// (Debian's 0.3.21 has no per-call or per-thread count), so such a call would start OpenBLAS's
+// threads on top of the pool's, and its threaded level-3 driver holds one process-wide lock, so
+// concurrent calls from several workers would also queue behind each other. Both libraries give
+// the same result up to floating-point reassociation.
 #pragma once
 #include <cstdint>
 
