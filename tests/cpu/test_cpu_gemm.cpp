@@ -1,8 +1,8 @@
 // The CPU GEMM entry (cpu_kernels/gemm.h): OpenBLAS and Eigen agree with a plain triple loop and
 // with each other on awkward shapes (sizes 0, 1, odd, just past a block), every transpose, leading
 // dims wider than the rows, batch strides with gaps, alpha/beta, a NaN-filled C with beta = 0;
-// matmul gives the same result on 1 and 2 threads up to reassociation; GEMMs called from inside a
-// parallel region are right.
+// matmul and an LSTM give the same result on 1 and 2 threads up to reassociation; GEMMs called
+// from inside a parallel region are right.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -234,6 +234,26 @@ TEST_CASE("cpu gemm: GEMMs inside a parallel region are right") {
   });
   for (size_t i = 0; i < problems.size(); ++i)
     problems[i].check(out[i], problems[i].reference(), 2e-6);
+}
+
+// Batch 70 of hidden 64: the gate loops split the batch over both threads.
+TEST_CASE("cpu gemm: an LSTM's outputs and gradients do not depend on the thread count") {
+  ThreadCountGuard threads;
+  nn::LSTM lstm(nn::LSTMOptions(24, 64).num_layers(2));
+  const Tensor x = randn({7, 70, 24}), gy = randn({7, 70, 64});
+  std::vector<std::vector<Tensor>> runs;
+  for (int n : {1, 2}) {
+    set_num_threads(n);
+    lstm->zero_grad();
+    Tensor xi = x.detach().set_requires_grad(true);
+    RnnResult r = lstm->forward(xi);
+    r.output.backward(gy);
+    std::vector<Tensor> run{r.output.detach(), r.c_n.detach(), xi.grad()};
+    for (const Tensor& p : lstm->parameters()) run.push_back(p.grad());
+    runs.push_back(run);
+  }
+  for (size_t i = 0; i < runs[0].size(); ++i)
+    CHECK_MESSAGE(allclose(runs[0][i], runs[1][i], 1e-5, 1e-6), "tensor ", i);
 }
 
 }  // namespace
