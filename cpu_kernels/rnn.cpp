@@ -1,5 +1,7 @@
-// The CPU reference of the rnn op (kernel_interface/rnn.h) on Eigen, registered as the algorithm
-// "eigen" of the slots rnn.forward and rnn.backward. Structure (the CUDA algorithms mirror it):
+// The CPU reference of the rnn op (kernel_interface/rnn.h), registered as the algorithm "eigen"
+// of the slots rnn.forward and rnn.backward (the name predates OpenBLAS: its GEMMs go through
+// cpu_kernels/gemm.h, its per-step gate math splits the batch over the thread pool). Structure
+// (the CUDA algorithms mirror it):
 //   forward, per layer and direction: the input projection of all T steps as one GEMM
 //     ([T * B, in] x [in, G * H]); per step one recurrent GEMM ([B, H_out] x [H_out, G * H]), the
 //     pointwise gate math (saving what backward needs into the reserve), the projection GEMM
