@@ -7,7 +7,7 @@
 //                the weights packed once per call, small feature maps of several images side by
 //                side in one GEMM) on all cores: images are split across threads (forward,
 //                backward-data), or the weight gradient's columns are (backward-filter).
-//                float64, and float32 elsewhere, use Eigen's GEMM per image and group, one core.
+//                float64, and float32 elsewhere, use cpu_kernels/gemm.h per image and group.
 //   direct       a loop nest over the output (or the gradient), no workspace
 // Both are deterministic: every output element is summed in a fixed order that does not depend on
 // the number of threads. Every direction OVERWRITES the tensor it writes (see ConvProblem in
@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ember/cpu_kernels/gemm.h"
 #include "ember/cpu_kernels/parallel.h"
 #include "ember/dispatch/algorithm.h"
 #include "ember/kernel_interface/conv.h"
@@ -98,7 +99,7 @@ void col2im_add(const T* col, const ConvDims& d, T* dx, int64_t ld) {
       }
 }
 
-// ---- im2col + Eigen GEMM (float64; float32 without AVX2 + FMA) ----------------------------------
+// ---- im2col + the CPU GEMM entry (float64; float32 without AVX2 + FMA) -------------------------
 
 template <typename T>
 void forward_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
@@ -115,10 +116,9 @@ void forward_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
         im2col(xg, d, col, d.PQ());
         unfolded = col;
       }
-      ConstMap<T> wg(w + g * d.Kg * d.CgRS(), d.Kg, d.CgRS());  // [Kg, Cg*R*S]
-      ConstMap<T> cols(unfolded, d.CgRS(), d.PQ());             // [Cg*R*S, P*Q]
-      MutMap<T> yg(y + (n * d.K + g * d.Kg) * d.PQ(), d.Kg, d.PQ());
-      yg.noalias() = wg * cols;
+      // y_g [Kg, P*Q] = w_g [Kg, Cg*R*S] @ cols [Cg*R*S, P*Q]
+      cpu::gemm<T>(false, false, d.Kg, d.PQ(), d.CgRS(), T(1), w + g * d.Kg * d.CgRS(), d.CgRS(),
+                   unfolded, d.PQ(), T(0), y + (n * d.K + g * d.Kg) * d.PQ(), d.PQ());
     }
 }
 
@@ -132,15 +132,12 @@ void backward_data_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
   if (!d.pointwise()) std::fill(dx, dx + d.N * d.C * d.HW(), T(0));
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t g = 0; g < d.G; ++g) {
-      ConstMap<T> wg(w + g * d.Kg * d.CgRS(), d.Kg, d.CgRS());
-      ConstMap<T> dyg(dy + (n * d.K + g * d.Kg) * d.PQ(), d.Kg, d.PQ());
       T* dxg = dx + (n * d.C + g * d.Cg) * d.HW();
-      if (d.pointwise()) {
-        MutMap<T>(dxg, d.Cg, d.HW()).noalias() = wg.transpose() * dyg;
-      } else {
-        MutMap<T>(col, d.CgRS(), d.PQ()).noalias() = wg.transpose() * dyg;
-        col2im_add(col, d, dxg, d.PQ());
-      }
+      // cols [Cg*R*S, P*Q] = w_g^T @ dy_g [Kg, P*Q]; a pointwise convolution's cols are dx_g.
+      T* cols = d.pointwise() ? dxg : col;
+      cpu::gemm<T>(true, false, d.CgRS(), d.PQ(), d.Kg, T(1), w + g * d.Kg * d.CgRS(), d.CgRS(),
+                   dy + (n * d.K + g * d.Kg) * d.PQ(), d.PQ(), T(0), cols, d.PQ());
+      if (!d.pointwise()) col2im_add(col, d, dxg, d.PQ());
     }
 }
 
@@ -160,10 +157,9 @@ void backward_filter_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
         im2col(xg, d, col, d.PQ());
         unfolded = col;
       }
-      ConstMap<T> cols(unfolded, d.CgRS(), d.PQ());
-      ConstMap<T> dyg(dy + (n * d.K + g * d.Kg) * d.PQ(), d.Kg, d.PQ());
-      MutMap<T> dwg(dw + g * d.Kg * d.CgRS(), d.Kg, d.CgRS());
-      dwg.noalias() += dyg * cols.transpose();
+      // dw_g [Kg, Cg*R*S] += dy_g [Kg, P*Q] @ cols^T
+      cpu::gemm<T>(false, true, d.Kg, d.CgRS(), d.PQ(), T(1), dy + (n * d.K + g * d.Kg) * d.PQ(),
+                   d.PQ(), unfolded, d.PQ(), T(1), dw + g * d.Kg * d.CgRS(), d.CgRS());
     }
 }
 

@@ -1,5 +1,7 @@
-// The CPU reference of the rnn op (kernel_interface/rnn.h) on Eigen, registered as the algorithm
-// "eigen" of the slots rnn.forward and rnn.backward. Structure (the CUDA algorithms mirror it):
+// The CPU reference of the rnn op (kernel_interface/rnn.h), registered as the algorithm "eigen"
+// of the slots rnn.forward and rnn.backward (the name predates OpenBLAS: its GEMMs go through
+// cpu_kernels/gemm.h, its per-step gate math splits the batch over the thread pool). Structure
+// (the CUDA algorithms mirror it):
 //   forward, per layer and direction: the input projection of all T steps as one GEMM
 //     ([T * B, in] x [in, G * H]); per step one recurrent GEMM ([B, H_out] x [H_out, G * H]), the
 //     pointwise gate math (saving what backward needs into the reserve), the projection GEMM
@@ -20,6 +22,8 @@
 #include <vector>
 
 #include "ember/cpu_kernels/dropout.h"
+#include "ember/cpu_kernels/gemm.h"
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
@@ -32,6 +36,14 @@ template <typename T>
 using MapMat = Eigen::Map<Mat<T>>;
 template <typename T>
 using ConstMapMat = Eigen::Map<const Mat<T>>;
+
+// Batch rows per parallel chunk of a step's gate math: G * H gate values a row, each an exp or a
+// tanh; a chunk of a few thousand of them outweighs handing it to another thread, and a batch
+// smaller than one chunk stays on the calling thread.
+int64_t gate_rows_grain(int64_t gate_values_per_row) {
+  constexpr int64_t kGateValuesPerChunk = 8192;
+  return std::max<int64_t>(1, kGateValuesPerChunk / std::max<int64_t>(1, gate_values_per_row));
+}
 
 template <typename T>
 T sigmoid(T x) {
@@ -110,79 +122,80 @@ void forward(const RnnProblem& p) {
       if (cells)
         std::memcpy(cells + first * B * H, ptr<T>(p.c0) + ld * B * H, size_t(B * H) * sizeof(T));
 
-      // The input projection of every step at once.
-      const Mat<T> gx =
-          ConstMapMat<T>(x, T_ * B, in_size) * ConstMapMat<T>(w.w_ih, GH, in_size).transpose();
-      const ConstMapMat<T> w_hh(w.w_hh, GH, Ho);
-      Mat<T> gh(B, GH), h_new(B, Ho);
+      // The input projection of every step at once: gx = X W_ih^T, [T * B, G * H].
+      Mat<T> gx(T_ * B, GH), gh(B, GH), h_new(B, Ho);
+      cpu::gemm<T>(false, true, T_ * B, GH, in_size, T(1), x, in_size, w.w_ih, in_size, T(0),
+                   gx.data(), GH);
       for (int64_t s = 0; s < T_; ++s) {
         const StepSlots st = step_slots(s, d, T_);
         const T* h_prev = states + st.prev * B * Ho;
         T* h_next = states + st.next * B * Ho;
-        gh.noalias() = ConstMapMat<T>(h_prev, B, Ho) * w_hh.transpose();
-        for (int64_t b = 0; b < B; ++b) {
-          T* y_row = y + (st.t * B + b) * W + d * Ho;
-          T* g_row = gates ? gates + (st.t * B + b) * S * H : nullptr;
-          if (!valid(st.t, b)) {
-            // Past the end of sequence b: carry the state through, output zero.
-            std::memcpy(h_next + b * Ho, h_prev + b * Ho, size_t(Ho) * sizeof(T));
-            if (cells)
-              std::memcpy(cells + (st.next * B + b) * H, cells + (st.prev * B + b) * H,
-                          size_t(H) * sizeof(T));
-            std::fill(y_row, y_row + Ho, T(0));
-            if (g_row) std::fill(g_row, g_row + S * H, T(0));
-            if (proj_in)
-              std::fill(proj_in + (st.t * B + b) * H, proj_in + (st.t * B + b + 1) * H, T(0));
-            continue;
-          }
-          auto pre = [&](int64_t gate, int64_t j, bool with_hidden) {
-            const int64_t k = gate * H + j;
-            T v = gx(st.t * B + b, k) + (w.b_ih ? w.b_ih[k] : T(0));
-            if (with_hidden) v += gh(b, k) + (w.b_hh ? w.b_hh[k] : T(0));
-            return v;
-          };
-          for (int64_t j = 0; j < H; ++j) {
-            T h = T(0);
-            switch (c.mode) {
-              case RnnMode::lstm: {
-                const T i = sigmoid(pre(0, j, true)), f = sigmoid(pre(1, j, true));
-                const T g = std::tanh(pre(2, j, true)), o = sigmoid(pre(3, j, true));
-                const T c_new = f * cells[(st.prev * B + b) * H + j] + i * g;
-                cells[(st.next * B + b) * H + j] = c_new;
-                g_row[j] = i;
-                g_row[H + j] = f;
-                g_row[2 * H + j] = g;
-                g_row[3 * H + j] = o;
-                h = o * std::tanh(c_new);
-                break;
-              }
-              case RnnMode::gru: {
-                const T r = sigmoid(pre(0, j, true)), z = sigmoid(pre(1, j, true));
-                const T hn = gh(b, 2 * H + j) + (w.b_hh ? w.b_hh[2 * H + j] : T(0));
-                const T n = std::tanh(pre(2, j, false) + r * hn);
-                g_row[j] = r;
-                g_row[H + j] = z;
-                g_row[2 * H + j] = n;
-                g_row[3 * H + j] = hn;
-                h = (T(1) - z) * n + z * h_prev[b * Ho + j];
-                break;
-              }
-              case RnnMode::rnn_tanh:
-                h = std::tanh(pre(0, j, true));
-                break;
-              case RnnMode::rnn_relu:
-                h = std::max(pre(0, j, true), T(0));
-                break;
+        cpu::gemm<T>(false, true, B, GH, Ho, T(1), h_prev, Ho, w.w_hh, Ho, T(0), gh.data(), GH);
+        parallel_for(0, B, gate_rows_grain(GH), [&](int64_t b_lo, int64_t b_hi) {
+          for (int64_t b = b_lo; b < b_hi; ++b) {
+            T* y_row = y + (st.t * B + b) * W + d * Ho;
+            T* g_row = gates ? gates + (st.t * B + b) * S * H : nullptr;
+            if (!valid(st.t, b)) {
+              // Past the end of sequence b: carry the state through, output zero.
+              std::memcpy(h_next + b * Ho, h_prev + b * Ho, size_t(Ho) * sizeof(T));
+              if (cells)
+                std::memcpy(cells + (st.next * B + b) * H, cells + (st.prev * B + b) * H,
+                            size_t(H) * sizeof(T));
+              std::fill(y_row, y_row + Ho, T(0));
+              if (g_row) std::fill(g_row, g_row + S * H, T(0));
+              if (proj_in)
+                std::fill(proj_in + (st.t * B + b) * H, proj_in + (st.t * B + b + 1) * H, T(0));
+              continue;
             }
-            if (proj)
-              proj_in[(st.t * B + b) * H + j] = h;
-            else
-              h_new(b, j) = h;
+            auto pre = [&](int64_t gate, int64_t j, bool with_hidden) {
+              const int64_t k = gate * H + j;
+              T v = gx(st.t * B + b, k) + (w.b_ih ? w.b_ih[k] : T(0));
+              if (with_hidden) v += gh(b, k) + (w.b_hh ? w.b_hh[k] : T(0));
+              return v;
+            };
+            for (int64_t j = 0; j < H; ++j) {
+              T h = T(0);
+              switch (c.mode) {
+                case RnnMode::lstm: {
+                  const T i = sigmoid(pre(0, j, true)), f = sigmoid(pre(1, j, true));
+                  const T g = std::tanh(pre(2, j, true)), o = sigmoid(pre(3, j, true));
+                  const T c_new = f * cells[(st.prev * B + b) * H + j] + i * g;
+                  cells[(st.next * B + b) * H + j] = c_new;
+                  g_row[j] = i;
+                  g_row[H + j] = f;
+                  g_row[2 * H + j] = g;
+                  g_row[3 * H + j] = o;
+                  h = o * std::tanh(c_new);
+                  break;
+                }
+                case RnnMode::gru: {
+                  const T r = sigmoid(pre(0, j, true)), z = sigmoid(pre(1, j, true));
+                  const T hn = gh(b, 2 * H + j) + (w.b_hh ? w.b_hh[2 * H + j] : T(0));
+                  const T n = std::tanh(pre(2, j, false) + r * hn);
+                  g_row[j] = r;
+                  g_row[H + j] = z;
+                  g_row[2 * H + j] = n;
+                  g_row[3 * H + j] = hn;
+                  h = (T(1) - z) * n + z * h_prev[b * Ho + j];
+                  break;
+                }
+                case RnnMode::rnn_tanh:
+                  h = std::tanh(pre(0, j, true));
+                  break;
+                case RnnMode::rnn_relu:
+                  h = std::max(pre(0, j, true), T(0));
+                  break;
+              }
+              if (proj)
+                proj_in[(st.t * B + b) * H + j] = h;
+              else
+                h_new(b, j) = h;
+            }
           }
-        }
+        });
         if (proj)
-          h_new.noalias() = ConstMapMat<T>(proj_in + st.t * B * H, B, H) *
-                            ConstMapMat<T>(w.w_hr, c.proj_size, H).transpose();
+          cpu::gemm<T>(false, true, B, Ho, H, T(1), proj_in + st.t * B * H, H, w.w_hr, H, T(0),
+                       h_new.data(), Ho);
         for (int64_t b = 0; b < B; ++b) {
           if (!valid(st.t, b)) continue;
           for (int64_t k = 0; k < Ho; ++k) {
@@ -233,7 +246,6 @@ void backward(const RnnProblem& p) {
       const RnnReserveLayout::Layer& below = layout.layers[size_t(l - 1)];
       x = region<T>(p.reserve, p.dropout_active() ? below.dropped : below.output);
     }
-    const ConstMapMat<T> X(x, T_ * B, in_size);
     const bool need_dx = l > 0 || p.grad_input.defined();
     Mat<T> dx = Mat<T>::Zero(need_dx ? T_ * B : 0, in_size);
     for (int64_t d = 0; d < D; ++d) {
@@ -251,7 +263,6 @@ void backward(const RnnProblem& p) {
       if (p.grad_h_n.defined()) dh_carry = ConstMapMat<T>(ptr<T>(p.grad_h_n) + ld * B * Ho, B, Ho);
       Mat<T> dc_carry = Mat<T>::Zero(B, H);
       if (p.grad_c_n.defined()) dc_carry = ConstMapMat<T>(ptr<T>(p.grad_c_n) + ld * B * H, B, H);
-      const ConstMapMat<T> w_hh(w.w_hh, GH, Ho);
       Mat<T> dh_total(B, Ho), pass(B, Ho), dr(B, H);
 
       for (int64_t s = T_ - 1; s >= 0; --s) {
@@ -265,55 +276,63 @@ void backward(const RnnProblem& p) {
         }
         if (proj) {
           dh_total_all.middleRows(st.t * B, B) = dh_total;
-          dr.noalias() = dh_total * ConstMapMat<T>(w.w_hr, P, H);
+          cpu::gemm<T>(false, false, B, H, P, T(1), dh_total.data(), Ho, w.w_hr, H, T(0), dr.data(),
+                       H);
         } else {
           dr = dh_total;
         }
-        for (int64_t b = 0; b < B; ++b) {
-          if (!valid(st.t, b)) continue;
-          const int64_t row = st.t * B + b;
-          const T* g_row = gates ? gates + row * S * H : nullptr;
-          for (int64_t j = 0; j < H; ++j) {
-            const T dh = dr(b, j);
-            switch (c.mode) {
-              case RnnMode::lstm: {
-                const T i = g_row[j], f = g_row[H + j], g = g_row[2 * H + j], o = g_row[3 * H + j];
-                const T tc = std::tanh(cells[(st.next * B + b) * H + j]);
-                const T dc = dc_carry(b, j) + dh * o * (T(1) - tc * tc);
-                dgx(row, j) = dc * g * i * (T(1) - i);
-                dgx(row, H + j) = dc * cells[(st.prev * B + b) * H + j] * f * (T(1) - f);
-                dgx(row, 2 * H + j) = dc * i * (T(1) - g * g);
-                dgx(row, 3 * H + j) = dh * tc * o * (T(1) - o);
-                dc_carry(b, j) = dc * f;
-                break;
-              }
-              case RnnMode::gru: {
-                const T r = g_row[j], z = g_row[H + j], n = g_row[2 * H + j], hn = g_row[3 * H + j];
-                const T h_prev = states[(st.prev * B + b) * Ho + j];
-                const T dn_pre = dh * (T(1) - z) * (T(1) - n * n);
-                const T dz_pre = dh * (h_prev - n) * z * (T(1) - z);
-                const T dr_pre = dn_pre * hn * r * (T(1) - r);
-                dgx(row, j) = dgh(row, j) = dr_pre;
-                dgx(row, H + j) = dgh(row, H + j) = dz_pre;
-                dgx(row, 2 * H + j) = dn_pre;
-                dgh(row, 2 * H + j) = dn_pre * r;
-                pass(b, j) += dh * z;
-                break;
-              }
-              case RnnMode::rnn_tanh: {
-                const T h = states[(st.next * B + b) * Ho + j];
-                dgx(row, j) = dh * (T(1) - h * h);
-                break;
-              }
-              case RnnMode::rnn_relu: {
-                const T h = states[(st.next * B + b) * Ho + j];
-                dgx(row, j) = h > T(0) ? dh : T(0);
-                break;
+        parallel_for(0, B, gate_rows_grain(GH), [&](int64_t b_lo, int64_t b_hi) {
+          for (int64_t b = b_lo; b < b_hi; ++b) {
+            if (!valid(st.t, b)) continue;
+            const int64_t row = st.t * B + b;
+            const T* g_row = gates ? gates + row * S * H : nullptr;
+            for (int64_t j = 0; j < H; ++j) {
+              const T dh = dr(b, j);
+              switch (c.mode) {
+                case RnnMode::lstm: {
+                  const T i = g_row[j], f = g_row[H + j], g = g_row[2 * H + j],
+                          o = g_row[3 * H + j];
+                  const T tc = std::tanh(cells[(st.next * B + b) * H + j]);
+                  const T dc = dc_carry(b, j) + dh * o * (T(1) - tc * tc);
+                  dgx(row, j) = dc * g * i * (T(1) - i);
+                  dgx(row, H + j) = dc * cells[(st.prev * B + b) * H + j] * f * (T(1) - f);
+                  dgx(row, 2 * H + j) = dc * i * (T(1) - g * g);
+                  dgx(row, 3 * H + j) = dh * tc * o * (T(1) - o);
+                  dc_carry(b, j) = dc * f;
+                  break;
+                }
+                case RnnMode::gru: {
+                  const T r = g_row[j], z = g_row[H + j], n = g_row[2 * H + j],
+                          hn = g_row[3 * H + j];
+                  const T h_prev = states[(st.prev * B + b) * Ho + j];
+                  const T dn_pre = dh * (T(1) - z) * (T(1) - n * n);
+                  const T dz_pre = dh * (h_prev - n) * z * (T(1) - z);
+                  const T dr_pre = dn_pre * hn * r * (T(1) - r);
+                  dgx(row, j) = dgh(row, j) = dr_pre;
+                  dgx(row, H + j) = dgh(row, H + j) = dz_pre;
+                  dgx(row, 2 * H + j) = dn_pre;
+                  dgh(row, 2 * H + j) = dn_pre * r;
+                  pass(b, j) += dh * z;
+                  break;
+                }
+                case RnnMode::rnn_tanh: {
+                  const T h = states[(st.next * B + b) * Ho + j];
+                  dgx(row, j) = dh * (T(1) - h * h);
+                  break;
+                }
+                case RnnMode::rnn_relu: {
+                  const T h = states[(st.next * B + b) * Ho + j];
+                  dgx(row, j) = h > T(0) ? dh : T(0);
+                  break;
+                }
               }
             }
           }
-        }
-        dh_carry.noalias() = pass + dgh.middleRows(st.t * B, B) * w_hh;
+        });
+        // dh_carry = pass + dG_h[step] W_hh
+        dh_carry = pass;
+        cpu::gemm<T>(false, false, B, Ho, GH, T(1), dgh.data() + st.t * B * GH, GH, w.w_hh, Ho,
+                     T(1), dh_carry.data(), Ho);
       }
       if (p.grad_h0.defined())
         MapMat<T>(static_cast<T*>(p.grad_h0.data_ptr()) + ld * B * Ho, B, Ho) = dh_carry;
@@ -324,18 +343,22 @@ void backward(const RnnProblem& p) {
           return MapMat<T>(static_cast<T*>(p.grad_weights[size_t(i)].data_ptr()), rows, cols);
         };
         // The previous state of every step: slots 0..T-1 going forward, 1..T in reverse.
-        const ConstMapMat<T> h_prev_all(states + (d == 0 ? 0 : B * Ho), T_ * B, Ho);
-        grad(w.i_ih, GH, in_size).noalias() = dgx.transpose() * X;
-        grad(w.i_hh, GH, Ho).noalias() = dgh.transpose() * h_prev_all;
+        const T* h_prev_all = states + (d == 0 ? 0 : B * Ho);
+        cpu::gemm<T>(true, false, GH, in_size, T_ * B, T(1), dgx.data(), GH, x, in_size, T(0),
+                     grad(w.i_ih, GH, in_size).data(), in_size);
+        cpu::gemm<T>(true, false, GH, Ho, T_ * B, T(1), dgh.data(), GH, h_prev_all, Ho, T(0),
+                     grad(w.i_hh, GH, Ho).data(), Ho);
         if (w.i_bih >= 0) {
           grad(w.i_bih, 1, GH) = dgx.colwise().sum();
           grad(w.i_bhh, 1, GH) = dgh.colwise().sum();
         }
         if (proj)
-          grad(w.i_hr, P, H).noalias() =
-              dh_total_all.transpose() * ConstMapMat<T>(proj_in, T_ * B, H);
+          cpu::gemm<T>(true, false, P, H, T_ * B, T(1), dh_total_all.data(), Ho, proj_in, H, T(0),
+                       grad(w.i_hr, P, H).data(), H);
       }
-      if (need_dx) dx.noalias() += dgx * ConstMapMat<T>(w.w_ih, GH, in_size);
+      if (need_dx)
+        cpu::gemm<T>(false, false, T_ * B, in_size, GH, T(1), dgx.data(), GH, w.w_ih, in_size, T(1),
+                     dx.data(), in_size);
     }
     if (l > 0) {
       // Through dropout's mask into the lower layer's output gradient.

@@ -9,7 +9,7 @@ set -euo pipefail
 # (Fashion-MNIST for the ResNet example, fortune cookies as text for the LSTM example).
 packages=(
   cmake ninja-build g++ clang-format python3 clang libclang-rt-dev
-  libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
+  libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   gnuplot-nox dataset-fashion-mnist
 )
