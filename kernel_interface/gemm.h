@@ -1,4 +1,5 @@
-// The GEMM kernel interface: row-major batched matrix multiply (cuBLAS on CUDA, Eigen on the CPU).
+// The GEMM kernel interface: row-major batched matrix multiply (cuBLAS on CUDA; OpenBLAS, or Eigen
+// without it, on the CPU).
 #pragma once
 #include <cstdint>
 

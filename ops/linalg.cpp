@@ -1,6 +1,7 @@
 // Matrix products: mm, bmm, matmul (torch.matmul's broadcasting rules), addmm and linear, on the
-// gemm kernel (Eigen on the CPU, cuBLAS on CUDA). Inputs with unit stride in either of their last
-// two dims are used in place (as a transposed operand when needed); others are copied once.
+// gemm kernel (OpenBLAS or Eigen on the CPU, cuBLAS on CUDA). Inputs with unit stride in either of
+// their last two dims are used in place (as a transposed operand when needed); others are copied
+// once.
 #include "ember/autograd/graph/graph.h"
 #include "ember/kernel_interface/gemm.h"
 #include "ember/ops/ops.h"
