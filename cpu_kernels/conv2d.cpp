@@ -1,10 +1,10 @@
-// CPU conv2d algorithms (NCHW, float32 and float64, any stride / padding / dilation / groups), for
-// the forward, backward-data and backward-filter directions, registered in the algorithm cache:
+// CPU conv2d algorithms im2col_gemm and direct (NCHW, float32 and float64, any stride / padding /
+// dilation / groups), for the forward, backward-data and backward-filter directions, registered in
+// the algorithm cache (winograd, for 3x3 stride-1 layers, is in cpu_kernels/conv2d_winograd.cpp):
 //   im2col_gemm  unfold the receptive fields into a [C/g * R * S, P * Q] workspace, then GEMMs
 //                (1x1 stride-1 unpadded convolutions may skip the unfold). float32 on a CPU with
-//                AVX2 and FMA runs our own packed GEMM (6x32 register tiles of AVX-512 where the
-//                CPU has it, else two 6x16 halves of AVX2; K in blocks of 256,
-//                the weights packed once per call, small feature maps of several images side by
+//                AVX2 and FMA runs our own packed GEMM (cpu_kernels/conv2d_packed_gemm.h; the
+//                weights packed once per call, small feature maps of several images side by
 //                side in one GEMM) on all cores: images are split across threads (forward,
 //                backward-data), or the weight gradient's columns are (backward-filter).
 //                float64, and float32 elsewhere, use cpu_kernels/gemm.h per image and group.
@@ -12,15 +12,12 @@
 // Both are deterministic: every output element is summed in a fixed order that does not depend on
 // the number of threads. Every direction OVERWRITES the tensor it writes (see ConvProblem in
 // kernel_interface/conv.h). float16/bfloat16 never reach here: the op computes them in fp32.
-#include <immintrin.h>
-
-#include <Eigen/Core>
 #include <algorithm>
-#include <cstdlib>
+#include <cmath>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
+#include "ember/cpu_kernels/conv2d_packed_gemm.h"
 #include "ember/cpu_kernels/gemm.h"
 #include "ember/cpu_kernels/parallel.h"
 #include "ember/dispatch/algorithm.h"
@@ -29,6 +26,17 @@
 namespace ember {
 namespace {
 
+using cpu::aligned_floats;
+using cpu::gemm_packed;
+using cpu::kKC;
+using cpu::kMR;
+using cpu::kNC;
+using cpu::kNR;
+using cpu::kPackedBFloats;
+using cpu::pack_a;
+using cpu::round_up;
+using cpu::thread_count;
+using cpu::uses_packed_gemm;
 using dispatch::Direction;
 
 // The output positions o in [0, count) whose input coordinate o * stride + offset falls in
@@ -43,13 +51,6 @@ inline void valid_range(int64_t offset, int64_t stride, int64_t limit, int64_t c
   lo = std::min(lo, count);
   hi = std::clamp(hi, lo, count);
 }
-
-template <typename T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ConstMap = Eigen::Map<const RowMatrix<T>>;
-template <typename T>
-using MutMap = Eigen::Map<RowMatrix<T>>;
 
 // Unfolds the receptive fields of one image and group, zero outside the input:
 //   col[(c * R + r) * S + s][p * Q + q] = x[c][p * sh - ph + r * dh][q * sw - pw + s * dw]
@@ -164,191 +165,6 @@ void backward_filter_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
 }
 
 // ---- im2col + packed GEMM for float32 on AVX2 + FMA, multithreaded ----------------------------
-
-// Register tile (kMR x kNR floats: 12 zmm registers accumulate on AVX-512; on AVX2 the tile is
-// two 6x16 halves, 12 of the 16 ymm registers each), the K block (a kKC x kNR panel of B, 32 KiB,
-// stays in L1 while the A panels stream past it) and the N block (a packed kKC x kNC block of B,
-// 512 KiB, stays in L2).
-constexpr int64_t kMR = 6, kNR = 32, kKC = 256, kNC = 512;
-constexpr int64_t kPackedBFloats = kKC * kNC;
-
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-// Workspace sub-buffers start on 64-byte boundaries.
-int64_t aligned_floats(int64_t n) { return round_up(n, 16); }
-
-bool cpu_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-// The packed GEMM's AVX-512 micro-kernel: where the CPU has AVX-512F, unless EMBER_CPU_AVX512=0
-// (read per GEMM: for tests, and for CPUs that slow down on 512-bit instructions). Both kernels
-// sum each element of C over k in the same order with fused multiply-adds: identical results.
-bool use_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  if (!has) return false;
-  const char* env = std::getenv("EMBER_CPU_AVX512");
-  return env == nullptr || std::string_view(env) != "0";
-}
-
-bool uses_packed_gemm(const ConvProblem& pr) {
-  return pr.input.dtype() == DType::f32 && cpu_has_avx2_fma();
-}
-
-// Threads for a problem with `items` independent work items. Small problems stay on the caller's
-// thread: starting a thread costs tens of microseconds.
-int thread_count(const ConvDims& d, int64_t items) {
-  if (d.macs() < 2e6) return 1;
-  return int(std::clamp<int64_t>(items, 1, cpu::worker_limit()));
-}
-
-// Packs A[M, K], read as a[i * rs + k * cs], for gemm_packed: per K block, per kMR-row panel, kc
-// columns of kMR values; rows past M are zero. Holds round_up(M, kMR) * K floats.
-void pack_a(const float* a, int64_t rs, int64_t cs, int64_t M, int64_t K, float* out) {
-  const int64_t Mp = round_up(M, kMR);
-  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-    const int64_t kc = std::min(kKC, K - k0);
-    for (int64_t i0 = 0; i0 < Mp; i0 += kMR) {
-      float* panel = out + k0 * Mp + i0 * kc;
-      const int64_t rows = std::clamp<int64_t>(M - i0, 0, kMR);
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = a + i0 * rs + (k0 + k) * cs;
-        for (int64_t i = 0; i < rows; ++i) panel[k * kMR + i] = src[i * rs];
-        for (int64_t i = rows; i < kMR; ++i) panel[k * kMR + i] = 0.0f;
-      }
-    }
-  }
-}
-
-// Packs rows [k0, k0 + kc) and columns [j0, j0 + nc) of B[K, N], read as b[k * rs + j * cs], in
-// kNR-column panels of kc rows; columns past N are zero.
-void pack_b(const float* b, int64_t rs, int64_t cs, int64_t N, int64_t k0, int64_t kc, int64_t j0,
-            int64_t nc, float* out) {
-  for (int64_t jp = 0; jp < nc; jp += kNR) {
-    float* panel = out + jp * kc;
-    const int64_t cols = std::min(kNR, N - j0 - jp);
-    const float* src = b + k0 * rs + (j0 + jp) * cs;
-    if (cs == 1) {
-      for (int64_t k = 0; k < kc; ++k) {
-        std::memcpy(panel + k * kNR, src + k * rs, size_t(cols) * sizeof(float));
-        std::fill(panel + k * kNR + cols, panel + (k + 1) * kNR, 0.0f);
-      }
-    } else {
-      for (int64_t j = 0; j < cols; ++j)
-        for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = src[k * rs + j * cs];
-      for (int64_t j = cols; j < kNR; ++j)
-        for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;
-    }
-  }
-}
-
-// c[kMR, 16] (row stride ldc) = (accumulate ? c : 0) + a_panel * 16 columns of a B panel over kc
-// (B rows kNR floats apart): half of a register tile on AVX2.
-__attribute__((target("avx2,fma"))) void kernel_6x16(int64_t kc, const float* a, const float* b,
-                                                     float* c, int64_t ldc, bool accumulate) {
-  __m256 acc[kMR][2];
-#pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-    }
-    a += kMR;
-    b += kNR;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) {
-    float* row = c + i * ldc;
-    if (accumulate) {
-      acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(row));
-      acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(row + 8));
-    }
-    _mm256_storeu_ps(row, acc[i][0]);
-    _mm256_storeu_ps(row + 8, acc[i][1]);
-  }
-}
-
-// c[kMR, kNR] (row stride ldc) = (accumulate ? c : 0) + a_panel * b_panel over kc, on AVX-512:
-// twice the AVX2 kernel's vector width, so a higher floating-point rate per core.
-__attribute__((target("avx512f"))) void kernel_6x32(int64_t kc, const float* a, const float* b,
-                                                    float* c, int64_t ldc, bool accumulate) {
-  __m512 acc[kMR][2];
-#pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
-    }
-    a += kMR;
-    b += kNR;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) {
-    float* row = c + i * ldc;
-    if (accumulate) {
-      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(row));
-      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(row + 16));
-    }
-    _mm512_storeu_ps(row, acc[i][0]);
-    _mm512_storeu_ps(row + 16, acc[i][1]);
-  }
-}
-
-// One kMR x kNR register tile: the AVX-512 kernel, or the AVX2 kernel on each 16-column half.
-void kernel_tile(bool avx512, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                 bool accumulate) {
-  if (avx512) {
-    kernel_6x32(kc, a, b, c, ldc, accumulate);
-    return;
-  }
-  kernel_6x16(kc, a, b, c, ldc, accumulate);
-  kernel_6x16(kc, a, b + 16, c + 16, ldc, accumulate);
-}
-
-// C[M, N] (row stride ldc) = (accumulate ? C : 0) + A * B, A packed by pack_a, B[K, N] read as
-// b[k * rs + j * cs] and packed into `bpack` (kPackedBFloats). Each element of C is summed over k
-// in order, K block by K block.
-__attribute__((target("avx2,fma"))) void gemm_packed(const float* apack, int64_t M, int64_t N,
-                                                     int64_t K, const float* b, int64_t rs,
-                                                     int64_t cs, float* c, int64_t ldc,
-                                                     bool accumulate, float* bpack) {
-  const int64_t Mp = round_up(M, kMR);
-  const bool avx512 = use_avx512();
-  alignas(64) float tile[kMR * kNR];
-  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-    const int64_t kc = std::min(kKC, K - k0);
-    const bool add = accumulate || k0 > 0;
-    for (int64_t j0 = 0; j0 < N; j0 += kNC) {
-      const int64_t nc = std::min(kNC, N - j0);
-      pack_b(b, rs, cs, N, k0, kc, j0, nc, bpack);
-      for (int64_t jp = 0; jp < nc; jp += kNR) {
-        const float* bp = bpack + jp * kc;
-        const int64_t cols = std::min(kNR, nc - jp);
-        for (int64_t i0 = 0; i0 < M; i0 += kMR) {
-          const float* ap = apack + k0 * Mp + i0 * kc;
-          const int64_t rows = std::min(kMR, M - i0);
-          float* ct = c + i0 * ldc + j0 + jp;
-          if (rows == kMR && cols == kNR) {
-            kernel_tile(avx512, kc, ap, bp, ct, ldc, add);
-            continue;
-          }
-          kernel_tile(avx512, kc, ap, bp, tile, kNR, false);
-          for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < cols; ++j)
-              ct[i * ldc + j] = add ? tile[i * kNR + j] + ct[i * ldc + j] : tile[i * kNR + j];
-        }
-      }
-    }
-  }
-}
 
 // How the packed path splits a problem, and its workspace in floats: the packed weights of every
 // group (shared), then one region per thread holding, in order, `a_dense`, `a_packed`, `col`,
@@ -544,7 +360,8 @@ void backward_filter_packed(const ConvProblem& pr, void* workspace) {
   });
 }
 
-// float32 takes the packed path where the CPU has AVX2 and FMA; float64 always takes Eigen's.
+// float32 takes the packed path where the CPU has AVX2 and FMA; float64 always takes the CPU GEMM
+// entry (cpu_kernels/gemm.h: OpenBLAS, or Eigen).
 void forward_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
   uses_packed_gemm(pr) ? forward_packed(pr, workspace)
                        : forward_im2col_gemm_eigen<float>(pr, workspace);
@@ -666,16 +483,22 @@ size_t im2col_workspace_bytes(const ConvProblem& pr) {
   return size_t(d.CgRS()) * size_t(d.PQ()) * pr.input.element_size();
 }
 
-// Heuristic costs, in "multiply-adds of the direct loop": Eigen's GEMM does about 8 of them in the
-// time the loop nest does one, the packed float32 GEMM about 32 per thread, but im2col first
-// copies R*S times the input and each of the N*G GEMMs has a fixed overhead. So im2col_gemm wins
-// for ordinary layers, direct for depthwise and tiny layers.
+// Heuristic costs, in "multiply-adds of the direct loop": the GEMM entry (cpu_kernels/gemm.h) does
+// about 8 of them in the time the loop nest does one, the packed float32 GEMM about 32 per thread,
+// but im2col first copies R*S times the input and each of the N*G GEMMs has a fixed overhead. So
+// im2col_gemm wins for ordinary layers, direct for depthwise and tiny layers. The packed GEMM's
+// rate falls as the reduction C/g * R * S grows past what its packed weights keep in cache:
+// calibrated on ResNet-18's and ResNet-50's 3x3 layers (C*R*S 576 to 4608), it loses about a fifth
+// per doubling.
 double direct_cost(const ConvProblem& pr) { return conv_dims(pr).macs(); }
 double im2col_gemm_cost(const ConvProblem& pr) {
   ConvDims d = conv_dims(pr);
   double unfold = d.pointwise() ? 0.0 : double(d.N) * d.G * d.CgRS() * d.PQ();
   double gemm = d.macs() / 8;
-  if (uses_packed_gemm(pr)) gemm = d.macs() / (32.0 * packed_layout(pr).workers);
+  if (uses_packed_gemm(pr)) {
+    const double doublings = std::log2(std::max(1.0, double(d.CgRS()) / 576));
+    gemm = d.macs() / (32.0 * packed_layout(pr).workers) * (1 + doublings / 4.5);
+  }
   return gemm + unfold + double(d.N) * d.G * 2000;
 }
 
