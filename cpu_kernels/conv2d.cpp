@@ -103,7 +103,7 @@ void col2im_add(const T* col, const ConvDims& d, T* dx, int64_t ld) {
 // ---- im2col + the CPU GEMM entry (float64; float32 without AVX2 + FMA) -------------------------
 
 template <typename T>
-void forward_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
+void forward_im2col_gemm_unpacked(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
@@ -124,7 +124,7 @@ void forward_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
 }
 
 template <typename T>
-void backward_data_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
+void backward_data_im2col_gemm_unpacked(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
   T* dx = pr.input.data<T>();
   const T* w = pr.weight.data<T>();
@@ -143,7 +143,7 @@ void backward_data_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
 }
 
 template <typename T>
-void backward_filter_im2col_gemm_eigen(const ConvProblem& pr, void* workspace) {
+void backward_filter_im2col_gemm_unpacked(const ConvProblem& pr, void* workspace) {
   ConvDims d = conv_dims(pr);
   const T* x = pr.input.data<T>();
   T* dw = pr.weight.data<T>();
@@ -364,15 +364,15 @@ void backward_filter_packed(const ConvProblem& pr, void* workspace) {
 // entry (cpu_kernels/gemm.h: OpenBLAS, or Eigen).
 void forward_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
   uses_packed_gemm(pr) ? forward_packed(pr, workspace)
-                       : forward_im2col_gemm_eigen<float>(pr, workspace);
+                       : forward_im2col_gemm_unpacked<float>(pr, workspace);
 }
 void backward_data_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
   uses_packed_gemm(pr) ? backward_data_packed(pr, workspace)
-                       : backward_data_im2col_gemm_eigen<float>(pr, workspace);
+                       : backward_data_im2col_gemm_unpacked<float>(pr, workspace);
 }
 void backward_filter_im2col_gemm_f32(const ConvProblem& pr, void* workspace) {
   uses_packed_gemm(pr) ? backward_filter_packed(pr, workspace)
-                       : backward_filter_im2col_gemm_eigen<float>(pr, workspace);
+                       : backward_filter_im2col_gemm_unpacked<float>(pr, workspace);
 }
 
 // ---- direct loop nests ------------------------------------------------------------------------
@@ -520,19 +520,19 @@ dispatch::Algorithm<ConvProblem> make_algorithm(const char* name, Kernel f32, Ke
 
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", forward, CPU,
                          make_algorithm("im2col_gemm", forward_im2col_gemm_f32,
-                                        forward_im2col_gemm_eigen<double>, true));
+                                        forward_im2col_gemm_unpacked<double>, true));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", forward, CPU,
                          make_algorithm("direct", forward_direct<float>, forward_direct<double>,
                                         false));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_data, CPU,
                          make_algorithm("im2col_gemm", backward_data_im2col_gemm_f32,
-                                        backward_data_im2col_gemm_eigen<double>, true));
+                                        backward_data_im2col_gemm_unpacked<double>, true));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_data, CPU,
                          make_algorithm("direct", backward_data_direct<float>,
                                         backward_data_direct<double>, false));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_filter, CPU,
                          make_algorithm("im2col_gemm", backward_filter_im2col_gemm_f32,
-                                        backward_filter_im2col_gemm_eigen<double>, true));
+                                        backward_filter_im2col_gemm_unpacked<double>, true));
 EMBER_REGISTER_ALGORITHM(ConvProblem, "conv2d", backward_filter, CPU,
                          make_algorithm("direct", backward_filter_direct<float>,
                                         backward_filter_direct<double>, false));

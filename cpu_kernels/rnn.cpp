@@ -1,7 +1,7 @@
-// The CPU reference of the rnn op (kernel_interface/rnn.h), registered as the algorithm "eigen"
-// of the slots rnn.forward and rnn.backward (the name predates OpenBLAS: its GEMMs go through
-// cpu_kernels/gemm.h, its per-step gate math splits the batch over the thread pool). Structure
-// (the CUDA algorithms mirror it):
+// The CPU reference of the rnn op (kernel_interface/rnn.h), registered as the algorithm
+// "gemm_steps" of the slots rnn.forward and rnn.backward: a GEMM per time step through
+// cpu_kernels/gemm.h (OpenBLAS, or Eigen), its per-step gate math splitting the batch over the
+// thread pool. Structure (the CUDA algorithms mirror it):
 //   forward, per layer and direction: the input projection of all T steps as one GEMM
 //     ([T * B, in] x [in, G * H]); per step one recurrent GEMM ([B, H_out] x [H_out, G * H]), the
 //     pointwise gate math (saving what backward needs into the reserve), the projection GEMM
@@ -387,9 +387,9 @@ void run_cpu(const RnnProblem& p, void* /*workspace*/) {
   }
 }
 
-dispatch::Algorithm<RnnProblem> eigen_algorithm() {
+dispatch::Algorithm<RnnProblem> gemm_steps_algorithm() {
   dispatch::Algorithm<RnnProblem> a;
-  a.name = "eigen";
+  a.name = "gemm_steps";
   a.deterministic = true;
   a.applies = [](const RnnProblem& p) { return p.dtype == DType::f32 || p.dtype == DType::f64; };
   a.run = &run_cpu;
@@ -398,7 +398,7 @@ dispatch::Algorithm<RnnProblem> eigen_algorithm() {
 
 }  // namespace
 
-EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", forward, CPU, eigen_algorithm());
-EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", backward, CPU, eigen_algorithm());
+EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", forward, CPU, gemm_steps_algorithm());
+EMBER_REGISTER_ALGORITHM(RnnProblem, "rnn", backward, CPU, gemm_steps_algorithm());
 
 }  // namespace ember
