@@ -59,6 +59,26 @@ void softmax_forward_typed(const SoftmaxProblem& p) {
   T* y = static_cast<T*>(p.output.data_ptr());
   const int64_t D = p.dim_size, I = p.inner;
   if (p.outer * I == 0) return;
+  if (I == 1) {
+    // Contiguous rows: the column-block loops below with one column, without their inner loop.
+    for_each_column_block(p.outer, D, I, [&](int64_t o, int64_t, int64_t) {
+      const T* xo = x + o * D;
+      T* yo = y + o * D;
+      double maxv = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const double v = load(xo, d);
+        if (v > maxv || std::isnan(v)) maxv = v;
+      }
+      for (int64_t d = 0; d < D; ++d) sum += std::exp(load(xo, d) - maxv);
+      if (p.log) {
+        const double lse = maxv + std::log(sum);
+        for (int64_t d = 0; d < D; ++d) store(yo, d, load(xo, d) - lse);
+      } else {
+        for (int64_t d = 0; d < D; ++d) store(yo, d, std::exp(load(xo, d) - maxv) / sum);
+      }
+    });
+    return;
+  }
   for_each_column_block(p.outer, D, I, [&](int64_t o, int64_t i0, int64_t i1) {
     const T* xo = x + o * D * I + i0;
     T* yo = y + o * D * I + i0;
