@@ -231,6 +231,7 @@ struct ElementwiseLoop {
 
     parallel_elements(iter, [&](int64_t lo, int64_t hi) {
       InC in_buf[NIn][kChunk];
+      InC splat[NIn][kChunk];  // broadcast values repeated, for the dense-output rows
       OutC out_buf[kChunk];
       char* out_ptrs[kChunk];
       int64_t filled = 0;
@@ -250,6 +251,27 @@ struct ElementwiseLoop {
             Inputs inputs;
             for (int k = 0; k < NIn; ++k) inputs[k] = reinterpret_cast<const In*>(ptrs[k + 1]);
             span(reinterpret_cast<Out*>(ptrs[0]), inputs, n);
+            return;
+          }
+          // A dense output whose inputs are dense or broadcast along the row (stride 0, e.g. a
+          // bias): the broadcast values are repeated into a buffer once, and the span runs over
+          // the row in kChunk pieces straight from and to memory.
+          bool broadcast = strides[0] == int64_t(sizeof(Out)) && n >= kMinDirectRow;
+          for (int k = 1; k <= NIn; ++k)
+            broadcast = broadcast && (strides[k] == 0 || strides[k] == int64_t(sizeof(In)));
+          if (broadcast) {
+            for (int k = 0; k < NIn; ++k)
+              if (strides[k + 1] == 0)
+                std::fill(splat[k], splat[k] + std::min(n, kChunk),
+                          *reinterpret_cast<const In*>(ptrs[k + 1]));
+            Out* out = reinterpret_cast<Out*>(ptrs[0]);
+            for (int64_t i = 0; i < n; i += kChunk) {
+              Inputs inputs;
+              for (int k = 0; k < NIn; ++k)
+                inputs[k] =
+                    strides[k + 1] == 0 ? splat[k] : reinterpret_cast<const In*>(ptrs[k + 1]) + i;
+              span(out + i, inputs, std::min(kChunk, n - i));
+            }
             return;
           }
         }

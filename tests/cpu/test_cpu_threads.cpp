@@ -85,6 +85,17 @@ TEST_CASE("cpu threads: elementwise unary and binary, broadcast and strided inpu
   });
 }
 
+TEST_CASE("cpu threads: rows broadcast along the inner dim match the dense computation") {
+  const Tensor x = random_f32({257, 4099}, 20), bias = random_f32({257, 1}, 21);
+  const Tensor dense_bias = bias.expand({257, 4099}).contiguous();
+  check_thread_independent([&] {
+    const Tensor sum_broadcast = add(x, bias, 0.5), product_broadcast = mul(bias, x);
+    CHECK(same_bytes(sum_broadcast, add(x, dense_bias, 0.5)));
+    CHECK(same_bytes(product_broadcast, mul(dense_bias, x)));
+    return std::vector<Tensor>{sum_broadcast, product_broadcast, add(x.transpose(0, 1), 2.0)};
+  });
+}
+
 TEST_CASE("cpu threads: activation backward and dropout") {
   const Tensor x = random_f32({257, 4099}, 4);
   check_thread_independent([&] {
