@@ -10,7 +10,7 @@
 #                                           test (tests/stress, label stress).
 #   scripts/sanitize.sh tsan-cpu [ctest-regex]  the same ThreadSanitizer build running the CPU
 #                                           ctest suites (label cpu; or those matching the regex,
-#                                           e.g. 'cpu\.(parallel|cpu_threads)$') with
+#                                           e.g. 'cpu\.test_(parallel|cpu_threads)$') with
 #                                           EMBER_NUM_THREADS=4, so the kernels' loops really run
 #                                           on several threads even on a small machine.
 # Prints ctest's summary; exits non-zero when a test failed or a sanitizer reported. Environment:
