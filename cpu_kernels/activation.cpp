@@ -2,12 +2,14 @@
 // (kernel_interface/activation.h): leaky_relu, elu, gelu (erf and tanh forms) and silu, forward and
 // backward, for every floating dtype. They are the reference the CUDA kernels are tested against,
 // so they use the exact library math (std::erf, std::tanh, std::expm1). float16/bfloat16 compute in
-// float and round once; float in float; double in double. The loop walks the ElementwiseIter's dims
-// (innermost last, byte strides), with a flat loop when every operand is dense.
+// float and round once; float in float; double in double. The loops run over the iterator's rows
+// on the thread pool (cpu_kernels/elementwise_loop.h), with a flat loop over dense rows.
 #include "ember/kernel_interface/activation.h"
 
 #include <cmath>
 #include <type_traits>
+
+#include "ember/cpu_kernels/elementwise_loop.h"
 
 namespace ember {
 namespace {
@@ -15,36 +17,21 @@ namespace {
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Calls body(byte offsets of the operands) for every element of the loop, in loop order.
-template <int NARGS, typename Body>
-void for_each_element(const ElementwiseIter& it, Body&& body) {
-  int64_t off[NARGS] = {};
-  if (it.is_contiguous() || it.ndim == 0) {
-    int64_t step[NARGS];
-    for (int k = 0; k < NARGS; ++k) step[k] = int64_t(element_size(it.dtypes[k]));
-    for (int64_t i = 0; i < it.numel; ++i) {
-      body(off);
-      for (int k = 0; k < NARGS; ++k) off[k] += step[k];
-    }
-    return;
-  }
-  const int inner = it.ndim - 1;
-  int64_t index[kMaxIterDims] = {};
-  const int64_t rows = it.numel / it.sizes[inner];
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t at[NARGS];
-    for (int k = 0; k < NARGS; ++k) at[k] = off[k];
-    for (int64_t i = 0; i < it.sizes[inner]; ++i) {
-      body(at);
-      for (int k = 0; k < NARGS; ++k) at[k] += it.strides[k][inner];
-    }
-    // Odometer over the outer dims.
-    for (int d = inner - 1; d >= 0; --d) {
-      for (int k = 0; k < NARGS; ++k) off[k] += it.strides[k][d];
-      if (++index[d] < it.sizes[d]) break;
-      for (int k = 0; k < NARGS; ++k) off[k] -= it.strides[k][d] * it.sizes[d];
-      index[d] = 0;
-    }
+// Calls f(std::integral_constant<ActivationOp, op>{}), so that the element loops are compiled
+// once per op with no switch inside them.
+template <typename F>
+void with_op(ActivationOp op, F&& f) {
+  switch (op) {
+    case ActivationOp::leaky_relu:
+      return f(std::integral_constant<ActivationOp, ActivationOp::leaky_relu>{});
+    case ActivationOp::elu:
+      return f(std::integral_constant<ActivationOp, ActivationOp::elu>{});
+    case ActivationOp::gelu:
+      return f(std::integral_constant<ActivationOp, ActivationOp::gelu>{});
+    case ActivationOp::gelu_tanh:
+      return f(std::integral_constant<ActivationOp, ActivationOp::gelu_tanh>{});
+    case ActivationOp::silu:
+      return f(std::integral_constant<ActivationOp, ActivationOp::silu>{});
   }
 }
 
@@ -99,13 +86,25 @@ A activation_derivative(ActivationOp op, A x, A param) {
   return A(1);
 }
 
+// The loops run on the thread pool over rows of the iterator (cpu_kernels/elementwise_loop.h);
+// each element is computed once by one thread, so results do not depend on the thread count.
 template <typename T>
 void activation_forward_typed(const ElementwiseIter& it, ActivationOp op, double param) {
   using A = compute_t<T>;
   const A p = A(param);
-  for_each_element<2>(it, [&](const int64_t* off) {
-    const A x = A(*reinterpret_cast<const T*>(it.data[1] + off[1]));
-    *reinterpret_cast<T*>(it.data[0] + off[0]) = T(activation_forward<A>(op, x, p));
+  with_op(op, [&](auto kOp) {
+    cpu_elementwise::for_each_row(it, [&](char* const* ptr, const int64_t* s, int64_t n) {
+      if (s[0] == int64_t(sizeof(T)) && s[1] == int64_t(sizeof(T))) {
+        T* y = reinterpret_cast<T*>(ptr[0]);
+        const T* x = reinterpret_cast<const T*>(ptr[1]);
+        for (int64_t i = 0; i < n; ++i) y[i] = T(activation_forward<A>(kOp, A(x[i]), p));
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const A x = A(*reinterpret_cast<const T*>(ptr[1] + i * s[1]));
+        *reinterpret_cast<T*>(ptr[0] + i * s[0]) = T(activation_forward<A>(kOp, x, p));
+      }
+    });
   });
 }
 
@@ -113,10 +112,14 @@ template <typename T>
 void activation_backward_typed(const ElementwiseIter& it, ActivationOp op, double param) {
   using A = compute_t<T>;
   const A p = A(param);
-  for_each_element<3>(it, [&](const int64_t* off) {
-    const A g = A(*reinterpret_cast<const T*>(it.data[1] + off[1]));
-    const A x = A(*reinterpret_cast<const T*>(it.data[2] + off[2]));
-    *reinterpret_cast<T*>(it.data[0] + off[0]) = T(g * activation_derivative<A>(op, x, p));
+  with_op(op, [&](auto kOp) {
+    cpu_elementwise::for_each_row(it, [&](char* const* ptr, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const A g = A(*reinterpret_cast<const T*>(ptr[1] + i * s[1]));
+        const A x = A(*reinterpret_cast<const T*>(ptr[2] + i * s[2]));
+        *reinterpret_cast<T*>(ptr[0] + i * s[0]) = T(g * activation_derivative<A>(kOp, x, p));
+      }
+    });
   });
 }
 

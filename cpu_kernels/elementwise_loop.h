@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "ember/kernel_interface/elementwise.h"
+#include "ember/tensor/parallel.h"
 
 // Internal to cpu_kernels/: only the elementwise kernel files include this header.
 namespace ember::cpu_elementwise {
@@ -143,28 +144,50 @@ T integral_scalar(const char* op, double v) {
 
 // ---- the loop -------------------------------------------------------------------------------
 
-// Calls row(ptrs, strides, n) for every innermost row of the loop: ptrs are the operands' addresses
-// at the start of the row, strides their byte strides along it. A contiguous loop is one row. The
-// outer dims are walked with a counter, never with a per-element offset computation.
+// Elements per thread below which an elementwise loop stays on one thread: waking a worker costs
+// a few microseconds, about what one core needs for ~32K simple elements.
+inline constexpr int64_t kParallelGrain = 32768;
+
+// Calls row(ptrs, strides, n) for the rows of the loop's flat elements [lo, hi) in loop order: ptrs
+// are the operands' addresses at the start of the (partial) row, strides their byte strides along
+// it. A contiguous loop is one row. The outer dims are walked with a counter, never with a
+// per-element offset computation.
 template <typename RowFn>
-void for_each_row(const ElementwiseIter& iter, RowFn&& row) {
-  if (iter.numel == 0) return;
+void for_each_row_in(const ElementwiseIter& iter, int64_t lo, int64_t hi, RowFn&& row) {
+  if (hi <= lo) return;
   const int num_ops = iter.num_operands;
   char* ptrs[kMaxIterOperands];
   int64_t row_strides[kMaxIterOperands];
-  for (int k = 0; k < num_ops; ++k) ptrs[k] = iter.data[k];
   if (iter.ndim == 0 || iter.is_contiguous()) {
-    for (int k = 0; k < num_ops; ++k) row_strides[k] = int64_t(element_size(iter.dtypes[k]));
-    row(ptrs, row_strides, iter.numel);
+    for (int k = 0; k < num_ops; ++k) {
+      row_strides[k] = int64_t(element_size(iter.dtypes[k]));
+      ptrs[k] = iter.data[k] + lo * row_strides[k];
+    }
+    row(ptrs, row_strides, hi - lo);
     return;
   }
   const int last = iter.ndim - 1;
   const int64_t row_len = iter.sizes[last];
   for (int k = 0; k < num_ops; ++k) row_strides[k] = iter.strides[k][last];
+  // The counter of the outer dims at flat element lo, and the operands' row starts there.
   int64_t counter[kMaxIterDims] = {};
-  const int64_t num_rows = iter.numel / row_len;
-  for (int64_t r = 0; r < num_rows; ++r) {
-    row(ptrs, row_strides, row_len);
+  int64_t rest = lo / row_len;
+  for (int d = last - 1; d >= 0; --d) {
+    counter[d] = rest % iter.sizes[d];
+    rest /= iter.sizes[d];
+  }
+  int64_t col = lo % row_len;
+  for (int k = 0; k < num_ops; ++k) {
+    ptrs[k] = iter.data[k];
+    for (int d = 0; d < last; ++d) ptrs[k] += counter[d] * iter.strides[k][d];
+  }
+  char* at[kMaxIterOperands];
+  for (int64_t i = lo; i < hi;) {
+    const int64_t n = std::min(row_len - col, hi - i);
+    for (int k = 0; k < num_ops; ++k) at[k] = ptrs[k] + col * row_strides[k];
+    row(at, row_strides, n);
+    i += n;
+    col = 0;
     for (int d = last - 1; d >= 0; --d) {
       if (++counter[d] < iter.sizes[d]) {
         for (int k = 0; k < num_ops; ++k) ptrs[k] += iter.strides[k][d];
@@ -174,6 +197,22 @@ void for_each_row(const ElementwiseIter& iter, RowFn&& row) {
       for (int k = 0; k < num_ops; ++k) ptrs[k] -= iter.strides[k][d] * (iter.sizes[d] - 1);
     }
   }
+}
+
+// Runs body(lo, hi) over the loop's flat elements on the thread pool, in chunks of at least
+// kParallelGrain elements. Every element belongs to one chunk, so elementwise results do not
+// depend on the thread count.
+template <typename Body>
+void parallel_elements(const ElementwiseIter& iter, const Body& body) {
+  if (iter.numel == 0) return;
+  parallel_for(0, iter.numel, kParallelGrain, [&](int64_t lo, int64_t hi) { body(lo, hi); });
+}
+
+// for_each_row over the whole loop, split across the thread pool: `row` must be safe to call from
+// several threads at once (no shared mutable state).
+template <typename RowFn>
+void for_each_row(const ElementwiseIter& iter, const RowFn& row) {
+  parallel_elements(iter, [&](int64_t lo, int64_t hi) { for_each_row_in(iter, lo, hi, row); });
 }
 
 // Values per gathered chunk: big enough to amortise the span call, small enough for the stack.
@@ -204,44 +243,68 @@ struct ElementwiseLoop {
                             dtype_name(dtype_of<In>::value));
     constexpr bool kNative = std::is_same_v<Out, OutC> && std::is_same_v<In, InC>;
 
-    InC in_buf[NIn][kChunk];
-    OutC out_buf[kChunk];
-    char* out_ptrs[kChunk];
-    int64_t filled = 0;
-    auto flush = [&] {
-      Inputs inputs;
-      for (int k = 0; k < NIn; ++k) inputs[k] = in_buf[k];
-      span(out_buf, inputs, filled);
-      for (int64_t j = 0; j < filled; ++j) store_compute<Out>(out_ptrs[j], out_buf[j]);
-      filled = 0;
-    };
+    parallel_elements(iter, [&](int64_t lo, int64_t hi) {
+      InC in_buf[NIn][kChunk];
+      InC splat[NIn][kChunk];  // broadcast values repeated, for the dense-output rows
+      OutC out_buf[kChunk];
+      char* out_ptrs[kChunk];
+      int64_t filled = 0;
+      auto flush = [&] {
+        Inputs inputs;
+        for (int k = 0; k < NIn; ++k) inputs[k] = in_buf[k];
+        span(out_buf, inputs, filled);
+        for (int64_t j = 0; j < filled; ++j) store_compute<Out>(out_ptrs[j], out_buf[j]);
+        filled = 0;
+      };
 
-    for_each_row(iter, [&](char* const* ptrs, const int64_t* strides, int64_t n) {
-      if constexpr (kNative) {
-        bool dense = strides[0] == int64_t(sizeof(Out));
-        for (int k = 1; k <= NIn; ++k) dense = dense && strides[k] == int64_t(sizeof(In));
-        if (dense && (n >= kMinDirectRow || n == iter.numel)) {
-          Inputs inputs;
-          for (int k = 0; k < NIn; ++k) inputs[k] = reinterpret_cast<const In*>(ptrs[k + 1]);
-          span(reinterpret_cast<Out*>(ptrs[0]), inputs, n);
-          return;
+      for_each_row_in(iter, lo, hi, [&](char* const* ptrs, const int64_t* strides, int64_t n) {
+        if constexpr (kNative) {
+          bool dense = strides[0] == int64_t(sizeof(Out));
+          for (int k = 1; k <= NIn; ++k) dense = dense && strides[k] == int64_t(sizeof(In));
+          if (dense && (n >= kMinDirectRow || n == hi - lo)) {
+            Inputs inputs;
+            for (int k = 0; k < NIn; ++k) inputs[k] = reinterpret_cast<const In*>(ptrs[k + 1]);
+            span(reinterpret_cast<Out*>(ptrs[0]), inputs, n);
+            return;
+          }
+          // A dense output whose inputs are dense or broadcast along the row (stride 0, e.g. a
+          // bias): the broadcast values are repeated into a buffer once, and the span runs over
+          // the row in kChunk pieces straight from and to memory.
+          bool broadcast = strides[0] == int64_t(sizeof(Out)) && n >= kMinDirectRow;
+          for (int k = 1; k <= NIn; ++k)
+            broadcast = broadcast && (strides[k] == 0 || strides[k] == int64_t(sizeof(In)));
+          if (broadcast) {
+            for (int k = 0; k < NIn; ++k)
+              if (strides[k + 1] == 0)
+                std::fill(splat[k], splat[k] + std::min(n, kChunk),
+                          *reinterpret_cast<const In*>(ptrs[k + 1]));
+            Out* out = reinterpret_cast<Out*>(ptrs[0]);
+            for (int64_t i = 0; i < n; i += kChunk) {
+              Inputs inputs;
+              for (int k = 0; k < NIn; ++k)
+                inputs[k] =
+                    strides[k + 1] == 0 ? splat[k] : reinterpret_cast<const In*>(ptrs[k + 1]) + i;
+              span(out + i, inputs, std::min(kChunk, n - i));
+            }
+            return;
+          }
         }
-      }
-      for (int64_t i = 0; i < n;) {
-        const int64_t take = std::min(n - i, kChunk - filled);
-        for (int64_t j = 0; j < take; ++j) out_ptrs[filled + j] = ptrs[0] + (i + j) * strides[0];
-        for (int k = 0; k < NIn; ++k) {
-          const char* src = ptrs[k + 1] + i * strides[k + 1];
-          const int64_t stride = strides[k + 1];
-          for (int64_t j = 0; j < take; ++j)
-            in_buf[k][filled + j] = load_compute<In>(src + j * stride);
+        for (int64_t i = 0; i < n;) {
+          const int64_t take = std::min(n - i, kChunk - filled);
+          for (int64_t j = 0; j < take; ++j) out_ptrs[filled + j] = ptrs[0] + (i + j) * strides[0];
+          for (int k = 0; k < NIn; ++k) {
+            const char* src = ptrs[k + 1] + i * strides[k + 1];
+            const int64_t stride = strides[k + 1];
+            for (int64_t j = 0; j < take; ++j)
+              in_buf[k][filled + j] = load_compute<In>(src + j * stride);
+          }
+          filled += take;
+          i += take;
+          if (filled == kChunk) flush();
         }
-        filled += take;
-        i += take;
-        if (filled == kChunk) flush();
-      }
+      });
+      if (filled > 0) flush();
     });
-    if (filled > 0) flush();
   }
 };
 

@@ -1,11 +1,13 @@
 // CPU kernel behind layout_transpose_kernel (kernel_interface/layout.h): a batched transpose of
 // dense memory in square cache blocks, so that both the reads and the writes of a block stay within
 // a few cache lines per row. Values are moved as element-sized words, so one instantiation serves
-// every dtype of a size.
+// every dtype of a size. Blocks of rows run in parallel on the thread pool.
 #include "ember/kernel_interface/layout.h"
 
 #include <algorithm>
 #include <cstdint>
+
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
@@ -18,10 +20,16 @@ void transpose_words(void* dst_ptr, const void* src_ptr, int64_t batch, int64_t 
   auto* dst = static_cast<Word*>(dst_ptr);
   const auto* src = static_cast<const Word*>(src_ptr);
   const int64_t plane = rows * cols;
-  for (int64_t b = 0; b < batch; ++b) {
-    const Word* s = src + b * plane;
-    Word* d = dst + b * plane;
-    for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+  const int64_t row_blocks = (rows + kBlock - 1) / kBlock;
+  // Items are (matrix, block of kBlock rows); ~32K elements per thread at least, as the
+  // elementwise kernels. Each item writes its own output columns.
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kBlock * cols));
+  parallel_for(0, batch * row_blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t b = item / row_blocks;
+      const int64_t r0 = item % row_blocks * kBlock;
+      const Word* s = src + b * plane;
+      Word* d = dst + b * plane;
       const int64_t r1 = std::min(rows, r0 + kBlock);
       for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
         const int64_t c1 = std::min(cols, c0 + kBlock);
@@ -29,7 +37,7 @@ void transpose_words(void* dst_ptr, const void* src_ptr, int64_t batch, int64_t 
           for (int64_t c = c0; c < c1; ++c) d[c * rows + r] = s[r * cols + c];
       }
     }
-  }
+  });
 }
 
 void layout_transpose_cpu(const Tensor& dst, const Tensor& src, int64_t batch, int64_t rows,

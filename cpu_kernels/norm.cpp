@@ -7,7 +7,8 @@
 // statistics dtype (float64 for float64 inputs, else float32). Outputs are overwritten.
 // The batch-norm kernels split the channels into blocks across threads (cpu_kernels/parallel.h)
 // on large tensors and walk a block's elements in memory order (for_each_element_of); a channel's
-// sums run in a fixed order (channel_sums), so results do not depend on the threads.
+// sums run in a fixed order (channel_sums), so results do not depend on the threads. The row
+// norms run rows in parallel (each row on one thread), and layer norm's parameter sums columns.
 #include "ember/kernel_interface/norm.h"
 
 #include <algorithm>
@@ -259,6 +260,16 @@ inline int64_t row_channel(const RowNormLayout& l, int64_t r, int64_t j) {
   return (r % l.groups) * (l.D / l.S) + j / l.S;
 }
 
+// Runs f(r) for every row on the thread pool, each row on one thread; ~32K elements per thread
+// at least (a row is a few passes over D elements).
+template <typename F>
+void parallel_rows(const RowNormLayout& l, const F& f) {
+  parallel_for(0, l.rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, l.D)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t r = lo; r < hi; ++r) f(r);
+               });
+}
+
 template <typename T>
 void row_norm_forward_impl(const RowNormForwardArgs& a) {
   using S = stat_t<T>;
@@ -270,7 +281,7 @@ void row_norm_forward_impl(const RowNormForwardArgs& a) {
   const std::vector<double> b = values_or(a.bias, channels, 0);
   S* mean_out = a.mean.data<S>();
   S* rstd_out = a.rstd.data<S>();
-  for (int64_t r = 0; r < l.rows; ++r) {
+  parallel_rows(l, [&](int64_t r) {
     const T* xr = x + r * l.D;
     double mean = 0, m2 = 0;
     for (int64_t j = 0; j < l.D; ++j) mean += load(xr[j]);
@@ -286,7 +297,7 @@ void row_norm_forward_impl(const RowNormForwardArgs& a) {
       const size_t ch = size_t(row_channel(l, r, j));
       y[r * l.D + j] = store<T>((load(xr[j]) - mean) * rstd * w[ch] + b[ch]);
     }
-  }
+  });
 }
 
 template <typename T>
@@ -303,8 +314,7 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
   const bool param_sums = a.sum_dy.defined();
   EMBER_INTERNAL_ASSERT(!param_sums || (l.groups == 1 && l.S == 1 && a.sum_dy_xhat.defined()),
                         "row_norm_backward_data: parameter sums are for layer norm");
-  std::vector<double> acc_dy(param_sums ? size_t(l.D) : 0), acc_dy_xhat(acc_dy.size());
-  for (int64_t r = 0; r < l.rows; ++r) {
+  parallel_rows(l, [&](int64_t r) {
     const double mu = double(mean[r]), rs = double(rstd[r]);
     double sum_gw = 0, sum_gw_xhat = 0;
     for (int64_t j = 0; j < l.D; ++j) {
@@ -313,10 +323,6 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
       const double gw = g * w[size_t(row_channel(l, r, j))];
       sum_gw += gw;
       sum_gw_xhat += gw * xhat;
-      if (param_sums) {
-        acc_dy[size_t(j)] += g;
-        acc_dy_xhat[size_t(j)] += g * xhat;
-      }
     }
     const double mean_gw = sum_gw / double(l.D), mean_gw_xhat = sum_gw_xhat / double(l.D);
     for (int64_t j = 0; j < l.D; ++j) {
@@ -325,15 +331,36 @@ void row_norm_backward_data_impl(const RowNormBackwardArgs& a) {
       const double xhat = (load(x[i]) - mu) * rs;
       dx[i] = store<T>(rs * (gw - mean_gw - xhat * mean_gw_xhat));
     }
-  }
-  if (param_sums) {
-    S* sum_dy = a.sum_dy.data<S>();
-    S* sum_dy_xhat = a.sum_dy_xhat.data<S>();
-    for (int64_t j = 0; j < l.D; ++j) {
-      sum_dy[j] = S(acc_dy[size_t(j)]);
-      sum_dy_xhat[j] = S(acc_dy_xhat[size_t(j)]);
+  });
+  if (!param_sums) return;
+  // Column sums over the rows, in row order, in parallel over blocks of columns.
+  S* sum_dy = a.sum_dy.data<S>();
+  S* sum_dy_xhat = a.sum_dy_xhat.data<S>();
+  constexpr int64_t kColumns = 256;
+  const int64_t blocks = (l.D + kColumns - 1) / kColumns;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, l.rows * kColumns));
+  parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
+    double acc_dy[kColumns], acc_dy_xhat[kColumns];
+    for (int64_t block = lo; block < hi; ++block) {
+      const int64_t j0 = block * kColumns, n = std::min(kColumns, l.D - j0);
+      std::fill(acc_dy, acc_dy + n, 0.0);
+      std::fill(acc_dy_xhat, acc_dy_xhat + n, 0.0);
+      for (int64_t r = 0; r < l.rows; ++r) {
+        const double mu = double(mean[r]), rs = double(rstd[r]);
+        const T* dyr = dy + r * l.D + j0;
+        const T* xr = x + r * l.D + j0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double g = load(dyr[j]);
+          acc_dy[j] += g;
+          acc_dy_xhat[j] += g * ((load(xr[j]) - mu) * rs);
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        sum_dy[j0 + j] = S(acc_dy[j]);
+        sum_dy_xhat[j0 + j] = S(acc_dy_xhat[j]);
+      }
     }
-  }
+  });
 }
 
 // ---- registration -----------------------------------------------------------------------------

@@ -3,17 +3,32 @@
 // gradient and state share one layout, so flat index i is the same element in all of them): the CPU
 // reference that the CUDA multi-tensor kernels are tested against, and the real update on CPU runs.
 // float16/bfloat16/float compute in float, float64 in double; the per-tensor factors (bias
-// corrections, step size) in double, as the CUDA kernels do.
+// corrections, step size) in double, as the CUDA kernels do. A tensor's elements are split across
+// the thread pool; the gradient norm sums fixed chunks in order, so no result depends on the
+// thread count.
 #include "ember/kernel_interface/optim.h"
 
 #include <cmath>
 #include <type_traits>
+
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
 
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Elements per thread below which a loop stays on one thread (as the elementwise kernels).
+constexpr int64_t kGrain = 32768;
+
+// Runs f(k) for k in [0, n) on the thread pool; each element by one thread.
+template <typename F>
+void for_elements(int64_t n, const F& f) {
+  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) f(k);
+  });
+}
 
 template <typename T>
 T* elements(const Tensor& t) {
@@ -55,7 +70,7 @@ void sgd_typed(const SgdKernelArgs& a) {
       first_step = step == 1.0f;
     }
     const int64_t n = a.params[i].numel();
-    for (int64_t k = 0; k < n; ++k) {
+    for_elements(n, [&](int64_t k) {
       A d = A(g[k]);
       if (a.weight_decay != 0) d += weight_decay * A(p[k]);
       if (use_momentum) {
@@ -64,7 +79,7 @@ void sgd_typed(const SgdKernelArgs& a) {
         d = a.nesterov ? d + momentum * b : b;
       }
       p[k] = T(A(p[k]) + neg_lr * d);
-    }
+    });
   }
 }
 
@@ -102,7 +117,7 @@ void adam_typed(const AdamKernelArgs& a) {
     T* v = elements<T>(a.exp_avg_sqs[i]);
     T* vmax = a.amsgrad ? elements<T>(a.max_exp_avg_sqs[i]) : nullptr;
     const int64_t n = a.params[i].numel();
-    for (int64_t k = 0; k < n; ++k) {
+    for_elements(n, [&](int64_t k) {
       A param = A(p[k]);
       A grad = A(g[k]);
       if (a.weight_decay != 0) {
@@ -123,7 +138,7 @@ void adam_typed(const AdamKernelArgs& a) {
       }
       const A denom = std::sqrt(second_moment) / bias_correction2_sqrt + eps;
       p[k] = T(param - step_size * exp_avg / denom);
-    }
+    });
   }
 }
 
@@ -143,12 +158,18 @@ void unscale_typed(const std::vector<Tensor>& grads, const Tensor& scale, const 
   bool any_non_finite = false;
   for (const Tensor& t : grads) {
     T* g = elements<T>(t);
-    const int64_t n = t.numel();
-    for (int64_t k = 0; k < n; ++k) {
-      const A v = A(g[k]);
-      if (!std::isfinite(v)) any_non_finite = true;
-      if (inv_scale != 1.0f) g[k] = T(v * inv);
-    }
+    auto chunk = [&](int64_t lo, int64_t hi) {
+      bool non_finite = false;
+      for (int64_t k = lo; k < hi; ++k) {
+        const A v = A(g[k]);
+        if (!std::isfinite(v)) non_finite = true;
+        if (inv_scale != 1.0f) g[k] = T(v * inv);
+      }
+      return non_finite;
+    };
+    if (parallel_reduce(int64_t(0), t.numel(), kGrain, false, chunk,
+                        [](bool x, bool y) { return x || y; }))
+      any_non_finite = true;
   }
   if (any_non_finite) *elements<float>(found_inf) = 1.0f;
 }
@@ -188,21 +209,27 @@ template <typename T>
 void grad_norm_typed(const std::vector<Tensor>& tensors, double p, const Tensor& accumulator) {
   using A = compute_t<T>;
   const bool inf_norm = std::isinf(p);
+  auto combine = [inf_norm](double x, double y) { return inf_norm ? nan_max(x, y) : x + y; };
   double total = 0;
   for (const Tensor& t : tensors) {
     const T* x = elements<T>(t);
-    const int64_t n = t.numel();
-    for (int64_t k = 0; k < n; ++k) {
-      const double a = std::abs(double(A(x[k])));
-      if (inf_norm)
-        total = nan_max(total, a);
-      else if (p == 2)
-        total += a * a;
-      else if (p == 1)
-        total += a;
-      else
-        total += std::pow(a, p);
-    }
+    // Fixed chunks combined in order: the same total for any thread count.
+    auto chunk = [&](int64_t lo, int64_t hi) {
+      double part = 0;
+      for (int64_t k = lo; k < hi; ++k) {
+        const double a = std::abs(double(A(x[k])));
+        if (inf_norm)
+          part = nan_max(part, a);
+        else if (p == 2)
+          part += a * a;
+        else if (p == 1)
+          part += a;
+        else
+          part += std::pow(a, p);
+      }
+      return part;
+    };
+    total = combine(total, parallel_reduce(int64_t(0), t.numel(), kGrain, 0.0, chunk, combine));
   }
   double& acc = *elements<double>(accumulator);
   acc = inf_norm ? nan_max(acc, total) : acc + total;
@@ -224,7 +251,7 @@ void clip_by_norm_typed(const std::vector<Tensor>& tensors, const Tensor& total_
   for (const Tensor& t : tensors) {
     T* x = elements<T>(t);
     const int64_t n = t.numel();
-    for (int64_t k = 0; k < n; ++k) x[k] = T(A(x[k]) * c);
+    for_elements(n, [&](int64_t k) { x[k] = T(A(x[k]) * c); });
   }
 }
 

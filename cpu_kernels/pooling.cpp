@@ -4,8 +4,9 @@
 // 5-D strided views, with max pooling's indices as int64 flat positions, uint8 window taps or none
 // (packed taps are the CUDA fast kernels' alone). The reference for the CUDA kernels: plain loops,
 // accumulation in double.
-// The backward scatters each output gradient into its window (sequential, so deterministic),
-// where the CUDA kernel gathers: the two formulations check each other.
+// The backward scatters each output gradient into its window (sequential within a plane, so
+// deterministic), where the CUDA kernel gathers: the two formulations check each other. Planes
+// (image, channel) run in parallel on the thread pool, each on one thread.
 #include "ember/kernel_interface/pooling.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ember/dispatch/algorithm.h"
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
@@ -86,6 +88,20 @@ int64_t max_cell(const PoolArgs& a, bool taps, int64_t index, int64_t od, int64_
   return (d * a.in_size[1] + h) * a.in_size[2] + w;
 }
 
+// Runs f(n, c) for every (image, channel) plane on the thread pool, each plane on one thread (its
+// outputs, and in the backward its gradient plane, belong to it alone). ~32K window taps per
+// thread at least.
+template <typename F>
+void for_each_plane(const PoolArgs& a, const F& f) {
+  const int64_t taps = std::max<int64_t>(
+      1, a.out_size[0] * a.out_size[1] * a.out_size[2] * a.kernel[0] * a.kernel[1] * a.kernel[2]);
+  parallel_for(0, a.batch * a.channels, std::max<int64_t>(1, 32768 / taps),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t plane = lo; plane < hi; ++plane)
+                   f(plane / a.channels, plane % a.channels);
+               });
+}
+
 template <typename T>
 void pool_forward_typed(const PoolArgs& a) {
   const T* in = static_cast<const T*>(a.input.data_ptr());
@@ -96,43 +112,43 @@ void pool_forward_typed(const PoolArgs& a) {
   uint8_t* tap_out = taps ? a.indices.data<uint8_t>() : nullptr;
   const int64_t* is = a.in_strides;
   const int64_t* os = a.out_strides;
-  for (int64_t n = 0; n < a.batch; ++n)
-    for (int64_t c = 0; c < a.channels; ++c)
-      for (int64_t od = 0; od < a.out_size[0]; ++od)
-        for (int64_t oh = 0; oh < a.out_size[1]; ++oh)
-          for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
-            const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);
-            const T* plane = in + n * is[0] + c * is[1];
-            const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
-            if (a.mode == PoolMode::max) {
-              double best = -std::numeric_limits<double>::infinity();
-              int64_t best_index = 0;
-              if (write_indices)
-                best_index = max_index(a, taps, wd.begin, wh.begin, ww.begin, wd.first_tap,
-                                       wh.first_tap, ww.first_tap);
-              for (int64_t d = wd.begin, td = wd.first_tap; d < wd.end; d += wd.step, ++td)
-                for (int64_t h = wh.begin, th = wh.first_tap; h < wh.end; h += wh.step, ++th)
-                  for (int64_t w = ww.begin, tw = ww.first_tap; w < ww.end; w += ww.step, ++tw) {
-                    const double v = load(plane + d * is[2] + h * is[3] + w * is[4]);
-                    if (v > best || std::isnan(v)) {
-                      best = v;
-                      if (write_indices) best_index = max_index(a, taps, d, h, w, td, th, tw);
-                    }
+  for_each_plane(a, [&](int64_t n, int64_t c) {
+    for (int64_t od = 0; od < a.out_size[0]; ++od)
+      for (int64_t oh = 0; oh < a.out_size[1]; ++oh)
+        for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
+          const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);
+          const T* plane = in + n * is[0] + c * is[1];
+          const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
+          if (a.mode == PoolMode::max) {
+            double best = -std::numeric_limits<double>::infinity();
+            int64_t best_index = 0;
+            if (write_indices)
+              best_index = max_index(a, taps, wd.begin, wh.begin, ww.begin, wd.first_tap,
+                                     wh.first_tap, ww.first_tap);
+            for (int64_t d = wd.begin, td = wd.first_tap; d < wd.end; d += wd.step, ++td)
+              for (int64_t h = wh.begin, th = wh.first_tap; h < wh.end; h += wh.step, ++th)
+                for (int64_t w = ww.begin, tw = ww.first_tap; w < ww.end; w += ww.step, ++tw) {
+                  const double v = load(plane + d * is[2] + h * is[3] + w * is[4]);
+                  if (v > best || std::isnan(v)) {
+                    best = v;
+                    if (write_indices) best_index = max_index(a, taps, d, h, w, td, th, tw);
                   }
-              store(out + at, best);
-              if (taps)
-                tap_out[at] = uint8_t(best_index);
-              else if (write_indices)
-                flat_out[at] = best_index;
-            } else {
-              double sum = 0;
-              for (int64_t d = wd.begin; d < wd.end; ++d)
-                for (int64_t h = wh.begin; h < wh.end; ++h)
-                  for (int64_t w = ww.begin; w < ww.end; ++w)
-                    sum += load(plane + d * is[2] + h * is[3] + w * is[4]);
-              store(out + at, sum / double(wd.divisor * wh.divisor * ww.divisor));
-            }
+                }
+            store(out + at, best);
+            if (taps)
+              tap_out[at] = uint8_t(best_index);
+            else if (write_indices)
+              flat_out[at] = best_index;
+          } else {
+            double sum = 0;
+            for (int64_t d = wd.begin; d < wd.end; ++d)
+              for (int64_t h = wh.begin; h < wh.end; ++h)
+                for (int64_t w = ww.begin; w < ww.end; ++w)
+                  sum += load(plane + d * is[2] + h * is[3] + w * is[4]);
+            store(out + at, sum / double(wd.divisor * wh.divisor * ww.divisor));
           }
+        }
+  });
 }
 
 template <typename T>
@@ -148,33 +164,31 @@ void pool_backward_typed(const PoolArgs& a) {
   const int64_t H = a.in_size[1], W = a.in_size[2];
   // Accumulate in double over the whole input, then store once.
   const int64_t volume = a.in_size[0] * H * W;
-  std::vector<double> acc(static_cast<size_t>(volume));
-  for (int64_t n = 0; n < a.batch; ++n)
-    for (int64_t c = 0; c < a.channels; ++c) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t od = 0; od < a.out_size[0]; ++od)
-        for (int64_t oh = 0; oh < a.out_size[1]; ++oh)
-          for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
-            const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
-            const double gv = load(g + at);
-            if (max) {
-              const int64_t index = taps ? int64_t(tap_indices[at]) : flat_indices[at];
-              acc[size_t(max_cell(a, taps, index, od, oh, ow))] += gv;
-              continue;
-            }
-            const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);
-            const double share = gv / double(wd.divisor * wh.divisor * ww.divisor);
-            for (int64_t d = wd.begin; d < wd.end; ++d)
-              for (int64_t h = wh.begin; h < wh.end; ++h)
-                for (int64_t w = ww.begin; w < ww.end; ++w)
-                  acc[size_t((d * H + h) * W + w)] += share;
+  for_each_plane(a, [&](int64_t n, int64_t c) {
+    thread_local std::vector<double> acc;
+    acc.assign(static_cast<size_t>(volume), 0.0);
+    for (int64_t od = 0; od < a.out_size[0]; ++od)
+      for (int64_t oh = 0; oh < a.out_size[1]; ++oh)
+        for (int64_t ow = 0; ow < a.out_size[2]; ++ow) {
+          const int64_t at = n * os[0] + c * os[1] + od * os[2] + oh * os[3] + ow * os[4];
+          const double gv = load(g + at);
+          if (max) {
+            const int64_t index = taps ? int64_t(tap_indices[at]) : flat_indices[at];
+            acc[size_t(max_cell(a, taps, index, od, oh, ow))] += gv;
+            continue;
           }
-      T* plane = gin + n * is[0] + c * is[1];
-      for (int64_t d = 0; d < a.in_size[0]; ++d)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w)
-            store(plane + d * is[2] + h * is[3] + w * is[4], acc[size_t((d * H + h) * W + w)]);
-    }
+          const Window wd = window(a, 0, od), wh = window(a, 1, oh), ww = window(a, 2, ow);
+          const double share = gv / double(wd.divisor * wh.divisor * ww.divisor);
+          for (int64_t d = wd.begin; d < wd.end; ++d)
+            for (int64_t h = wh.begin; h < wh.end; ++h)
+              for (int64_t w = ww.begin; w < ww.end; ++w) acc[size_t((d * H + h) * W + w)] += share;
+        }
+    T* plane = gin + n * is[0] + c * is[1];
+    for (int64_t d = 0; d < a.in_size[0]; ++d)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          store(plane + d * is[2] + h * is[3] + w * is[4], acc[size_t((d * H + h) * W + w)]);
+  });
 }
 
 dispatch::Algorithm<PoolProblem> direct(bool forward) {

@@ -2,7 +2,9 @@
 // input viewed as [outer, reduce, inner]. The reference for the CUDA reductions, so it favours
 // accuracy: floating inputs (float32 included) accumulate in double, var uses Welford's update
 // (never a sum and a sum of squares), and max/min propagate NaN as PyTorch does (the first NaN
-// wins, ties keep the first index). Integer sums and products wrap around like PyTorch's.
+// wins, ties keep the first index). Integer sums and products wrap around like PyTorch's. Outer
+// rows and column blocks run in parallel on the thread pool; a long row is reduced in fixed chunks
+// combined in order, so every result is bitwise the same for any thread count.
 #include "ember/kernel_interface/reduce.h"
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <limits>
 #include <type_traits>
 #include <vector>
+
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
@@ -73,34 +77,77 @@ const char* reduce_op_name(ReduceOp op) {
   return "reduce";
 }
 
-// acc = combine(acc, value) along the reduce dim, then out = finish(acc). A row (inner == 1) keeps
-// four independent accumulators so the additions pipeline; a [reduce, inner] block accumulates
-// a vector of inner columns, which the compiler vectorizes.
+// Elements per thread below which a reduction stays on one thread (as the elementwise kernels).
+constexpr int64_t kParallelGrain = 32768;
+// A long row is reduced in fixed chunks of this many elements whose partial results are combined
+// left to right (parallel_reduce): the same order for any thread count, and shorter serial
+// accumulation chains than one pass over the row.
+constexpr int64_t kRowChunk = 16384;
+// Columns of an [outer, reduce, inner] block given to one thread at a time.
+constexpr int64_t kColumnBlock = 256;
+
+// Runs f(o) for every outer row o on the thread pool (each row on one thread).
+template <typename F>
+void for_each_outer_row(int64_t outer, int64_t row_elements, const F& f) {
+  parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, row_elements)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t o = lo; o < hi; ++o) f(o);
+               });
+}
+
+// Runs f(o, j0, j1) for the [outer, reduce, inner] layout's columns [j0, j1) of outer row o, over
+// blocks of kColumnBlock columns on the thread pool; each column is owned by one thread.
+template <typename F>
+void for_each_column_block(ReduceShape s, const F& f) {
+  const int64_t blocks = (s.inner + kColumnBlock - 1) / kColumnBlock;
+  const int64_t block_elements = std::max<int64_t>(1, s.reduce * std::min(s.inner, kColumnBlock));
+  parallel_for(0, s.outer * blocks, std::max<int64_t>(1, kParallelGrain / block_elements),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t item = lo; item < hi; ++item) {
+                   const int64_t o = item / blocks, j0 = item % blocks * kColumnBlock;
+                   f(o, j0, std::min(s.inner, j0 + kColumnBlock));
+                 }
+               });
+}
+
+// acc = combine(acc, value) along the reduce dim, then out = finish(acc). A row (inner == 1) is cut
+// into kRowChunk chunks (in parallel when the rows alone do not fill the threads), each with eight
+// independent accumulators so the additions pipeline and vectorize; a [reduce, inner] block
+// accumulates a vector of columns, which the compiler vectorizes.
 template <typename T, typename Acc, typename Load, typename Combine, typename Finish>
 void fold(const T* in, T* out, ReduceShape s, Acc init, Load load, Combine combine, Finish finish) {
   const int64_t R = s.reduce, I = s.inner;
   if (I == 1) {
-    for (int64_t o = 0; o < s.outer; ++o) {
+    for_each_outer_row(s.outer, R, [&](int64_t o) {
       const T* row = in + o * R;
-      Acc acc[4] = {init, init, init, init};
-      int64_t r = 0;
-      for (; r + 4 <= R; r += 4)
-        for (int lane = 0; lane < 4; ++lane) acc[lane] = combine(acc[lane], load(row[r + lane]));
-      for (; r < R; ++r) acc[0] = combine(acc[0], load(row[r]));
-      out[o] = finish(combine(combine(acc[0], acc[1]), combine(acc[2], acc[3])));
-    }
+      auto chunk = [&](int64_t lo, int64_t hi) {
+        constexpr int kLanes = 8;
+        Acc acc[kLanes];
+        for (int lane = 0; lane < kLanes; ++lane) acc[lane] = init;
+        int64_t r = lo;
+        for (; r + kLanes <= hi; r += kLanes)
+          for (int lane = 0; lane < kLanes; ++lane)
+            acc[lane] = combine(acc[lane], load(row[r + lane]));
+        for (; r < hi; ++r) acc[0] = combine(acc[0], load(row[r]));
+        for (int width = kLanes / 2; width > 0; width /= 2)
+          for (int lane = 0; lane < width; ++lane)
+            acc[lane] = combine(acc[lane], acc[lane + width]);
+        return acc[0];
+      };
+      out[o] = finish(parallel_reduce(int64_t(0), R, kRowChunk, init, chunk, combine));
+    });
     return;
   }
-  std::vector<Acc> acc(static_cast<size_t>(I));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    std::fill(acc.begin(), acc.end(), init);
-    Acc* a = acc.data();
+  for_each_column_block(s, [&](int64_t o, int64_t j0, int64_t j1) {
+    Acc a[kColumnBlock];
+    const int64_t n = j1 - j0;
+    for (int64_t j = 0; j < n; ++j) a[j] = init;
     for (int64_t r = 0; r < R; ++r) {
-      const T* row = in + (o * R + r) * I;
-      for (int64_t j = 0; j < I; ++j) a[j] = combine(a[j], load(row[j]));
+      const T* row = in + (o * R + r) * I + j0;
+      for (int64_t j = 0; j < n; ++j) a[j] = combine(a[j], load(row[j]));
     }
-    for (int64_t j = 0; j < I; ++j) out[o * I + j] = finish(a[j]);
-  }
+    for (int64_t j = 0; j < n; ++j) out[o * I + j0 + j] = finish(a[j]);
+  });
 }
 
 enum class Extreme { max, min, max_abs };
@@ -136,45 +183,60 @@ void extreme(const T* in, T* values, int64_t* indices, ReduceShape s) {
     return;
   }
   if (I == 1) {
-    for (int64_t o = 0; o < s.outer; ++o) {
+    // The first extreme of each chunk, then the chunks' left to right (ties keep the left one).
+    struct Best {
+      V value;
+      int64_t index;  // -1: no element yet
+    };
+    auto pick = [&](Best left, Best right) {
+      if (left.index < 0) return right;
+      if (right.index < 0) return left;
+      return better(right.value, left.value) ? right : left;
+    };
+    for_each_outer_row(s.outer, R, [&](int64_t o) {
       const T* row = in + o * R;
-      V best = load(row[0]);
-      int64_t best_index = 0;
-      for (int64_t r = 1; r < R && !is_nan(best); ++r) {
-        const V x = load(row[r]);
-        if (better(x, best)) {
-          best = x;
-          best_index = r;
+      auto chunk = [&](int64_t lo, int64_t hi) {
+        V best = load(row[lo]);
+        int64_t best_index = lo;
+        for (int64_t r = lo + 1; r < hi && !is_nan(best); ++r) {
+          const V x = load(row[r]);
+          if (better(x, best)) {
+            best = x;
+            best_index = r;
+          }
         }
-      }
-      if (values) values[o] = store_value<T>(best);
-      if (indices) indices[o] = best_index;
-    }
+        return Best{best, best_index};
+      };
+      const Best b = parallel_reduce(int64_t(0), R, kRowChunk, Best{V(0), -1}, chunk, pick);
+      if (values) values[o] = store_value<T>(b.value);
+      if (indices) indices[o] = b.index;
+    });
     return;
   }
-  std::vector<V> best(static_cast<size_t>(I));
-  std::vector<int64_t> best_index(static_cast<size_t>(I));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    const T* block = in + o * R * I;
-    for (int64_t j = 0; j < I; ++j) {
-      best[size_t(j)] = load(block[j]);
-      best_index[size_t(j)] = 0;
+  for_each_column_block(s, [&](int64_t o, int64_t j0, int64_t j1) {
+    V best[kColumnBlock];
+    int64_t best_index[kColumnBlock];
+    const int64_t n = j1 - j0;
+    const T* block = in + o * R * I + j0;
+    for (int64_t j = 0; j < n; ++j) {
+      best[j] = load(block[j]);
+      best_index[j] = 0;
     }
     for (int64_t r = 1; r < R; ++r) {
       const T* row = block + r * I;
-      for (int64_t j = 0; j < I; ++j) {
+      for (int64_t j = 0; j < n; ++j) {
         const V x = load(row[j]);
-        if (better(x, best[size_t(j)])) {
-          best[size_t(j)] = x;
-          best_index[size_t(j)] = r;
+        if (better(x, best[j])) {
+          best[j] = x;
+          best_index[j] = r;
         }
       }
     }
-    for (int64_t j = 0; j < I; ++j) {
-      if (values) values[o * I + j] = store_value<T>(best[size_t(j)]);
-      if (indices) indices[o * I + j] = best_index[size_t(j)];
+    for (int64_t j = 0; j < n; ++j) {
+      if (values) values[o * I + j0 + j] = store_value<T>(best[j]);
+      if (indices) indices[o * I + j0 + j] = best_index[j];
     }
-  }
+  });
 }
 
 // Welford's running mean and M2 in double: accurate when the mean is large next to the spread,
@@ -198,14 +260,15 @@ struct WelfordState {
   }
 };
 
-// Per-column Welford over `rows` rows of `cols` values (row stride `cols`): the columns are
+// Per-column Welford over `rows` rows of `cols` values (row stride `stride`): the columns are
 // independent, so the update vectorizes across them.
 template <typename T>
-void welford_columns(const T* in, int64_t rows, int64_t cols, double* mean, double* m2) {
+void welford_columns_strided(const T* in, int64_t rows, int64_t cols, int64_t stride, double* mean,
+                             double* m2) {
   std::fill(mean, mean + cols, 0.0);
   std::fill(m2, m2 + cols, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
-    const T* row = in + r * cols;
+    const T* row = in + r * stride;
     const double count = double(r + 1);
     for (int64_t j = 0; j < cols; ++j) {
       const double x = load_value(row[j]);
@@ -217,33 +280,49 @@ void welford_columns(const T* in, int64_t rows, int64_t cols, double* mean, doub
 }
 
 template <typename T>
+void welford_columns(const T* in, int64_t rows, int64_t cols, double* mean, double* m2) {
+  welford_columns_strided(in, rows, cols, cols, mean, m2);
+}
+
+template <typename T>
 void variance_welford(const T* in, T* out, ReduceShape s, int64_t correction) {
   const int64_t R = s.reduce, I = s.inner;
   const double divisor = std::max<double>(0.0, double(R) - double(correction));
   if (I == 1) {
-    // A row is read as [R / kLanes, kLanes] columns (independent lanes instead of one serial
-    // chain), the lanes are merged, then the tail is added one by one.
-    constexpr int64_t kLanes = 8;
-    double lane_mean[kLanes], lane_m2[kLanes];
-    const int64_t blocks = R / kLanes;
-    for (int64_t o = 0; o < s.outer; ++o) {
+    // A chunk of a row is read as [n / kLanes, kLanes] columns (independent lanes instead of one
+    // serial chain), the lanes are merged, then the tail is added one by one; the chunks' states
+    // are merged left to right.
+    for_each_outer_row(s.outer, R, [&](int64_t o) {
       const T* row = in + o * R;
-      WelfordState total;
-      if (blocks > 0) {
-        welford_columns(row, blocks, kLanes, lane_mean, lane_m2);
-        for (int64_t l = 0; l < kLanes; ++l)
-          total.merge({double(blocks), lane_mean[l], lane_m2[l]});
-      }
-      for (int64_t r = blocks * kLanes; r < R; ++r) total.add(load_value(row[r]));
+      auto chunk = [&](int64_t lo, int64_t hi) {
+        constexpr int64_t kLanes = 8;
+        double lane_mean[kLanes], lane_m2[kLanes];
+        const int64_t blocks = (hi - lo) / kLanes;
+        WelfordState total;
+        if (blocks > 0) {
+          welford_columns(row + lo, blocks, kLanes, lane_mean, lane_m2);
+          for (int64_t l = 0; l < kLanes; ++l)
+            total.merge({double(blocks), lane_mean[l], lane_m2[l]});
+        }
+        for (int64_t r = lo + blocks * kLanes; r < hi; ++r) total.add(load_value(row[r]));
+        return total;
+      };
+      auto merge = [](WelfordState a, const WelfordState& b) {
+        a.merge(b);
+        return a;
+      };
+      const WelfordState total =
+          parallel_reduce(int64_t(0), R, kRowChunk, WelfordState{}, chunk, merge);
       out[o] = store_value<T>(total.m2 / divisor);
-    }
+    });
     return;
   }
-  std::vector<double> mean(static_cast<size_t>(I)), m2(static_cast<size_t>(I));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    welford_columns(in + o * R * I, R, I, mean.data(), m2.data());
-    for (int64_t j = 0; j < I; ++j) out[o * I + j] = store_value<T>(m2[size_t(j)] / divisor);
-  }
+  for_each_column_block(s, [&](int64_t o, int64_t j0, int64_t j1) {
+    double mean[kColumnBlock], m2[kColumnBlock];
+    const int64_t n = j1 - j0;
+    welford_columns_strided(in + o * R * I + j0, R, n, I, mean, m2);
+    for (int64_t j = 0; j < n; ++j) out[o * I + j0 + j] = store_value<T>(m2[j] / divisor);
+  });
 }
 
 template <typename T>

@@ -1,11 +1,15 @@
 // CPU scan kernel (kernel_interface/scan.h): inclusive cumsum / cumprod / cummax / cummin along
 // the middle dim of a dense [outer, len, inner] input. The reference for the CUDA scans: sums and
 // products accumulate in double (floating) or int64 (integers, wrapping like PyTorch), and the
-// running extremum follows PyTorch's rule (later index on ties, NaN propagates).
+// running extremum follows PyTorch's rule (later index on ties, NaN propagates). Lines run in
+// parallel on the thread pool.
 #include "ember/kernel_interface/scan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
@@ -51,8 +55,11 @@ void scan_typed(const Tensor& out_t, const Tensor* indices, const Tensor& in_t, 
   const T* in = in_t.data<T>();
   T* out = out_t.data<T>();
   int64_t* idx = indices ? indices->data<int64_t>() : nullptr;
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.inner; ++i) {
+  // Each line (o, i) is scanned by one thread, in order; ~32K elements per thread at least.
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.reduce));
+  parallel_for(0, s.outer * s.inner, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t line = lo; line < hi; ++line) {
+      const int64_t o = line / s.inner, i = line % s.inner;
       const int64_t base = o * s.reduce * s.inner + i;
       if (op == ScanOp::sum || op == ScanOp::prod) {
         acc_t<T> acc = op == ScanOp::sum ? acc_t<T>(0) : acc_t<T>(1);
@@ -87,6 +94,7 @@ void scan_typed(const Tensor& out_t, const Tensor* indices, const Tensor& in_t, 
         }
       }
     }
+  });
 }
 
 void scan_cpu(const Tensor& out, const Tensor* indices, const Tensor& in, ReduceShape shape,

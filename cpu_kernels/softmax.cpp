@@ -3,7 +3,8 @@
 // / nll_loss forward and backward kernels. They are the reference the CUDA kernels are tested
 // against, so they accumulate in double for every dtype. Memory is [outer, dim, inner]; for
 // inner > 1 a block of `inner` columns is processed side by side so the inner loops run over
-// contiguous memory. Gradients are written, never accumulated.
+// contiguous memory. Rows (and blocks of columns) run in parallel on the thread pool, each
+// computed by one thread. Gradients are written, never accumulated.
 #include "ember/kernel_interface/softmax.h"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <limits>
 #include <type_traits>
 #include <vector>
+
+#include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
@@ -31,36 +34,76 @@ inline void store(T* p, int64_t i, double v) {
 
 // ---- softmax ----------------------------------------------------------------------------------
 
+// Columns of the inner dim processed side by side by one thread.
+constexpr int64_t kColumnBlock = 256;
+
+// Runs f(o, i0, i1) for the columns [i0, i1) of every outer slice o of an [outer, D, inner] layout
+// on the thread pool: one item is a block of columns, each computed by one thread, so results do
+// not depend on the thread count. ~32K elements per thread at least (a few exps each).
+template <typename F>
+void for_each_column_block(int64_t outer, int64_t D, int64_t I, const F& f) {
+  const int64_t width = std::min(I, kColumnBlock);
+  const int64_t blocks = (I + width - 1) / width;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D * width));
+  parallel_for(0, outer * blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t o = item / blocks, i0 = item % blocks * width;
+      f(o, i0, std::min(I, i0 + width));
+    }
+  });
+}
+
 template <typename T>
 void softmax_forward_typed(const SoftmaxProblem& p) {
   const T* x = static_cast<const T*>(p.input.data_ptr());
   T* y = static_cast<T*>(p.output.data_ptr());
   const int64_t D = p.dim_size, I = p.inner;
-  std::vector<double> maxv(static_cast<size_t>(I)), sum(static_cast<size_t>(I));
-  for (int64_t o = 0; o < p.outer; ++o) {
-    const T* xo = x + o * D * I;
-    T* yo = y + o * D * I;
-    std::fill(maxv.begin(), maxv.end(), -std::numeric_limits<double>::infinity());
-    std::fill(sum.begin(), sum.end(), 0.0);
+  if (p.outer * I == 0) return;
+  if (I == 1) {
+    // Contiguous rows: the column-block loops below with one column, without their inner loop.
+    for_each_column_block(p.outer, D, I, [&](int64_t o, int64_t, int64_t) {
+      const T* xo = x + o * D;
+      T* yo = y + o * D;
+      double maxv = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const double v = load(xo, d);
+        if (v > maxv || std::isnan(v)) maxv = v;
+      }
+      for (int64_t d = 0; d < D; ++d) sum += std::exp(load(xo, d) - maxv);
+      if (p.log) {
+        const double lse = maxv + std::log(sum);
+        for (int64_t d = 0; d < D; ++d) store(yo, d, load(xo, d) - lse);
+      } else {
+        for (int64_t d = 0; d < D; ++d) store(yo, d, std::exp(load(xo, d) - maxv) / sum);
+      }
+    });
+    return;
+  }
+  for_each_column_block(p.outer, D, I, [&](int64_t o, int64_t i0, int64_t i1) {
+    const T* xo = x + o * D * I + i0;
+    T* yo = y + o * D * I + i0;
+    const int64_t n = i1 - i0;
+    double maxv[kColumnBlock], sum[kColumnBlock];
+    std::fill(maxv, maxv + n, -std::numeric_limits<double>::infinity());
+    std::fill(sum, sum + n, 0.0);
     for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < I; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         const double v = load(xo, d * I + i);
         // NaN wins, so that a NaN anywhere in a row makes the whole row NaN.
-        if (v > maxv[size_t(i)] || std::isnan(v)) maxv[size_t(i)] = v;
+        if (v > maxv[i] || std::isnan(v)) maxv[i] = v;
       }
     for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < I; ++i)
-        sum[size_t(i)] += std::exp(load(xo, d * I + i) - maxv[size_t(i)]);
+      for (int64_t i = 0; i < n; ++i) sum[i] += std::exp(load(xo, d * I + i) - maxv[i]);
     if (p.log) {
-      for (int64_t i = 0; i < I; ++i) sum[size_t(i)] = maxv[size_t(i)] + std::log(sum[size_t(i)]);
+      for (int64_t i = 0; i < n; ++i) sum[i] = maxv[i] + std::log(sum[i]);
       for (int64_t d = 0; d < D; ++d)
-        for (int64_t i = 0; i < I; ++i) store(yo, d * I + i, load(xo, d * I + i) - sum[size_t(i)]);
+        for (int64_t i = 0; i < n; ++i) store(yo, d * I + i, load(xo, d * I + i) - sum[i]);
     } else {
       for (int64_t d = 0; d < D; ++d)
-        for (int64_t i = 0; i < I; ++i)
-          store(yo, d * I + i, std::exp(load(xo, d * I + i) - maxv[size_t(i)]) / sum[size_t(i)]);
+        for (int64_t i = 0; i < n; ++i)
+          store(yo, d * I + i, std::exp(load(xo, d * I + i) - maxv[i]) / sum[i]);
     }
-  }
+  });
 }
 
 // softmax: dx = y * (g - sum(g * y)); log_softmax: dx = g - exp(y) * sum(g).
@@ -70,22 +113,24 @@ void softmax_backward_typed(const SoftmaxProblem& p) {
   const T* g = static_cast<const T*>(p.grad_output.data_ptr());
   T* dx = static_cast<T*>(p.output.data_ptr());
   const int64_t D = p.dim_size, I = p.inner;
-  std::vector<double> acc(static_cast<size_t>(I));
-  for (int64_t o = 0; o < p.outer; ++o) {
-    const int64_t base = o * D * I;
-    std::fill(acc.begin(), acc.end(), 0.0);
+  if (p.outer * I == 0) return;
+  for_each_column_block(p.outer, D, I, [&](int64_t o, int64_t i0, int64_t i1) {
+    const int64_t base = o * D * I + i0;
+    const int64_t n = i1 - i0;
+    double acc[kColumnBlock];
+    std::fill(acc, acc + n, 0.0);
     for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < I; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         const int64_t at = base + d * I + i;
-        acc[size_t(i)] += p.log ? load(g, at) : load(g, at) * load(y, at);
+        acc[i] += p.log ? load(g, at) : load(g, at) * load(y, at);
       }
     for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < I; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         const int64_t at = base + d * I + i;
         const double gv = load(g, at), yv = load(y, at);
-        store(dx, at, p.log ? gv - std::exp(yv) * acc[size_t(i)] : yv * (gv - acc[size_t(i)]));
+        store(dx, at, p.log ? gv - std::exp(yv) * acc[i] : yv * (gv - acc[i]));
       }
-  }
+  });
 }
 
 void check_problem(const SoftmaxProblem& p) {
@@ -144,9 +189,11 @@ void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
   R* tw_out = a.target_weight.data<R>();
   const int64_t C = a.classes, S = a.inner;
   const double eps = a.label_smoothing;
-  for (int64_t n = 0; n < a.outer; ++n) {
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t r = n * S + s;
+  // Rows run in parallel, ~32K elements per thread at least.
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, C));
+  parallel_for(0, a.outer * S, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / S, s = r % S;
       const T* row = x + n * C * S + s;  // class c at row[c * S]
       const int64_t t = row_class(a, target, r);
       double lse = 0;
@@ -177,7 +224,7 @@ void cross_entropy_forward_typed(const CrossEntropyArgs& a) {
       loss[r] = R(value);
       tw_out[r] = R(wt);
     }
-  }
+  });
 }
 
 // d loss[r] / d x[r, c] = p_c * ((1 - eps) w[t] + eps / C * sum(w)) - (1 - eps) w[t] [c == t]
@@ -199,9 +246,10 @@ void cross_entropy_backward_typed(const CrossEntropyArgs& a) {
     weight_sum = 0;
     for (int64_t c = 0; c < C; ++c) weight_sum += double(w[c]);
   }
-  for (int64_t n = 0; n < a.outer; ++n) {
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t r = n * S + s;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, C));
+  parallel_for(0, a.outer * S, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / S, s = r % S;
       const int64_t base = n * C * S + s;
       const int64_t t = row_class(a, target, r);
       if (t < 0) {
@@ -223,7 +271,7 @@ void cross_entropy_backward_typed(const CrossEntropyArgs& a) {
         store(gx, base + c * S, g * d);
       }
     }
-  }
+  });
 }
 
 void cross_entropy_forward_cpu(const CrossEntropyArgs& a) {

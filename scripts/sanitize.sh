@@ -8,6 +8,11 @@
 #   scripts/sanitize.sh tsan                ThreadSanitizer build in build-tsan/ (or
 #                                           $EMBER_TSAN_BUILD_DIR) running the concurrency stress
 #                                           test (tests/stress, label stress).
+#   scripts/sanitize.sh tsan-cpu [ctest-regex]  the same ThreadSanitizer build running the CPU
+#                                           ctest suites (label cpu; or those matching the regex,
+#                                           e.g. 'cpu\.test_(parallel|cpu_threads)$') with
+#                                           EMBER_NUM_THREADS=4, so the kernels' loops really run
+#                                           on several threads even on a small machine.
 # Prints ctest's summary; exits non-zero when a test failed or a sanitizer reported. Environment:
 # EMBER_JOBS (build jobs and ctest -j), EMBER_STRESS_SECONDS (stress duration, default 2 s).
 set -euo pipefail
@@ -37,21 +42,29 @@ case $mode in
     [[ -n ${2:-} ]] && select=(-R "$2")
     ctest --test-dir "$build" "${select[@]}" -j "$jobs" --output-on-failure
     ;;
-  tsan)
+  tsan | tsan-cpu)
     build=${EMBER_TSAN_BUILD_DIR:-$repo/build-tsan}
     flags="-fsanitize=thread -fno-omit-frame-pointer -gline-tables-only"
     [[ -f $build/build.ninja ]] ||
       cmake -S . -B "$build" "${common[@]}" -DCMAKE_CXX_FLAGS="$flags" \
         -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
         -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
-    ninja -C "$build" -j "$jobs" ember_tests_stress
     # halt_on_error: the first race fails the test; second_deadlock_stack: both stacks of a
     # lock-order inversion.
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4}
-    ctest --test-dir "$build" -L '^stress$' --output-on-failure
+    if [[ $mode == tsan ]]; then
+      ninja -C "$build" -j "$jobs" ember_tests_stress
+      ctest --test-dir "$build" -L '^stress$' --output-on-failure
+    else
+      ninja -C "$build" -j "$jobs" ember_tests_cpu
+      export EMBER_NUM_THREADS=${EMBER_NUM_THREADS:-4}
+      select=(-L '^cpu$')
+      [[ -n ${2:-} ]] && select=(-R "$2")
+      ctest --test-dir "$build" "${select[@]}" --output-on-failure
+    fi
     ;;
   *)
-    echo "usage: scripts/sanitize.sh asan [ctest-regex] | tsan"
+    echo "usage: scripts/sanitize.sh asan [ctest-regex] | tsan | tsan-cpu [ctest-regex]"
     exit 2
     ;;
 esac
