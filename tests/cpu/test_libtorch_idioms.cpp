@@ -13,6 +13,7 @@
 
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "support/compare.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -20,14 +21,7 @@ namespace {
 using Values = std::vector<double>;
 
 Values values(const ember::Tensor& t) { return t.to_vector(); }
-
-bool near(const ember::Tensor& t, const Values& expected, double tol = 1e-5) {
-  Values v = t.to_vector();
-  if (v.size() != expected.size()) return false;
-  for (size_t i = 0; i < v.size(); ++i)
-    if (std::abs(v[i] - expected[i]) > tol * (1 + std::abs(expected[i]))) return false;
-  return true;
-}
+using ember::testing::near_values;
 
 // A libtorch-style model: submodules as holder members, registered in the constructor.
 struct NetImpl : ember::nn::Module {
@@ -66,7 +60,7 @@ TEST_CASE("libtorch idioms: creating tensors and arithmetic") {
   }
   SUBCASE("arange with a step") {
     auto a = ember::arange(0, 1, 0.25);
-    CHECK(near(a, {0, 0.25, 0.5, 0.75}));
+    CHECK(near_values(a, {0, 0.25, 0.5, 0.75}));
   }
   SUBCASE("tensor-tensor arithmetic") {
     auto a = ember::arange(1, 4);
@@ -74,12 +68,12 @@ TEST_CASE("libtorch idioms: creating tensors and arithmetic") {
     CHECK(values(a + b) == Values{3, 4, 5});
     CHECK(values(a - b) == Values{-1, 0, 1});
     CHECK(values(a * b) == Values{2, 4, 6});
-    CHECK(near(a / b, {0.5, 1, 1.5}));
+    CHECK(near_values(a / b, {0.5, 1, 1.5}));
   }
   SUBCASE("scalar on the left") {
     auto a = ember::arange(1, 4);
     CHECK(values(10 - a) == Values{9, 8, 7});
-    CHECK(near(1 / a, {1, 0.5, 1.0 / 3}));
+    CHECK(near_values(1 / a, {1, 0.5, 1.0 / 3}));
   }
   SUBCASE("broadcasting") {
     auto col = ember::arange(2).view({2, 1});
@@ -100,18 +94,18 @@ TEST_CASE("libtorch idioms: creating tensors and arithmetic") {
     CHECK(values(-x) == Values{2, 1, 0, -1, -2});
     CHECK(values(x.abs()) == Values{2, 1, 0, 1, 2});
     CHECK(values(x.pow(2)) == Values{4, 1, 0, 1, 4});
-    CHECK(near(x.pow(2).sqrt(), {2, 1, 0, 1, 2}));
+    CHECK(near_values(x.pow(2).sqrt(), {2, 1, 0, 1, 2}));
   }
   SUBCASE("exp and log") {
     auto x = ember::arange(1, 4);
-    CHECK(near(x.exp().log(), {1, 2, 3}));
-    CHECK(near(ember::exp(ember::zeros({1})), {1}));
+    CHECK(near_values(x.exp().log(), {1, 2, 3}));
+    CHECK(near_values(ember::exp(ember::zeros({1})), {1}));
   }
   SUBCASE("activations as functions") {
     auto x = ember::arange(-1, 2);
     CHECK(values(ember::relu(x)) == Values{0, 0, 1});
-    CHECK(near(ember::sigmoid(ember::zeros({1})), {0.5}));
-    CHECK(near(ember::tanh(x), {std::tanh(-1.0), 0, std::tanh(1.0)}));
+    CHECK(near_values(ember::sigmoid(ember::zeros({1})), {0.5}));
+    CHECK(near_values(ember::tanh(x), {std::tanh(-1.0), 0, std::tanh(1.0)}));
   }
   SUBCASE("clamp") {
     auto x = ember::arange(-2, 3);
@@ -225,7 +219,7 @@ TEST_CASE("libtorch idioms: reductions and linear algebra") {
   }
   SUBCASE("sum and mean over a dim") {
     CHECK(values(x.sum({1})) == Values{3, 12});
-    CHECK(near(x.mean({0}), {1.5, 2.5, 3.5}));
+    CHECK(near_values(x.mean({0}), {1.5, 2.5, 3.5}));
     CHECK(x.sum({1}, true).sizes() == ember::Shape{2, 1});
   }
   SUBCASE("free-function reductions") {
@@ -252,12 +246,12 @@ TEST_CASE("libtorch idioms: reductions and linear algebra") {
   }
   SUBCASE("logsumexp") {
     auto z = ember::zeros({2, 4});
-    CHECK(near(ember::logsumexp(z, {1}), {std::log(4.0), std::log(4.0)}));
+    CHECK(near_values(ember::logsumexp(z, {1}), {std::log(4.0), std::log(4.0)}));
   }
   SUBCASE("softmax rows sum to one") {
     auto p = ember::softmax(ember::randn({3, 5}), 1);
-    CHECK(near(p.sum({1}), {1, 1, 1}));
-    CHECK(near(ember::log_softmax(ember::zeros({1, 4}), 1), Values(4, -std::log(4.0))));
+    CHECK(near_values(p.sum({1}), {1, 1, 1}));
+    CHECK(near_values(ember::log_softmax(ember::zeros({1, 4}), 1), Values(4, -std::log(4.0))));
   }
   SUBCASE("matmul, mm, bmm") {
     auto a = ember::ones({2, 3});
@@ -451,7 +445,7 @@ TEST_CASE("libtorch idioms: modules") {
   SUBCASE("LayerNorm normalizes the last dim") {
     ember::nn::LayerNorm ln(ember::nn::LayerNormOptions({4}));
     auto y = ln->forward(ember::arange(8).view({2, 4}));
-    CHECK(near(y.mean({1}), {0, 0}, 1e-5));
+    CHECK(near_values(y.mean({1}), {0, 0}, 1e-5));
   }
   SUBCASE("freezing parameters") {
     Net net(2, 3, 1);
@@ -559,7 +553,7 @@ TEST_CASE("libtorch idioms: modules") {
     namespace F = ember::nn::functional;
     auto x = ember::arange(-2, 2);
     CHECK(values(F::relu(x)) == Values{0, 0, 0, 1});
-    CHECK(near(F::leaky_relu(x, 0.5), {-1, -0.5, 0, 1}));
+    CHECK(near_values(F::leaky_relu(x, 0.5), {-1, -0.5, 0, 1}));
     CHECK(F::mse_loss(ember::ones({3}), ember::zeros({3})).item<double>() == 1);
   }
 }
@@ -594,7 +588,7 @@ TEST_CASE("libtorch idioms: losses and a training loop") {
     auto loss = (w * ember::arange(1, 3)).sum();
     loss.backward();
     optimizer.step();
-    CHECK(near(w, {0.9, 0.8}));
+    CHECK(near_values(w, {0.9, 0.8}));
   }
   SUBCASE("SGD with momentum and weight decay") {
     auto w = ember::ones({1}).requires_grad_();
@@ -613,7 +607,7 @@ TEST_CASE("libtorch idioms: losses and a training loop") {
     ember::optim::Adam optimizer({w}, ember::optim::AdamOptions(0.01));
     (w * ember::arange(1, 4)).sum().backward();
     optimizer.step();
-    CHECK(near(w, {-0.01, -0.01, -0.01}, 1e-4));
+    CHECK(near_values(w, {-0.01, -0.01, -0.01}, 1e-4));
   }
   SUBCASE("zero_grad clears the gradients") {
     ember::nn::Linear fc(2, 2);

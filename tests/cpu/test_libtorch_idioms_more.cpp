@@ -12,20 +12,14 @@
 
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
+#include "support/compare.h"
 
 namespace {
 
 using Values = std::vector<double>;
 
 Values values(const ember::Tensor& t) { return t.to_vector(); }
-
-bool near(const ember::Tensor& t, const Values& expected, double tol = 1e-5) {
-  Values v = t.to_vector();
-  if (v.size() != expected.size()) return false;
-  for (size_t i = 0; i < v.size(); ++i)
-    if (std::abs(v[i] - expected[i]) > tol * (1 + std::abs(expected[i]))) return false;
-  return true;
-}
+using ember::testing::near_values;
 
 // y = x^3 with a hand-written backward, as a libtorch custom function.
 struct Cube : ember::autograd::Function<Cube> {
@@ -212,8 +206,8 @@ TEST_CASE("libtorch idioms: raw access and factories") {
     CHECK(x.dtype() == ember::kInt64);
   }
   SUBCASE("linspace and logspace") {
-    CHECK(near(ember::linspace(0, 1, 5), {0, 0.25, 0.5, 0.75, 1}));
-    CHECK(near(ember::logspace(0, 2, 3), {1, 10, 100}));
+    CHECK(near_values(ember::linspace(0, 1, 5), {0, 0.25, 0.5, 0.75, 1}));
+    CHECK(near_values(ember::logspace(0, 2, 3), {1, 10, 100}));
   }
   SUBCASE("eye") { CHECK(values(ember::eye(2)) == Values{1, 0, 0, 1}); }
   SUBCASE("full_like and randn_like keep the shape") {
@@ -257,7 +251,7 @@ TEST_CASE("libtorch idioms: scatter, gather and friends") {
   SUBCASE("gather the logits of the targets") {
     auto logits = ember::tensor({{0.1, 0.9}, {0.8, 0.2}});
     auto picked = logits.gather(1, ember::tensor({{1}, {0}}));
-    CHECK(near(picked, {0.9, 0.8}));
+    CHECK(near_values(picked, {0.9, 0.8}));
   }
   SUBCASE("take_along_dim with argsort's indices sorts") {
     auto x = ember::tensor({{3.0, 1.0, 2.0}});
@@ -291,7 +285,7 @@ TEST_CASE("libtorch idioms: sorting, top-k and scans") {
   }
   SUBCASE("norm and amax over a dim") {
     auto m = ember::tensor({{3.0, 4.0}, {-6.0, 8.0}});
-    CHECK(near(m.norm(2, {1}), {5, 10}));
+    CHECK(near_values(m.norm(2, {1}), {5, 10}));
     CHECK(values(m.amax(1)) == Values{4, 8});
   }
 }
@@ -330,7 +324,7 @@ TEST_CASE("libtorch idioms: custom functions and higher-order gradients") {
   SUBCASE("a custom function's backward") {
     auto x = ember::tensor({2.0}, ember::requires_grad());
     Cube::apply(x).sum().backward();
-    CHECK(near(x.grad(), {12}));
+    CHECK(near_values(x.grad(), {12}));
   }
   SUBCASE("a straight-through estimator") {
     auto x = ember::tensor({0.4, 1.6}, ember::requires_grad());
@@ -344,7 +338,7 @@ TEST_CASE("libtorch idioms: custom functions and higher-order gradients") {
     auto y = x.pow(3);
     auto dy = ember::autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
     auto d2y = ember::autograd::grad({dy}, {x})[0];
-    CHECK(near(d2y, {9}));
+    CHECK(near_values(d2y, {9}));
   }
   SUBCASE("a gradient penalty") {
     auto w = ember::tensor({1.0, -2.0}, ember::requires_grad());
@@ -353,7 +347,7 @@ TEST_CASE("libtorch idioms: custom functions and higher-order gradients") {
     auto gx = ember::autograd::grad({out}, {x}, {}, std::nullopt, true)[0];
     auto penalty = gx.pow(2).sum();  // = |w|^2
     penalty.backward();
-    CHECK(near(w.grad(), {2, -4}));
+    CHECK(near_values(w.grad(), {2, -4}));
   }
 }
 

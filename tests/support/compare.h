@@ -58,4 +58,14 @@ inline double parity_tolerance(DType d) {
 // input of a CUDA-vs-CPU comparison.
 inline Tensor cpu_f64(const Tensor& g) { return g.detach().to(Device::cpu(), DType::f64); }
 
+// Whether t's values, read as fp64 in logical order, match `expected` within a relative tolerance
+// (|v - e| <= tol * (1 + |e|)) element by element, and the counts agree.
+inline bool near_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
+  const std::vector<double> v = t.to_vector();
+  if (v.size() != expected.size()) return false;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::abs(v[i] - expected[i]) > tol * (1 + std::abs(expected[i]))) return false;
+  return true;
+}
+
 }  // namespace ember::testing
