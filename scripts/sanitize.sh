@@ -53,7 +53,9 @@ case $mode in
         -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
     # halt_on_error: the first race fails the test; second_deadlock_stack: both stacks of a
     # lock-order inversion.
-    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4}
+    # allocator_may_return_null: some CPU tests allocate impossible sizes on purpose (Ember must
+    # turn the failure into an ember::Error), as in the asan mode.
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:allocator_may_return_null=1}
     if [[ $mode == tsan ]]; then
       ninja -C "$build" -j "$jobs" ember_tests_stress
       ctest --test-dir "$build" -L '^stress$' --output-on-failure
