@@ -43,6 +43,16 @@ int default_threads() {
   return int(n);
 }
 
+// One loop's work as the pool sees it: chunk c of `chunks` equal parts of [begin, end), handed to
+// the caller's type-erased body.
+struct ChunkBody {
+  int64_t begin, n;
+  int chunks;
+  detail::ChunkFn fn;
+  const void* ctx;
+  void run(int c) const { fn(ctx, begin + n * c / chunks, begin + n * (c + 1) / chunks); }
+};
+
 class Pool {
  public:
   static Pool& instance() {
@@ -62,7 +72,7 @@ class Pool {
 
   // Runs body(c) for c in [0, chunks) on the workers and the calling thread. Returns false without
   // running anything when another thread's loop holds the pool.
-  bool try_run(int chunks, const std::function<void(int)>& body) {
+  bool try_run(int chunks, const ChunkBody& body) {
     std::unique_lock<std::mutex> run(run_mutex_, std::try_to_lock);
     if (!run.owns_lock()) return false;
     start_workers();
@@ -149,7 +159,7 @@ class Pool {
       const int c = next_.fetch_add(1, std::memory_order_relaxed);
       if (c >= chunks_) break;
       try {
-        (*body_)(c);
+        body_->run(c);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!error_) error_ = std::current_exception();
@@ -165,7 +175,7 @@ class Pool {
   std::vector<std::thread> workers_;
   uint64_t generation_ = 0;
   bool stop_ = false;
-  const std::function<void(int)>* body_ = nullptr;
+  const ChunkBody* body_ = nullptr;
   int chunks_ = 0;
   std::atomic<int> next_{0};
   int pending_ = 0;
@@ -190,26 +200,18 @@ InlineParallelScope::InlineParallelScope() : previous_(t_in_parallel_region) {
 }
 InlineParallelScope::~InlineParallelScope() { t_in_parallel_region = previous_; }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& f) {
+void detail::parallel_for_chunks(int64_t begin, int64_t end, int64_t grain, ChunkFn fn,
+                                 const void* ctx) {
   if (end <= begin) return;
   if (grain < 1) grain = 1;
   const int64_t n = end - begin;
   Pool& pool = Pool::instance();
   const int threads = pool.threads();
-  if (n <= grain || threads == 1 || t_in_parallel_region) {
-    f(begin, end);
-    return;
-  }
-  const int chunks = int(std::min<int64_t>(threads, (n + grain - 1) / grain));
-  if (chunks <= 1) {
-    f(begin, end);
-    return;
-  }
-  const std::function<void(int)> body = [&](int c) {
-    f(begin + n * c / chunks, begin + n * (c + 1) / chunks);
-  };
-  if (!pool.try_run(chunks, body)) f(begin, end);
+  const int chunks = n <= grain || t_in_parallel_region
+                         ? 1
+                         : int(std::min<int64_t>(threads, (n + grain - 1) / grain));
+  if (chunks <= 1 || !pool.try_run(chunks, ChunkBody{begin, n, chunks, fn, ctx}))
+    fn(ctx, begin, end);
 }
 
 }  // namespace ember

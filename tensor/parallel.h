@@ -6,8 +6,8 @@
 // thread: one pool, never more busy threads than set_num_threads allows.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 namespace ember {
@@ -38,8 +38,22 @@ class InlineParallelScope {
 // most `grain` items, one thread is set, the pool is busy with another caller's loop, or the
 // caller is inside a parallel region. The first exception thrown by a chunk is rethrown here
 // after every chunk has finished.
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& f);
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f);
+
+namespace detail {
+// parallel_for's loop over a type-erased, non-owning body: fn(ctx, lo, hi). No allocation per
+// call (a std::function holding a lambda with several captures would allocate).
+using ChunkFn = void (*)(const void* ctx, int64_t lo, int64_t hi);
+void parallel_for_chunks(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, const void* ctx);
+}  // namespace detail
+
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  detail::parallel_for_chunks(
+      begin, end, grain,
+      [](const void* ctx, int64_t lo, int64_t hi) { (*static_cast<const F*>(ctx))(lo, hi); }, &f);
+}
 
 // Reduces [begin, end) cut into fixed chunks of `grain` items: each chunk by f(lo, hi) -> T,
 // then the partials left to right with combine(T, T) -> T, starting from identity. The chunks do
