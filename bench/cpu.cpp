@@ -48,6 +48,7 @@
 extern "C" void openblas_set_num_threads(int);  // OpenBLAS's own; present in every OpenBLAS
 #endif
 
+#include "cpu_harness.h"
 #include "ember/dispatch/algo_cache.h"
 #include "ember/ember.h"
 #include "ember/nn/nn.h"
@@ -59,61 +60,20 @@ using namespace ember;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using cpu_bench::Clock;
+using cpu_bench::emit;
+using cpu_bench::ms_since;
+using cpu_bench::Samples;
+using cpu_bench::samples_json;
+using cpu_bench::summarize;
+using cpu_bench::time_cpu;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-struct Samples {
-  double median = 0, min = 0, max = 0;
-};
-
-Samples summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {bench::percentile(v, 0.5), v.front(), v.back()};
-}
-
-// `warmup` calls of f, then `reps` samples, each the mean ms of `iters` back-to-back calls.
-template <typename F>
-Samples time_cpu(F&& f, int warmup, int reps, int iters) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> v;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    v.push_back(ms_since(t0) / iters);
-  }
-  return summarize(std::move(v));
-}
-
-struct Options {
-  std::vector<std::string> rows = {"resnet18_step", "lstm_fwdbwd", "matmul",
-                                   "matmul_blas",   "add",         "tiny_op"};
-  int threads = 0;  // 0: the default
-  bool json_only = false;
-  int steps = 10, warmup = 3;
+// The common options, and the algorithm-cache mode of the ResNet row.
+struct Options : cpu_bench::Options {
   dispatch::AlgoMode algo_mode = dispatch::AlgoMode::heuristic;
 };
 
 int threads_in_use() { return get_num_threads(); }
-
-// Prints the row's JSON line ("bench", "impl", "row", "threads" first, then `fields`, which start
-// with a comma) and its human line.
-void emit(const Options& o, const std::string& row, const std::string& fields,
-          const std::string& human) {
-  std::printf("{\"bench\":\"cpu\",\"impl\":\"ember\",\"row\":\"%s\",\"threads\":%d%s}\n",
-              row.c_str(), threads_in_use(), fields.c_str());
-  if (!o.json_only) std::printf("# %-14s %s\n", row.c_str(), human.c_str());
-  std::fflush(stdout);
-}
-
-std::string samples_json(const char* key, const Samples& s) {
-  std::ostringstream j;
-  j << ",\"" << key << "\":" << s.median << ",\"min_" << key << "\":" << s.min << ",\"max_" << key
-    << "\":" << s.max;
-  return j.str();
-}
 
 bool row_resnet18(const Options& o) {
   manual_seed(0);
@@ -284,71 +244,25 @@ void row_tiny_op(const Options& o) {
   emit(o, "tiny_op", j.str(), h.str());
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_cpu: %s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--rows") {
-      o.rows = split_commas(value());
-    } else if (arg == "--threads") {
-      o.threads = std::atoi(value().c_str());
-    } else if (arg == "--json") {
-      o.json_only = true;
-    } else if (arg == "--steps") {
-      o.steps = std::max(1, std::atoi(value().c_str()));
-    } else if (arg == "--warmup") {
-      o.warmup = std::max(1, std::atoi(value().c_str()));
-    } else if (arg == "--algo-mode") {
-      o.algo_mode = dispatch::algo_mode_from_name(value());
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--rows resnet18_step,lstm_fwdbwd,matmul,matmul_blas,add,tiny_op] "
-                   "[--threads N] [--json] [--steps N] [--warmup N] [--algo-mode MODE]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  o.impl = "ember";
+  o.threads_in_use = threads_in_use;
+  CLI::App app("bench_cpu: issue 38's CPU rows (Ember's side; bench/cpu_torch.cpp is libtorch's)");
+  cpu_bench::add_common_flags(app, o);
+  std::string algo_mode = dispatch::algo_mode_name(o.algo_mode);
+  app.add_option("--algo-mode", algo_mode, "algorithm-cache mode of the ResNet row");
+  CLI11_PARSE(app, argc, argv);
+  o.algo_mode = dispatch::algo_mode_from_name(algo_mode);
   if (o.threads > 0) set_num_threads(o.threads);
-  const std::vector<std::pair<std::string, std::function<bool()>>> rows = {
-      {"resnet18_step", [&] { return row_resnet18(o); }},
-      {"lstm_fwdbwd", [&] { return row_lstm(o), true; }},
-      {"matmul", [&] { return row_matmul(o), true; }},
-      {"matmul_blas", [&] { return row_matmul_blas(o), true; }},
-      {"add", [&] { return row_add(o), true; }},
-      {"tiny_op", [&] { return row_tiny_op(o), true; }},
-  };
-  bool ok = true;
-  for (const std::string& want : o.rows) {
-    auto it =
-        std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == want; });
-    if (it == rows.end()) {
-      std::fprintf(stderr, "bench_cpu: unknown row '%s'\n", want.c_str());
-      return 2;
-    }
-    try {
-      ok = it->second() && ok;
-    } catch (const std::exception& e) {
-      std::printf("{\"bench\":\"cpu\",\"impl\":\"ember\",\"row\":\"%s\",\"error\":\"%s\"}\n",
-                  want.c_str(), e.what());
-      ok = false;
-    }
-  }
-  return ok ? 0 : 1;
+  return cpu_bench::run_rows(o, {
+                                    {"resnet18_step", [&] { return row_resnet18(o); }},
+                                    {"lstm_fwdbwd", [&] { return row_lstm(o), true; }},
+                                    {"matmul", [&] { return row_matmul(o), true; }},
+                                    {"matmul_blas", [&] { return row_matmul_blas(o), true; }},
+                                    {"add", [&] { return row_add(o), true; }},
+                                    {"tiny_op", [&] { return row_tiny_op(o), true; }},
+                                });
 }
