@@ -76,30 +76,12 @@ void index_select_cuda(const Tensor& out, const Tensor& in, const Tensor& index,
   if (out.numel() == 0) return;
   DeviceGuard device_guard(out.device());
   cudaStream_t stream = stream_of(out.device());
-  const int64_t row_bytes = inner * int64_t(out.element_size());
-  int64_t unit = 16;
-  while (unit > 1 && (row_bytes % unit != 0 || !is_aligned(in.data_ptr(), size_t(unit)) ||
-                      !is_aligned(out.data_ptr(), size_t(unit))))
-    unit /= 2;
-  const int64_t units_per_row = row_bytes / unit;
-  const int64_t total = outer * nidx * units_per_row;
-  switch (unit) {
-    case 16:
-      launch_index_select<uint4>(out, in, index, in_size, units_per_row, nidx, total, stream);
-      break;
-    case 8:
-      launch_index_select<uint64_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
-      break;
-    case 4:
-      launch_index_select<uint32_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
-      break;
-    case 2:
-      launch_index_select<uint16_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
-      break;
-    default:
-      launch_index_select<uint8_t>(out, in, index, in_size, units_per_row, nidx, total, stream);
-      break;
-  }
+  with_row_copy_unit(inner * int64_t(out.element_size()), in.data_ptr(), out.data_ptr(),
+                     [&](auto unit, int64_t units_per_row) {
+                       launch_index_select<decltype(unit)>(out, in, index, in_size, units_per_row,
+                                                           nidx, outer * nidx * units_per_row,
+                                                           stream);
+                     });
 }
 
 // ---- index_add --------------------------------------------------------------------------------

@@ -162,25 +162,12 @@ void advanced_gather_cuda(const Tensor& out, const Tensor& in, const AdvancedInd
   if (out.numel() == 0) return;
   DeviceGuard device_guard(out.device());
   cudaStream_t stream = stream_of(out.device());
-  const int64_t row_bytes = inner * int64_t(out.element_size());
-  int64_t unit = 16;
-  while (unit > 1 && (row_bytes % unit != 0 || !is_aligned(in.data_ptr(), size_t(unit)) ||
-                      !is_aligned(out.data_ptr(), size_t(unit))))
-    unit /= 2;
-  const int64_t units_per_row = row_bytes / unit;
-  const int64_t total = outer * ix.count * units_per_row;
-  switch (unit) {
-    case 16:
-      return launch_advanced_gather<uint4>(out, in, ix, rows, units_per_row, total, stream);
-    case 8:
-      return launch_advanced_gather<uint64_t>(out, in, ix, rows, units_per_row, total, stream);
-    case 4:
-      return launch_advanced_gather<uint32_t>(out, in, ix, rows, units_per_row, total, stream);
-    case 2:
-      return launch_advanced_gather<uint16_t>(out, in, ix, rows, units_per_row, total, stream);
-    default:
-      return launch_advanced_gather<uint8_t>(out, in, ix, rows, units_per_row, total, stream);
-  }
+  with_row_copy_unit(inner * int64_t(out.element_size()), in.data_ptr(), out.data_ptr(),
+                     [&](auto unit, int64_t units_per_row) {
+                       launch_advanced_gather<decltype(unit)>(out, in, ix, rows, units_per_row,
+                                                              outer * ix.count * units_per_row,
+                                                              stream);
+                     });
 }
 
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)

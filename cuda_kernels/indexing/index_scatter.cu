@@ -62,30 +62,12 @@ void index_copy_cuda(const Tensor& out, const Tensor& index, const Tensor& src, 
   if (src.numel() == 0) return;
   DeviceGuard device_guard(out.device());
   cudaStream_t stream = stream_of(out.device());
-  const int64_t row_bytes = inner * int64_t(out.element_size());
-  int64_t unit = 16;
-  while (unit > 1 && (row_bytes % unit != 0 || !is_aligned(src.data_ptr(), size_t(unit)) ||
-                      !is_aligned(out.data_ptr(), size_t(unit))))
-    unit /= 2;
-  const int64_t units_per_row = row_bytes / unit;
-  const int64_t total = outer * nidx * units_per_row;
-  switch (unit) {
-    case 16:
-      return launch_index_copy<uint4>(out, src, index, out_size, units_per_row, nidx, total,
-                                      stream);
-    case 8:
-      return launch_index_copy<uint64_t>(out, src, index, out_size, units_per_row, nidx, total,
-                                         stream);
-    case 4:
-      return launch_index_copy<uint32_t>(out, src, index, out_size, units_per_row, nidx, total,
-                                         stream);
-    case 2:
-      return launch_index_copy<uint16_t>(out, src, index, out_size, units_per_row, nidx, total,
-                                         stream);
-    default:
-      return launch_index_copy<uint8_t>(out, src, index, out_size, units_per_row, nidx, total,
-                                        stream);
-  }
+  with_row_copy_unit(inner * int64_t(out.element_size()), src.data_ptr(), out.data_ptr(),
+                     [&](auto unit, int64_t units_per_row) {
+                       launch_index_copy<decltype(unit)>(out, src, index, out_size, units_per_row,
+                                                         nidx, outer * nidx * units_per_row,
+                                                         stream);
+                     });
 }
 
 // ---- scatter_reduce ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // Helpers shared by the CUDA indexing kernels (cuda_kernels/indexing/*.cu; not a face header):
 // reading int32/int64 indices, the range check that reports through the device error flag, atomic
 // accumulation for every arithmetic dtype, and the OffsetCalc over an index tensor's shape that
-// gather, scatter_add and scatter_reduce share.
+// gather, scatter_add and scatter_reduce share; the copy unit that row-moving kernels
+// (index_select, index_copy, advanced gather) use.
 #pragma once
 #include <array>
 #include <vector>
@@ -90,6 +91,31 @@ inline void check_gather_shapes(const char* op, const Tensor& index, const Tenso
   for (int64_t d = 0; d < index.dim(); ++d)
     EMBER_INTERNAL_ASSERT(d == dim || index.size(d) <= data.size(d), op, "_kernel: index ",
                           index.shape_str(), " exceeds ", data.shape_str(), " at dim ", d);
+}
+
+// Row-moving kernels move rows of `row_bytes` bytes as units of 16, 8, 4, 2 or 1 bytes: the widest
+// that divides the row and to which both pointers are aligned (an embedding lookup of 4-byte floats
+// moves 16 bytes per thread when rows allow it). Calls f(U{}, units_per_row) with U the unsigned
+// type of that width.
+template <typename F>
+void with_row_copy_unit(int64_t row_bytes, const void* a, const void* b, F&& f) {
+  int64_t unit = 16;
+  while (unit > 1 &&
+         (row_bytes % unit != 0 || !is_aligned(a, size_t(unit)) || !is_aligned(b, size_t(unit))))
+    unit /= 2;
+  const int64_t units_per_row = row_bytes / unit;
+  switch (unit) {
+    case 16:
+      return f(uint4{}, units_per_row);
+    case 8:
+      return f(uint64_t{}, units_per_row);
+    case 4:
+      return f(uint32_t{}, units_per_row);
+    case 2:
+      return f(uint16_t{}, units_per_row);
+    default:
+      return f(uint8_t{}, units_per_row);
+  }
 }
 
 // The extent and stride of the indexed dim (a 0-d tensor counts as one element), as on the CPU.
