@@ -13,45 +13,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "ember/cpu_kernels/wide_value.h"
 #include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
 
-template <typename T>
-inline constexpr bool kIsFloating =
-    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
-// Values are compared and accumulated as double (floating) or int64 (integers and bool); both
-// hold every input value exactly.
-template <typename T>
-using value_t = std::conditional_t<kIsFloating<T>, double, int64_t>;
-
-template <typename T>
-inline value_t<T> load_value(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-    return double(float(v));
-  else
-    return value_t<T>(v);
-}
-
-template <typename T>
-inline T store_value(value_t<T> v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-    return T(float(v));
-  else if constexpr (std::is_same_v<T, bool>)
-    return v != 0;
-  else
-    return static_cast<T>(v);
-}
-
-template <typename V>
-inline bool is_nan(V v) {
-  if constexpr (std::is_floating_point_v<V>)
-    return v != v;
-  else
-    return false;
-}
+using cpu_reference::is_nan;
+using cpu_reference::kIsFloating;
+using cpu_reference::load_value;
+using cpu_reference::store_value;
+using cpu_reference::value_t;
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {

@@ -9,45 +9,16 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ember/cpu_kernels/wide_value.h"
 #include "ember/tensor/parallel.h"
 
 namespace ember {
 namespace {
 
-template <typename T>
-inline constexpr bool kIsFloating =
-    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
-template <typename T>
-using acc_t = std::conditional_t<kIsFloating<T>, double, int64_t>;
-
-template <typename T>
-inline acc_t<T> load(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-    return double(float(v));
-  else
-    return acc_t<T>(v);
-}
-
-template <typename T>
-inline T store(acc_t<T> v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-    return T(float(v));
-  else if constexpr (std::is_same_v<T, bool>)
-    return v != 0;
-  else if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<uint64_t>(v));  // wraps like PyTorch
-  else
-    return static_cast<T>(v);
-}
-
-template <typename V>
-inline bool is_nan(V v) {
-  if constexpr (std::is_floating_point_v<V>)
-    return std::isnan(v);
-  else
-    return false;
-}
+using cpu_reference::is_nan;
+using cpu_reference::load_value;
+using cpu_reference::store_value;
+using cpu_reference::value_t;
 
 template <typename T>
 void scan_typed(const Tensor& out_t, const Tensor* indices, const Tensor& in_t, ReduceShape s,
@@ -62,29 +33,29 @@ void scan_typed(const Tensor& out_t, const Tensor* indices, const Tensor& in_t, 
       const int64_t o = line / s.inner, i = line % s.inner;
       const int64_t base = o * s.reduce * s.inner + i;
       if (op == ScanOp::sum || op == ScanOp::prod) {
-        acc_t<T> acc = op == ScanOp::sum ? acc_t<T>(0) : acc_t<T>(1);
+        value_t<T> acc = op == ScanOp::sum ? value_t<T>(0) : value_t<T>(1);
         for (int64_t k = 0; k < s.reduce; ++k) {
           const int64_t at = base + k * s.inner;
           if (op == ScanOp::sum) {
-            if constexpr (std::is_integral_v<acc_t<T>>)
-              acc = int64_t(uint64_t(acc) + uint64_t(load(in[at])));
+            if constexpr (std::is_integral_v<value_t<T>>)
+              acc = int64_t(uint64_t(acc) + uint64_t(load_value(in[at])));
             else
-              acc += load(in[at]);
+              acc += load_value(in[at]);
           } else {
-            if constexpr (std::is_integral_v<acc_t<T>>)
-              acc = int64_t(uint64_t(acc) * uint64_t(load(in[at])));
+            if constexpr (std::is_integral_v<value_t<T>>)
+              acc = int64_t(uint64_t(acc) * uint64_t(load_value(in[at])));
             else
-              acc *= load(in[at]);
+              acc *= load_value(in[at]);
           }
-          out[at] = store<T>(acc);
+          out[at] = store_value<T>(acc);
         }
       } else {
         const bool is_max = op == ScanOp::max;
-        acc_t<T> best = 0;
+        value_t<T> best = 0;
         int64_t best_at = 0;
         for (int64_t k = 0; k < s.reduce; ++k) {
           const int64_t at = base + k * s.inner;
-          const acc_t<T> v = load(in[at]);
+          const value_t<T> v = load_value(in[at]);
           if (k == 0 || is_nan(v) || (!is_nan(best) && (is_max ? v >= best : v <= best))) {
             best = v;
             best_at = k;
