@@ -11,46 +11,43 @@
 
 namespace ember {
 
-template <typename T, size_t N>
-class TensorAccessor {
+// What every TensorAccessor holds: a data pointer and its (remaining) sizes and strides.
+template <typename T>
+class TensorAccessorBase {
  public:
-  static_assert(N >= 1, "TensorAccessor needs at least one dimension");
-  TensorAccessor(T* data, const int64_t* sizes, const int64_t* strides)
+  TensorAccessorBase(T* data, const int64_t* sizes, const int64_t* strides)
       : data_(data), sizes_(sizes), strides_(strides) {}
-
-  // The sub-accessor of index i along the first dimension.
-  TensorAccessor<T, N - 1> operator[](int64_t i) const {
-    return TensorAccessor<T, N - 1>(data_ + strides_[0] * i, sizes_ + 1, strides_ + 1);
-  }
   int64_t size(size_t d) const { return sizes_[d]; }
   int64_t stride(size_t d) const { return strides_[d]; }
   const int64_t* sizes() const { return sizes_; }
   const int64_t* strides() const { return strides_; }
   T* data() const { return data_; }
 
- private:
+ protected:
   T* data_;
   const int64_t* sizes_;
   const int64_t* strides_;
 };
 
-template <typename T>
-class TensorAccessor<T, 1> {
+template <typename T, size_t N>
+class TensorAccessor : public TensorAccessorBase<T> {
  public:
-  TensorAccessor(T* data, const int64_t* sizes, const int64_t* strides)
-      : data_(data), sizes_(sizes), strides_(strides) {}
+  static_assert(N >= 1, "TensorAccessor needs at least one dimension");
+  using TensorAccessorBase<T>::TensorAccessorBase;
 
-  T& operator[](int64_t i) const { return data_[strides_[0] * i]; }
-  int64_t size(size_t d) const { return sizes_[d]; }
-  int64_t stride(size_t d) const { return strides_[d]; }
-  const int64_t* sizes() const { return sizes_; }
-  const int64_t* strides() const { return strides_; }
-  T* data() const { return data_; }
+  // The sub-accessor of index i along the first dimension.
+  TensorAccessor<T, N - 1> operator[](int64_t i) const {
+    return TensorAccessor<T, N - 1>(this->data_ + this->strides_[0] * i, this->sizes_ + 1,
+                                    this->strides_ + 1);
+  }
+};
 
- private:
-  T* data_;
-  const int64_t* sizes_;
-  const int64_t* strides_;
+template <typename T>
+class TensorAccessor<T, 1> : public TensorAccessorBase<T> {
+ public:
+  using TensorAccessorBase<T>::TensorAccessorBase;
+
+  T& operator[](int64_t i) const { return this->data_[this->strides_[0] * i]; }
 };
 
 template <typename T, size_t N>
