@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <string>
+#include <string_view>
 
 #include "ember/autograd/autograd.h"
 #include "ember/ops/ops.h"
@@ -143,13 +145,23 @@ void check_finite_output(const char* name, const Tensor& t) {
   EMBER_CHECK(ok, "anomaly mode: ", name, " produced NaN or Inf in an output of shape ",
               t.shape_str());
 }
+
+// "<op>Backward", or `name` itself when it already names a backward node (see node.h).
+std::string backward_node_name(std::string_view name) {
+  std::string_view stem = name;
+  while (!stem.empty() && stem.back() >= '0' && stem.back() <= '9') stem.remove_suffix(1);
+  constexpr std::string_view kSuffix = "Backward";
+  if (stem.size() >= kSuffix.size() && stem.substr(stem.size() - kSuffix.size()) == kSuffix)
+    return std::string(name);
+  return std::string(name) + std::string(kSuffix);
+}
 }  // namespace
 
 std::shared_ptr<Node> record_backward(const char* name, const std::vector<Tensor>& inputs,
                                       const std::vector<Tensor*>& outputs, BackwardFn backward) {
   if (anomaly_enabled())
     for (Tensor* o : outputs) check_finite_output(name, *o);
-  auto node = std::make_shared<FunctionNode>(std::string(name) + "Backward", std::move(backward));
+  auto node = std::make_shared<FunctionNode>(backward_node_name(name), std::move(backward));
   node->sequence_nr = next_sequence_nr();
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));

@@ -132,8 +132,10 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 // The edge that a gradient for `t` flows along (its grad_fn, or its leaf accumulator).
 Edge gradient_edge(const Tensor& t);
-// Records a backward node named `name` for `outputs` computed from `inputs`. Call only when
-// needs_grad(inputs); outputs become non-leaf tensors that require grad. Returns the node.
+// Records a backward node for `outputs` computed from `inputs`. Call only when needs_grad(inputs);
+// outputs become non-leaf tensors that require grad. Returns the node. `name` is the op's name:
+// the node is called "<name>Backward" (as PyTorch names a Function's node), unless `name` already
+// ends in "Backward" or "Backward<digits>" (e.g. "MyOpBackward0"), which is taken as given.
 std::shared_ptr<Node> record_backward(const char* name, const std::vector<Tensor>& inputs,
                                       const std::vector<Tensor*>& outputs, BackwardFn backward);
 

@@ -24,6 +24,22 @@ TEST_CASE("backward accumulates into leaves across calls") {
   CHECK(y.grad_fn()->name() == "sumBackward");
 }
 
+TEST_CASE("record_backward names its node <name>Backward unless the name already is one") {
+  Tensor x = vec({1, 2}).set_requires_grad(true);
+  for (auto [given, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"MyOp", "MyOpBackward"},
+                                                        {"MyOpBackward", "MyOpBackward"},
+                                                        {"MyOpBackward0", "MyOpBackward0"},
+                                                        {"Backwards", "BackwardsBackward"}}) {
+    Tensor y = x.detach().clone();
+    auto node = autograd::record_backward(
+        given.c_str(), {x}, {&y},
+        [](const std::vector<Tensor>& g, const auto&) { return std::vector<Tensor>{g[0]}; });
+    CHECK(node->name() == expected);
+    CHECK(y.grad_fn()->name() == expected);
+  }
+}
+
 TEST_CASE("a second backward without retain_graph is an error naming the op") {
   Tensor x = vec({1, 2}).set_requires_grad(true);
   Tensor y = exp(x).sum();
