@@ -3,9 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iomanip>
 #include <ostream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -187,62 +185,6 @@ void Tensor::set_data(const Tensor& other) {
   impl_->offset = other.impl()->offset;
   impl_->dtype = other.impl()->dtype;
 }
-
-// ---- printing ----
-namespace {
-void print_recursive(std::ostringstream& os, const std::vector<double>& v, const Shape& sizes,
-                     size_t dim, int64_t& idx, bool floating, int indent) {
-  if (dim == sizes.size()) {
-    double x = v[size_t(idx++)];
-    if (floating)
-      os << std::setw(10) << std::setprecision(4) << x;
-    else
-      os << int64_t(x);
-    return;
-  }
-  os << "[";
-  const int64_t n = sizes[dim];
-  const bool summarise = n > 8 && v.size() > 1000;
-  for (int64_t i = 0; i < n; ++i) {
-    if (summarise && i == 3) {
-      if (dim + 1 == sizes.size()) {
-        os << " ..., ";
-      } else {
-        const std::string pad(size_t(indent + 1), ' ');
-        os << "\n" << pad << "...,\n" << pad;
-      }
-      int64_t skip = 1;
-      for (size_t d = dim + 1; d < sizes.size(); ++d) skip *= sizes[d];
-      idx += (n - 6) * skip;
-      i = n - 3;
-    }
-    if (i > 0 && !(summarise && i == n - 3)) {
-      os << ",";
-      if (dim + 1 < sizes.size())
-        os << "\n" << std::string(size_t(indent + 1), ' ');
-      else
-        os << " ";
-    }
-    print_recursive(os, v, sizes, dim + 1, idx, floating, indent + 1);
-  }
-  os << "]";
-}
-}  // namespace
-
-std::string Tensor::str() const {
-  if (!defined()) return "Tensor(undefined)";
-  std::ostringstream os;
-  std::vector<double> v = to_vector();
-  int64_t idx = 0;
-  os << "tensor(";
-  print_recursive(os, v, sizes(), 0, idx, is_floating(dtype()), 7);
-  os << ", dtype=" << dtype_name(dtype()) << ", device=" << device().str();
-  if (requires_grad()) os << ", requires_grad=true";
-  os << ")";
-  return os.str();
-}
-
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 
 bool is_dense_layout(const Tensor& t) {
   if (t.numel() == 0) return true;

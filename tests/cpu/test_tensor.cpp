@@ -1,6 +1,7 @@
 // Tensor basics: creation, dtypes, views and strides, memory formats, copies, printing.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "ember/ember.h"
@@ -120,15 +121,37 @@ TEST_CASE("copy_ broadcasts and converts; clone copies") {
   CHECK(cl.storage() != src.storage());
 }
 
-TEST_CASE("printing is readable and summarises large tensors") {
+TEST_CASE("tensors print as PyTorch prints them") {
+  auto f32 = [](std::vector<double> v) {
+    return from_vector(v, {int64_t(v.size())}, TensorOptions(DType::f32));
+  };
   std::ostringstream os;
   os << arange(4).reshape({2, 2});
-  std::string s = os.str();
-  CHECK(s.find("tensor([[") == 0);
-  CHECK(s.find("dtype=float32") != std::string::npos);
-  std::string big = arange(5000).str();
-  CHECK(big.find("...") != std::string::npos);
-  CHECK(big.size() < 400);
+  CHECK(os.str() == "tensor([[0., 1.],\n        [2., 3.]])");
+  CHECK(f32({1.5, -2.25}).str() == "tensor([ 1.5000, -2.2500])");
+  CHECK(f32({1, NAN, INFINITY, -INFINITY}).str() == "tensor([1., nan, inf, -inf])");
+  CHECK(f32({1e-5, 1}).str() == "tensor([1.0000e-05, 1.0000e+00])");
+  CHECK(f32({0, 0}).str() == "tensor([0., 0.])");
+  CHECK(f32({10, -3}).str() == "tensor([10., -3.])");
+  CHECK(full({}, 3.0).str() == "tensor(3.)");
+  CHECK(from_vector(std::vector<double>{1, 0}, {2}, TensorOptions(DType::boolean)).str() ==
+        "tensor([ True, False])");
+  CHECK(from_vector(std::vector<double>{7, -12, 3}, {3}, TensorOptions(DType::i64)).str() ==
+        "tensor([  7, -12,   3])");
+  CHECK(from_vector(std::vector<double>{1, 2}, {2}, TensorOptions(DType::f64)).str() ==
+        "tensor([1., 2.], dtype=float64)");
+  CHECK(zeros({0}).str() == "tensor([])");
+  CHECK(zeros({0, 3}).str() == "tensor([], size=(0, 3))");
+  CHECK(zeros({2, 1, 2}).str() == "tensor([[[0., 0.]],\n\n        [[0., 0.]]])");
+  CHECK(f32({1}).set_requires_grad(true).str() == "tensor([1.], requires_grad=True)");
+  // Over 1000 elements: the edges of each dim; rows wrap at 80 columns.
+  CHECK(arange(5000).str() ==
+        "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 4.9970e+03, 4.9980e+03,\n"
+        "        4.9990e+03])");
+  CHECK((arange(2000).reshape({1000, 2}) + 1000).str() ==
+        "tensor([[1000., 1001.],\n        [1002., 1003.],\n        [1004., 1005.],\n"
+        "        ...,\n        [2994., 2995.],\n        [2996., 2997.],\n"
+        "        [2998., 2999.]])");
   CHECK(Tensor().str() == "Tensor(undefined)");
 }
 
@@ -151,4 +174,14 @@ TEST_CASE("random numbers are reproducible from the seed") {
   for (int i = 0; i < 20; ++i) CHECK(v[size_t(i)] == i);
   Tensor bern = bernoulli(zeros({4000}), 0.25);
   CHECK(mean(bern).item() == doctest::Approx(0.25).epsilon(0.1));
+}
+
+TEST_CASE("the library's version is the headers' MAJOR.MINOR.PATCH") {
+  const Version v = version();
+  CHECK(v.major == EMBER_VERSION_MAJOR);
+  CHECK(v.minor == EMBER_VERSION_MINOR);
+  CHECK(v.patch == EMBER_VERSION_PATCH);
+  CHECK(std::string(version_string()) == EMBER_VERSION_STRING);
+  CHECK(std::string(version_string()) ==
+        std::to_string(v.major) + "." + std::to_string(v.minor) + "." + std::to_string(v.patch));
 }
