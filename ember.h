@@ -19,6 +19,7 @@
 #include "ember/ops/pooling.h"
 #include "ember/ops/rnn.h"
 #include "ember/ops/softmax.h"
+#include "ember/tensor/autocast_mode.h"
 #include "ember/tensor/device.h"
 #include "ember/tensor/parallel.h"
 #include "ember/tensor/runtime/allocator.h"
@@ -27,3 +28,4 @@
 #include "ember/tensor/runtime/generator.h"
 #include "ember/tensor/runtime/stream.h"
 #include "ember/tensor/tensor.h"
+#include "ember/tensor/version.h"

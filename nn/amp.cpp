@@ -1,14 +1,9 @@
-// Autocast state (thread-local) and the casting policy helpers of nn/amp.h.
+// The casting policy helpers of nn/amp.h (the autocast state itself: tensor/autocast_mode.h).
 #include "ember/nn/amp.h"
 
 namespace ember::nn {
 
 namespace {
-struct AutocastState {
-  bool enabled = false;
-  DType dtype = DType::bf16;
-};
-thread_local AutocastState tls_autocast;
 
 // Autocast casts only the dtypes mixed precision trades between; float64 is an explicit request
 // for precision and integers are data (indices, labels).
@@ -21,29 +16,11 @@ bool eligible(const Tensor& t) {
 int precision_rank(DType d) { return d == DType::f32 ? 1 : 0; }
 }  // namespace
 
-bool autocast_enabled() { return tls_autocast.enabled; }
-DType autocast_dtype() { return tls_autocast.dtype; }
-
-AutocastGuard::AutocastGuard(DType dtype, bool enabled)
-    : prev_enabled_(tls_autocast.enabled), prev_dtype_(tls_autocast.dtype) {
-  EMBER_CHECK(dtype == DType::bf16 || dtype == DType::f16,
-              "AutocastGuard: dtype must be bfloat16 or "
-              "float16, got ",
-              dtype_name(dtype));
-  tls_autocast.enabled = enabled;
-  if (enabled) tls_autocast.dtype = dtype;
-}
-
-AutocastGuard::~AutocastGuard() {
-  tls_autocast.enabled = prev_enabled_;
-  tls_autocast.dtype = prev_dtype_;
-}
-
 Tensor autocast_input(const Tensor& t, OpClass cls) {
-  if (!tls_autocast.enabled || !eligible(t)) return t;
+  if (!autocast_enabled() || !eligible(t)) return t;
   switch (cls) {
     case OpClass::low_precision:
-      return t.dtype() == tls_autocast.dtype ? t : cast(t, tls_autocast.dtype);
+      return t.dtype() == autocast_dtype() ? t : cast(t, autocast_dtype());
     case OpClass::fp32:
       return t.dtype() == DType::f32 ? t : cast(t, DType::f32);
     case OpClass::promote:
@@ -53,7 +30,7 @@ Tensor autocast_input(const Tensor& t, OpClass cls) {
 }
 
 std::vector<Tensor> autocast_inputs(const std::vector<Tensor>& ts, OpClass cls) {
-  if (!tls_autocast.enabled) return ts;
+  if (!autocast_enabled()) return ts;
   std::vector<Tensor> out;
   out.reserve(ts.size());
   if (cls != OpClass::promote) {

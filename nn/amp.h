@@ -3,7 +3,8 @@
 // float16) and their numerically sensitive parts in float32. The policy lives at the nn level:
 // each layer passes its inputs through autocast_input() with the class of the op it calls, so the
 // ops themselves stay precision-agnostic. Plain ops called directly (ember::matmul, ember::add)
-// are not affected.
+// are not affected, except the losses PyTorch casts at the op: ember::cross_entropy and
+// ember::nll_loss compute in float32 under autocast, exactly as nn::cross_entropy/nll_loss.
 //
 // The policy, layer by layer (x = input, w/b = weight/bias; "low" = the scope's dtype):
 //   Linear, Conv1d/2d/3d, ConvTranspose2d      x, w, b -> low; the output is low
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "ember/ops/ops.h"
+#include "ember/tensor/autocast_mode.h"
 
 namespace ember::nn {
 
@@ -39,23 +41,11 @@ enum class OpClass {
   promote,        // several inputs: all cast to the widest floating dtype among them
 };
 
-// The thread-local autocast state.
-bool autocast_enabled();
-DType autocast_dtype();  // bf16 or f16; meaningful while autocast_enabled()
-
-// Enables (or, with enabled = false, disables) autocast on this thread for its lifetime, restoring
-// the previous state on destruction; scopes nest. dtype must be bf16 or f16.
-class AutocastGuard {
- public:
-  explicit AutocastGuard(DType dtype = DType::bf16, bool enabled = true);
-  ~AutocastGuard();
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  bool prev_enabled_;
-  DType prev_dtype_;
-};
+// The thread-local autocast state and its guard (tensor/autocast_mode.h), under their nn:: names
+// as well.
+using ::ember::autocast_dtype;
+using ::ember::autocast_enabled;
+using ::ember::AutocastGuard;
 
 // `t` as the policy wants it for an op of class `cls` (unchanged outside autocast, for undefined,
 // non-floating or float64 tensors, and for OpClass::promote, which needs several inputs).

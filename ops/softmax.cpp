@@ -14,6 +14,7 @@
 #include "ember/autograd/graph/graph.h"
 #include "ember/ops/layout.h"
 #include "ember/ops/ops.h"
+#include "ember/tensor/autocast_mode.h"
 #include "ember/tensor/runtime/device_errors.h"
 
 namespace ember {
@@ -164,7 +165,17 @@ struct LossSpec {
   bool input_is_log_probs;
 };
 
-Tensor class_loss(const Tensor& input0, const Tensor& target0, const LossSpec& spec) {
+// Under autocast the losses compute in float32, as PyTorch casts them at the op (its fp32 list):
+// float16/bfloat16 input and weight are cast (differentiably), float64 stays.
+Tensor autocast_to_f32(const Tensor& t) {
+  const bool low = t.defined() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16);
+  return autocast_enabled() && low ? cast(t, DType::f32) : t;
+}
+
+Tensor class_loss(const Tensor& input_given, const Tensor& target0, const LossSpec& spec_given) {
+  const Tensor input0 = autocast_to_f32(input_given);
+  LossSpec spec = spec_given;
+  spec.weight = autocast_to_f32(spec.weight);
   const char* op = spec.op;
   const char* input_name = spec.input_is_log_probs ? "input" : "logits";
   EMBER_CHECK(input0.defined(), op, ": ", input_name, " is an undefined tensor");

@@ -110,7 +110,16 @@ TEST_CASE("the layer policy under bf16 and fp16") {
     CHECK(nn::l1_loss(y, y.detach()).dtype() == DType::f32);
     CHECK(nn::binary_cross_entropy_with_logits(y, zeros({2, 4})).dtype() == DType::f32);
     CHECK(nn::nll_loss(log_softmax(y.to(DType::f32), 1), t).dtype() == DType::f32);
+    // The op-level losses follow the same policy as nn's (PyTorch casts them at the op).
+    Tensor ce = cross_entropy(y, t);
+    CHECK(ce.dtype() == DType::f32);
+    CHECK(ce.item() == doctest::Approx(nn::cross_entropy(y, t).item()));
+    CHECK(nll_loss(log_softmax(y, 1), t).dtype() == DType::f32);
+    CHECK(cross_entropy(y.to(DType::f64), t).dtype() == DType::f64);  // float64 stays
   }
+  Tensor low_logits = randn({2, 4}).to(DType::bf16);
+  CHECK(cross_entropy(low_logits, from_vector({1, 3}, {2}, TensorOptions(DType::i64))).dtype() ==
+        DType::bf16);  // no autocast: the input's dtype
 }
 
 TEST_CASE("a training step under autocast: float32 gradients close to the float32 step") {
