@@ -19,10 +19,7 @@
 #include "ember/dispatch/algo_cache_impl.h"
 #include "ember/tensor/json_depth.h"
 #include "ember/tensor/runtime/cuda_device.h"
-
-#ifndef EMBER_VERSION_STRING
-#define EMBER_VERSION_STRING "unknown"
-#endif
+#include "ember/tensor/version.h"
 
 namespace ember::dispatch {
 
@@ -49,7 +46,7 @@ std::string read_cpu_model() {
 
 AlgoCacheStamp compute_stamp() {
   AlgoCacheStamp s;
-  s.ember_version = EMBER_VERSION_STRING;
+  s.ember_version = version_string();
   s.gpu_name = "none";
   if (cuda::is_available()) {
     const cuda::DeviceProperties& p = cuda::device_properties(0);
