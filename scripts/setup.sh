@@ -8,7 +8,7 @@ set -euo pipefail
 # Build tools, header-only and MPI dependencies, then the data the examples train on
 # (Fashion-MNIST for the ResNet example, fortune cookies as text for the LSTM example).
 packages=(
-  cmake ninja-build g++ clang-format python3 clang libclang-rt-dev
+  cmake ninja-build g++ clang-format python3 clang libclang-rt-dev doxygen
   libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   gnuplot-nox dataset-fashion-mnist

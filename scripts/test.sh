@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ember's test command (the README's, and what CI runs): installs the packages (scripts/setup.sh),
-# checks the layer rules and formatting, builds (scripts/build.sh), runs the ctest suites (CPU
+# checks the layer rules, formatting and the API reference's documentation coverage
+# (scripts/api_docs.sh --check), builds (scripts/build.sh), runs the ctest suites (CPU
 # ones; CUDA ones skip without a GPU), checks that Ember can be used from another CMake project,
 # both installed (find_package) and as a subdirectory (add_subdirectory), then runs the sanitizer
 # checks on one clang build: each file reader fuzzed for 20 s from its seeds (scripts/fuzz.sh) and
@@ -39,9 +40,10 @@ static_check() {
     failures+=("$name")
   fi
 }
-step "static checks (layers, file sizes, formatting)"
+step "static checks (layers, file sizes, formatting, API docs)"
 static_check layers python3 scripts/check_layers.py
 static_check format bash scripts/check_format.sh
+static_check api-docs bash scripts/api_docs.sh --check
 
 step "build (scripts/build.sh into $build_dir)"
 if ! bash scripts/build.sh; then
