@@ -60,6 +60,8 @@ const char* binary_op_name(BinaryOp op) {
       return "logical_xor";
     case BinaryOp::fmod:
       return "fmod";
+    case BinaryOp::hypot:
+      return "hypot";
   }
   return "binary op";
 }
@@ -126,6 +128,8 @@ void binary_floating(const ElementwiseIter& iter, BinaryOp op, double alpha) {
       return run([](C a, C b) { return (a < b || a != a) ? a : b; });
     case BinaryOp::atan2:
       return run([](C a, C b) { return std::atan2(a, b); });
+    case BinaryOp::hypot:
+      return run([](C a, C b) { return std::hypot(a, b); });
     // Python's modulo: the result takes the divisor's sign (torch.remainder).
     case BinaryOp::remainder:
       return run([](C a, C b) {

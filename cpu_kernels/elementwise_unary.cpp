@@ -67,11 +67,78 @@ const char* unary_op_name(UnaryOp op) {
       return "div";
     case UnaryOp::fill:
       return "fill";
+    case UnaryOp::log2:
+      return "log2";
+    case UnaryOp::log10:
+      return "log10";
+    case UnaryOp::tan:
+      return "tan";
+    case UnaryOp::asin:
+      return "asin";
+    case UnaryOp::acos:
+      return "acos";
+    case UnaryOp::atan:
+      return "atan";
+    case UnaryOp::sinh:
+      return "sinh";
+    case UnaryOp::cosh:
+      return "cosh";
+    case UnaryOp::asinh:
+      return "asinh";
+    case UnaryOp::acosh:
+      return "acosh";
+    case UnaryOp::atanh:
+      return "atanh";
+    case UnaryOp::erf:
+      return "erf";
+    case UnaryOp::erfc:
+      return "erfc";
+    case UnaryOp::erfinv:
+      return "erfinv";
+    case UnaryOp::frac:
+      return "frac";
+    case UnaryOp::nan_to_num:
+      return "nan_to_num";
+    case UnaryOp::trunc:
+      return "trunc";
+    case UnaryOp::isinf:
+      return "isinf";
+    case UnaryOp::round_decimals:
+      return "round";
   }
   return "unary op";
 }
 
-// Ops that write bool (isnan, isfinite, logical_not), for any input dtype T.
+// The inverse error function: a rational first guess refined by two Newton steps on std::erf (the
+// scheme PyTorch's CPU kernel uses); erfinv(+-1) = +-inf, |y| > 1 gives NaN.
+template <typename C>
+C erfinv_scalar(C y) {
+  constexpr C a[4] = {C(0.886226899), C(-1.645349621), C(0.914624893), C(-0.140543331)};
+  constexpr C b[4] = {C(-2.118377725), C(1.442710462), C(-0.329097515), C(0.012229801)};
+  constexpr C c[4] = {C(-1.970840454), C(-1.624906493), C(3.429567803), C(1.641345311)};
+  constexpr C d[2] = {C(3.543889200), C(1.637067800)};
+  const C y_abs = std::abs(y);
+  if (!(y_abs <= C(1))) return std::numeric_limits<C>::quiet_NaN();
+  if (y_abs == C(1)) return std::copysign(std::numeric_limits<C>::infinity(), y);
+  C x;
+  if (y_abs <= C(0.7)) {
+    const C z = y * y;
+    const C num = ((a[3] * z + a[2]) * z + a[1]) * z + a[0];
+    const C den = (((b[3] * z + b[2]) * z + b[1]) * z + b[0]) * z + C(1);
+    x = y * num / den;
+  } else {
+    const C z = std::sqrt(-std::log((C(1) - y_abs) / C(2)));
+    const C num = ((c[3] * z + c[2]) * z + c[1]) * z + c[0];
+    const C den = (d[1] * z + d[0]) * z + C(1);
+    x = std::copysign(num, y) / den;
+  }
+  const C two_over_sqrt_pi = C(1.12837916709551257390);
+  x = x - (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
+  x = x - (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
+  return x;
+}
+
+// Ops that write bool (isnan, isfinite, isinf, logical_not), for any input dtype T.
 template <typename T>
 bool try_unary_predicate(const ElementwiseIter& iter, UnaryOp op) {
   using C = compute_t<T>;
@@ -96,8 +163,72 @@ bool try_unary_predicate(const ElementwiseIter& iter, UnaryOp op) {
       else
         run([](C) { return true; });
       return true;
+    case UnaryOp::isinf:
+      if constexpr (kIsFloating<T>)
+        run([](C x) { return std::isinf(x); });
+      else
+        run([](C) { return false; });
+      return true;
     default:
       return false;
+  }
+}
+
+// The transcendental and rounding ops added for issue 34 (log2 ... isinf in UnaryOp).
+template <typename T>
+void unary_floating_more(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& p) {
+  using C = compute_t<T>;
+  auto run = [&](auto f) { ElementwiseLoop<T, T, 1>::run(iter, unary_span<C, C>(f)); };
+  switch (op) {
+    case UnaryOp::log2:
+      return run([](C x) { return std::log2(x); });
+    case UnaryOp::log10:
+      return run([](C x) { return std::log10(x); });
+    case UnaryOp::tan:
+      return run([](C x) { return std::tan(x); });
+    case UnaryOp::asin:
+      return run([](C x) { return std::asin(x); });
+    case UnaryOp::acos:
+      return run([](C x) { return std::acos(x); });
+    case UnaryOp::atan:
+      return run([](C x) { return std::atan(x); });
+    case UnaryOp::sinh:
+      return run([](C x) { return std::sinh(x); });
+    case UnaryOp::cosh:
+      return run([](C x) { return std::cosh(x); });
+    case UnaryOp::asinh:
+      return run([](C x) { return std::asinh(x); });
+    case UnaryOp::acosh:
+      return run([](C x) { return std::acosh(x); });
+    case UnaryOp::atanh:
+      return run([](C x) { return std::atanh(x); });
+    case UnaryOp::erf:
+      return run([](C x) { return std::erf(x); });
+    case UnaryOp::erfc:
+      return run([](C x) { return std::erfc(x); });
+    case UnaryOp::erfinv:
+      return run([](C x) { return erfinv_scalar(x); });
+    case UnaryOp::trunc:
+      return run([](C x) { return std::trunc(x); });
+    case UnaryOp::frac:
+      return run([](C x) { return x - std::trunc(x); });
+    case UnaryOp::nan_to_num: {
+      // ops/ passes replacements within T's finite range.
+      const C nan_v = C(p.a), pos_v = C(p.b), neg_v = C(p.c);
+      return run([=](C x) {
+        return x != x ? nan_v
+                      : (x == std::numeric_limits<C>::infinity()
+                             ? pos_v
+                             : (x == -std::numeric_limits<C>::infinity() ? neg_v : x));
+      });
+    }
+    case UnaryOp::round_decimals: {
+      const C scale = C(p.a);
+      if (p.b != 0) return run([scale](C x) { return std::nearbyint(x / scale) * scale; });
+      return run([scale](C x) { return std::nearbyint(x * scale) / scale; });
+    }
+    default:
+      throw_unsupported(unary_op_name(op), dtype_of<T>::value);
   }
 }
 
@@ -178,7 +309,7 @@ void unary_floating(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& 
     case UnaryOp::rdiv_scalar:
       return run([a](C x) { return a / x; });
     default:
-      throw_unsupported(unary_op_name(op), dtype_of<T>::value);
+      return unary_floating_more<T>(iter, op, p);
   }
 }
 
@@ -225,6 +356,7 @@ void unary_integral(const ElementwiseIter& iter, UnaryOp op, const UnaryParams& 
     case UnaryOp::floor:
     case UnaryOp::ceil:
     case UnaryOp::round:
+    case UnaryOp::trunc:
       return run([](T x) { return x; });
     case UnaryOp::clamp: {
       const T lo = integral_bound<T>(p.a, true), hi = integral_bound<T>(p.b, false);

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ember/kernel_interface/random_samplers.h"
 #include "ember/tensor/philox.h"
 
 namespace ember {
@@ -24,6 +25,14 @@ const char* random_kind_name(RandomKind kind) {
       return "bernoulli";
     case RandomKind::randint:
       return "randint";
+    case RandomKind::exponential:
+      return "exponential";
+    case RandomKind::geometric:
+      return "geometric";
+    case RandomKind::cauchy:
+      return "cauchy";
+    case RandomKind::log_normal:
+      return "log_normal";
   }
   return "?";
 }
@@ -119,6 +128,24 @@ void group_values(const RandomParams& p, uint64_t group, uint64_t randint_range,
           values[l] = T(float(v));
         else
           values[l] = static_cast<T>(v);
+      }
+      break;
+    }
+    case RandomKind::exponential:
+    case RandomKind::geometric:
+    case RandomKind::cauchy:
+    case RandomKind::log_normal: {
+      if constexpr (kIsFloating<T>) {
+        const philox::F32x4 d = p.kind == RandomKind::log_normal ? philox::normal4_from_bits(bits)
+                                                                 : philox::uniform4_from_bits(bits);
+        for (int l = 0; l < 4; ++l) {
+          const double v =
+              random_samplers::transform_draw(p.kind, double(philox::lane(d, l)), p.a, p.b);
+          if constexpr (std::is_same_v<T, double>)
+            values[l] = v;
+          else
+            values[l] = T(float(v));
+        }
       }
       break;
     }

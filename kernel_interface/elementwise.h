@@ -41,9 +41,29 @@ enum class UnaryOp : uint8_t {
   rsub_scalar,  // a - in
   rdiv_scalar,  // a / in
   fill,         // a (inputs ignored: iter has only the output)
+  // floating inputs only (ops/ converts integral inputs to float32 first)
+  log2,
+  log10,
+  tan,
+  asin,
+  acos,
+  atan,
+  sinh,
+  cosh,
+  asinh,
+  acosh,
+  atanh,
+  erf,
+  erfc,
+  erfinv,
+  frac,            // x - trunc(x)
+  nan_to_num,      // NaN -> a, +inf -> b, -inf -> c
+  round_decimals,  // b == 0: rint(x * a) / a; b != 0: rint(x / a) * a (a = 10^|decimals|)
+  trunc,           // integral inputs too (identity)
+  isinf,           // writes bool, any input dtype
 };
 struct UnaryParams {
-  double a = 0, b = 0;
+  double a = 0, b = 0, c = 0;
 };
 using UnaryKernel = void (*)(const ElementwiseIter& iter, UnaryOp op, UnaryParams p);
 EMBER_DECLARE_KERNEL(unary_kernel, UnaryKernel)
@@ -78,6 +98,7 @@ enum class BinaryOp : uint8_t {
   bitwise_xor,
   logical_xor,  // writes bool, any input dtype
   fmod,         // C's fmod: the result takes the dividend's sign (torch.fmod)
+  hypot,        // sqrt(a^2 + b^2) without overflow; floating only
 };
 bool binary_op_writes_bool(BinaryOp op);
 using BinaryKernel = void (*)(const ElementwiseIter& iter, BinaryOp op, double alpha);

@@ -19,6 +19,8 @@ EMBER_DEFINE_KERNEL(index_add_kernel, IndexAddKernel)
 EMBER_DEFINE_KERNEL(gather_kernel, GatherKernel)
 EMBER_DEFINE_KERNEL(scatter_add_kernel, ScatterAddKernel)
 EMBER_DEFINE_KERNEL(random_kernel, RandomKernel)
+EMBER_DEFINE_KERNEL(poisson_kernel, PoissonKernel)
+EMBER_DEFINE_KERNEL(multinomial_kernel, MultinomialKernel)
 
 bool binary_op_writes_bool(BinaryOp op) {
   switch (op) {

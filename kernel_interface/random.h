@@ -9,7 +9,19 @@
 
 namespace ember {
 
-enum class RandomKind : uint8_t { uniform, normal, bernoulli, randint };
+// The last four transform the same draws (uniform lanes in (0, 1], normal lanes):
+// exponential -log(u) / a; geometric max(1, ceil(log(u) / log1p(-a))); cauchy
+// a + b * tan(pi * (u - 1/2)); log_normal exp(a + b * normal).
+enum class RandomKind : uint8_t {
+  uniform,
+  normal,
+  bernoulli,
+  randint,
+  exponential,
+  geometric,
+  cauchy,
+  log_normal
+};
 // The Philox state (seed, offset, device offset inside graphs) comes from Generator::reserve.
 struct RandomParams : PhiloxState {
   RandomKind kind = RandomKind::uniform;
@@ -21,5 +33,19 @@ struct RandomParams : PhiloxState {
 // one seed gives the same numbers on both. A call consumes 4 values of offset per subsequence.
 using RandomKernel = void (*)(const Tensor& out, const RandomParams& p);
 EMBER_DECLARE_KERNEL(random_kernel, RandomKernel)
+
+// out[i] ~ Poisson(rates[i]); out and rates contiguous, of one dtype (float32 or float64; the
+// kernel is selected by it). Element i draws from Philox subsequence i at the state's offset
+// (kernel_interface/random_samplers.h, shared by both backends); ops reserve
+// kPoissonOffsetIncrement values per subsequence.
+using PoissonKernel = void (*)(const Tensor& out, const Tensor& rates, const PhiloxState& s);
+EMBER_DECLARE_KERNEL(poisson_kernel, PoissonKernel)
+
+// Multinomial sampling with replacement: out [rows, samples] int64 gets, for each (r, s), the
+// first category j with cdf[r, j] >= u, u a (0, 1] uniform of subsequence r * samples + s. cdf
+// [rows, categories] is contiguous, non-decreasing, float32 or float64 (selects the kernel), with
+// cdf[r, categories - 1] == 1, so zero-probability categories are never drawn.
+using MultinomialKernel = void (*)(const Tensor& out, const Tensor& cdf, const PhiloxState& s);
+EMBER_DECLARE_KERNEL(multinomial_kernel, MultinomialKernel)
 
 }  // namespace ember

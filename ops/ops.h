@@ -206,3 +206,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // Scalar operands, comparisons with scalars, remainder/fmod, bitwise and logical ops, the
 // libtorch-style factories (tensor({...}), from_blob, *_like, linspace, eye).
 #include "ember/ops/tensor_api.h"  // IWYU pragma: export
+
+// Issue 34's elementwise and random ops (lerp, atan2, erf..., multinomial, poisson...).
+#include "ember/ops/elementwise_more.h"  // IWYU pragma: export

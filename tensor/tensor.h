@@ -471,6 +471,48 @@ class Tensor {
   Tensor& triu_(int64_t diagonal = 0);
   // ---- end of shape ops ----
 
+  // ---- issue 34 elementwise ops (ops/elementwise_more.cpp; see ops/elementwise_more.h) ----
+  Tensor log2() const;
+  Tensor log10() const;
+  Tensor tan() const;
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor atan() const;
+  Tensor sinh() const;
+  Tensor cosh() const;
+  Tensor asinh() const;
+  Tensor acosh() const;
+  Tensor atanh() const;
+  Tensor erf() const;
+  Tensor erfc() const;
+  Tensor erfinv() const;
+  Tensor trunc() const;
+  Tensor fix() const;
+  Tensor frac() const;
+  Tensor sgn() const;
+  Tensor round(int64_t decimals) const;
+  Tensor nan_to_num(std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt) const;
+  Tensor isinf() const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor arctan2(const Tensor& other) const;
+  Tensor hypot(const Tensor& other) const;
+  Tensor lerp(const Tensor& end, double weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor addcmul(const Tensor& tensor1, const Tensor& tensor2, double value = 1) const;
+  Tensor addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value = 1) const;
+  Tensor clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const;
+  Tensor isclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08,
+                 bool equal_nan = false) const;
+  // random (ops/random_more.cpp): in-place fills from the given or the default generator
+  Tensor& exponential_(double lambd = 1, Generator* generator = nullptr);
+  Tensor& geometric_(double p, Generator* generator = nullptr);
+  Tensor& cauchy_(double median = 0, double sigma = 1, Generator* generator = nullptr);
+  Tensor& log_normal_(double mean = 1, double std = 2, Generator* generator = nullptr);
+  Tensor multinomial(int64_t num_samples, bool replacement = false,
+                     Generator* generator = nullptr) const;
+  // ---- end of issue 34 elementwise ops ----
+
   std::string str() const;  // printed like PyTorch, summarised when large
   std::string shape_str() const;
 

@@ -52,6 +52,21 @@ EMBER_DEFINE_MATH1(m_expm1, expm1f, expm1)
 EMBER_DEFINE_MATH1(m_floor, floorf, floor)
 EMBER_DEFINE_MATH1(m_ceil, ceilf, ceil)
 EMBER_DEFINE_MATH1(m_rint, rintf, rint)  // round half to even, as torch.round
+EMBER_DEFINE_MATH1(m_log2, log2f, log2)
+EMBER_DEFINE_MATH1(m_log10, log10f, log10)
+EMBER_DEFINE_MATH1(m_tan, tanf, tan)
+EMBER_DEFINE_MATH1(m_asin, asinf, asin)
+EMBER_DEFINE_MATH1(m_acos, acosf, acos)
+EMBER_DEFINE_MATH1(m_atan, atanf, atan)
+EMBER_DEFINE_MATH1(m_sinh, sinhf, sinh)
+EMBER_DEFINE_MATH1(m_cosh, coshf, cosh)
+EMBER_DEFINE_MATH1(m_asinh, asinhf, asinh)
+EMBER_DEFINE_MATH1(m_acosh, acoshf, acosh)
+EMBER_DEFINE_MATH1(m_atanh, atanhf, atanh)
+EMBER_DEFINE_MATH1(m_erf, erff, erf)
+EMBER_DEFINE_MATH1(m_erfc, erfcf, erfc)
+EMBER_DEFINE_MATH1(m_erfinv, erfinvf, erfinv)
+EMBER_DEFINE_MATH1(m_trunc, truncf, trunc)
 #undef EMBER_DEFINE_MATH1
 #define EMBER_DEFINE_MATH2(name, float_fn, double_fn) \
   template <typename A>                               \
@@ -64,6 +79,7 @@ EMBER_DEFINE_MATH1(m_rint, rintf, rint)  // round half to even, as torch.round
 EMBER_DEFINE_MATH2(m_pow, powf, pow)
 EMBER_DEFINE_MATH2(m_atan2, atan2f, atan2)
 EMBER_DEFINE_MATH2(m_fmod, fmodf, fmod)
+EMBER_DEFINE_MATH2(m_hypot, hypotf, hypot)
 #undef EMBER_DEFINE_MATH2
 
 // NaN-propagating max/min (torch.maximum / clamp semantics).
@@ -84,11 +100,13 @@ __device__ __forceinline__ A min_propagate_nan(A a, A b) {
 
 const char* unary_op_name(UnaryOp op) {
   static constexpr const char* kNames[] = {
-      "neg",        "exp",         "log",         "sqrt",        "rsqrt", "abs",
-      "tanh",       "sigmoid",     "relu",        "sin",         "cos",   "sign",
-      "reciprocal", "square",      "log1p",       "expm1",       "floor", "ceil",
-      "round",      "logical_not", "isnan",       "isfinite",    "clamp", "pow_scalar",
-      "add_scalar", "mul_scalar",  "rsub_scalar", "rdiv_scalar", "fill"};
+      "neg",      "exp",   "log",        "sqrt",       "rsqrt",      "abs",         "tanh",
+      "sigmoid",  "relu",  "sin",        "cos",        "sign",       "reciprocal",  "square",
+      "log1p",    "expm1", "floor",      "ceil",       "round",      "logical_not", "isnan",
+      "isfinite", "clamp", "pow_scalar", "add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar",
+      "fill",     "log2",  "log10",      "tan",        "asin",       "acos",        "atan",
+      "sinh",     "cosh",  "asinh",      "acosh",      "atanh",      "erf",         "erfc",
+      "erfinv",   "frac",  "nan_to_num", "round",      "trunc",      "isinf"};
   const size_t i = size_t(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown unary op";
 }
@@ -118,7 +136,8 @@ const char* binary_op_name(BinaryOp op) {
                                            "bitwise_or",
                                            "bitwise_xor",
                                            "logical_xor",
-                                           "fmod"};
+                                           "fmod",
+                                           "hypot"};
   const size_t i = size_t(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown binary op";
 }
@@ -132,6 +151,7 @@ bool unary_supported(UnaryOp op, DType t) {
     case UnaryOp::fill:
     case UnaryOp::isnan:
     case UnaryOp::isfinite:
+    case UnaryOp::isinf:
     case UnaryOp::logical_not:
       return true;
     case UnaryOp::neg:
@@ -146,6 +166,7 @@ bool unary_supported(UnaryOp op, DType t) {
     case UnaryOp::floor:
     case UnaryOp::ceil:
     case UnaryOp::round:
+    case UnaryOp::trunc:
       return t != DType::boolean;
     default:
       return false;
@@ -226,7 +247,7 @@ template <typename T>
 struct UnaryFunctor {
   using acc_t = OpMath<T>;
   UnaryOp op;
-  acc_t a, b;         // UnaryParams in the accumulation type
+  acc_t a, b, c;      // UnaryParams in the accumulation type
   bool has_a, has_b;  // clamp: whether the min / max bound is present
 
   __device__ __forceinline__ acc_t operator()(acc_t x) const {
@@ -266,10 +287,16 @@ struct UnaryFunctor {
           return acc_t(isfinite(x));
         else
           return acc_t(1);
+      case UnaryOp::isinf:
+        if constexpr (kFloating)
+          return acc_t(isinf(x));
+        else
+          return acc_t(0);
       default:
         break;
     }
     if constexpr (kFloating) {
+      if (op >= UnaryOp::log2) return more(x);
       switch (op) {
         case UnaryOp::exp:
           return m_exp(x);
@@ -318,6 +345,7 @@ struct UnaryFunctor {
         case UnaryOp::floor:
         case UnaryOp::ceil:
         case UnaryOp::round:
+        case UnaryOp::trunc:
           return x;
         default:
           break;
@@ -325,6 +353,57 @@ struct UnaryFunctor {
     }
     return x;  // unreachable: unary_supported filtered the op on the host
   }
+
+  // The floating ops from UnaryOp::log2 on (issue 34's transcendental and rounding ops).
+  __device__ __forceinline__ acc_t more(acc_t x) const {
+    if constexpr (std::is_floating_point_v<acc_t>) {
+      switch (op) {
+        case UnaryOp::log2:
+          return m_log2(x);
+        case UnaryOp::log10:
+          return m_log10(x);
+        case UnaryOp::tan:
+          return m_tan(x);
+        case UnaryOp::asin:
+          return m_asin(x);
+        case UnaryOp::acos:
+          return m_acos(x);
+        case UnaryOp::atan:
+          return m_atan(x);
+        case UnaryOp::sinh:
+          return m_sinh(x);
+        case UnaryOp::cosh:
+          return m_cosh(x);
+        case UnaryOp::asinh:
+          return m_asinh(x);
+        case UnaryOp::acosh:
+          return m_acosh(x);
+        case UnaryOp::atanh:
+          return m_atanh(x);
+        case UnaryOp::erf:
+          return m_erf(x);
+        case UnaryOp::erfc:
+          return m_erfc(x);
+        case UnaryOp::erfinv:
+          return m_erfinv(x);
+        case UnaryOp::trunc:
+          return m_trunc(x);
+        case UnaryOp::frac:
+          return x - m_trunc(x);
+        case UnaryOp::nan_to_num:
+          if (is_nan(x)) return a;
+          if (isinf(x)) return x > acc_t(0) ? b : c;
+          return x;
+        case UnaryOp::round_decimals:
+          return has_b_flag() ? m_rint(x / a) * a : m_rint(x * a) / a;
+        default:
+          break;
+      }
+    }
+    return x;
+  }
+  // round_decimals: b != 0 marks negative decimals.
+  __device__ __forceinline__ bool has_b_flag() const { return b != acc_t(0); }
 };
 
 template <typename T>
@@ -336,6 +415,7 @@ UnaryFunctor<T> make_unary_functor(UnaryOp op, UnaryParams p) {
   f.has_b = !std::isnan(p.b);
   f.a = scalar_param<acc_t>(p.a);
   f.b = scalar_param<acc_t>(p.b);
+  f.c = scalar_param<acc_t>(p.c);
   if constexpr (std::is_same_v<T, bool>) {
     f.a = acc_t(p.a != 0);  // fill(true) for any non-zero value
   } else if constexpr (std::is_integral_v<T>) {
@@ -537,6 +617,8 @@ struct BinaryFunctor {
           return m_pow(a, b);
         case BinaryOp::atan2:
           return m_atan2(a, b);
+        case BinaryOp::hypot:
+          return m_hypot(a, b);
         case BinaryOp::sigmoid_backward:
           return a * b * (acc_t(1) - b);
         case BinaryOp::tanh_backward:

@@ -14,6 +14,7 @@
 
 #include "ember/cuda_kernels/random/random.cuh"
 #include "ember/kernel_interface/random.h"
+#include "ember/kernel_interface/random_samplers.h"
 #include "ember/tensor/philox.h"
 #include "ember/tensor/runtime/cuda_check.h"
 #include "ember/tensor/runtime/cuda_device.h"
@@ -146,6 +147,25 @@ __device__ __forceinline__ void group_values(const RandomLaunch& L, const philox
       }
       break;
     }
+    case RandomKind::exponential:
+    case RandomKind::geometric:
+    case RandomKind::cauchy:
+    case RandomKind::log_normal: {
+      if constexpr (kIsFloating<T>) {
+        const philox::F32x4 d = L.kind == RandomKind::log_normal ? philox::normal4_from_bits(bits)
+                                                                 : philox::uniform4_from_bits(bits);
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+          const double v =
+              random_samplers::transform_draw(L.kind, double(philox::lane(d, l)), L.a, L.b);
+          if constexpr (std::is_same_v<T, double>)
+            values[l] = v;
+          else
+            store_float(float(v), values[l]);
+        }
+      }
+      break;
+    }
   }
 }
 
@@ -200,6 +220,14 @@ const char* random_kind_name(RandomKind kind) {
       return "bernoulli";
     case RandomKind::randint:
       return "randint";
+    case RandomKind::exponential:
+      return "exponential";
+    case RandomKind::geometric:
+      return "geometric";
+    case RandomKind::cauchy:
+      return "cauchy";
+    case RandomKind::log_normal:
+      return "log_normal";
   }
   return "?";
 }
