@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ember/ops/indexing.h"
+#include "ember/ops/linalg.h"
 #include "ember/ops/reduction_more.h"
 #include "ember/ops/shape_more.h"
 #include "ember/tensor/runtime/generator.h"

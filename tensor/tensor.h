@@ -512,6 +512,21 @@ class Tensor {
   Tensor multinomial(int64_t num_samples, bool replacement = false,
                      Generator* generator = nullptr) const;
   // ---- end of issue 34 elementwise ops ----
+  // ---- linear algebra (ops/linalg_products.cpp, ops/linalg_decomp.cpp) ----
+  Tensor mv(const Tensor& vec) const;
+  Tensor dot(const Tensor& other) const;
+  Tensor outer(const Tensor& other) const;
+  Tensor addmv(const Tensor& mat, const Tensor& vec, double beta = 1, double alpha = 1) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1,
+                 double alpha = 1) const;
+  Tensor addbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1,
+                double alpha = 1) const;
+  Tensor kron(const Tensor& other) const;
+  Tensor inverse() const;
+  Tensor det() const;
+  std::tuple<Tensor, Tensor> slogdet() const;  // (sign, logabsdet)
+  Tensor logdet() const;
+  // ---- end of linear algebra ----
 
   std::string str() const;  // printed like PyTorch, summarised when large
   std::string shape_str() const;
