@@ -31,6 +31,7 @@ const std::vector<OpCase>& op_cases_index();   // op_table_index.cpp
 const std::vector<OpCase>& op_cases_tapi();    // op_table_tapi.cpp
 const std::vector<OpCase>& op_cases_reduce();  // op_table_reduce.cpp
 const std::vector<OpCase>& op_cases_shape();   // op_table_shape.cpp
+const std::vector<OpCase>& op_cases_nnfunc();  // op_table_nnfunc.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 
