@@ -309,7 +309,6 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   check_like(op, anchor, "negative", negative);
   EMBER_CHECK(anchor.dim() == 1 || anchor.dim() == 2, op,
               ": anchor, positive and negative must be [N, D] or [D], got ", anchor.shape_str());
-  EMBER_CHECK(options.margin() > 0, op, ": margin must be > 0, got ", options.margin());
   auto in = autocast_inputs({anchor, positive, negative}, OpClass::fp32);
   auto dist_options = PairwiseDistanceFuncOptions().p(options.p()).eps(options.eps());
   Tensor d_pos = pairwise_distance(in[0], in[1], dist_options);
