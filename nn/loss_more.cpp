@@ -70,6 +70,14 @@ Tensor log_sigmoid(const Tensor& x) { return neg(add(relu(neg(x)), log1p(exp(neg
 // masked out afterwards (the discarded branch's gradient stays finite).
 Tensor safe_where(const Tensor& keep, const Tensor& t) { return where(keep, t, 1.0); }
 
+// log(v) clamped at -100 as PyTorch's binary_cross_entropy; where v == 0 the value is -100 and the
+// gradient 0 (log is taken of 1 there, so no 0 * inf). PyTorch's fused backward divides by
+// max(x (1 - x), 1e-12) instead, a large finite gradient at the ends.
+Tensor clamped_log(const Tensor& v) {
+  Tensor pos = gt(v, Scalar(0.0));
+  return where(pos, clamp_min(log(safe_where(pos, v)), -100.0), -100.0);
+}
+
 }  // namespace
 
 namespace functional {
@@ -111,8 +119,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                 "binary_cross_entropy_with_logits)");
   }
   auto in = autocast_inputs({input, target, options.weight()}, OpClass::fp32);
-  Tensor log_x = clamp_min(log(in[0]), -100.0);
-  Tensor log_1mx = clamp_min(log(rsub(in[0], 1.0)), -100.0);
+  Tensor log_x = clamped_log(in[0]);
+  Tensor log_1mx = clamped_log(rsub(in[0], 1.0));
   Tensor loss = neg(add(mul(in[1], log_x), mul(rsub(in[1], 1.0), log_1mx)));
   if (in[2].defined()) {
     EMBER_CHECK(in[2].device() == input.device(), op, ": input is on ", input.device().str(),

@@ -101,8 +101,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
 // 0.5 d^2 where d < delta, delta (d - 0.5 delta) elsewhere.
 Tensor huber_loss(const Tensor& input, const Tensor& target,
                   const HuberLossFuncOptions& options = {});
-// -weight (t log(x) + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch; input in [0, 1]
-// (checked on the CPU).
+// -weight (t log(x) + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch (a clamped log
+// passes no gradient, so x = 0 or 1 gives finite gradients); input in [0, 1] (checked on the CPU).
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const BinaryCrossEntropyFuncOptions& options = {});
 // input holds log-probabilities; target probabilities (log-probabilities with log_target):

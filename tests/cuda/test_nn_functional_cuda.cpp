@@ -58,11 +58,6 @@ Tensor gpu_uniform(const Shape& s, DType dtype, double low, double high) {
   return (rand(s, TensorOptions(DType::f32)) * (high - low) + low).to(Device::cuda(), dtype);
 }
 
-// A [rows, cols] GPU tensor that is the transpose of a dense [cols, rows] one (non-contiguous).
-Tensor gpu_transposed(int64_t rows, int64_t cols, DType dtype, double low, double high) {
-  return gpu_uniform({cols, rows}, dtype, low, high).t();
-}
-
 struct Unary {
   std::string name;
   std::function<Tensor(const Tensor&)> f;
