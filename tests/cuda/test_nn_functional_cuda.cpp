@@ -28,8 +28,12 @@ using ember::testing::rel_err;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // f on GPU inputs and on their exact values in fp64 on the CPU: outputs within tol (rel_err) and
-// the gradients of sum(out * w), for one uniform w, within 4 tol for every floating input.
-void check_parity(const Fn& f, const std::vector<Tensor>& gpu_inputs, double tol) {
+// (with check_grad) the gradients of sum(out * w), for one uniform w, within 4 tol for every
+// floating input. Functions whose gradient jumps at a kink of an intermediate value (x + 3 in
+// hardswish, the hinge of the margin losses) skip the gradient in bf16: rounding that intermediate
+// moves elements across the kink, which the fp64 reference does not.
+void check_parity(const Fn& f, const std::vector<Tensor>& gpu_inputs, double tol,
+                  bool check_grad = true) {
   std::vector<Tensor> g, c;
   for (const Tensor& t : gpu_inputs) {
     const bool diff = is_floating(t.dtype());
@@ -41,7 +45,7 @@ void check_parity(const Fn& f, const std::vector<Tensor>& gpu_inputs, double tol
   REQUIRE(out_g.sizes() == out_c.sizes());
   CHECK(out_g.device() == gpu_inputs[0].device());
   CHECK(rel_err(out_g, out_c) <= tol);
-  if (out_c.numel() == 0) return;
+  if (out_c.numel() == 0 || !check_grad) return;
   Tensor w = rand(out_c.sizes(), TensorOptions(DType::f64));
   (out_c * w).sum().backward();
   (out_g * w.to(out_g.device(), out_g.dtype())).sum().backward();
@@ -58,10 +62,14 @@ Tensor gpu_uniform(const Shape& s, DType dtype, double low, double high) {
   return (rand(s, TensorOptions(DType::f32)) * (high - low) + low).to(Device::cuda(), dtype);
 }
 
+// The thresholds of threshold / softshrink / hardshrink are exact in bf16: a number operand
+// computes in the tensor's dtype, so an inexact one would move the cut between the devices'
+// references and the rounded inputs.
 struct Unary {
   std::string name;
   std::function<Tensor(const Tensor&)> f;
-  double scale;  // inputs are normal times scale
+  double scale;                      // inputs are normal times scale
+  bool kinked_intermediate = false;  // see check_parity
 };
 
 const std::vector<Unary>& unary_activations() {
@@ -75,8 +83,8 @@ const std::vector<Unary>& unary_activations() {
       {"softsign", [](const Tensor& x) { return F::softsign(x); }, 3},
       {"hardtanh", [](const Tensor& x) { return F::hardtanh(x); }, 2},
       {"relu6", [](const Tensor& x) { return F::relu6(x); }, 5},
-      {"hardsigmoid", [](const Tensor& x) { return F::hardsigmoid(x); }, 4},
-      {"hardswish", [](const Tensor& x) { return F::hardswish(x); }, 4},
+      {"hardsigmoid", [](const Tensor& x) { return F::hardsigmoid(x); }, 4, true},
+      {"hardswish", [](const Tensor& x) { return F::hardswish(x); }, 4, true},
       {"mish", [](const Tensor& x) { return F::mish(x); }, 3},
       {"celu", [](const Tensor& x) { return F::celu(x, F::CELUFuncOptions().alpha(0.7)); }, 2},
       {"selu", [](const Tensor& x) { return F::selu(x); }, 2},
@@ -90,12 +98,12 @@ const std::vector<Unary>& unary_activations() {
       {"logsigmoid", [](const Tensor& x) { return F::logsigmoid(x); }, 4},
       {"threshold",
        [](const Tensor& x) {
-         return F::threshold(x, {0.2, -3});
+         return F::threshold(x, {0.25, -3});
        },
        1},
       {"tanhshrink", [](const Tensor& x) { return F::tanhshrink(x); }, 2},
-      {"softshrink", [](const Tensor& x) { return F::softshrink(x, 0.4); }, 1},
-      {"hardshrink", [](const Tensor& x) { return F::hardshrink(x, 0.4); }, 1},
+      {"softshrink", [](const Tensor& x) { return F::softshrink(x, 0.375); }, 1},
+      {"hardshrink", [](const Tensor& x) { return F::hardshrink(x, 0.375); }, 1},
   };
   return ops;
 }
@@ -110,11 +118,12 @@ TEST_CASE("nn activations: CUDA matches the CPU on awkward shapes and views" *
       CAPTURE(op.name);
       CAPTURE(dtype_name(dtype));
       auto f = [&op](const std::vector<Tensor>& x) { return op.f(x[0]); };
+      const bool grad = !(op.kinked_intermediate && dtype == DType::bf16);
       for (int64_t n : {0, 1, 7, 4099}) {
         CAPTURE(n);
-        check_parity(f, {gpu_randn({n}, dtype, op.scale)}, tol);
+        check_parity(f, {gpu_randn({n}, dtype, op.scale)}, tol, grad);
       }
-      check_parity(f, {gpu_randn({65, 33}, dtype, op.scale).t()}, tol);  // transposed view
+      check_parity(f, {gpu_randn({65, 33}, dtype, op.scale).t()}, tol, grad);  // transposed
     }
     // The ones with a dim or a second operand.
     check_parity([](const std::vector<Tensor>& x) { return F::glu(x[0]); },
@@ -195,6 +204,7 @@ TEST_CASE("nn losses: CUDA matches the CPU for every reduction on awkward shapes
         CAPTURE(s[0]);
         const int64_t n = s[0], c = s[1];
         const double tol = parity_tolerance(dtype);
+        const bool hinge_grad = dtype != DType::bf16;                      // see check_parity
         Tensor x = gpu_randn(s, dtype), y = gpu_randn({c, n}, dtype).t();  // y: strided
         Tensor prob = gpu_uniform(s, dtype, 0.02, 0.98), soft = gpu_uniform(s, dtype, 0, 1);
         Tensor pos = gpu_uniform(s, dtype, 0.1, 3);
@@ -259,13 +269,13 @@ TEST_CASE("nn losses: CUDA matches the CPU for every reduction on awkward shapes
               return F::margin_ranking_loss(
                   v[0], v[1], v[2], F::MarginRankingLossFuncOptions().margin(0.3).reduction(r));
             },
-            {x, y, labels_s}, tol);
+            {x, y, labels_s}, tol, hinge_grad);
         check_parity(
             [r](V v) {
               return F::hinge_embedding_loss(
                   v[0], v[1], F::HingeEmbeddingLossFuncOptions().margin(0.8).reduction(r));
             },
-            {x, labels_s}, tol);
+            {x, labels_s}, tol, hinge_grad);
         check_parity(
             [r](V v) {
               return F::multilabel_soft_margin_loss(
@@ -279,14 +289,14 @@ TEST_CASE("nn losses: CUDA matches the CPU for every reduction on awkward shapes
                     v[0], v[1],
                     F::MultiMarginLossFuncOptions().p(p).margin(0.6).weight(v[2]).reduction(r));
               },
-              {y, classes, weight_c}, tol);
+              {y, classes, weight_c}, tol, hinge_grad || p == 2);
         }
         check_parity(
             [r](V v) {
               return F::cosine_embedding_loss(
                   v[0], v[1], v[2], F::CosineEmbeddingLossFuncOptions().margin(0.1).reduction(r));
             },
-            {x, y, labels_n}, tol);
+            {x, y, labels_n}, tol, hinge_grad);
         for (bool swap : {false, true}) {
           check_parity(
               [r, swap](V v) {
@@ -294,7 +304,7 @@ TEST_CASE("nn losses: CUDA matches the CPU for every reduction on awkward shapes
                     v[0], v[1], v[2],
                     F::TripletMarginLossFuncOptions().margin(1.5).swap(swap).reduction(r));
               },
-              {x, y, gpu_randn(s, dtype)}, tol);
+              {x, y, gpu_randn(s, dtype)}, tol, hinge_grad);
         }
       }
     }
