@@ -2,6 +2,7 @@
 // gathered under one name. These are the ops themselves (re-exported, no wrappers), except the
 // losses, which are nn's autocast-aware versions of nn/loss.h.
 #pragma once
+#include "ember/nn/functional_more.h"  // more activations, distances, losses
 #include "ember/nn/loss.h"
 #include "ember/ops/activation.h"
 #include "ember/ops/conv.h"

@@ -12,6 +12,7 @@
 #include "ember/nn/dropout.h"
 #include "ember/nn/embedding.h"
 #include "ember/nn/functional.h"
+#include "ember/nn/functional_more.h"
 #include "ember/nn/grad_scaler.h"
 #include "ember/nn/graphed_step.h"
 #include "ember/nn/init.h"
