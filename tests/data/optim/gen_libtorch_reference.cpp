@@ -1,7 +1,8 @@
 // Throwaway generator (not built by CMake) of the reference trajectories in optim_trajectories.h
 // for the optimizers libtorch 1.13's C++ API has: SGD, Adam, AdamW (amsgrad), RMSprop, Adagrad.
 // maximize (absent from libtorch 1.13) is fed as a negated gradient, which is what it means.
-//   g++ -std=c++17 -O1 gen_libtorch_reference.cpp -ltorch -ltorch_cpu -lc10 -o gen && ./gen > optim_trajectories.h
+//   g++ -std=c++17 -O1 gen_libtorch_reference.cpp -ltorch -ltorch_cpu -lc10 -o gen && ./gen >
+//   optim_trajectories.h
 // gen_optim_reference.py (torch 2.x) writes the same file for every optimizer.
 #include <torch/torch.h>
 
@@ -60,8 +61,8 @@ int main() {
                                  SGDOptions(0.05).momentum(0.8).nesterov(true).weight_decay(0.02));
   });
   emit("Adam", "amsgrad", false, [](T p) {
-    return std::make_unique<Adam>(std::vector<T>{p},
-                                  AdamOptions(0.01).betas({0.9, 0.99}).weight_decay(0.1).amsgrad(true));
+    return std::make_unique<Adam>(
+        std::vector<T>{p}, AdamOptions(0.01).betas({0.9, 0.99}).weight_decay(0.1).amsgrad(true));
   });
   emit("Adam", "amsgrad_maximize", true, [](T p) {
     return std::make_unique<Adam>(std::vector<T>{p}, AdamOptions(0.02).amsgrad(true));
@@ -86,11 +87,10 @@ int main() {
   emit("Adagrad", "default", false,
        [](T p) { return std::make_unique<Adagrad>(std::vector<T>{p}, AdagradOptions(0.1)); });
   emit("Adagrad", "decay_wd_init", false, [](T p) {
-    return std::make_unique<Adagrad>(std::vector<T>{p}, AdagradOptions(0.1)
-                                                            .lr_decay(0.05)
-                                                            .weight_decay(0.1)
-                                                            .initial_accumulator_value(0.5)
-                                                            .eps(1e-8));
+    return std::make_unique<Adagrad>(
+        std::vector<T>{p},
+        AdagradOptions(0.1).lr_decay(0.05).weight_decay(0.1).initial_accumulator_value(0.5).eps(
+            1e-8));
   });
   emit("Adagrad", "maximize", true,
        [](T p) { return std::make_unique<Adagrad>(std::vector<T>{p}, AdagradOptions(0.05)); });

@@ -17,6 +17,7 @@ API has; this script covers all of them (NAdam, RAdam, Adamax, Adadelta included
 """
 import math
 import os
+import subprocess
 import sys
 
 import torch
@@ -204,6 +205,11 @@ def write(name, text):
     path = os.path.join(HERE, name)
     with open(path, "w") as f:
         f.write(text)
+    # The tree is clang-formatted (scripts/check_format.sh checks these headers too).
+    try:
+        subprocess.run(["clang-format", "-i", path], check=True)
+    except (OSError, subprocess.CalledProcessError):
+        print("clang-format failed or is missing: run it on", path, file=sys.stderr)
     print("wrote", path)
 
 
