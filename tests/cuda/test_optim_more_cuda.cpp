@@ -110,7 +110,7 @@ TEST_CASE("fused CUDA element-wise optimizers match the CPU kernels" *
       {"NAdam decoupled+maximize",
        maker<NAdam>(
            NAdamOptions(0.01).weight_decay(0.1).decoupled_weight_decay(true).maximize(true))},
-      // beta2 0.9 so that the rectified branch (rho_t > 5) starts at step 4 of the 6.
+      // beta2 0.9: rho_t passes 5 at step 6, so the last step takes the rectified branch.
       {"RAdam", maker<RAdam>(RAdamOptions(0.01).betas({0.9, 0.9}))},
       {"RAdam decoupled",
        maker<RAdam>(
