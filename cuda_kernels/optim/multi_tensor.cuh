@@ -23,12 +23,14 @@ constexpr int kPointerBytes = 4096 - kMaxBlocksPerLaunch * (1 + 4) - 256;
 
 template <int Depth>
 struct MultiTensorMeta {
-  // Per tensor: Depth list pointers, the size and a step-count pointer.
+  // Per tensor: Depth list pointers, the size and one more pointer (steps).
   static constexpr int kMaxTensors =
       kPointerBytes / ((Depth + 2) * 8) < 110 ? kPointerBytes / ((Depth + 2) * 8) : 110;
   void* ptrs[Depth][kMaxTensors];
   int64_t numel[kMaxTensors];
-  const float* steps[kMaxTensors];  // optimizers only: the step count (already incremented)
+  // Optimizers only: the step count (already incremented), or the per-tensor float64 factors of
+  // optim_more.cu, whose pointer travels in this slot.
+  const float* steps[kMaxTensors];
   unsigned char block_to_tensor[kMaxBlocksPerLaunch];
   int32_t block_to_chunk[kMaxBlocksPerLaunch];
 };
