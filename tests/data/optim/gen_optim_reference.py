@@ -11,7 +11,7 @@ writes, next to this script:
                          two-tensor objective, 4 step(closure) calls
   scheduler_sequences.h  the learning rates of epochs 0..N-1 of every scheduler configuration of
                          tests/cpu/test_lr_scheduler_more.cpp (same names and options)
-Both are C++ headers the tests include (the scheduler one when present). The libtorch 1.13
+All three are C++ headers the tests include (the scheduler one only when present). The libtorch 1.13
 generator gen_libtorch_reference.cpp writes optim_trajectories.h for the optimizers libtorch's C++
 API has; this script covers all of them (NAdam, RAdam, Adamax, Adadelta included).
 """
