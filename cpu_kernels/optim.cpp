@@ -71,7 +71,7 @@ void sgd_typed(const SgdKernelArgs& a) {
     }
     const int64_t n = a.params[i].numel();
     for_elements(n, [&](int64_t k) {
-      A d = A(g[k]);
+      A d = a.maximize ? -A(g[k]) : A(g[k]);
       if (a.weight_decay != 0) d += weight_decay * A(p[k]);
       if (use_momentum) {
         const A b = first_step ? d : momentum * A(buf[k]) + one_minus_dampening * d;
@@ -119,7 +119,7 @@ void adam_typed(const AdamKernelArgs& a) {
     const int64_t n = a.params[i].numel();
     for_elements(n, [&](int64_t k) {
       A param = A(p[k]);
-      A grad = A(g[k]);
+      A grad = a.maximize ? -A(g[k]) : A(g[k]);
       if (a.weight_decay != 0) {
         if (a.decoupled_weight_decay)
           param *= decay_factor;

@@ -48,7 +48,7 @@ GradsByDtype group_grads_by_dtype(const std::vector<Tensor>& parameters, const c
 
 // ---- SGD ----------------------------------------------------------------------------------------
 // For each i (PyTorch's torch.optim.SGD, one fused pass):
-//   d = grad + weight_decay * param
+//   d = (maximize ? -grad : grad) + weight_decay * param
 //   with momentum buffers:  step += 1
 //                           buf = step == 1 ? d : momentum * buf + (1 - dampening) * d
 //                           d = nesterov ? d + momentum * buf : buf
@@ -61,6 +61,7 @@ struct SgdKernelArgs {
   Tensor lr, momentum, found_inf;
   double dampening = 0, weight_decay = 0;
   bool nesterov = false;
+  bool maximize = false;  // ascend: the gradient is negated first
 };
 using SgdKernel = void (*)(const SgdKernelArgs& args);
 EMBER_DECLARE_KERNEL(sgd_kernel, SgdKernel)
@@ -68,7 +69,7 @@ EMBER_DECLARE_KERNEL(sgd_kernel, SgdKernel)
 // ---- Adam / AdamW -------------------------------------------------------------------------------
 // For each i (torch.optim.Adam / AdamW, one fused pass; `beta1` is a device scalar so that
 // one-cycle schedules can cycle it):
-//   step += 1
+//   step += 1;  g = maximize ? -grad : grad
 //   decoupled (AdamW): param *= 1 - lr * weight_decay      else: g = grad + weight_decay * param
 //   exp_avg    = beta1 * exp_avg + (1 - beta1) * g
 //   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
@@ -82,6 +83,7 @@ struct AdamKernelArgs {
   double beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled_weight_decay = false;  // AdamW
   bool amsgrad = false;                 // max_exp_avg_sqs is one per parameter when set, else empty
+  bool maximize = false;                // ascend: the gradient is negated first
 };
 using AdamKernel = void (*)(const AdamKernelArgs& args);
 EMBER_DECLARE_KERNEL(adam_kernel, AdamKernel)

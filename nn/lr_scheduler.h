@@ -1,6 +1,8 @@
 // Learning-rate schedules, as torch.optim.lr_scheduler: StepLR, MultiStepLR, CosineAnnealingLR,
 // LinearLR (linear warm-up), OneCycleLR, and WarmupCosineLR (linear warm-up then cosine decay in
-// one scheduler, what SequentialLR([LinearLR, CosineAnnealingLR]) gives in PyTorch).
+// one scheduler, what SequentialLR([LinearLR, CosineAnnealingLR]) gives in PyTorch). More
+// (ExponentialLR, LambdaLR, CyclicLR, SequentialLR, ReduceLROnPlateau, ...) in
+// nn/lr_scheduler_more.h.
 //
 // Each scheduler computes its rates in closed form from the epoch count (PyTorch's
 // _get_closed_form_lr formulas; see each class) and writes them with Optimizer::set_lr, which
@@ -42,8 +44,9 @@ class LRScheduler {
   // {"type": ..., "last_epoch": ..., "base_lrs": [...]} for checkpoints (Checkpoint::scheduler).
   // Loading restores the epoch count and base rates without touching the optimizer (whose own
   // state dict restores its rates), as PyTorch does; the type must match.
-  std::string state_json() const;
-  void load_state_json(const std::string& json);
+  // Composite schedulers (SequentialLR, ChainedScheduler) add their children's states.
+  virtual std::string state_json() const;
+  virtual void load_state_json(const std::string& json);
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
@@ -59,6 +62,10 @@ class LRScheduler {
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;
   int64_t last_epoch_ = -1;
+
+  // The composites of nn/lr_scheduler_more.h evaluate and re-base their children.
+  friend class SequentialLR;
+  friend class ChainedScheduler;
 };
 
 // base_lr * gamma^(epoch / step_size) (integer division).

@@ -217,7 +217,7 @@ Tensor Optimizer::state(size_t index, const std::string& state_name) {
     if (index >= g.first_index && index < g.first_index + g.params.size())
       param = &g.params[index - g.first_index];
   EMBER_INTERNAL_ASSERT(param != nullptr);
-  const bool is_step = state_name == "step";
+  const bool is_step = is_scalar_state(state_name);
   ParamState& entries = state_[index];
   auto it = std::find_if(entries.begin(), entries.end(),
                          [&](const auto& e) { return e.first == state_name; });
@@ -240,6 +240,13 @@ Tensor Optimizer::state(size_t index, const std::string& state_name) {
   fresh.zero_();
   entries.emplace_back(state_name, fresh);
   return entries.back().second;
+}
+
+bool Optimizer::has_state(size_t index, const std::string& state_name) const {
+  EMBER_INTERNAL_ASSERT(index < state_.size());
+  for (const auto& entry : state_[index])
+    if (entry.first == state_name) return true;
+  return false;
 }
 
 Tensor Optimizer::grad_for_update(const Tensor& param) {
@@ -404,7 +411,7 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
                   state_name, "' state for parameter ", index);
       EMBER_CHECK(value.defined(), op, ": entry '", key, "' is an undefined tensor");
       const Tensor& p = groups_[g].params[index - groups_[g].first_index];
-      if (state_name == "step") {
+      if (is_scalar_state(state_name)) {
         EMBER_CHECK(value.numel() == 1, op, ": entry '", key, "' must hold one value, got shape ",
                     value.shape_str());
       } else {
@@ -427,9 +434,10 @@ void Optimizer::load_state_dict(const NamedTensors& saved, const std::string& co
       size_t g = 0;
       while (e.index >= groups_[g].first_index + groups_[g].params.size()) ++g;
       const Tensor& p = groups_[g].params[e.index - groups_[g].first_index];
+      const bool scalar = is_scalar_state(e.name);
       Tensor target =
-          e.name == "step" ? empty({}, DType::f32, p.device()) : empty_with_layout_of(p, p.dtype());
-      target.copy_(e.name == "step" ? e.value.reshape({}) : e.value);
+          scalar ? empty({}, DType::f32, p.device()) : empty_with_layout_of(p, p.dtype());
+      target.copy_(scalar ? e.value.reshape({}) : e.value);
       fresh[e.index].emplace_back(e.name, target);
     }
   } catch (...) {
@@ -496,6 +504,7 @@ void SGD::step_group(size_t g, const std::vector<size_t>& with_grad, const Tenso
     a.dampening = o.dampening();
     a.weight_decay = o.weight_decay();
     a.nesterov = o.nesterov();
+    a.maximize = o.maximize();
     sgd_kernel().get(device.type, dtype)(a);
   }
 }
@@ -505,7 +514,8 @@ std::string SGD::group_options_json(size_t g) const {
   return json{{"momentum", groups_[g].momentum},
               {"dampening", o.dampening()},
               {"weight_decay", o.weight_decay()},
-              {"nesterov", o.nesterov()}}
+              {"nesterov", o.nesterov()},
+              {"maximize", o.maximize()}}
       .dump();
 }
 
@@ -516,6 +526,7 @@ void SGD::load_group_options_json(size_t g, const std::string& text) {
     o.dampening(j.at("dampening").get<double>())
         .weight_decay(j.at("weight_decay").get<double>())
         .nesterov(j.at("nesterov").get<bool>())
+        .maximize(j.value("maximize", false))
         .momentum(j.at("momentum").get<double>());
   } catch (const json::exception& e) {
     EMBER_THROW(bad_param, "SGD.load_state_dict: parameter group ", g, " options ", text,
@@ -545,7 +556,8 @@ AdamOptions as_adam_options(const AdamWOptions& w) {
       .betas(w.betas())
       .eps(w.eps())
       .weight_decay(w.weight_decay())
-      .amsgrad(w.amsgrad());
+      .amsgrad(w.amsgrad())
+      .maximize(w.maximize());
 }
 }  // namespace
 
@@ -598,6 +610,7 @@ void Adam::step_group(size_t g, const std::vector<size_t>& with_grad, const Tens
     a.weight_decay = o.weight_decay();
     a.decoupled_weight_decay = decoupled_;
     a.amsgrad = o.amsgrad();
+    a.maximize = o.maximize();
     adam_kernel().get(device.type, dtype)(a);
   }
 }
@@ -607,7 +620,8 @@ std::string Adam::group_options_json(size_t g) const {
   return json{{"betas", json::array({groups_[g].momentum, o.betas().second})},
               {"eps", o.eps()},
               {"weight_decay", o.weight_decay()},
-              {"amsgrad", o.amsgrad()}}
+              {"amsgrad", o.amsgrad()},
+              {"maximize", o.maximize()}}
       .dump();
 }
 
@@ -621,7 +635,8 @@ void Adam::load_group_options_json(size_t g, const std::string& text) {
     o.betas({betas[0].get<double>(), betas[1].get<double>()})
         .eps(j.at("eps").get<double>())
         .weight_decay(j.at("weight_decay").get<double>())
-        .amsgrad(j.at("amsgrad").get<bool>());
+        .amsgrad(j.at("amsgrad").get<bool>())
+        .maximize(j.value("maximize", false));
   } catch (const json::exception& e) {
     EMBER_THROW(bad_param, name(), ".load_state_dict: parameter group ", g, " options ", text,
                 " are incomplete (", e.what(), ")");

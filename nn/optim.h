@@ -1,5 +1,6 @@
-// Optimizers, as torch.optim: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW
-// (optionally AMSGrad), with parameter groups and state dicts.
+// Optimizers, as torch.optim: SGD (momentum, dampening, Nesterov, weight decay, maximize), Adam and
+// AdamW (optionally AMSGrad, maximize), with parameter groups and state dicts. RMSprop, Adagrad,
+// Adadelta, Adamax, NAdam and RAdam are in nn/optim_more.h, LBFGS in nn/optim_lbfgs.h.
 //
 // Each step is a few fused kernel launches per parameter group and dtype
 // (kernel_interface/optim.h), on the CPU one fused loop per tensor. Nothing on the step path
@@ -25,6 +26,7 @@
 // the parameters over all groups in order (as PyTorch's optimizer state_dict does) and name is
 //   SGD with momentum: "momentum_buffer", "step"
 //   Adam, AdamW:       "step", "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad
+//   (the optimizers of nn/optim_more.h list theirs there)
 // ("step" is a float32 0-dim tensor, as in PyTorch; the others have the parameter's shape and
 // dtype), plus the non-tensor state as JSON text (config_json(): the optimizer type and each
 // group's hyperparameters, learning rate and parameter indices).
@@ -82,10 +84,11 @@ class Optimizer {
   // was saved (config_json lists them; without a config, every parameter with an entry) must have
   // all of its entries, and an empty state is an error; strict=false recreates missing state as
   // zeros on the next step.
-  NamedTensors state_dict() const;
-  std::string config_json() const;
-  void load_state_dict(const NamedTensors& state, const std::string& config_json = "",
-                       bool strict = true);
+  // Virtual for LBFGS (nn/optim_lbfgs.h), whose state is not per parameter.
+  virtual NamedTensors state_dict() const;
+  virtual std::string config_json() const;
+  virtual void load_state_dict(const NamedTensors& state, const std::string& config_json = "",
+                               bool strict = true);
 
  protected:
   Optimizer() = default;
@@ -114,7 +117,13 @@ class Optimizer {
   // The state tensor `name` of parameter `index` (a state-dict index), created on first use as
   // zeros of the parameter's layout (or a float32 0-dim zero for "step"), and moved along when the
   // parameter changed device, dtype or layout since (Module::to after the optimizer was made).
+  // "step" and NAdam's "mu_product" are float32 0-dim tensors (is_scalar_state).
   Tensor state(size_t index, const std::string& name);
+  // Whether parameter `index` already has state `name` (to initialize fresh state otherwise).
+  bool has_state(size_t index, const std::string& name) const;
+  static bool is_scalar_state(const std::string& name) {
+    return name == "step" || name == "mu_product";
+  }
   // Extra range checks of set_momentum (Adam: beta1 < 1).
   virtual void validate_momentum(double /*momentum*/) const {}
   // The gradient of a parameter in the parameter's layout (itself, or a relaid copy when the
@@ -138,6 +147,7 @@ struct SGDOptions {
   EMBER_ARG(double, dampening) = 0;
   EMBER_ARG(double, weight_decay) = 0;
   EMBER_ARG(bool, nesterov) = false;
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
 template <typename Options>
@@ -175,6 +185,7 @@ struct AdamOptions {
   EMBER_ARG(double, eps) = 1e-8;
   EMBER_ARG(double, weight_decay) = 0;
   EMBER_ARG(bool, amsgrad) = false;
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
 // AdamW's options: Adam's, with PyTorch's AdamW default weight decay of 0.01.
@@ -185,6 +196,7 @@ struct AdamWOptions {
   EMBER_ARG(double, eps) = 1e-8;
   EMBER_ARG(double, weight_decay) = 1e-2;
   EMBER_ARG(bool, amsgrad) = false;
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
 // torch.optim.Adam (L2 weight decay added to the gradient).

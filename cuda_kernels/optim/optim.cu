@@ -19,198 +19,18 @@
 #include <cmath>
 
 #include "ember/cuda_kernels/common/common.cuh"
+#include "ember/cuda_kernels/optim/multi_tensor.cuh"
 #include "ember/kernel_interface/optim.h"
 
 namespace ember::cuda {
 namespace {
-
-constexpr int kMultiTensorThreads = 512;
-constexpr int kMaxBlocksPerLaunch = 320;
-// What the pointer lists may take of the 4 KB kernel-parameter space, after the block tables and
-// the kernels' scalar arguments.
-constexpr int kPointerBytes = 4096 - kMaxBlocksPerLaunch * (1 + 4) - 256;
-
-template <int Depth>
-struct MultiTensorMeta {
-  // Per tensor: Depth list pointers, the size and a step-count pointer.
-  static constexpr int kMaxTensors =
-      kPointerBytes / ((Depth + 2) * 8) < 110 ? kPointerBytes / ((Depth + 2) * 8) : 110;
-  void* ptrs[Depth][kMaxTensors];
-  int64_t numel[kMaxTensors];
-  const float* steps[kMaxTensors];  // optimizers only: the step count (already incremented)
-  unsigned char block_to_tensor[kMaxBlocksPerLaunch];
-  int32_t block_to_chunk[kMaxBlocksPerLaunch];
-};
-static_assert(MultiTensorMeta<5>::kMaxTensors >= 32 && MultiTensorMeta<1>::kMaxTensors < 256);
-static_assert(sizeof(MultiTensorMeta<1>) <= 4096 - 256 && sizeof(MultiTensorMeta<5>) <= 4096 - 256,
-              "the tensor lists must leave room for the kernels' other arguments");
-
-// ---- host: packing ------------------------------------------------------------------------------
-
-// Calls launch(meta, num_blocks) for consecutive packs of the tensors of `lists` (Depth lists of
-// equal length; list 0 gives the sizes). `steps` (may be null) fills meta.steps. Empty tensors are
-// skipped.
-template <int Depth, typename Launch>
-void for_each_pack(const std::array<const std::vector<Tensor>*, Depth>& lists,
-                   const std::vector<Tensor>* steps, Launch&& launch) {
-  using Meta = MultiTensorMeta<Depth>;
-  Meta meta{};
-  int num_tensors = 0, num_blocks = 0;
-  const size_t count = lists[0]->size();
-  for (size_t t = 0; t < count; ++t) {
-    const int64_t numel = (*lists[0])[t].numel();
-    if (numel == 0) continue;
-    for (int d = 0; d < Depth; ++d) meta.ptrs[d][num_tensors] = (*lists[d])[t].data_ptr();
-    meta.numel[num_tensors] = numel;
-    meta.steps[num_tensors] =
-        steps != nullptr ? static_cast<const float*>((*steps)[t].data_ptr()) : nullptr;
-    ++num_tensors;
-    const int64_t chunks = (numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
-    EMBER_CHECK(chunks <= INT32_MAX, "multi-tensor kernel: a tensor of ", numel,
-                " elements is too large");
-    for (int64_t c = 0; c < chunks; ++c) {
-      meta.block_to_tensor[num_blocks] = static_cast<unsigned char>(num_tensors - 1);
-      meta.block_to_chunk[num_blocks] = static_cast<int32_t>(c);
-      ++num_blocks;
-      const bool last_chunk = c + 1 == chunks;
-      if (num_blocks == kMaxBlocksPerLaunch || (num_tensors == Meta::kMaxTensors && last_chunk)) {
-        launch(meta, num_blocks);
-        num_blocks = 0;
-        if (last_chunk) {
-          num_tensors = 0;
-        } else {  // the current tensor continues in the next launch, as its slot 0
-          for (int d = 0; d < Depth; ++d) meta.ptrs[d][0] = meta.ptrs[d][num_tensors - 1];
-          meta.numel[0] = meta.numel[num_tensors - 1];
-          meta.steps[0] = meta.steps[num_tensors - 1];
-          num_tensors = 1;
-        }
-      }
-    }
-  }
-  if (num_blocks > 0) launch(meta, num_blocks);
-}
-
-int64_t total_chunks(const std::vector<Tensor>& tensors) {
-  int64_t chunks = 0;
-  for (const Tensor& t : tensors) chunks += (t.numel() + kMultiTensorChunk - 1) / kMultiTensorChunk;
-  return chunks;
-}
-
-template <typename T>
-T* device_ptr(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
-}
-
-// ---- device: walking one chunk ------------------------------------------------------------------
-
-__device__ __forceinline__ bool is_aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-__device__ __forceinline__ bool step_skipped(const float* found_inf) {
-  return found_inf != nullptr && *found_inf != 0.0f;
-}
-
-// This block's chunk of tensor block_to_tensor[blockIdx.x]: the Depth list pointers moved to the
-// chunk's start, and how many elements it has.
-template <typename T, int Depth>
-struct Chunk {
-  T* ptr[Depth];
-  int64_t n;
-  int tensor;
-};
-
-template <typename T, int Depth>
-__device__ __forceinline__ Chunk<T, Depth> this_chunk(const MultiTensorMeta<Depth>& meta) {
-  Chunk<T, Depth> c;
-  c.tensor = meta.block_to_tensor[blockIdx.x];
-  const int64_t begin = int64_t(meta.block_to_chunk[blockIdx.x]) * kMultiTensorChunk;
-  const int64_t left = meta.numel[c.tensor] - begin;
-  c.n = left < kMultiTensorChunk ? left : kMultiTensorChunk;
-#pragma unroll
-  for (int d = 0; d < Depth; ++d) c.ptr[d] = static_cast<T*>(meta.ptrs[d][c.tensor]) + begin;
-  return c;
-}
-
-// Applies op(v) to every element of the chunk, where v holds the element's value in each of the
-// Depth lists (in the compute type) and may be changed; lists whose bit is set in WriteMask are
-// stored back. 16-byte vectors of every list when the chunk's pointers allow, else elements.
-template <typename T, int Depth, unsigned WriteMask, typename Op>
-__device__ __forceinline__ void apply_to_chunk(const Chunk<T, Depth>& c, Op& op) {
-  using A = OpMath<T>;
-  constexpr int V = 16 / sizeof(T);
-  bool aligned = true;
-#pragma unroll
-  for (int d = 0; d < Depth; ++d) aligned = aligned && is_aligned_16(c.ptr[d]);
-  int64_t done = 0;
-  if (aligned) {
-    const int64_t num_vectors = c.n / V;
-    for (int64_t i = threadIdx.x; i < num_vectors; i += blockDim.x) {
-      AlignedVec<T, V> vec[Depth];
-#pragma unroll
-      for (int d = 0; d < Depth; ++d)
-        vec[d] = reinterpret_cast<const AlignedVec<T, V>*>(c.ptr[d])[i];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        A v[Depth];
-#pragma unroll
-        for (int d = 0; d < Depth; ++d) v[d] = convert<A>(vec[d].v[j]);
-        op(v);
-#pragma unroll
-        for (int d = 0; d < Depth; ++d)
-          if (WriteMask & (1u << d)) vec[d].v[j] = convert<T>(v[d]);
-      }
-#pragma unroll
-      for (int d = 0; d < Depth; ++d)
-        if (WriteMask & (1u << d)) reinterpret_cast<AlignedVec<T, V>*>(c.ptr[d])[i] = vec[d];
-    }
-    done = num_vectors * V;
-  }
-  for (int64_t i = done + threadIdx.x; i < c.n; i += blockDim.x) {
-    A v[Depth];
-#pragma unroll
-    for (int d = 0; d < Depth; ++d) v[d] = convert<A>(c.ptr[d][i]);
-    op(v);
-#pragma unroll
-    for (int d = 0; d < Depth; ++d)
-      if (WriteMask & (1u << d)) c.ptr[d][i] = convert<T>(v[d]);
-  }
-}
-
-// ---- step counts
-// ----------------------------------------------------------------------------------
-
-constexpr int kMaxStepsPerLaunch = 480;
-struct StepList {
-  float* steps[kMaxStepsPerLaunch];
-  int count;
-};
-
-__global__ void increment_steps_kernel(StepList list, const float* found_inf) {
-  if (step_skipped(found_inf)) return;
-  const int i = threadIdx.x;
-  if (i < list.count) *list.steps[i] += 1.0f;
-}
-
-// Adds one to every step count (unless found_inf is set), before the update kernels read them.
-void increment_steps(const std::vector<Tensor>& steps, const float* found_inf,
-                     cudaStream_t stream) {
-  for (size_t first = 0; first < steps.size(); first += kMaxStepsPerLaunch) {
-    StepList list;
-    list.count = int(std::min<size_t>(kMaxStepsPerLaunch, steps.size() - first));
-    for (int i = 0; i < list.count; ++i)
-      list.steps[i] = static_cast<float*>(steps[first + i].data_ptr());
-    increment_steps_kernel<<<1, kMultiTensorThreads, 0, stream>>>(list, found_inf);
-    EMBER_CUDA_LAUNCH_CHECK();
-  }
-}
 
 // ---- SGD
 // ------------------------------------------------------------------------------------------
 
 struct SgdScalars {
   double dampening, weight_decay;
-  bool nesterov;
+  bool nesterov, maximize;
 };
 
 // Lists: 0 param, 1 grad, 2 momentum buffer (Depth 3 only).
@@ -226,7 +46,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   const bool decay = s.weight_decay != 0;
   if constexpr (Depth == 2) {
     auto op = [&](A(&v)[2]) {
-      A d = v[1];
+      A d = s.maximize ? -v[1] : v[1];
       if (decay) d += weight_decay * v[0];
       v[0] = v[0] + neg_lr * d;
     };
@@ -237,7 +57,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
     const bool first_step = *meta.steps[c.tensor] == 1.0f;
     const bool nesterov = s.nesterov;
     auto op = [&](A(&v)[3]) {
-      A d = v[1];
+      A d = s.maximize ? -v[1] : v[1];
       if (decay) d += weight_decay * v[0];
       const A buf = first_step ? d : mom * v[2] + one_minus_dampening * d;
       v[2] = buf;
@@ -250,7 +70,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
 
 template <typename T>
 void launch_sgd(const SgdKernelArgs& a, cudaStream_t stream) {
-  const SgdScalars s{a.dampening, a.weight_decay, a.nesterov};
+  const SgdScalars s{a.dampening, a.weight_decay, a.nesterov, a.maximize};
   const double* lr = device_ptr<double>(a.lr);
   const float* found_inf = device_ptr<float>(a.found_inf);
   if (a.momentum_buffers.empty()) {
@@ -286,7 +106,7 @@ void sgd_cuda(const SgdKernelArgs& a) {
 
 struct AdamScalars {
   double beta2, eps, weight_decay;
-  bool decoupled;
+  bool decoupled, maximize;
 };
 
 // Lists: 0 param, 1 grad, 2 exp_avg, 3 exp_avg_sq, 4 max_exp_avg_sq (Depth 5: amsgrad).
@@ -312,7 +132,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   const bool decoupled = s.decoupled;
   auto op = [&](A(&v)[Depth]) {
     A param = v[0];
-    A grad = v[1];
+    A grad = s.maximize ? -v[1] : v[1];
     if (decay) {
       if (decoupled)
         param *= decay_factor;
@@ -336,7 +156,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
 
 template <typename T>
 void launch_adam(const AdamKernelArgs& a, cudaStream_t stream) {
-  const AdamScalars s{a.beta2, a.eps, a.weight_decay, a.decoupled_weight_decay};
+  const AdamScalars s{a.beta2, a.eps, a.weight_decay, a.decoupled_weight_decay, a.maximize};
   const double* lr = device_ptr<double>(a.lr);
   const double* beta1 = device_ptr<double>(a.beta1);
   const float* found_inf = device_ptr<float>(a.found_inf);

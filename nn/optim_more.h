@@ -1,0 +1,143 @@
+// More optimizers, as torch.optim (PyTorch 2.x algorithms and defaults): RMSprop, Adagrad,
+// Adadelta, Adamax, NAdam and RAdam, with parameter groups, maximize, GradScaler's step(found_inf)
+// and state dicts, on the Optimizer base of nn/optim.h (whose rules they follow: learning rate and
+// momentum/beta1 live on the device, steps are capturable in a CUDA graph). Each step is one fused
+// kernel per group and dtype (kernel_interface/optim_more.h): a loop per tensor on the CPU, one
+// multi-tensor launch on CUDA.
+//
+// State dict entries ("state.<i>.<name>", PyTorch's names; "step" and "mu_product" are float32
+// 0-dim tensors, the others have the parameter's shape and dtype):
+//   RMSprop   "step", "square_avg", "momentum_buffer" (momentum > 0), "grad_avg" (centered)
+//   Adagrad   "step", "sum" (made at construction, filled with initial_accumulator_value, as
+//             PyTorch does)
+//   Adadelta  "step", "square_avg", "acc_delta"
+//   Adamax    "step", "exp_avg", "exp_inf"
+//   NAdam     "step", "mu_product", "exp_avg", "exp_avg_sq"
+//   RAdam     "step", "exp_avg", "exp_avg_sq"
+// The momentum that schedules cycle (Optimizer::momentum / set_momentum): RMSprop's momentum
+// (switching its buffers on or off, as SGD's), Adamax's, NAdam's and RAdam's beta1; Adagrad and
+// Adadelta have none (0).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ember/kernel_interface/optim_more.h"
+#include "ember/nn/optim.h"
+
+namespace ember::optim {
+
+struct RMSpropOptions {
+  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, alpha) = 0.99;
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(double, momentum) = 0;
+  EMBER_ARG(bool, centered) = false;
+  EMBER_ARG(bool, maximize) = false;
+};
+
+struct AdagradOptions {
+  explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, lr_decay) = 0;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(double, initial_accumulator_value) = 0;
+  EMBER_ARG(double, eps) = 1e-10;
+  EMBER_ARG(bool, maximize) = false;
+};
+
+struct AdadeltaOptions {
+  explicit AdadeltaOptions(double lr = 1.0) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, rho) = 0.9;
+  EMBER_ARG(double, eps) = 1e-6;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(bool, maximize) = false;
+};
+
+struct AdamaxOptions {
+  explicit AdamaxOptions(double lr = 2e-3) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(bool, maximize) = false;
+};
+
+struct NAdamOptions {
+  explicit NAdamOptions(double lr = 2e-3) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(double, momentum_decay) = 4e-3;
+  EMBER_ARG(bool, decoupled_weight_decay) = false;
+  EMBER_ARG(bool, maximize) = false;
+};
+
+struct RAdamOptions {
+  explicit RAdamOptions(double lr = 1e-3) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(bool, decoupled_weight_decay) = false;
+  EMBER_ARG(bool, maximize) = false;
+};
+
+// What every element-wise optimizer's group boils down to: the kernel's hyperparameters.
+struct ElementwiseGroupSettings {
+  double lr = 0, momentum = 0, alpha = 0, eps = 0, weight_decay = 0, lr_decay = 0;
+  double momentum_decay = 0, initial_accumulator_value = 0;
+  bool maximize = false, decoupled_weight_decay = false, centered = false;
+};
+
+// The shared base of the six: state names, step_group and state initialization from the
+// algorithm and each group's settings. Options (Options) convert to settings and JSON through
+// the free functions of nn/optim_more.cpp.
+template <typename Options>
+class ElementwiseOptimizerOf : public Optimizer {
+ public:
+  void add_param_group(std::vector<Tensor> params, const Options& options);
+  const Options& options(size_t group = 0) const { return options_.at(group); }
+  std::string name() const override;
+
+ protected:
+  ElementwiseOptimizerOf() = default;
+  void init(std::vector<ParamGroup<Options>> groups);
+  void step_group(size_t g, const std::vector<size_t>& with_grad, const Tensor& found_inf) override;
+  std::vector<std::string> state_names(size_t g) const override;
+  std::string group_options_json(size_t g) const override;
+  void load_group_options_json(size_t g, const std::string& json) override;
+  void validate_momentum(double momentum) const override;
+
+  std::vector<Options> options_;
+};
+
+#define EMBER_ELEMENTWISE_OPTIMIZER(Name)                                                     \
+  class Name : public ElementwiseOptimizerOf<Name##Options> {                                 \
+   public:                                                                                    \
+    Name(std::vector<Tensor> params, const Name##Options& options) {                          \
+      init({{std::move(params), options}});                                                   \
+    }                                                                                         \
+    explicit Name(std::vector<ParamGroup<Name##Options>> groups) { init(std::move(groups)); } \
+  };
+
+// torch.optim.RMSprop (alpha, eps, weight_decay, momentum, centered, maximize).
+EMBER_ELEMENTWISE_OPTIMIZER(RMSprop)
+// torch.optim.Adagrad (lr_decay, weight_decay, initial_accumulator_value, eps, maximize).
+EMBER_ELEMENTWISE_OPTIMIZER(Adagrad)
+// torch.optim.Adadelta (rho, eps, weight_decay, maximize; lr 1.0 by default).
+EMBER_ELEMENTWISE_OPTIMIZER(Adadelta)
+// torch.optim.Adamax (betas, eps, weight_decay, maximize).
+EMBER_ELEMENTWISE_OPTIMIZER(Adamax)
+// torch.optim.NAdam (betas, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize).
+EMBER_ELEMENTWISE_OPTIMIZER(NAdam)
+// torch.optim.RAdam (betas, eps, weight_decay, decoupled_weight_decay, maximize).
+EMBER_ELEMENTWISE_OPTIMIZER(RAdam)
+
+#undef EMBER_ELEMENTWISE_OPTIMIZER
+
+}  // namespace ember::optim
