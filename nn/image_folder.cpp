@@ -24,6 +24,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+[[noreturn]] void no_image_support(const char* op) {
+  EMBER_THROW(bad_param, op,
+              ": this Ember was built without image support; install libpng-dev and "
+              "libjpeg62-turbo-dev (bash scripts/setup.sh) and rebuild (CMake must find PNG and "
+              "JPEG)");
+}
+
+#if defined(EMBER_WITH_IMAGE)
+
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), "read_image: cannot open '", path, "'");
@@ -40,15 +49,6 @@ Tensor writable_image(const Tensor& image, const char* op) {
   Tensor dense = image.device().is_cpu() ? image : image.cpu();
   return dense.is_contiguous() ? dense : dense.contiguous();
 }
-
-[[noreturn]] void no_image_support(const char* op) {
-  EMBER_THROW(bad_param, op,
-              ": this Ember was built without image support; install libpng-dev and "
-              "libjpeg62-turbo-dev (bash scripts/setup.sh) and rebuild (CMake must find PNG and "
-              "JPEG)");
-}
-
-#if defined(EMBER_WITH_IMAGE)
 
 // libjpeg reports errors through error_exit, which must not return: it long-jumps back here. Its
 // warnings (a truncated file is only a warning, "premature end of JPEG file") are errors too.
