@@ -140,16 +140,23 @@ struct DataLoader::State {
   DataLoaderOptions options;
   int64_t dataset_size = 0;
   int64_t next_epoch = 0;
+  int64_t next_start_batch = 0;
   int64_t epoch = -1;
+  int64_t workers_started = 0;
 
-  // The running epoch. Guarded by `mutex` where workers touch it.
+  // The running epoch: batch b holds order[batch_begin[b] .. batch_begin[b + 1]). Written only
+  // while no worker is producing (workers stopped, or persistent workers paused and idle).
   std::vector<int64_t> order;
+  std::vector<int64_t> batch_begin;
+  int64_t total_batches = 0;
   int64_t cursor = 0;  // next batch next() returns
   std::mutex mutex;
   std::condition_variable work_cv, ready_cv;
   int64_t next_to_produce = 0;
   int64_t delivered = 0;  // batches taken by the consumer (workers stay within a window of it)
+  int64_t busy = 0;       // workers producing a batch
   bool stop = false;
+  bool paused = false;  // persistent workers between epochs
   struct HostBatch {
     Batch tensors;
     std::exception_ptr error;
@@ -170,8 +177,39 @@ struct DataLoader::State {
   bool pinned() const { return options.pin_memory() || options.device().is_cuda(); }
 
   int64_t num_batches() const {
+    if (options.batch_sampler()) return options.batch_sampler()->num_batches();
+    const int64_t n = options.sampler() ? options.sampler()->size() : dataset_size;
     const int64_t b = options.batch_size();
-    return options.drop_last() ? dataset_size / b : (dataset_size + b - 1) / b;
+    return options.drop_last() ? n / b : (n + b - 1) / b;
+  }
+
+  // The order of `epoch` and where each batch begins in it (batch_begin has one entry more).
+  void plan(int64_t e, std::vector<int64_t>& out_order, std::vector<int64_t>& begins) const {
+    out_order.clear();
+    begins.assign(1, 0);
+    if (const auto& bs = options.batch_sampler()) {
+      for (std::vector<int64_t>& batch : bs->batches(e)) {
+        out_order.insert(out_order.end(), batch.begin(), batch.end());
+        begins.push_back(int64_t(out_order.size()));
+      }
+      return;
+    }
+    if (const auto& sampler = options.sampler()) {
+      out_order = sampler->indices(e);
+    } else {
+      out_order.resize(size_t(dataset_size));
+      std::iota(out_order.begin(), out_order.end(), int64_t(0));
+      if (options.shuffle()) {
+        const uint64_t key = philox_bits(options.seed(), kShuffleStream, uint64_t(e));
+        for (size_t i = out_order.size(); i > 1; --i) {
+          // 64 random bits modulo i: the bias is below i / 2^64, far under anything measurable.
+          const size_t j = size_t(philox_bits(key, uint64_t(i - 1), 0) % uint64_t(i));
+          std::swap(out_order[i - 1], out_order[j]);
+        }
+      }
+    }
+    const int64_t n = int64_t(out_order.size()), nb = num_batches();
+    for (int64_t b = 0; b < nb; ++b) begins.push_back(std::min(n, (b + 1) * options.batch_size()));
   }
 
   uint64_t batch_seed(int64_t batch) const {
@@ -180,16 +218,26 @@ struct DataLoader::State {
   }
 
   Batch make_host_batch(int64_t b) {
-    const int64_t bs = options.batch_size();
-    const int64_t begin = b * bs, end = std::min(dataset_size, begin + bs);
-    std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
-    const bool transform = bool(options.transform());
-    // Without a transform the batch is collated straight into pinned memory.
+    const std::vector<int64_t> indices(order.begin() + batch_begin[size_t(b)],
+                                       order.begin() + batch_begin[size_t(b) + 1]);
+    const bool transform = bool(options.transform()), collate = bool(options.collate());
+    // Without a transform or a collate function the batch is collated straight into pinned memory.
     BatchAllocator alloc =
-        pinned() && !transform
+        pinned() && !transform && !collate
             ? BatchAllocator([](const Shape& s, DType t) { return empty_pinned(s, t); })
             : BatchAllocator([](const Shape& s, DType t) { return empty(s, t, Device::cpu()); });
-    Batch batch = dataset->get_batch(indices, alloc);
+    Batch batch;
+    if (collate) {
+      std::vector<Example> examples;
+      examples.reserve(indices.size());
+      for (int64_t index : indices) examples.push_back(dataset->get(index));
+      batch = options.collate()(examples);
+      for (size_t f = 0; f < batch.size(); ++f)
+        EMBER_CHECK(batch[f].defined() && batch[f].device().is_cpu(), "DataLoader: field ", f,
+                    " of the collate function's batch must be a defined CPU tensor");
+    } else {
+      batch = dataset->get_batch(indices, alloc);
+    }
     if (transform) {
       const int64_t field = options.transform_field();
       EMBER_CHECK(field >= 0 && field < int64_t(batch.size()), "DataLoader: transform_field ",
@@ -202,13 +250,14 @@ struct DataLoader::State {
                   batch[size_t(field)].size(0), ", got ",
                   out.defined() ? out.shape_str() : "undefined");
       batch[size_t(field)] = out;
-      if (pinned())
-        for (Tensor& t : batch)
-          if (!is_pinned(t)) {
-            Tensor staged = empty_pinned(t.sizes(), t.dtype());
-            copy_row(static_cast<char*>(staged.data_ptr()), t);
-            t = staged;
-          }
+    }
+    if (pinned() && (transform || collate)) {
+      for (Tensor& t : batch)
+        if (!is_pinned(t)) {
+          Tensor staged = empty_pinned(t.sizes(), t.dtype());
+          copy_row(static_cast<char*>(staged.data_ptr()), t);
+          t = staged;
+        }
     }
     return batch;
   }
@@ -218,16 +267,20 @@ struct DataLoader::State {
     // rather than queueing for (or crowding) the CPU thread pool.
     InlineParallelScope inline_ops;
     const int64_t window = options.num_workers() * options.prefetch_factor();
-    const int64_t total = num_batches();
+    const bool persistent = options.persistent_workers();
     for (;;) {
       int64_t b;
       {
         std::unique_lock<std::mutex> lock(mutex);
+        // Persistent workers outlive the epoch: they wait for the next one instead of returning.
         work_cv.wait(lock, [&] {
-          return stop || next_to_produce >= total || next_to_produce < delivered + window;
+          return stop || (!persistent && next_to_produce >= total_batches) ||
+                 (!paused && next_to_produce < total_batches &&
+                  next_to_produce < delivered + window);
         });
-        if (stop || next_to_produce >= total) return;
+        if (stop || next_to_produce >= total_batches) return;
         b = next_to_produce++;
+        ++busy;
       }
       HostBatch hb;
       try {
@@ -237,10 +290,17 @@ struct DataLoader::State {
       }
       {
         std::lock_guard<std::mutex> lock(mutex);
+        --busy;
         ready.emplace(b, std::move(hb));
       }
       ready_cv.notify_all();
     }
+  }
+
+  void drop_prefetched() {
+    ready.clear();
+    if (prefetched) retire(std::move(prefetched->second));
+    prefetched.reset();
   }
 
   void stop_workers() {
@@ -251,9 +311,16 @@ struct DataLoader::State {
     work_cv.notify_all();
     for (std::thread& t : workers) t.join();
     workers.clear();
-    ready.clear();
-    if (prefetched) retire(std::move(prefetched->second));
-    prefetched.reset();
+    drop_prefetched();
+  }
+
+  // Persistent workers: stop handing out batches and wait until none is being produced, so the
+  // epoch's order can be replaced.
+  void pause_workers() {
+    std::unique_lock<std::mutex> lock(mutex);
+    paused = true;
+    ready_cv.wait(lock, [&] { return busy == 0; });
+    drop_prefetched();
   }
 
   // Batch b's host tensors, from a worker (waiting for it, or nullopt when `wait` is false and it
@@ -312,6 +379,15 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderO
   EMBER_CHECK(options.prefetch_factor() > 0, "DataLoader: prefetch_factor ",
               options.prefetch_factor(), " must be positive");
   if (options.device().is_cuda()) cuda::check_device(options.device());
+  EMBER_CHECK(!(options.sampler() && options.shuffle()),
+              "DataLoader: the sampler option is mutually exclusive with shuffle; shuffle through "
+              "the sampler (e.g. RandomSampler) instead");
+  EMBER_CHECK(!options.batch_sampler() || (options.batch_size() == 1 && !options.shuffle() &&
+                                           !options.sampler() && !options.drop_last()),
+              "DataLoader: the batch_sampler option is mutually exclusive with batch_size (other "
+              "than 1), shuffle, sampler and drop_last; set those on the BatchSampler");
+  EMBER_CHECK(!options.persistent_workers() || options.num_workers() > 0,
+              "DataLoader: persistent_workers needs num_workers > 0");
   state_->dataset = std::move(dataset);
   state_->options = options;
   state_->dataset_size = state_->dataset->size();
@@ -335,35 +411,61 @@ void DataLoader::set_epoch(int64_t epoch) {
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
-  std::vector<int64_t> order(size_t(state_->dataset_size));
-  std::iota(order.begin(), order.end(), int64_t(0));
-  if (!state_->options.shuffle()) return order;
-  const uint64_t key = philox_bits(state_->options.seed(), kShuffleStream, uint64_t(epoch));
-  for (size_t i = order.size(); i > 1; --i) {
-    // 64 random bits modulo i: the bias is below i / 2^64, far under anything measurable.
-    const size_t j = size_t(philox_bits(key, uint64_t(i - 1), 0) % uint64_t(i));
-    std::swap(order[i - 1], order[j]);
-  }
+  EMBER_CHECK(epoch >= 0, "DataLoader::epoch_order: epoch ", epoch, " is negative");
+  std::vector<int64_t> order, begins;
+  state_->plan(epoch, order, begins);
   return order;
 }
 
-void DataLoader::start_epoch() {
+int64_t DataLoader::workers_started() const { return state_->workers_started; }
+
+void DataLoader::set_start_batch(int64_t first_batch) {
+  EMBER_CHECK(first_batch >= 0 && first_batch <= num_batches(),
+              "DataLoader::set_start_batch: ", "batch ", first_batch, " is out of range [0, ",
+              num_batches(), "]");
+  state_->next_start_batch = first_batch;
+}
+
+void DataLoader::start_epoch(int64_t first_batch) {
   State& s = *state_;
-  s.stop_workers();
-  s.epoch = s.next_epoch++;
-  s.order = epoch_order(s.epoch);
-  s.cursor = 0;
-  s.next_to_produce = 0;
-  s.delivered = 0;
-  s.stop = false;
-  for (int64_t w = 0; w < s.options.num_workers(); ++w)
+  const int64_t total = s.num_batches();
+  EMBER_CHECK(first_batch >= 0 && first_batch <= total, "DataLoader::start_epoch: first batch ",
+              first_batch, " is out of range [0, ", total, "] (", total, " batches per epoch)");
+  const bool keep_workers = s.options.persistent_workers() && !s.workers.empty();
+  if (keep_workers)
+    s.pause_workers();
+  else
+    s.stop_workers();
+  const int64_t epoch = s.next_epoch;
+  std::vector<int64_t> order, begins;
+  s.plan(epoch, order, begins);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.epoch = epoch;
+    s.next_epoch = epoch + 1;
+    s.order = std::move(order);
+    s.batch_begin = std::move(begins);
+    s.total_batches = int64_t(s.batch_begin.size()) - 1;
+    s.cursor = first_batch;
+    s.next_to_produce = first_batch;
+    s.delivered = first_batch;
+    s.stop = false;
+    s.paused = false;
+  }
+  if (keep_workers) {
+    s.work_cv.notify_all();
+    return;
+  }
+  for (int64_t w = 0; w < s.options.num_workers(); ++w) {
     s.workers.emplace_back([&s] { s.worker_loop(); });
+    ++s.workers_started;
+  }
 }
 
 std::optional<Batch> DataLoader::next() {
   State& s = *state_;
   if (s.epoch < 0) start_epoch();
-  const int64_t total = s.num_batches();
+  const int64_t total = s.total_batches;
   if (s.cursor >= total) return std::nullopt;
   const int64_t b = s.cursor++;
   if (!s.options.device().is_cuda()) return s.take_host(b, true);
@@ -399,7 +501,9 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  start_epoch();
+  const int64_t first = state_->next_start_batch;
+  state_->next_start_batch = 0;
+  start_epoch(first);
   return Iterator(this);
 }
 

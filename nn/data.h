@@ -9,6 +9,16 @@
 //     of workers, so results do not depend on it;
 //   - augmentation: an optional transform of one field (nn/transforms.h), run by the workers with
 //     a seed that is a function of (loader seed, epoch, batch index) only;
+//   - samplers (nn/sampler.h): a sampler gives the epoch's index stream (instead of shuffle), or a
+//     batch sampler gives its batches (instead of batch_size, shuffle, sampler and drop_last);
+//   - collation: a collate function turns the examples of a batch into the batch, for examples
+//     that cannot be stacked (e.g. sequences of different lengths, padded by
+//     nn::utils::rnn::pad_sequence of nn/data_utils.h);
+//   - resuming: start_epoch(first_batch) starts an epoch at a given batch; the batches from there
+//     are exactly the tail of the full epoch (order and transform seeds depend on the epoch and
+//     the batch index only);
+//   - persistent_workers: the worker threads are started once and serve every epoch, instead of
+//     being started at each epoch's start and ended at its end;
 //   - GPU delivery: with device(cuda) batches are collated in pinned host memory
 //     (nn/pinned_memory.h), copied asynchronously on a side stream, and the next batch's copy is
 //     started as soon as it is ready (prefetch), so copies overlap the training step; the
@@ -29,6 +39,7 @@
 #include <vector>
 
 #include "ember/nn/options.h"
+#include "ember/nn/sampler.h"
 #include "ember/tensor/tensor.h"
 
 namespace ember::data {
@@ -41,6 +52,8 @@ using Batch = std::vector<Tensor>;
 using BatchAllocator = std::function<Tensor(const Shape& sizes, DType dtype)>;
 // A seeded transform of one batch field (see nn/transforms.h): deterministic in the seed.
 using Transform = std::function<Tensor(const Tensor& field, uint64_t seed)>;
+// Turns the examples of one batch (in batch order) into the batch's fields (CPU tensors).
+using Collate = std::function<Batch(const std::vector<Example>& examples)>;
 
 class Dataset {
  public:
@@ -91,6 +104,15 @@ struct DataLoaderOptions {
   // Applied to field `transform_field` of every batch by the workers (CPU tensors).
   EMBER_ARG(Transform, transform);
   EMBER_ARG(int64_t, transform_field) = 0;
+  // The epoch's index stream (mutually exclusive with shuffle, as PyTorch).
+  EMBER_ARG(std::shared_ptr<const Sampler>, sampler);
+  // The epoch's batches (mutually exclusive with batch_size other than 1, shuffle, sampler and
+  // drop_last, as PyTorch).
+  EMBER_ARG(std::shared_ptr<const BatchSampler>, batch_sampler);
+  // Collates the examples (Dataset::get) of each batch instead of Dataset::get_batch's stacking.
+  EMBER_ARG(Collate, collate);
+  // Keep the worker threads alive across epochs instead of restarting them at each epoch.
+  EMBER_ARG(bool, persistent_workers) = false;
 };
 
 class DataLoader {
@@ -108,12 +130,19 @@ class DataLoader {
   void set_epoch(int64_t epoch);
   // The epoch being iterated (-1 before the first start).
   int64_t epoch() const;
-  // The example order of `epoch`: 0..size-1, or its seeded shuffle.
+  // Worker threads started so far (persistent workers: num_workers once; otherwise per epoch).
+  int64_t workers_started() const;
+  // The example order of `epoch`: 0..size-1, its seeded shuffle, or the sampler's stream (the
+  // batch sampler's batches one after another).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
-  // Starts an epoch (abandoning an unfinished one), then next() yields its batches in order and
-  // std::nullopt at its end. A worker's exception is rethrown by the next() that reaches its batch.
-  void start_epoch();
+  // Starts an epoch (abandoning an unfinished one) at batch `first_batch`, then next() yields its
+  // batches in order from there and std::nullopt at its end: the same batches as a full epoch's
+  // tail. A worker's exception is rethrown by the next() that reaches its batch.
+  void start_epoch(int64_t first_batch = 0);
+  // The batch the next begin() starts at (once; later begin()s start at 0), for resuming a
+  // range-for loop mid-epoch.
+  void set_start_batch(int64_t first_batch);
   std::optional<Batch> next();
 
   // Range-for over one epoch: `for (Batch& b : loader)`; each begin() starts the next epoch.

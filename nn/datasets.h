@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ember/nn/data.h"
+#include "ember/nn/image_folder.h"  // IWYU pragma: export
 
 namespace ember::data {
 

@@ -8,6 +8,7 @@
 #include "ember/nn/container.h"
 #include "ember/nn/conv.h"
 #include "ember/nn/data.h"
+#include "ember/nn/data_utils.h"
 #include "ember/nn/datasets.h"
 #include "ember/nn/dropout.h"
 #include "ember/nn/embedding.h"

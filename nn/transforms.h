@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ember/nn/data.h"
+#include "ember/nn/transforms_image.h"  // Resize, CenterCrop, ColorJitter, ...
 
 namespace ember::data {
 

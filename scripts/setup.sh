@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang-format python3 clang libclang-rt-dev doxygen
   libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev
+  libpng-dev libjpeg62-turbo-dev
   libopenmpi-dev openmpi-bin
   gnuplot-nox dataset-fashion-mnist
 )
