@@ -81,7 +81,8 @@ inline void write_plot(const std::string& dir, const std::string& xlabel,
   std::ofstream s(gp);
   s << "set terminal pngcairo size " << 500 * panels.size() << ",420 noenhanced\nset output '"
     << png << "'\nset datafile separator ','\nset key autotitle columnhead\n"
-    << "set multiplot layout 1," << panels.size() << "\nset xlabel '" << xlabel << "'\n";
+    << "set multiplot layout 1," << panels.size() << "\nset xlabel '" << xlabel << "'\n"
+    << "set xrange [0:*]\n";  // from the start of training, also when a panel has one point
   for (const Panel& p : panels) {
     s << "set title '" << p.title << "'\n"
       << (p.yrange.empty() ? "set autoscale y" : "set yrange " + p.yrange) << "\nplot ";
