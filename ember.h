@@ -8,6 +8,7 @@
 #include "ember/distributed/process_group.h"
 #include "ember/distributed/sync_batch_norm.h"
 #include "ember/nn/nn.h"
+#include "ember/nn/pinned_memory.h"
 #include "ember/ops/activation.h"
 #include "ember/ops/conv.h"
 #include "ember/ops/conv_fused.h"

@@ -123,7 +123,7 @@ fail_part() {  # fail_part <part> <why>
 
 has_part() { [[ " $parts " == *" $1 "* ]]; }
 
-resnet=$build/examples/resnet lstm=$build/examples/lstm tests=$build/tests/ember_tests_cpu
+resnet=$build/examples/ember-resnet lstm=$build/examples/ember-lstm tests=$build/tests/ember_tests_cpu
 launcher=$(find "$build/" -maxdepth 3 -name ember-launch -type f -perm -u+x 2>/dev/null | head -n 1)
 echo "[acceptance] build $build; parts: $parts; budget ${budget_s}s; smoke $smoke" | tee -a "$log"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$log" 2>&1

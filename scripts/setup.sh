@@ -6,12 +6,13 @@
 set -euo pipefail
 
 # Build tools, header-only and MPI dependencies, then the data the examples train on
-# (Fashion-MNIST for the ResNet example, fortune cookies as text for the LSTM example).
+# (Fashion-MNIST for the ResNet example, fortune cookies as text for the LSTM example); pkgconf
+# for the pkg-config check of the installed package (scripts/check_package.sh).
 packages=(
   cmake ninja-build g++ clang-format python3 clang libclang-rt-dev doxygen
   libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev
   libpng-dev libjpeg62-turbo-dev
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin pkgconf
   gnuplot-nox dataset-fashion-mnist
 )
 

@@ -2,8 +2,9 @@
 # Ember's test command (the README's, and what CI runs): installs the packages (scripts/setup.sh),
 # checks the layer rules, formatting and the API reference's documentation coverage
 # (scripts/api_docs.sh --check), builds (scripts/build.sh), runs the ctest suites (CPU
-# ones; CUDA ones skip without a GPU), checks that Ember can be used from another CMake project,
-# both installed (find_package) and as a subdirectory (add_subdirectory), then runs the sanitizer
+# ones; CUDA ones skip without a GPU), checks that Ember can be used from another project,
+# installed (find_package and pkg-config; scripts/check_package.sh), from the Debian package that
+# CPack builds, and as a subdirectory (add_subdirectory), then runs the sanitizer
 # checks on one clang build: each file reader fuzzed for 20 s from its seeds (scripts/fuzz.sh) and
 # the CPU suites under ASan+UBSan with leak checks (scripts/sanitize.sh asan). Ends with one line
 # `summary: N passed, N failed, N skipped`.
@@ -94,13 +95,11 @@ logged_check() {
   fi
 }
 
-consumer_installed() {
-  cmake --install "$build_dir" --prefix "$scratch/prefix" &&
-    cmake -S tests/consumer -B "$scratch/consumer-installed" -G Ninja \
-      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$scratch/prefix" &&
-    cmake --build "$scratch/consumer-installed" -j "$jobs" &&
-    "$scratch/consumer-installed/ember_consumer"
-}
+# The installed package, from the build above (no rebuild): cmake --install into a clean prefix,
+# then tests/consumer against it (find_package without Eigen/doctest, and pkg-config); then a
+# Debian package from CPack, unpacked into a scratch root, and the consumer against that.
+consumer_installed() { bash scripts/check_package.sh "$build_dir" install; }
+consumer_deb() { bash scripts/check_package.sh "$build_dir" deb; }
 
 # The library is built a second time here, CPU-only: this keeps the check cheap on 2 cores and is
 # the one place where the EMBER_WITH_CUDA=OFF configuration is compiled at all.
@@ -113,7 +112,9 @@ consumer_subdirectory() {
 
 if [[ ${EMBER_SKIP_CONSUMER:-0} != 1 ]]; then
   step "install + find_package(ember) consumer"
-  logged_check 'consumer (find_package)' '^ember_consumer:' consumer_installed
+  logged_check 'consumer (find_package, pkg-config)' '^package: ' consumer_installed
+  step "Debian package (cpack -G DEB) + consumer"
+  logged_check 'consumer (Debian package)' '^package: ' consumer_deb
   step "add_subdirectory consumer (Ember built CPU-only inside tests/consumer)"
   logged_check 'consumer (add_subdirectory)' '^ember_consumer:' consumer_subdirectory
 fi

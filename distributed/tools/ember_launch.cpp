@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli_help.h"  // examples/common: the --help layout shared with the examples
+
 namespace {
 std::vector<pid_t> g_children;
 volatile sig_atomic_t g_signal = 0;
@@ -160,6 +162,7 @@ int main(int argc, char** argv) {
   if (std::getenv("EMBER_LAUNCH_UNDER_MPI") && argc > 1) return run_as_mpi_rank(argv + 1);
 
   CLI::App app{"ember-launch: run one process per GPU for data-parallel training"};
+  ember::examples::use_help_format(app);
   int nproc = 1, port = 29500, grace_s = 10, node_rank = 0, nnodes = 1;
   std::string addr = "127.0.0.1";
   std::vector<std::string> command;
@@ -168,7 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--node-rank", node_rank, "this node's index")->check(CLI::NonNegativeNumber);
   app.add_option("--master-addr", addr, "address of rank 0");
   app.add_option("--master-port", port, "port of rank 0's rendezvous")->check(CLI::Range(1, 65535));
-  app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
+  app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->check(CLI::NonNegativeNumber);
   std::string backend = "auto";
   app.add_option("--backend", backend,
                  "how ranks are started: fork (one child each), mpi (through mpiexec, which forms "

@@ -1,7 +1,8 @@
 // examples/resnet: trains ResNet-18/34/50 on Fashion-MNIST (default: the IDX files of Debian's
 // dataset-fashion-mnist package), CIFAR-10 (--dataset cifar10 --data DIR) or synthetic
 // ImageNet-shaped data (--dataset synthetic, for throughput). GPU when present, else CPU.
-// Progress line with loss, accuracy and images/s; a CSV log and a PNG plot (gnuplot) in --out;
+// Progress line with loss, accuracy and images/s; CSV logs (per epoch and per logging interval)
+// and a PNG plot (gnuplot) in --out;
 // atomic checkpoints and --resume; --amp bf16|fp16, --channels-last, --graphs (CUDA graphs per
 // input shape), data parallel under ember-launch (--ddp, or automatically when WORLD_SIZE > 1), and
 // --random-resolution MIN:MAX (every training batch resized to a resolution drawn from a seeded
@@ -17,7 +18,10 @@
 #include <random>
 
 #include "common/algo_mode.h"
+#include "common/cli_help.h"
 #include "common/distributed_setup.h"
+#include "common/progress.h"
+#include "common/run_files.h"
 #include "ember/distributed/ddp.h"
 #include "ember/distributed/sync_batch_norm.h"
 #include "ember/ember.h"
@@ -125,44 +129,26 @@ Tensor resize_nearest(const Tensor& x, int64_t size) {
   return out;
 }
 
-void write_plot(const std::string& dir) {
-  const std::string csv = dir + "/log.csv", png = dir + "/curves.png", gp = dir + "/curves.gp";
-  std::ofstream s(gp);
-  s << "set terminal pngcairo size 1000,420 noenhanced\nset output '" << png << "'\n"
-    << "set datafile separator ','\nset multiplot layout 1,2\nset xlabel 'epoch'\n"
-    << "set title 'loss'\nplot '" << csv << "' using 1:3 skip 1 with linespoints title 'train'\n"
-    << "set title 'accuracy'\nset yrange [0:1]\nplot '" << csv
-    << "' using 1:4 skip 1 with linespoints title 'train', '" << csv
-    << "' using 1:5 skip 1 with linespoints title 'test'\nunset multiplot\n";
-  s.close();
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    std::printf("(gnuplot not found: %s not drawn; bash scripts/setup.sh installs it)\n",
-                png.c_str());
-    return;
-  }
-  if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) != 0)
-    std::printf("(gnuplot failed to draw %s)\n", png.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Config c;
   CLI::App app{"Ember ResNet training (Fashion-MNIST by default)"};
+  examples::use_help_format(app);
   app.add_option("--dataset", c.dataset, "fashion-mnist, mnist, cifar10 or synthetic");
   app.add_option("--data", c.data, "dataset folder (default: Debian's Fashion-MNIST files)");
   app.add_option("--arch", c.arch, "resnet10, resnet18, resnet34 or resnet50");
   app.add_option("--width", c.width, "the first stage's channels (64: torchvision's ResNets)");
   app.add_option("--device", c.device, "auto, cpu or cuda[:N]");
   app.add_option("--batch-size", c.batch_size, "per process");
-  app.add_option("--epochs", c.epochs);
+  app.add_option("--epochs", c.epochs, "training epochs (without a GPU: 1 unless given)");
   app.add_option("--lr", c.lr, "peak learning rate (SGD, Nesterov momentum)");
-  app.add_option("--momentum", c.momentum);
-  app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--momentum", c.momentum, "SGD momentum (Nesterov when above 0)");
+  app.add_option("--weight-decay", c.weight_decay, "L2 weight decay");
   app.add_option("--schedule", c.schedule,
                  "cosine (with linear warm-up), step, onecycle or constant");
-  app.add_option("--warmup-epochs", c.warmup_epochs);
-  app.add_option("--label-smoothing", c.label_smoothing);
+  app.add_option("--warmup-epochs", c.warmup_epochs, "epochs of linear warm-up (cosine)");
+  app.add_option("--label-smoothing", c.label_smoothing, "cross-entropy label smoothing");
   app.add_option("--amp", c.amp, "none, bf16 or fp16 (fp16 uses a GradScaler)");
   app.add_flag("--channels-last", c.channels_last, "NHWC activations and weights");
   app.add_flag("--graphs", c.graphs, "capture training steps as CUDA graphs (one per input shape)");
@@ -177,11 +163,13 @@ int main(int argc, char** argv) {
   app.add_option("--workers", c.workers, "data loader threads");
   app.add_option("--log-interval", c.log_interval, "steps between progress updates");
   app.add_option("--synthetic-size", c.synthetic_size, "image size of --dataset synthetic");
-  app.add_option("--out", c.out, "folder for log.csv and curves.png");
-  app.add_option("--checkpoint", c.checkpoint, "save a checkpoint here after every epoch (atomic)");
+  app.add_option("--out", c.out, "folder for log.csv, steps.csv and curves.png");
+  app.add_option("--checkpoint", c.checkpoint,
+                 "save a checkpoint to this file after every epoch (atomic; its folder is "
+                 "created at start)");
   app.add_flag("--resume", c.resume, "continue from --checkpoint");
   app.add_flag("!--no-augment", c.augment, "no random crop / flip");
-  app.add_option("--seed", c.seed);
+  app.add_option("--seed", c.seed, "seed of the weights, shuffling and augmentation");
   app.add_option(
       "--random-resolution", c.random_resolution,
       "MIN:MAX: resize each training batch (nearest neighbour) to a resolution drawn "
@@ -190,6 +178,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    examples::prepare_checkpoint_path(c.checkpoint);
     const examples::DistributedSetup dist = examples::setup_distributed(c.ddp);
     const std::shared_ptr<distributed::ProcessGroup>& group = dist.group;
     const int world = dist.world;
@@ -341,12 +330,16 @@ int main(int argc, char** argv) {
           go.enabled ? " cuda-graphs" : "",
           dispatch::algo_mode_name(dispatch::current_algo_settings().mode));
     }
-    std::ofstream csv;
+    // log.csv: one row per epoch; steps.csv: one per logging interval (x: fractional epochs).
+    examples::CsvLog csv, steps_csv;
     if (main_rank) {
-      const bool append = c.resume && fs::exists(c.out + "/log.csv");
-      csv.open(c.out + "/log.csv", append ? std::ios::app : std::ios::trunc);
-      if (!append) csv << "epoch,step,train_loss,train_acc,test_acc,images_per_s,seconds\n";
+      csv = examples::CsvLog(c.out + "/log.csv",
+                             "epoch,step,train_loss,train_acc,test_acc,images_per_s,seconds",
+                             c.resume);
+      steps_csv =
+          examples::CsvLog(c.out + "/steps.csv", "epoch,step,train_loss,train_acc", c.resume);
     }
+    examples::ProgressLine& progress = examples::progress_line();
 
     for (int64_t epoch = start_epoch; epoch < c.epochs; ++epoch) {
       model->train();
@@ -384,13 +377,15 @@ int main(int argc, char** argv) {
           const double secs =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           const int width = 30, done = int(width * step_in_epoch / steps_per_epoch);
-          std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f acc %.2f%% %.0f img/s   ",
-                      (long long)epoch + 1, (long long)c.epochs,
-                      std::string(size_t(done), '#').c_str(),
-                      std::string(size_t(width - done), '.').c_str(), (long long)step_in_epoch,
-                      (long long)steps_per_epoch, loss_sum.item() / seen,
-                      100.0 * correct_sum.item() / seen, seen * world / std::max(secs, 1e-9));
-          std::fflush(stdout);
+          const double loss_now = loss_sum.item() / seen, acc_now = correct_sum.item() / seen;
+          progress.show("epoch %lld/%lld [%s%s] %lld/%lld loss %.4f acc %.2f%% %.0f img/s",
+                        (long long)epoch + 1, (long long)c.epochs,
+                        std::string(size_t(done), '#').c_str(),
+                        std::string(size_t(width - done), '.').c_str(), (long long)step_in_epoch,
+                        (long long)steps_per_epoch, loss_now, 100.0 * acc_now,
+                        seen * world / std::max(secs, 1e-9));
+          steps_csv.row({double(epoch) + double(step_in_epoch) / double(steps_per_epoch),
+                         double(global_step), loss_now, acc_now});
         }
       }
       const double secs =
@@ -411,14 +406,12 @@ int main(int argc, char** argv) {
       const double train_acc = correct_sum.item() / std::max<int64_t>(seen, 1);
       const double test_acc = correct / std::max(total, 1.0);
       if (main_rank) {
-        std::printf(
-            "\repoch %lld/%lld: train loss %.4f acc %.2f%% | test acc %.2f%% | %.0f img/s | %.1f "
-            "s%s\n",
+        progress.finish(
+            "epoch %lld/%lld: train loss %.4f acc %.2f%% | test acc %.2f%% | %.0f img/s | %.1f s",
             (long long)epoch + 1, (long long)c.epochs, train_loss, 100 * train_acc, 100 * test_acc,
-            seen * world / secs, secs, std::string(20, ' ').c_str());
-        csv << epoch + 1 << "," << global_step << "," << train_loss << "," << train_acc << ","
-            << test_acc << "," << seen * world / secs << "," << secs << "\n";
-        csv.flush();
+            seen * world / secs, secs);
+        csv.row({double(epoch + 1), double(global_step), train_loss, train_acc, test_acc,
+                 seen * world / secs, secs});
         if (!c.checkpoint.empty()) {
           nn::Checkpoint ck;
           ck.model = model->state_dict();
@@ -435,7 +428,14 @@ int main(int argc, char** argv) {
     }
     if (main_rank) {
       csv.close();
-      write_plot(c.out);
+      steps_csv.close();
+      // Training curves per logging interval (steps.csv), test accuracy per epoch (log.csv).
+      examples::write_plot(
+          c.out, "epoch",
+          {{"loss", {{"steps.csv", 1, 3, "train"}}, ""},
+           {"accuracy",
+            {{"steps.csv", 1, 4, "train"}, {"log.csv", 1, 5, "test", /*points=*/true}},
+            "[0:1]"}});
       const auto& s = step.stats();
       if (go.enabled)
         std::printf("cuda graphs: %llu captured, %llu replays, %llu eager steps, %llu fallbacks\n",
@@ -448,8 +448,8 @@ int main(int argc, char** argv) {
           (unsigned long long)as.heuristic_choices, (unsigned long long)as.hits);
       std::printf("log: %s/log.csv, plot: %s/curves.png\n", c.out.c_str(), c.out.c_str());
     }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    examples::print_error(e.what());
     return 1;
   }
   return 0;
