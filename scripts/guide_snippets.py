@@ -98,8 +98,9 @@ def generate(md_path, out_path):
         if kind == "top":
             continue
         decorator = " * doctest::skip(!::ember::cuda::is_available())" if kind == "cuda" else ""
-        out += [f'TEST_CASE("{page}.md:{line}"{decorator}) {{', f'#line {line} "{quoted}"', code,
-                "}"]
+        # The TEST_CASE sits on the fence's line, so doctest reports the case at the fence.
+        out += [f'#line {line - 1} "{quoted}"', f'TEST_CASE("{page}.md:{line}"{decorator}) {{',
+                code, "}"]
     out += [f"}}  // namespace {namespace}", ""]
     text = "\n".join(out)
     out_file = pathlib.Path(out_path)
