@@ -12,7 +12,7 @@ namespace {
 
 using json = nlohmann::json;
 
-double dot(const Tensor& a, const Tensor& b) { return sum(a * b).item(); }
+double dot_value(const Tensor& a, const Tensor& b) { return sum(a * b).item(); }
 double abs_max(const Tensor& a) { return a.numel() == 0 ? 0.0 : max(abs(a)).item(); }
 
 // The minimizer of the cubic through (x1, f1, g1) and (x2, f2, g2), clamped to the bounds
@@ -48,7 +48,7 @@ LineSearchResult strong_wolfe(const Obj& obj, double t, const Tensor& d, double 
   const double d_norm = abs_max(d);
   auto [f_new, g_new] = obj(t);
   int64_t evals = 1;
-  double gtd_new = dot(g_new, d);
+  double gtd_new = dot_value(g_new, d);
   double t_prev = 0, f_prev = f, gtd_prev = gtd;
   Tensor g_prev = g.clone();
   bool done = false;
@@ -78,7 +78,7 @@ LineSearchResult strong_wolfe(const Obj& obj, double t, const Tensor& d, double 
     t_prev = tmp, f_prev = f_new, g_prev = g_new.clone(), gtd_prev = gtd_new;
     std::tie(f_new, g_new) = obj(t);
     ++evals;
-    gtd_new = dot(g_new, d);
+    gtd_new = dot_value(g_new, d);
     ++ls_iter;
   }
   if (ls_iter == max_ls) {
@@ -105,7 +105,7 @@ LineSearchResult strong_wolfe(const Obj& obj, double t, const Tensor& d, double 
     }
     std::tie(f_new, g_new) = obj(t);
     ++evals;
-    gtd_new = dot(g_new, d);
+    gtd_new = dot_value(g_new, d);
     ++ls_iter;
     if (f_new > f + c1 * t * gtd || f_new >= bracket_f[low]) {
       bracket[high] = t, bracket_f[high] = f_new, bracket_g[high] = g_new.clone();
@@ -226,7 +226,7 @@ Tensor LBFGS::step(const LossClosure& closure) {
       // The curvature pair of the last step, then the two-loop recursion.
       const Tensor y = flat_grad - prev_flat_grad_;
       const Tensor s = d_ * t_;
-      const double ys = dot(y, s);
+      const double ys = dot_value(y, s);
       if (ys > 1e-10) {
         if (int64_t(old_dirs_.size()) == o.history_size()) {
           old_dirs_.erase(old_dirs_.begin());
@@ -236,18 +236,18 @@ Tensor LBFGS::step(const LossClosure& closure) {
         old_dirs_.push_back(y);
         old_stps_.push_back(s);
         ro_.push_back(1.0 / ys);
-        h_diag_ = ys / dot(y, y);
+        h_diag_ = ys / dot_value(y, y);
       }
       const size_t num_old = old_dirs_.size();
       al_.resize(size_t(o.history_size()));
       Tensor q = -flat_grad;
       for (size_t k = num_old; k-- > 0;) {
-        al_[k] = dot(old_stps_[k], q) * ro_[k];
+        al_[k] = dot_value(old_stps_[k], q) * ro_[k];
         q.add_(old_dirs_[k], -al_[k]);
       }
       Tensor r = q * h_diag_;
       for (size_t k = 0; k < num_old; ++k) {
-        const double be_k = dot(old_dirs_[k], r) * ro_[k];
+        const double be_k = dot_value(old_dirs_[k], r) * ro_[k];
         r.add_(old_stps_[k], al_[k] - be_k);
       }
       d_ = r;
@@ -260,7 +260,7 @@ Tensor LBFGS::step(const LossClosure& closure) {
       t_ = std::min(1.0, 1.0 / sum(abs(flat_grad)).item()) * lr;
     else
       t_ = lr;
-    const double gtd = dot(flat_grad, d_);
+    const double gtd = dot_value(flat_grad, d_);
     if (gtd > -o.tolerance_change()) break;
 
     int64_t ls_func_evals = 0;
