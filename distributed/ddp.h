@@ -28,9 +28,8 @@ namespace ember::distributed {
 
 // DistributedDataParallel's settings, with PyTorch's defaults.
 struct DDPOptions {
-  size_t bucket_cap_bytes = size_t(25) << 20;  // bytes of gradients per bucket (bucket_cap_mb)
-  size_t first_bucket_bytes = size_t(1)
-                              << 20;    // the first bucket's cap, so all_reduce starts early
+  size_t bucket_cap_bytes = size_t(25) << 20;   // bytes of gradients per bucket (bucket_cap_mb)
+  size_t first_bucket_bytes = size_t(1) << 20;  // the first bucket's cap (small, to start early)
   bool find_unused_parameters = false;  // unused parameters get zero gradients instead of an error
   bool broadcast_buffers = true;        // sync_buffers() copies rank 0's buffers (BN statistics)
 };

@@ -45,10 +45,10 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // conv_transpose2d's hyper-parameters, per axis (H, W), with PyTorch's defaults.
 struct ConvTranspose2dParams {
   std::array<int64_t, 2> stride{1, 1},  // the stride of the convolution this transposes (>= 1)
-      padding{0, 0},         // dilation * (kernel - 1) - padding zeros pad each side of the input
+      padding{0, 0},                    // rows/columns removed from each side of the output
       output_padding{0, 0},  // extra rows/columns on the bottom/right of the output (< stride)
       dilation{1, 1};        // spacing of the kernel taps (>= 1)
-  int64_t groups = 1;        // Cin and Cout split into this many independent groups; both divisible
+  int64_t groups = 1;        // Cin and Cout split into independent groups (divides both)
 };
 // As torch.nn.functional.conv_transpose2d: input [N, Cin, H, W], weight [Cin, Cout / groups, R, S],
 // bias [Cout] or undefined -> [N, Cout, Hout, Wout] with
