@@ -33,6 +33,8 @@
 
 namespace ember::autograd {
 
+// A list of tensors: what forward may return and what backward takes and returns (libtorch's
+// torch::autograd::variable_list).
 using variable_list = std::vector<Tensor>;
 
 // A value kept in AutogradContext::saved_data (libtorch's IValue, for the kinds custom functions
@@ -40,7 +42,10 @@ using variable_list = std::vector<Tensor>;
 // an Error naming the kind held when asked for another.
 class IValue {
  public:
+  // None.
   IValue() = default;
+  // Implicit conversions from the kinds kept: floating values become double, integers (int,
+  // int64_t, uint64_t/size_t) become int64, a C string becomes a string.
   IValue(double v) : v_(v) {}
   IValue(float v) : v_(double(v)) {}
   IValue(int64_t v) : v_(v) {}
@@ -52,6 +57,7 @@ class IValue {
   IValue(Tensor v) : v_(std::move(v)) {}
   IValue(std::vector<int64_t> v) : v_(std::move(v)) {}
 
+  // Whether the value holds that kind.
   bool isNone() const { return v_.index() == 0; }
   bool isDouble() const { return std::holds_alternative<double>(v_); }
   bool isInt() const { return std::holds_alternative<int64_t>(v_); }
@@ -61,11 +67,13 @@ class IValue {
   bool isIntList() const { return std::holds_alternative<std::vector<int64_t>>(v_); }
 
   double toDouble() const;  // also converts an int64
+  // The value as that kind; throws bad_param naming the kind held when it holds another.
   int64_t toInt() const;
   bool toBool() const;
   const std::string& toStringRef() const;
   const Tensor& toTensor() const;
   const std::vector<int64_t>& toIntVector() const;
+  // The kind held, for messages: "None", "double", "int", "bool", "string", "Tensor", "int list".
   const char* kind() const;
 
  private:
@@ -92,6 +100,8 @@ class AutogradContext {
   // Whether the i-th tensor input (counting tensors only) needs a gradient.
   bool needs_input_grad(size_t i) const;
 
+  // Non-tensor values forward keeps for backward (ctx->saved_data["c"] = c), as libtorch's.
+  // Tensors belong in save_for_backward, which checks them for in-place writes.
   std::unordered_map<std::string, IValue> saved_data;
 
  private:
@@ -109,13 +119,24 @@ class AutogradContext {
 // The node of one custom function call: runs the user's backward through a type-erased pointer.
 class CustomFunctionNode : public Node {
  public:
+  // The user's backward, as Function<T> passes it (T::backward).
   using BackwardCall = variable_list (*)(AutogradContext*, variable_list);
+  // A node named `name` (T's name) calling `backward`; is_var says, per forward argument, whether
+  // it was a tensor. Function<T>::apply makes it; user code does not.
   CustomFunctionNode(std::string name, BackwardCall backward, std::vector<bool> is_var)
       : name_(std::move(name)), backward_(backward), is_var_(std::move(is_var)) {}
+  // The function's name (grad_fn()->name()).
   std::string name() const override { return name_; }
+  // Runs the user's backward on the output gradients (undefined ones made zeros unless
+  // set_materialize_grads(false)) and returns one gradient per tensor input, summed down to the
+  // input's shape when it broadcasts and cast to its dtype. Throws bad_param when backward
+  // returns the wrong number of gradients, a gradient for a non-tensor argument or one of a
+  // shape that does not broadcast to its input's, and when the node was already released.
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  // Frees the saved tensors once backward ran without retain_graph.
   void release() override;
 
+  // The context forward and backward receive.
   AutogradContext ctx;
 
   // Makes the node's edges from the tensor inputs, before forward runs (so that forward can ask
@@ -168,8 +189,14 @@ Out from_output_list(variable_list&& outs) {
 }
 }  // namespace detail
 
+// The base of a custom function T (CRTP, libtorch's torch::autograd::Function<T>): T defines
+// static forward(AutogradContext*, args...) returning a Tensor or a variable_list, and static
+// backward(AutogradContext*, variable_list grad_outputs) returning one gradient per argument (see
+// the top of this file).
 template <class T>
 struct Function {
+  // Calls T::forward(ctx, args...) without recording and, when a tensor argument requires grad,
+  // makes the outputs' grad_fn a node that calls T::backward. Returns what forward returns.
   template <typename... Args>
   static auto apply(Args&&... args) {
     using Out = std::decay_t<decltype(T::forward(static_cast<AutogradContext*>(nullptr),

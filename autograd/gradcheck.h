@@ -10,6 +10,7 @@
 
 namespace ember::autograd {
 
+// The function under test: maps the inputs (in order) to one output tensor.
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 
 // `inputs` must be float64 CPU tensors; those with requires_grad are checked. The function's

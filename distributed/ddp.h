@@ -26,29 +26,41 @@
 
 namespace ember::distributed {
 
+// DistributedDataParallel's settings, with PyTorch's defaults.
 struct DDPOptions {
-  size_t bucket_cap_bytes = size_t(25) << 20;
-  size_t first_bucket_bytes = size_t(1) << 20;
+  size_t bucket_cap_bytes = size_t(25) << 20;   // bytes of gradients per bucket (bucket_cap_mb)
+  size_t first_bucket_bytes = size_t(1) << 20;  // the first bucket's cap (small, to start early)
   bool find_unused_parameters = false;  // unused parameters get zero gradients instead of an error
   bool broadcast_buffers = true;        // sync_buffers() copies rank 0's buffers (BN statistics)
 };
 
+// Counters of what DistributedDataParallel did, for tests and monitoring.
 struct DDPStats {
-  uint64_t iterations = 0, buckets_reduced = 0, bucket_rebuilds = 0;
+  uint64_t iterations = 0,  // backwards that synchronized gradients
+      buckets_reduced = 0,  // bucket all_reduces launched
+      bucket_rebuilds = 0;  // times the buckets were rebuilt in gradient-ready order (at most 1)
   // Gradients copied into a bucket (none in the steady state, where .grad is the bucket's view).
   uint64_t grads_copied = 0;
-  size_t num_buckets = 0;
+  size_t num_buckets = 0;  // buckets in the current layout
 };
 
+// torch.nn.parallel.DistributedDataParallel: wraps one replica of a module per process so that
+// backward averages its gradients over the ranks of the group (see the top of this file). Call
+// forward on module() and backward as usual; the optimizer then steps on averaged gradients.
 class DistributedDataParallel {
  public:
+  // Wraps `module` (its trainable parameters all on one device, dense) for the ranks of `group`,
+  // broadcasting rank 0's parameters and buffers. Throws bad_param for a null module or group, a
+  // module without trainable parameters, parameters on several devices or a non-dense one.
   DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
                           DDPOptions options = {});
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
+  // The wrapped module (call its forward).
   nn::Module& module() { return *module_; }
+  // The process group gradients are averaged over.
   ProcessGroup& group() { return *group_; }
   // Copies rank 0's buffers to every rank (call before forward when buffers change, e.g. BN).
   void sync_buffers();
@@ -57,6 +69,7 @@ class DistributedDataParallel {
   // While alive, backward accumulates gradients locally without communication.
   class NoSyncGuard {
    public:
+    // Turns synchronization off on `ddp` until the guard is destroyed (which restores it).
     explicit NoSyncGuard(DistributedDataParallel& ddp);
     ~NoSyncGuard();
     NoSyncGuard(const NoSyncGuard&) = delete;

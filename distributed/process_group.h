@@ -14,25 +14,38 @@
 
 namespace ember::distributed {
 
+// How a collective combines the ranks' values elementwise (torch.distributed.ReduceOp): sum, avg
+// (the sum divided by the world size), max or min.
 enum class ReduceOp { sum, avg, max, min };
 
+// The processes of a job and the collectives among them (torch.distributed's ProcessGroup). Every
+// rank must call the same collectives in the same order with tensors of the same shape and dtype.
+// Get one from init_process_group(); NCCL groups take CUDA tensors, MPI groups CPU tensors, and a
+// tensor of the wrong device, an undefined or a non-dense one throws bad_param.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
+  // This process's index in the group, in [0, world_size()).
   int rank() const { return rank_; }
+  // The number of processes in the group.
   int world_size() const { return world_size_; }
+  // The backend's name: "nccl" or "mpi".
   virtual std::string backend() const = 0;
 
   // In place on `t` (dense). avg divides by the world size.
   virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  // In place on `t` (dense): every rank gets rank `root`'s values.
   virtual void broadcast(Tensor& t, int root = 0) = 0;
   // output: [world_size * input.numel()] (dense), rank r's input lands at r * input.numel().
   virtual void all_gather(Tensor& output, const Tensor& input) = 0;
   // input: [world_size * output.numel()]; rank r gets the reduction of chunk r.
   virtual void reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::sum) = 0;
+  // Returns once every rank has called it (NCCL: a one-element all_reduce, then a host wait on
+  // the current stream).
   virtual void barrier() = 0;
 
  protected:
+  // For backends: this process is `rank` of `world_size`.
   ProcessGroup(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
   // Undefined, wrong-device or non-dense tensors are errors. An elementwise collective (all_reduce,
   // broadcast) works on the tensor's memory as it lies, so channels_last is accepted there too;
@@ -43,6 +56,7 @@ class ProcessGroup {
   int rank_, world_size_;
 };
 
+// How init_process_group finds the job; every field defaults to the environment.
 struct InitOptions {
   std::string backend = "auto";  // "nccl", "mpi", or "auto" (nccl when a GPU is visible)
   int rank = -1;                 // -1: from the environment (RANK, or MPI)

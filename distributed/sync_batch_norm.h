@@ -47,8 +47,12 @@ namespace ember::nn {
 // running_mean, running_var, num_batches_tracked), so checkpoints move freely between the two.
 class SyncBatchNormImpl : public BatchNormImplBase {
  public:
+  // A SyncBatchNorm of options.num_features() channels whose statistics span `group` (throws
+  // bad_param when it is null). Only training-mode statistics are synchronized; eval mode is
+  // BatchNorm's.
   SyncBatchNormImpl(const BatchNormOptions& options,
                     std::shared_ptr<distributed::ProcessGroup> group);
+  // The group the statistics are reduced over.
   const std::shared_ptr<distributed::ProcessGroup>& group() const { return group_; }
 
  protected:

@@ -12,6 +12,8 @@
 
 namespace ember {
 
+// gelu's form, as torch.nn.functional.gelu's approximate= string: none (the exact erf form, the
+// default) or tanh (the tanh approximation).
 enum class GeluApproximation : uint8_t { none, tanh };
 
 // y = x for x > 0, negative_slope * x otherwise (torch.nn.functional.leaky_relu).

@@ -15,8 +15,12 @@
 
 namespace ember {
 
+// conv1d's hyper-parameters, with torch.nn.functional.conv1d's defaults.
 struct Conv1dParams {
-  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+  int64_t stride = 1,  // step of the kernel along L (>= 1)
+      padding = 0,     // zeros added at both ends of L (explicit_sizes only)
+      dilation = 1,    // spacing of the kernel taps (>= 1)
+      groups = 1;      // C and K split into this many independent groups; both divisible by it
   ConvPaddingMode padding_mode = ConvPaddingMode::explicit_sizes;  // valid/same as for conv2d
 };
 // input [N, C, L], weight [K, C / groups, S], bias [K] or undefined -> [N, K, Lout] with
@@ -24,9 +28,12 @@ struct Conv1dParams {
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv1dParams& p = {});
 
+// conv3d's hyper-parameters, per axis (D, H, W), with torch.nn.functional.conv3d's defaults.
 struct Conv3dParams {
-  std::array<int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
-  int64_t groups = 1;
+  std::array<int64_t, 3> stride{1, 1, 1},  // step of the kernel along D, H, W (>= 1)
+      padding{0, 0, 0},                    // zeros added at both sides (explicit_sizes only)
+      dilation{1, 1, 1};                   // spacing of the kernel taps (>= 1)
+  int64_t groups = 1;  // C and K split into this many independent groups; both divisible by it
   ConvPaddingMode padding_mode = ConvPaddingMode::explicit_sizes;  // valid/same as for conv2d
 };
 // input [N, C, D, H, W], weight [K, C / groups, T, R, S], bias [K] or undefined ->
@@ -35,9 +42,13 @@ struct Conv3dParams {
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv3dParams& p = {});
 
+// conv_transpose2d's hyper-parameters, per axis (H, W), with PyTorch's defaults.
 struct ConvTranspose2dParams {
-  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, output_padding{0, 0}, dilation{1, 1};
-  int64_t groups = 1;
+  std::array<int64_t, 2> stride{1, 1},  // the stride of the convolution this transposes (>= 1)
+      padding{0, 0},                    // rows/columns removed from each side of the output
+      output_padding{0, 0},  // extra rows/columns on the bottom/right of the output (< stride)
+      dilation{1, 1};        // spacing of the kernel taps (>= 1)
+  int64_t groups = 1;        // Cin and Cout split into independent groups (divides both)
 };
 // As torch.nn.functional.conv_transpose2d: input [N, Cin, H, W], weight [Cin, Cout / groups, R, S],
 // bias [Cout] or undefined -> [N, Cout, Hout, Wout] with

@@ -23,9 +23,10 @@ namespace ember {
 // The output is contiguous, of x's shape and dtype. `gen` defaults to x's device's generator.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 
+// What dropout_with_mask returns.
 struct DropoutResult {
-  Tensor output;
-  Tensor mask;  // bool, contiguous, x's shape; undefined when dropout was the identity
+  Tensor output;  // as dropout(x, p, training, gen) returns it
+  Tensor mask;    // bool, contiguous, x's shape; undefined when dropout was the identity
 };
 // dropout that also returns the keep mask (tests, and ops that fuse dropout with a neighbour).
 DropoutResult dropout_with_mask(const Tensor& x, double p, bool training = true,

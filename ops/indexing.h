@@ -24,30 +24,43 @@
 namespace ember {
 namespace indexing {
 
+// The type of Ellipsis.
 struct EllipsisIndexType {};
+// Python's `...` in an index: stands for as many full slices as the other entries leave dims.
 inline constexpr EllipsisIndexType Ellipsis{};
+// Python's None in an index: inserts a dim of size 1 there (as unsqueeze).
 inline constexpr std::nullopt_t None = std::nullopt;
 
 // Python's start:stop:step (step > 0); a missing bound means the whole extent.
 class Slice {
  public:
+  // Slice(start, stop, step); Slice() is `:`. Negative bounds count from the end and bounds past
+  // the extent are clamped, as Tensor::slice does; a step <= 0 throws bad_param when indexing.
   Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
         std::optional<int64_t> step = std::nullopt)
       : start_(start.value_or(0)), stop_(stop.value_or(INT64_MAX)), step_(step.value_or(1)) {}
+  // The first index (0 when missing).
   int64_t start() const { return start_; }
+  // The end, exclusive (INT64_MAX, the whole extent, when missing).
   int64_t stop() const { return stop_; }
+  // The step (1 when missing).
   int64_t step() const { return step_; }
 
  private:
   int64_t start_, stop_, step_;
 };
 
+// Which kind of entry a TensorIndex holds.
 enum class TensorIndexType : uint8_t { None, Ellipsis, Integer, Slice, Tensor };
 
 // One entry of x.index({...}): an integer, a Slice, None, Ellipsis (or "..."), or a tensor (int64
 // / int32 indices or a bool mask).
 class TensorIndex {
  public:
+  // Implicit conversions, so that x.index({0, Slice(1, None), None, "...", mask}) reads as
+  // Python: None (a new dim of size 1), Ellipsis, the string "..." (any other string throws
+  // bad_param), a Slice, a tensor (int64/int32 indices or a bool mask) and any integer type but
+  // bool (selects that position, which must be in [-size, size)).
   TensorIndex(std::nullopt_t) : type_(TensorIndexType::None) {}                     // NOLINT
   TensorIndex(EllipsisIndexType) : type_(TensorIndexType::Ellipsis) {}              // NOLINT
   TensorIndex(const char* ellipsis);                                                // NOLINT
@@ -57,12 +70,14 @@ class TensorIndex {
   requires(std::is_integral_v<I> && !std::is_same_v<I, bool>) TensorIndex(I i)
       : type_(TensorIndexType::Integer), integer_(int64_t(i)) {}  // NOLINT
 
+  // The kind of entry, and one test per kind.
   TensorIndexType type() const { return type_; }
   bool is_none() const { return type_ == TensorIndexType::None; }
   bool is_ellipsis() const { return type_ == TensorIndexType::Ellipsis; }
   bool is_integer() const { return type_ == TensorIndexType::Integer; }
   bool is_slice() const { return type_ == TensorIndexType::Slice; }
   bool is_tensor() const { return type_ == TensorIndexType::Tensor; }
+  // The entry's value; meaningful only for its kind (0, Slice() or an undefined tensor otherwise).
   int64_t integer() const { return integer_; }
   const Slice& slice() const { return slice_; }
   const Tensor& tensor() const { return tensor_; }

@@ -45,27 +45,36 @@ Tensor solve(const Tensor& a, const Tensor& b);
 // Lower (default) or upper Cholesky factor; only the lower (upper) triangle of A is read.
 Tensor cholesky(const Tensor& a, bool upper = false);
 Tensor det(const Tensor& a);
+// What slogdet returns: det = sign * exp(logabsdet), without overflow for large matrices.
 struct SignLogAbsDet {
-  Tensor sign, logabsdet;
+  Tensor sign,    // [..] the sign of the determinant: -1, 0 or 1
+      logabsdet;  // [..] log |det|; -inf for a singular matrix
 };
 SignLogAbsDet slogdet(const Tensor& a);
 
 // ---- QR, eigh, SVD (ops/linalg_spectral.cpp) ----
+// What qr returns: A = Q R.
 struct QR {
-  Tensor Q, R;
+  Tensor Q,  // orthonormal columns (undefined for mode "r")
+      R;     // upper triangular
 };
 // mode "reduced" (Q [.., m, k], R [.., k, n], k = min(m, n)), "complete" (Q [.., m, m]) or "r"
 // (R only, Q undefined; not differentiable, as PyTorch).
 QR qr(const Tensor& a, const std::string& mode = "reduced");
+// What eigh returns: A = V diag(eigenvalues) V^T.
 struct Eigh {
-  Tensor eigenvalues, eigenvectors;
+  Tensor eigenvalues,  // [.., n], ascending
+      eigenvectors;    // [.., n, n], orthonormal, column j belongs to eigenvalues[j]
 };
 // Eigenvalues in ascending order and orthonormal eigenvectors (columns) of a symmetric matrix;
 // reads the lower ("L") or upper ("U") triangle.
 Eigh eigh(const Tensor& a, const std::string& uplo = "L");
 Tensor eigvalsh(const Tensor& a, const std::string& uplo = "L");
+// What svd returns: A = U diag(S) Vh, k = min(m, n).
 struct SVD {
-  Tensor U, S, Vh;
+  Tensor U,  // [.., m, k] ([.., m, m] with full_matrices), orthonormal columns
+      S,     // [.., k] singular values, descending
+      Vh;    // [.., k, n] ([.., n, n] with full_matrices), orthonormal rows
 };
 // A = U diag(S) Vh, S descending. full_matrices gives square U [.., m, m] and Vh [.., n, n].
 SVD svd(const Tensor& a, bool full_matrices = true);

@@ -51,12 +51,22 @@ inline TensorOptions dtype(DType t) { return TensorOptions(t); }
 inline TensorOptions device(Device d) { return TensorOptions(d); }
 
 // libtorch's dtype and device names (torch::kFloat32, torch::kCUDA, ...).
-inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64,
-                       kDouble = DType::f64, kFloat16 = DType::f16, kHalf = DType::f16,
-                       kBFloat16 = DType::bf16, kInt32 = DType::i32, kInt = DType::i32,
-                       kInt64 = DType::i64, kLong = DType::i64, kUInt8 = DType::u8,
-                       kByte = DType::u8, kBool = DType::boolean;
-inline constexpr Device kCPU = Device::cpu(), kCUDA = Device::cuda(0);
+inline constexpr DType kFloat32 = DType::f32,  // float32
+    kFloat = DType::f32,                       // float32
+    kFloat64 = DType::f64,                     // float64
+    kDouble = DType::f64,                      // float64
+    kFloat16 = DType::f16,                     // float16
+    kHalf = DType::f16,                        // float16
+    kBFloat16 = DType::bf16,                   // bfloat16
+    kInt32 = DType::i32,                       // int32
+    kInt = DType::i32,                         // int32
+    kInt64 = DType::i64,                       // int64
+    kLong = DType::i64,                        // int64
+    kUInt8 = DType::u8,                        // uint8
+    kByte = DType::u8,                         // uint8
+    kBool = DType::boolean;                    // bool
+inline constexpr Device kCPU = Device::cpu(),  // the CPU
+    kCUDA = Device::cuda(0);                   // GPU 0
 
 // ---- creation (ops/factory.cpp) ----
 Tensor empty(const Shape& sizes, const TensorOptions& options);
@@ -158,8 +168,10 @@ Tensor amax(const Tensor& a, const Shape& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& a, const Shape& dims = {}, bool keepdim = false);
 Tensor var(const Tensor& a, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& a, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+// The (values, indices) pair of max/min/sort/topk-style ops along a dim, as PyTorch's named tuple.
 struct ValuesIndices {
-  Tensor values, indices;
+  // The reduced or selected values, in the input's dtype.
+  Tensor values, indices;  // indices: their int64 positions along the dim
 };
 ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);

@@ -22,6 +22,8 @@
 
 namespace ember {
 
+// A per-axis size list (kernel_size, stride, padding, dilation): one value applies to every
+// spatial axis, or one per axis; an empty stride means stride = kernel_size, as in PyTorch.
 using IntList = std::vector<int64_t>;
 
 // input [N, C, L] or [C, L]; output [N, C, L_out]. Indices (int64) count positions along L.

@@ -34,17 +34,22 @@
 
 namespace ember {
 
+// The configuration of rnn() (torch.nn.LSTM / GRU / RNN's constructor arguments, with their
+// defaults, plus the training flag and the dropout generator); set in a chain:
+// RnnOptions().with_num_layers(2).with_bidirectional(true). The sizes (input_size, hidden_size)
+// come from the weights.
 struct RnnOptions {
-  RnnMode mode = RnnMode::lstm;
-  int64_t num_layers = 1;
-  bool bias = true;          // the weight list holds bias_ih / bias_hh
-  bool batch_first = false;  // input and output are [B, T, *] instead of [T, B, *]
-  double dropout = 0;        // between layers, only when training
-  bool training = true;
-  bool bidirectional = false;
+  RnnMode mode = RnnMode::lstm;    // lstm (the default), gru, rnn_tanh or rnn_relu
+  int64_t num_layers = 1;          // L, stacked layers (>= 1)
+  bool bias = true;                // the weight list holds bias_ih / bias_hh
+  bool batch_first = false;        // input and output are [B, T, *] instead of [T, B, *]
+  double dropout = 0;              // between layers, only when training
+  bool training = true;            // enables the dropout between layers
+  bool bidirectional = false;      // D = 2: a reverse direction per layer, outputs concatenated
   int64_t proj_size = 0;           // LSTM only
   Generator* generator = nullptr;  // for dropout; the input device's default when null
 
+  // Setters of the fields above, each returning *this for chaining.
   RnnOptions& with_mode(RnnMode m) {
     mode = m;
     return *this;
@@ -83,6 +88,8 @@ struct RnnOptions {
   }
 };
 
+// What rnn() returns: the last layer's output at every step, and the final states of every layer
+// and direction (layer-major, forward before reverse, as PyTorch's h_n).
 struct RnnResult {
   Tensor
       output;  // [T, B, D * H_out] ([B, T, D * H_out] when batch_first; [T, D * H_out] unbatched)

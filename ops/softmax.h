@@ -22,25 +22,34 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // ---- losses -----------------------------------------------------------------------------------
 
+// How a loss reduces its per-element values, as PyTorch's reduction= string: none keeps them
+// (shaped like the target), mean averages them (weighted losses divide by the summed weights),
+// sum adds them.
 enum class LossReduction : uint8_t { none, mean, sum };
 
+// The options of cross_entropy, with PyTorch's defaults; set them in a chain:
+// CrossEntropyOptions().with_label_smoothing(0.1).with_reduction(LossReduction::sum).
 struct CrossEntropyOptions {
   Tensor weight;                // [C] class weights (floating), or undefined for all ones
   int64_t ignore_index = -100;  // targets equal to it contribute no loss and no gradient
   double label_smoothing = 0;   // in [0, 1]
-  LossReduction reduction = LossReduction::mean;
+  LossReduction reduction = LossReduction::mean;  // none, mean (the default) or sum
+  // Sets weight (a [C] floating tensor, or undefined for all ones) and returns *this.
   CrossEntropyOptions& with_weight(Tensor w) {
     weight = std::move(w);
     return *this;
   }
+  // Sets ignore_index (default -100) and returns *this.
   CrossEntropyOptions& with_ignore_index(int64_t i) {
     ignore_index = i;
     return *this;
   }
+  // Sets label_smoothing (in [0, 1], default 0) and returns *this.
   CrossEntropyOptions& with_label_smoothing(double s) {
     label_smoothing = s;
     return *this;
   }
+  // Sets reduction (default mean) and returns *this.
   CrossEntropyOptions& with_reduction(LossReduction r) {
     reduction = r;
     return *this;
@@ -62,18 +71,22 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      const CrossEntropyOptions& options = {});
 
+// The options of nll_loss, with PyTorch's defaults, set in a chain as CrossEntropyOptions.
 struct NllLossOptions {
-  Tensor weight;
-  int64_t ignore_index = -100;
-  LossReduction reduction = LossReduction::mean;
+  Tensor weight;                                  // [C] class weights, or undefined for all ones
+  int64_t ignore_index = -100;                    // targets equal to it contribute nothing
+  LossReduction reduction = LossReduction::mean;  // none, mean (the default) or sum
+  // Sets weight (a [C] floating tensor, or undefined for all ones) and returns *this.
   NllLossOptions& with_weight(Tensor w) {
     weight = std::move(w);
     return *this;
   }
+  // Sets ignore_index (default -100) and returns *this.
   NllLossOptions& with_ignore_index(int64_t i) {
     ignore_index = i;
     return *this;
   }
+  // Sets reduction (default mean) and returns *this.
   NllLossOptions& with_reduction(LossReduction r) {
     reduction = r;
     return *this;

@@ -21,15 +21,20 @@ namespace ember {
 // integers beyond 2^53 lose precision.
 class Scalar {
  public:
+  // How the number was written: as a bool, an integer type or a floating type.
   enum class Kind : uint8_t { boolean, integral, floating };
+  // Any arithmetic value (bool, integer or floating type); its C++ type sets kind().
   template <typename T>
   requires std::is_arithmetic_v<T> Scalar(T v)  // NOLINT: implicit, as libtorch's
       : value_(static_cast<double>(v)),
         kind_(std::is_same_v<T, bool> ? Kind::boolean
                                       : (std::is_integral_v<T> ? Kind::integral : Kind::floating)) {
   }
+  // The value as a double (exact for integers up to 2^53).
   double to_double() const { return value_; }
+  // How it was written (boolean, integral or floating).
   Kind kind() const { return kind_; }
+  // True when it was written as a floating value (PyTorch's Scalar::isFloatingPoint).
   bool is_floating_point() const { return kind_ == Kind::floating; }
 
  private:

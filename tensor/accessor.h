@@ -15,20 +15,29 @@ namespace ember {
 template <typename T>
 class TensorAccessorBase {
  public:
+  // Views `data` through the arrays `sizes` and `strides` (in elements, one per remaining dim);
+  // the arrays are not copied, so they must outlive the accessor. Tensor::accessor() builds it.
   TensorAccessorBase(T* data, const int64_t* sizes, const int64_t* strides)
       : data_(data), sizes_(sizes), strides_(strides) {}
+  // The size of remaining dim `d` (0 is the accessor's first dim; no negative dims, no checks).
   int64_t size(size_t d) const { return sizes_[d]; }
+  // The stride in elements of remaining dim `d`.
   int64_t stride(size_t d) const { return strides_[d]; }
+  // The sizes of the remaining dims (N of them for a TensorAccessor<T, N>).
   const int64_t* sizes() const { return sizes_; }
+  // The strides in elements of the remaining dims.
   const int64_t* strides() const { return strides_; }
+  // The address of the first element of this (sub-)view.
   T* data() const { return data_; }
 
  protected:
-  T* data_;
-  const int64_t* sizes_;
-  const int64_t* strides_;
+  T* data_;                 // the first element of this view
+  const int64_t* sizes_;    // the tensor's sizes from this accessor's first dim on
+  const int64_t* strides_;  // the tensor's strides (in elements) from this accessor's first dim on
 };
 
+// An N-dim view of a CPU tensor's elements of type T: acc[i] is an (N-1)-dim accessor, and at one
+// dim acc[i] is the element itself (a reference). Indices are not bounds-checked.
 template <typename T, size_t N>
 class TensorAccessor : public TensorAccessorBase<T> {
  public:
@@ -42,14 +51,18 @@ class TensorAccessor : public TensorAccessorBase<T> {
   }
 };
 
+// The last dimension: indexing gives the element.
 template <typename T>
 class TensorAccessor<T, 1> : public TensorAccessorBase<T> {
  public:
   using TensorAccessorBase<T>::TensorAccessorBase;
 
+  // A reference to element i along the dimension (through its stride; no bounds check).
   T& operator[](int64_t i) const { return this->data_[this->strides_[0] * i]; }
 };
 
+// Tensor::accessor<T, N>(): throws bad_param when the tensor is undefined, not on the CPU, not of
+// dtype T (const T reads a tensor of T) or not N-dim.
 template <typename T, size_t N>
 TensorAccessor<T, N> Tensor::accessor() const& {
   using Element = std::remove_const_t<T>;

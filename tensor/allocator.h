@@ -9,6 +9,8 @@
 
 namespace ember {
 
+// The function that frees a block of memory (the CPU allocator's free, the CUDA caching
+// allocator's release, or a user's deleter for memory a tensor borrows).
 using Deleter = void (*)(void* ptr);
 
 // Memory owned by a Storage: the pointer and the function that gives it back.

@@ -8,6 +8,7 @@
 
 namespace ember {
 
+// True while an AutocastGuard enabled autocast on this thread (torch.is_autocast_enabled()).
 bool autocast_enabled();
 DType autocast_dtype();  // bf16 or f16; meaningful while autocast_enabled()
 
@@ -15,6 +16,8 @@ DType autocast_dtype();  // bf16 or f16; meaningful while autocast_enabled()
 // the previous state on destruction; scopes nest. dtype must be bf16 or f16.
 class AutocastGuard {
  public:
+  // Sets autocast on this thread to `enabled` with low-precision dtype `dtype` (default bf16;
+  // throws bad_param for a dtype other than bf16 or f16). With enabled = false the dtype is left.
   explicit AutocastGuard(DType dtype = DType::bf16, bool enabled = true);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;

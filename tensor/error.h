@@ -8,20 +8,28 @@
 
 namespace ember {
 
+// What kind of failure an Error reports, so that callers can tell them apart without parsing
+// messages.
 enum class Status {
-  bad_param,
-  not_supported,
-  alloc_failed,
-  arch_mismatch,
-  execution_failed,
-  internal
+  bad_param,         // a bad argument: wrong shape, dtype, device or value (fix the call)
+  not_supported,     // a valid request this build or op does not implement (a dtype, a device)
+  alloc_failed,      // out of memory (host or GPU)
+  arch_mismatch,     // the GPU's architecture has no kernel image in this build
+  execution_failed,  // a CUDA, NCCL or I/O operation failed while running
+  internal           // a broken invariant inside Ember: a bug to report
 };
 
+// The status's name as spelled in the enum ("bad_param", ...), the prefix of Error::what().
 const char* status_name(Status s);
 
+// The exception every Ember failure throws (derives from std::runtime_error): a Status and a
+// message that names the op, the argument and the shapes, and says what to do. what() is the
+// message prefixed with "[status] ".
 class Error : public std::runtime_error {
  public:
+  // An error of kind `status` with `message` (without the prefix).
   Error(Status status, const std::string& message);
+  // The kind of failure.
   Status status() const noexcept { return status_; }
   // The message without the "[status] " prefix.
   const std::string& message() const noexcept { return message_; }
@@ -59,6 +67,8 @@ std::string concat(const Args&... args) {
                                    ::ember::detail::concat(__VA_ARGS__));       \
   } while (0)
 
+// Throws ember::Error with the given status (a Status enumerator's name, e.g. not_supported) and
+// the streamed message, unconditionally.
 #define EMBER_THROW(status, ...)                                            \
   ::ember::detail::throw_error(::ember::Status::status, __FILE__, __LINE__, \
                                ::ember::detail::concat(__VA_ARGS__))

@@ -6,6 +6,8 @@
 
 namespace ember {
 
+// The IEEE bits of a float, and the float of 32 bits (memcpy, so no aliasing issue): the
+// conversions below work on these.
 inline uint32_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -17,11 +19,17 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
+// The C++ element type of DType::bf16 (torch.bfloat16): the upper 16 bits of a float32 (8 exponent
+// bits, 7 mantissa bits), so it has float32's range at about 3 significant digits. Arithmetic goes
+// through float: a BFloat16 converts to and from float implicitly.
 struct BFloat16 {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  // the raw bits (sign, 8 exponent bits, 7 mantissa bits); 0 is +0.0
   BFloat16() = default;
+  // `f` rounded to the nearest bfloat16 (ties to even); NaN stays a quiet NaN.
   BFloat16(float f) : bits(from_float(f)) {}  // NOLINT: implicit like a numeric type
+  // The exact float value (every bfloat16 is a float).
   operator float() const { return bits_float(uint32_t(bits) << 16); }
+  // The bits of `f` rounded to bfloat16 (ties to even; NaN stays a quiet NaN).
   static uint16_t from_float(float f) {
     uint32_t u = float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
@@ -30,12 +38,19 @@ struct BFloat16 {
   }
 };
 
+// The C++ element type of DType::f16 (torch.float16): IEEE 754 binary16 (5 exponent bits, 10
+// mantissa bits; largest finite 65504, subnormals down to 2^-24). Arithmetic goes through float: a
+// Half converts to and from float implicitly.
 struct Half {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  // the raw IEEE binary16 bits; 0 is +0.0
   Half() = default;
+  // `f` rounded to the nearest half (ties to even); beyond 65504 it overflows to infinity.
   Half(float f) : bits(from_float(f)) {}  // NOLINT
+  // The exact float value (every half is a float).
   operator float() const { return to_float(bits); }
 
+  // The binary16 bits of `f`: round to nearest even, overflow to +-inf, gradual underflow to
+  // subnormals and zero, NaN stays a quiet NaN.
   static uint16_t from_float(float f) {
     uint32_t x = float_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -60,6 +75,7 @@ struct Half {
     if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
     return uint16_t(sign | h);
   }
+  // The float value of the binary16 bits `h` (exact, subnormals and infinities included).
   static float to_float(uint16_t h) {
     uint32_t sign = uint32_t(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu;

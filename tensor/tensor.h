@@ -22,8 +22,14 @@
 
 namespace ember {
 
+// A tensor's sizes (or strides), outermost dim first, as in PyTorch's torch.Size.
 using Shape = std::vector<int64_t>;
+// The order of a tensor's elements in memory, as PyTorch's torch.memory_format: contiguous is
+// row-major (the last dim fastest); channels_last is NHWC for 4-d tensors (NDHWC for 5-d) while the
+// sizes stay NCHW; preserve (for to(), clone() and the *_like factories) keeps the source's format
+// as suggest_memory_format() reads it.
 enum class MemoryFormat : uint8_t { contiguous, channels_last, preserve };
+// The format's name: "contiguous", "channels_last" or "preserve" (for messages).
 const char* memory_format_name(MemoryFormat f);
 
 // Bytes on a device. Views share one Storage; its version counter counts in-place writes so that
@@ -56,23 +62,36 @@ namespace indexing {
 class TensorIndex;  // ops/indexing.h
 }
 
+// The state a Tensor handle shares with its copies: which Storage it views, how (sizes, strides
+// and offset in elements, dtype) and its autograd state. Ops create it; user code reads it through
+// Tensor's accessors rather than directly.
 struct TensorImpl {
-  Storage storage;
-  Shape sizes;
-  Shape strides;       // in elements
-  int64_t offset = 0;  // in elements
-  DType dtype = DType::f32;
+  Storage storage;                         // the bytes viewed; shared by every view of them
+  Shape sizes;                             // the logical shape, outermost dim first
+  Shape strides;                           // in elements
+  int64_t offset = 0;                      // in elements
+  DType dtype = DType::f32;                // the element type
   std::shared_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
 };
 
+// An n-dimensional array of one dtype on one device, with autograd, as libtorch's at::Tensor: a
+// cheap handle that copies by reference (use clone() for a copy of the data). Create one with the
+// factories of ops/ops.h (zeros, randn, from_vector, ...); a default-constructed Tensor is
+// undefined (defined() is false) and most methods throw on it.
 class Tensor {
  public:
+  // An undefined tensor: the "no tensor" value of optional arguments and missing gradients.
   Tensor() = default;
+  // Wraps an existing TensorImpl (ops build tensors this way; user code uses the factories).
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
+  // True when the handle refers to a tensor (false for Tensor{}, as PyTorch's defined()).
   bool defined() const { return impl_ != nullptr; }
+  // The shared state behind the handle (null when undefined), for code below the public API.
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // True when both handles refer to the same TensorImpl (PyTorch's is_same): the same view, not
+  // merely equal values or a shared storage.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
 
   // ---- metadata ----
@@ -535,7 +554,9 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// Prints `t` as PyTorch prints a tensor (the same text as t.str(), see tensor_print.cpp).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+// `s` as "[2, 3, 4]", the form error messages use for shapes.
 std::string shape_str(const Shape& s);
 
 // Contiguous strides for `sizes` in `format` (channels_last needs 4 dims, NHWC order; 5 dims
