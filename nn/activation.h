@@ -13,7 +13,7 @@ namespace ember::nn {
 // max(0, x) elementwise, as torch.nn.ReLU.
 class ReLUImpl : public Module {
  public:
-  // clone() builds a fresh ReLUImpl (from options, when it has them).
+  // clone() builds a fresh ReLUImpl.
   EMBER_CLONEABLE(ReLUImpl);
   ReLUImpl() : Module("ReLU") {}  // no options, no parameters
   // x (any shape) -> max(0, x), the same shape and dtype.
@@ -29,7 +29,7 @@ struct LeakyReLUOptions {
 // x for x >= 0, negative_slope * x below, as torch.nn.LeakyReLU.
 class LeakyReLUImpl : public Module {
  public:
-  // clone() builds a fresh LeakyReLUImpl (from options, when it has them).
+  // clone() builds a fresh LeakyReLUImpl from options.
   EMBER_CLONEABLE(LeakyReLUImpl);
   // Default as PyTorch: negative_slope 0.01.
   explicit LeakyReLUImpl(const LeakyReLUOptions& options = {})
@@ -48,7 +48,7 @@ struct ELUOptions {
 // x for x > 0, alpha * (exp(x) - 1) below, as torch.nn.ELU.
 class ELUImpl : public Module {
  public:
-  // clone() builds a fresh ELUImpl (from options, when it has them).
+  // clone() builds a fresh ELUImpl from options.
   EMBER_CLONEABLE(ELUImpl);
   // Default as PyTorch: alpha 1.
   explicit ELUImpl(const ELUOptions& options = {}) : Module("ELU"), options(options) {}
@@ -68,7 +68,7 @@ struct GELUOptions {
 // x * Phi(x) (Phi the standard normal CDF), or its tanh approximation, as torch.nn.GELU.
 class GELUImpl : public Module {
  public:
-  // clone() builds a fresh GELUImpl (from options, when it has them).
+  // clone() builds a fresh GELUImpl from options.
   EMBER_CLONEABLE(GELUImpl);
   // Default as PyTorch: the exact form (approximate='none').
   explicit GELUImpl(const GELUOptions& options = {}) : Module("GELU"), options(options) {}
@@ -82,7 +82,7 @@ EMBER_MODULE(GELU);
 // x * sigmoid(x) (swish), as torch.nn.SiLU.
 class SiLUImpl : public Module {
  public:
-  // clone() builds a fresh SiLUImpl (from options, when it has them).
+  // clone() builds a fresh SiLUImpl.
   EMBER_CLONEABLE(SiLUImpl);
   SiLUImpl() : Module("SiLU") {}  // no options, no parameters
   // x (any shape) -> x * sigmoid(x), the same shape and dtype.
@@ -94,7 +94,7 @@ EMBER_MODULE(SiLU);
 // 1 / (1 + exp(-x)) elementwise, as torch.nn.Sigmoid.
 class SigmoidImpl : public Module {
  public:
-  // clone() builds a fresh SigmoidImpl (from options, when it has them).
+  // clone() builds a fresh SigmoidImpl.
   EMBER_CLONEABLE(SigmoidImpl);
   SigmoidImpl() : Module("Sigmoid") {}  // no options, no parameters
   // x (any shape) -> sigmoid(x), the same shape and dtype.
@@ -106,7 +106,7 @@ EMBER_MODULE(Sigmoid);
 // tanh(x) elementwise, as torch.nn.Tanh.
 class TanhImpl : public Module {
  public:
-  // clone() builds a fresh TanhImpl (from options, when it has them).
+  // clone() builds a fresh TanhImpl.
   EMBER_CLONEABLE(TanhImpl);
   TanhImpl() : Module("Tanh") {}  // no options, no parameters
   // x (any shape) -> tanh(x), the same shape and dtype.
@@ -124,7 +124,7 @@ struct SoftmaxOptions {
 // exp(x) / sum(exp(x)) along options.dim, as torch.nn.Softmax(dim).
 class SoftmaxImpl : public Module {
  public:
-  // clone() builds a fresh SoftmaxImpl (from options, when it has them).
+  // clone() builds a fresh SoftmaxImpl from options.
   EMBER_CLONEABLE(SoftmaxImpl);
   // Normalizes along options.dim().
   explicit SoftmaxImpl(const SoftmaxOptions& options) : Module("Softmax"), options(options) {}
@@ -139,7 +139,7 @@ EMBER_MODULE(Softmax);
 // log(softmax(x)) along options.dim, computed stably, as torch.nn.LogSoftmax(dim).
 class LogSoftmaxImpl : public Module {
  public:
-  // clone() builds a fresh LogSoftmaxImpl (from options, when it has them).
+  // clone() builds a fresh LogSoftmaxImpl from options.
   EMBER_CLONEABLE(LogSoftmaxImpl);
   // Normalizes along options.dim().
   explicit LogSoftmaxImpl(const SoftmaxOptions& options) : Module("LogSoftmax"), options(options) {}
