@@ -15,7 +15,8 @@ class ReLUImpl : public Module {
  public:
   // clone() builds a fresh ReLUImpl.
   EMBER_CLONEABLE(ReLUImpl);
-  ReLUImpl() : Module("ReLU") {}  // no options, no parameters
+  // No options, no parameters.
+  ReLUImpl() : Module("ReLU") {}
   // x (any shape) -> max(0, x), the same shape and dtype.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -84,7 +85,8 @@ class SiLUImpl : public Module {
  public:
   // clone() builds a fresh SiLUImpl.
   EMBER_CLONEABLE(SiLUImpl);
-  SiLUImpl() : Module("SiLU") {}  // no options, no parameters
+  // No options, no parameters.
+  SiLUImpl() : Module("SiLU") {}
   // x (any shape) -> x * sigmoid(x), the same shape and dtype.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -96,7 +98,8 @@ class SigmoidImpl : public Module {
  public:
   // clone() builds a fresh SigmoidImpl.
   EMBER_CLONEABLE(SigmoidImpl);
-  SigmoidImpl() : Module("Sigmoid") {}  // no options, no parameters
+  // No options, no parameters.
+  SigmoidImpl() : Module("Sigmoid") {}
   // x (any shape) -> sigmoid(x), the same shape and dtype.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
@@ -108,7 +111,8 @@ class TanhImpl : public Module {
  public:
   // clone() builds a fresh TanhImpl.
   EMBER_CLONEABLE(TanhImpl);
-  TanhImpl() : Module("Tanh") {}  // no options, no parameters
+  // No options, no parameters.
+  TanhImpl() : Module("Tanh") {}
   // x (any shape) -> tanh(x), the same shape and dtype.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;

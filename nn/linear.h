@@ -47,7 +47,8 @@ class IdentityImpl : public Module {
  public:
   // clone() gives a fresh IdentityImpl.
   EMBER_CLONEABLE(IdentityImpl);
-  IdentityImpl() : Module("Identity") {}  // takes no options; has no parameters
+  // Takes no options; has no parameters.
+  IdentityImpl() : Module("Identity") {}
   // x (any shape) -> x, the same tensor.
   Tensor forward(const Tensor& x) { return x; }
   void pretty_print(std::ostream& os) const override { os << "Identity()"; }

@@ -193,8 +193,9 @@ class SGD : public Optimizer {
 
 // The options (hyperparameters) of Adam, as torch.optim.Adam's arguments.
 struct AdamOptions {
-  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}  // lr defaults to 1e-3, as PyTorch
-  EMBER_ARG(double, lr);                               // the learning rate, >= 0
+  // lr defaults to 1e-3, as PyTorch.
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  EMBER_ARG(double, lr);  // the learning rate, >= 0
   // Decay rates of the running averages of the gradient and its square, each in [0, 1).
   EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
   EMBER_ARG(double, eps) = 1e-8;        // added to the denominator sqrt(v_hat), >= 0
@@ -205,7 +206,8 @@ struct AdamOptions {
 
 // AdamW's options: Adam's, with PyTorch's AdamW default weight decay of 0.01.
 struct AdamWOptions {
-  explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}         // lr defaults to 1e-3, as PyTorch
+  // lr defaults to 1e-3, as PyTorch.
+  explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
   EMBER_ARG(double, lr);                                       // the learning rate, >= 0
   EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};  // as AdamOptions::betas
   EMBER_ARG(double, eps) = 1e-8;           // added to the denominator sqrt(v_hat)
