@@ -55,8 +55,7 @@ class BatchNormImplBase : public Module {
   BatchNormOptions options;  // the options it was built with
   // Parameters weight, bias [C] (undefined without affine); buffers running_mean, running_var [C]
   // and num_batches_tracked (int64, 0-d) (undefined without track_running_stats).
-  Tensor weight, bias, running_mean, running_var,
-      num_batches_tracked;  // num_batches_tracked counts training steps
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
   // Training-mode normalization, when set, in place of ember::batch_norm and its fused tails; it
   // is how distributed::convert_sync_batchnorm makes an existing layer (held by its parent as a
