@@ -30,8 +30,10 @@ class LRScheduler;  // nn/lr_scheduler.h
 
 namespace ember::nn {
 
+// A safetensors file's "__metadata__": string keys to string values.
 using CheckpointMetadata = std::map<std::string, std::string>;
 
+// What load_checkpoint returns: the tensors and the metadata of one file.
 struct LoadedTensors {
   NamedTensors tensors;         // CPU tensors, in file (data offset) order
   CheckpointMetadata metadata;  // the "__metadata__" map (empty when absent)
@@ -63,8 +65,9 @@ void load_state_dict(Module& module, const std::string& path, bool strict = true
 
 // The Philox state of one device's default generator.
 struct RngState {
-  Device device;
-  uint64_t seed = 0, offset = 0;
+  Device device;  // whose default generator
+  // The generator's seed and its Philox offset (how far the counter stream has advanced).
+  uint64_t seed = 0, offset = 0;  // offset: the Philox counter position
 };
 // The default generators of the CPU and of every visible GPU.
 std::vector<RngState> capture_rng_state();
@@ -101,6 +104,7 @@ struct Checkpoint {
   std::vector<RngState> rng;     // usually capture_rng_state()
   CheckpointMetadata extra;      // anything else (epoch, data loader position, ...)
 
+  // Writes the bundle to `path` atomically as one safetensors file (layout above), with checksums.
   void save(const std::string& path) const;
   // Model tensors are the entries without an "optimizer." or "grad_scaler." prefix.
   static Checkpoint load(const std::string& path);

@@ -47,9 +47,11 @@ concept HasTensorForward = requires(Impl& m, const Tensor& x) {
 // Wraps `Tensor f(const Tensor&)` as a module without parameters.
 class FunctionalImpl : public Module {
  public:
-  using Function = std::function<Tensor(const Tensor&)>;
+  using Function = std::function<Tensor(const Tensor&)>;  // what it wraps
+  // f is called by forward; name is what printing shows (e.g. "Functional(flatten)").
   explicit FunctionalImpl(Function f, std::string name = "Functional")
       : Module("Functional"), function_(std::move(f)), name_(std::move(name)) {}
+  // x -> f(x), whatever shapes f maps between.
   Tensor forward(const Tensor& x) { return function_(x); }
   void pretty_print(std::ostream& os) const override;
   std::shared_ptr<Module> clone_instance() const override {
@@ -62,8 +64,11 @@ class FunctionalImpl : public Module {
 };
 EMBER_MODULE(Functional);
 
+// A chain of modules run one after another, as torch.nn.Sequential: forward(x) passes x through
+// each in order. Children are named by position unless push_back is given a name.
 class SequentialImpl : public Module {
  public:
+  // Empty; push_back adds modules.
   SequentialImpl() : Module("Sequential") {}
   // Sequential(Conv2d(3, 8, 3), BatchNorm2d(8), ReLU())
   template <detail::ModuleLike... Ms>
@@ -96,7 +101,9 @@ class SequentialImpl : public Module {
   Tensor forward(const Tensor& x);
   std::shared_ptr<Module> clone_instance() const override;
 
+  // The number of modules.
   size_t size() const { return entries_.size(); }
+  // Whether it holds no module.
   bool empty() const { return entries_.empty(); }
   // The i-th module; at<T>(i) casts it, throwing when it is not a T.
   const std::shared_ptr<Module>& ptr(size_t i) const;
@@ -124,11 +131,15 @@ EMBER_MODULE(Sequential);
 // A list of submodules (any Module) registered as "0", "1", ...; it has no forward of its own.
 class ModuleListImpl : public Module {
  public:
+  // Empty; push_back adds modules.
   ModuleListImpl() : Module("ModuleList") {}
+  // ModuleList(Linear(4, 4), Linear(4, 2)): holders or shared_ptrs of any modules, in order.
   template <detail::ModuleLike... Ms>
   explicit ModuleListImpl(Ms&&... modules) : Module("ModuleList") {
     (push_back(std::forward<Ms>(modules)), ...);
   }
+  // Appends a module (a holder or a shared_ptr), registered under its position; errors on an
+  // empty holder.
   template <detail::ModuleLike M>
   void push_back(M&& module) {
     auto impl = detail::ImplOf<std::decay_t<M>>::get(module);
@@ -140,8 +151,11 @@ class ModuleListImpl : public Module {
   }
   std::shared_ptr<Module> clone_instance() const override;
 
+  // The number of modules.
   size_t size() const { return modules_.size(); }
+  // Whether it holds no module.
   bool empty() const { return modules_.empty(); }
+  // The i-th module (errors when i >= size()); at<T>(i) casts it, throwing when it is not a T.
   const std::shared_ptr<Module>& ptr(size_t i) const;
   const std::shared_ptr<Module>& operator[](size_t i) const { return ptr(i); }
   template <typename T>
@@ -151,6 +165,7 @@ class ModuleListImpl : public Module {
                 ", not the requested type");
     return *m;
   }
+  // Iteration over the modules (shared_ptr<Module>) in order: `for (auto& m : *list)`.
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
 
@@ -164,8 +179,10 @@ EMBER_MODULE(ModuleList);
 // no forward of its own. Setting an existing key replaces its module in place.
 class ModuleDictImpl : public Module {
  public:
-  using Item = std::pair<std::string, std::shared_ptr<Module>>;
+  using Item = std::pair<std::string, std::shared_ptr<Module>>;  // a key and its module
+  // Empty; insert adds modules.
   ModuleDictImpl() : Module("ModuleDict") {}
+  // The items in order, as update(items).
   explicit ModuleDictImpl(const std::vector<Item>& items) : Module("ModuleDict") { update(items); }
 
   // Adds (or replaces) `key`; accepts a holder or a shared_ptr to a module.
@@ -185,13 +202,16 @@ class ModuleDictImpl : public Module {
   void update(const Dict& other) { update(other.items()); }
   // Removes `key` and returns its module; throws when absent.
   std::shared_ptr<Module> pop(const std::string& key);
-  void clear();
+  void clear();  // removes every entry
 
-  bool contains(const std::string& key) const;
+  bool contains(const std::string& key) const;  // whether `key` is present
+  // The number of entries.
   size_t size() const { return items_.size(); }
+  // Whether it has no entry.
   bool empty() const { return items_.empty(); }
-  std::vector<std::string> keys() const;
-  std::vector<std::shared_ptr<Module>> values() const;
+  std::vector<std::string> keys() const;                // the keys, in insertion order
+  std::vector<std::shared_ptr<Module>> values() const;  // the modules, in insertion order
+  // (key, module) pairs, in order.
   const std::vector<Item>& items() const { return items_; }
   // The module under `key`; throws (listing the keys) when absent. at<T> casts it.
   const std::shared_ptr<Module>& operator[](const std::string& key) const;
@@ -202,6 +222,7 @@ class ModuleDictImpl : public Module {
                 ", not the requested type");
     return *m;
   }
+  // Iteration over the (key, module) items in insertion order.
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
   std::shared_ptr<Module> clone_instance() const override;

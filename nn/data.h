@@ -55,9 +55,12 @@ using Transform = std::function<Tensor(const Tensor& field, uint64_t seed)>;
 // Turns the examples of one batch (in batch order) into the batch's fields (CPU tensors).
 using Collate = std::function<Batch(const std::vector<Example>& examples)>;
 
+// A map-style dataset, as torch.utils.data.Dataset: size() examples addressed by index. Derive
+// and give size() and get(); override get_batch for a faster batched read.
 class Dataset {
  public:
   virtual ~Dataset() = default;
+  // The number of examples (PyTorch's __len__).
   virtual int64_t size() const = 0;
   // Example `index`, 0 <= index < size(). The loader's workers call it concurrently.
   virtual Example get(int64_t index) const = 0;
@@ -71,10 +74,14 @@ class Dataset {
 // as contiguous CPU tensors.
 class TensorDataset : public Dataset {
  public:
+  // Errors when there are no tensors, one is 0-d, or they differ in their first dim; keeps them
+  // detached, as contiguous CPU tensors (copying those that are not).
   explicit TensorDataset(std::vector<Tensor> tensors);
+  // The shared first dim.
   int64_t size() const override { return size_; }
   Example get(int64_t index) const override;
   Batch get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const override;
+  // The tensors served (contiguous, on the CPU), in the order given.
   const std::vector<Tensor>& tensors() const { return tensors_; }
 
  protected:
@@ -86,11 +93,14 @@ class TensorDataset : public Dataset {
   int64_t size_ = 0;
 };
 
+// The options of DataLoader, as torch.utils.data.DataLoader's arguments (with their defaults);
+// see the file comment for what each feature does.
 struct DataLoaderOptions {
+  // batch_size defaults to 1, as PyTorch.
   explicit DataLoaderOptions(int64_t batch_size = 1) : batch_size_(batch_size) {}
-  EMBER_ARG(int64_t, batch_size);
-  EMBER_ARG(bool, shuffle) = false;
-  EMBER_ARG(bool, drop_last) = false;
+  EMBER_ARG(int64_t, batch_size);      // examples per batch, > 0
+  EMBER_ARG(bool, shuffle) = false;    // a seeded random order per epoch instead of 0..size-1
+  EMBER_ARG(bool, drop_last) = false;  // drop a final batch smaller than batch_size
   // Threads that collate batches ahead (0: the consumer collates each batch when asked).
   EMBER_ARG(int64_t, num_workers) = 0;
   // Batches prepared ahead per worker.
@@ -115,16 +125,21 @@ struct DataLoaderOptions {
   EMBER_ARG(bool, persistent_workers) = false;
 };
 
+// Batches a Dataset as torch.utils.data.DataLoader (see the file comment). Not copyable; it owns
+// its worker threads, which it stops when destroyed.
 class DataLoader {
  public:
+  // Shares the dataset; errors on a null dataset or invalid options (batch_size,
+  // prefetch_factor or num_workers out of range, sampler options that exclude each other,
+  // persistent_workers without workers).
   DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  const DataLoaderOptions& options() const;
-  const Dataset& dataset() const;
-  int64_t num_batches() const;  // per epoch
+  const DataLoaderOptions& options() const;  // the options it was built with
+  const Dataset& dataset() const;            // the dataset it reads
+  int64_t num_batches() const;               // per epoch
   // The epoch the next start (begin() or start_epoch()) begins; each start otherwise begins the
   // epoch after the previous one, from 0. Use it to resume mid-training.
   void set_epoch(int64_t epoch);
@@ -148,9 +163,12 @@ class DataLoader {
   // Range-for over one epoch: `for (Batch& b : loader)`; each begin() starts the next epoch.
   class Iterator {
    public:
+    // The current batch: its fields, on options().device().
     Batch& operator*() { return *current_; }
     Batch* operator->() { return &*current_; }
+    // Fetches the next batch (next()); at the epoch's end the iterator becomes end().
     Iterator& operator++();
+    // Iterators compare equal when both are at the end (or on the same loader).
     bool operator==(const Iterator& o) const { return loader_ == o.loader_; }
     bool operator!=(const Iterator& o) const { return loader_ != o.loader_; }
 
@@ -160,7 +178,9 @@ class DataLoader {
     DataLoader* loader_;  // null at the end
     std::optional<Batch> current_;
   };
+  // Starts the next epoch (or the set_epoch / set_start_batch one) and returns its first batch.
   Iterator begin();
+  // The end of any epoch.
   Iterator end() { return Iterator(nullptr); }
 
  private:

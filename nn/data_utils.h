@@ -18,11 +18,14 @@ namespace ember::data {
 // get_batch (so a TensorDataset underneath still copies rows directly).
 class Subset : public Dataset {
  public:
+  // Shares `dataset`; errors when it is null or an index is outside [0, dataset->size()).
   Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices);
   int64_t size() const override { return int64_t(indices_.size()); }
   Example get(int64_t index) const override;
   Batch get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const override;
+  // The indices into the underlying dataset, in example order.
   const std::vector<int64_t>& indices() const { return indices_; }
+  // The underlying dataset.
   const Dataset& dataset() const { return *dataset_; }
 
  private:
@@ -48,6 +51,7 @@ std::vector<int64_t> split_lengths(int64_t n, const std::vector<double>& fractio
 // the rows back in order (parts must agree in field count, shapes and dtypes).
 class ConcatDataset : public Dataset {
  public:
+  // The parts in order; errors when there are none or one is null.
   explicit ConcatDataset(std::vector<std::shared_ptr<const Dataset>> datasets);
   int64_t size() const override { return cumulative_sizes_.empty() ? 0 : cumulative_sizes_.back(); }
   Example get(int64_t index) const override;

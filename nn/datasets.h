@@ -14,6 +14,7 @@
 
 namespace ember::data {
 
+// Which part of a dataset to read, as torchvision's train=True / False.
 enum class Split { train, test };
 
 // Where Debian's dataset-fashion-mnist package installs its four .gz files.
@@ -31,11 +32,14 @@ Tensor read_idx(const std::string& path);
 // with or without .gz. Examples: image float32 [1, 28, 28] in [0, 1], label int64 in [0, 10).
 class MNIST : public TensorDataset {
  public:
+  // Reads the split's two files (errors naming a missing or malformed file).
   explicit MNIST(const std::string& folder = default_fashion_mnist_folder(),
                  Split split = Split::train);
-  const Tensor& images() const { return tensors()[0]; }   // [N, 1, 28, 28] float32
-  const Tensor& targets() const { return tensors()[1]; }  // [N] int64
-  static constexpr int64_t kNumClasses = 10;
+  // All images, [N, 1, 28, 28] float32 in [0, 1].
+  const Tensor& images() const { return tensors()[0]; }
+  // All labels, [N] int64.
+  const Tensor& targets() const { return tensors()[1]; }
+  static constexpr int64_t kNumClasses = 10;  // labels lie in [0, kNumClasses)
 };
 
 // CIFAR-10's binary release ("cifar-10-batches-bin"): data_batch_1..5.bin (train) or
@@ -43,12 +47,16 @@ class MNIST : public TensorDataset {
 // Examples: image float32 [3, 32, 32] in [0, 1], label int64 in [0, 10).
 class CIFAR10 : public TensorDataset {
  public:
+  // Reads the split's batch files from `folder` (errors naming a missing or malformed file).
   explicit CIFAR10(const std::string& folder, Split split = Split::train);
-  const Tensor& images() const { return tensors()[0]; }   // [N, 3, 32, 32] float32
-  const Tensor& targets() const { return tensors()[1]; }  // [N] int64
-  static constexpr int64_t kNumClasses = 10;
+  // All images, [N, 3, 32, 32] float32 in [0, 1].
+  const Tensor& images() const { return tensors()[0]; }
+  // All labels, [N] int64.
+  const Tensor& targets() const { return tensors()[1]; }
+  static constexpr int64_t kNumClasses = 10;  // labels lie in [0, kNumClasses)
 };
 
+// The options of TextCorpus.
 struct TextCorpusOptions {
   // Turns the "%" lines that separate fortune(6) cookies into empty lines.
   EMBER_ARG(bool, strip_fortune_separators) = true;
@@ -60,9 +68,12 @@ struct TextCorpusOptions {
 // A NUL byte means the file is not text: an error naming the file and the offset.
 class TextCorpus {
  public:
+  // Reads the file or folder at `path` (errors when it cannot be read or is not text).
   explicit TextCorpus(const std::string& path = default_text_corpus_path(),
                       const TextCorpusOptions& options = {});
+  // The whole text, files concatenated in order.
   const std::string& text() const { return text_; }
+  // The files read, in order.
   const std::vector<std::string>& files() const { return files_; }
   // Token id -> byte; vocab_size() ids in all.
   const std::string& vocabulary() const { return vocabulary_; }
@@ -84,10 +95,13 @@ class TextCorpus {
 // is dropped.
 class SequenceDataset : public Dataset {
  public:
+  // tokens: 1-D [T] of integer ids (kept as contiguous CPU int64); seq_len > 0. size() is
+  // (T - 1) / seq_len.
   SequenceDataset(Tensor tokens, int64_t seq_len);
   int64_t size() const override;
   Example get(int64_t index) const override;
   Batch get_batch(const std::vector<int64_t>& indices, const BatchAllocator& alloc) const override;
+  // L, the window length.
   int64_t seq_len() const { return seq_len_; }
 
  private:

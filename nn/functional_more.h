@@ -12,30 +12,36 @@
 
 namespace ember::nn {
 
+// The options of cosine_similarity, as F.cosine_similarity's arguments (with their defaults).
 struct CosineSimilarityOptions {
-  EMBER_ARG(int64_t, dim) = 1;
-  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(int64_t, dim) = 1;    // the dim reduced (the vectors' dim)
+  EMBER_ARG(double, eps) = 1e-8;  // a floor on the norms' product, against division by zero
 };
+// The options of pairwise_distance, as F.pairwise_distance's arguments (with their defaults).
 struct PairwiseDistanceOptions {
-  EMBER_ARG(double, p) = 2.0;
-  EMBER_ARG(double, eps) = 1e-6;
-  EMBER_ARG(bool, keepdim) = false;
+  EMBER_ARG(double, p) = 2.0;        // the norm's order
+  EMBER_ARG(double, eps) = 1e-6;     // added to the difference, against a zero norm's gradient
+  EMBER_ARG(bool, keepdim) = false;  // keep the reduced last dim as size 1
 };
+// The options of normalize, as F.normalize's arguments (with their defaults).
 struct NormalizeFuncOptions {
-  EMBER_ARG(double, p) = 2.0;
-  EMBER_ARG(int64_t, dim) = 1;
-  EMBER_ARG(double, eps) = 1e-12;
+  EMBER_ARG(double, p) = 2.0;      // the norm's order
+  EMBER_ARG(int64_t, dim) = 1;     // the dim normalized along
+  EMBER_ARG(double, eps) = 1e-12;  // a floor on the norm, against division by zero
 };
+// The options of local_response_norm and LocalResponseNorm, as PyTorch's arguments.
 struct LocalResponseNormOptions {
+  // Implicit from size, so `LocalResponseNorm(5)` works; the rest default as PyTorch's.
   /* implicit */ LocalResponseNormOptions(int64_t size) : size_(size) {}  // NOLINT
-  EMBER_ARG(int64_t, size);
-  EMBER_ARG(double, alpha) = 1e-4;
-  EMBER_ARG(double, beta) = 0.75;
-  EMBER_ARG(double, k) = 1.0;
+  EMBER_ARG(int64_t, size);         // channels in each window, > 0
+  EMBER_ARG(double, alpha) = 1e-4;  // the multiplicative factor
+  EMBER_ARG(double, beta) = 0.75;   // the exponent
+  EMBER_ARG(double, k) = 1.0;       // the additive constant
 };
 
 namespace functional {
 
+// libtorch's names for the functionals' options (F::CosineSimilarityFuncOptions, ...).
 using CosineSimilarityFuncOptions = CosineSimilarityOptions;
 using PairwiseDistanceFuncOptions = PairwiseDistanceOptions;
 using NormalizeFuncOptions = ::ember::nn::NormalizeFuncOptions;
@@ -58,14 +64,18 @@ Tensor local_response_norm(const Tensor& x, const LocalResponseNormFuncOptions& 
 
 }  // namespace functional
 
+// local_response_norm as a module, as torch.nn.LocalResponseNorm (AlexNet's normalization).
 class LocalResponseNormImpl : public Module {
  public:
+  // clone() builds a fresh LocalResponseNormImpl from options.
   EMBER_CLONEABLE(LocalResponseNormImpl);
+  // From options or from size alone (`LocalResponseNorm(5)`).
   explicit LocalResponseNormImpl(const LocalResponseNormOptions& options)
       : Module("LocalResponseNorm"), options(options) {}
+  // x [N, C, *] (at least 3 dims) -> the same shape.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
-  LocalResponseNormOptions options;
+  LocalResponseNormOptions options;  // the options it was built with
 };
 EMBER_MODULE(LocalResponseNorm);
 

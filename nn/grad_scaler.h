@@ -26,8 +26,11 @@
 
 namespace ember::nn {
 
+// The options of GradScaler, as torch.cuda.amp.GradScaler's arguments (with their defaults).
 struct GradScalerOptions {
-  EMBER_ARG(double, init_scale) = 65536.0;
+  EMBER_ARG(double, init_scale) = 65536.0;  // the first loss scale (2^16), > 0
+  // The scale is multiplied by growth_factor (> 1) after growth_interval consecutive steps
+  // without inf/NaN gradients, and by backoff_factor (in (0, 1)) after a step that had some.
   EMBER_ARG(double, growth_factor) = 2.0;
   EMBER_ARG(double, backoff_factor) = 0.5;
   EMBER_ARG(int64_t, growth_interval) = 2000;
@@ -36,8 +39,12 @@ struct GradScalerOptions {
   EMBER_ARG(bool, enabled) = true;
 };
 
+// Dynamic loss scaling for float16 training, as torch.cuda.amp.GradScaler: scale(loss).backward(),
+// step(optimizer), update(); every step, skip and scale change stays on the device (no host sync).
+// Not copyable.
 class GradScaler {
  public:
+  // Checks the options (ranges above); the scale tensor is made at the first scale() call.
   explicit GradScaler(const GradScalerOptions& options = {});
   GradScaler(const GradScaler&) = delete;
   GradScaler& operator=(const GradScaler&) = delete;
@@ -55,7 +62,9 @@ class GradScaler {
   // Sets the scale to `new_scale` (a device fill; the growth tracker is left alone, as in PyTorch).
   void update(double new_scale);
 
+  // Whether it scales (options().enabled()).
   bool is_enabled() const { return options_.enabled(); }
+  // The options it was built with.
   const GradScalerOptions& options() const { return options_; }
   // The scale on the host (a host sync; the init scale before the first scale() call).
   double get_scale() const;

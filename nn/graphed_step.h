@@ -24,6 +24,7 @@
 
 namespace ember::nn {
 
+// The options of GraphedStep (see the file comment).
 struct GraphedStepOptions {
   int warmup_steps = 3;   // eager runs per signature before capture (creates grads, states)
   size_t max_graphs = 8;  // LRU bound on cached graphs
@@ -35,20 +36,27 @@ struct GraphedStepOptions {
   int64_t bucket_multiple = 0;
 };
 
+// Counts of what GraphedStep did: eager runs (warm-up and fallback), graph captures, replays,
+// LRU evictions and signatures that fell back to eager.
 struct GraphedStepStats {
   uint64_t eager_steps = 0, captures = 0, replays = 0, evictions = 0, fallbacks = 0;
 };
 
+// Runs a training step through cached CUDA graphs, one per input signature (see the file comment).
 class GraphedStep {
  public:
+  // The step: inputs (e.g. {x, y}) -> outputs (e.g. {loss}); it updates the model in place.
   using StepFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+  // Wraps `step`; nothing runs or is captured until the first call.
   GraphedStep(StepFn step, GraphedStepOptions options = {});
   ~GraphedStep();
 
   // Runs one step on `inputs` (all on one CUDA device for graphs; CPU inputs run eagerly).
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
 
+  // The counters so far.
   const GraphedStepStats& stats() const { return stats_; }
+  // How many signatures are cached now (graphs or eager fallbacks), at most max_graphs.
   size_t cached_graphs() const { return graphs_.size(); }
   // Why a signature fell back to eager ("" when none did).
   const std::string& last_fallback_reason() const { return last_fallback_; }

@@ -15,6 +15,7 @@
 
 namespace ember::data {
 
+// What read_image (and ImageFolder) return an image as.
 enum class ImageLayout {
   uint8_hwc,  // uint8 [H, W, 3], as decoded
   float_chw,  // float32 [3, H, W] in [0, 1] (ToTensor's output)
@@ -29,8 +30,9 @@ Tensor read_image(const std::string& path, ImageLayout layout = ImageLayout::uin
 void write_png(const std::string& path, const Tensor& image);
 void write_jpeg(const std::string& path, const Tensor& image, int quality = 90);
 
+// The options of ImageFolder (torchvision's transform and is_valid_file, in Ember's terms).
 struct ImageFolderOptions {
-  EMBER_ARG(ImageLayout, layout) = ImageLayout::float_chw;
+  EMBER_ARG(ImageLayout, layout) = ImageLayout::float_chw;  // how images are decoded
   // File name endings (case-insensitive) that count as images.
   EMBER_ARG(std::vector<std::string>, extensions) = {".png", ".jpg", ".jpeg"};
   // Applied to each decoded image as a batch of one ([1, ...]); its seed is the example index, so
@@ -39,16 +41,20 @@ struct ImageFolderOptions {
   EMBER_ARG(Transform, transform);
 };
 
-// root/<class>/**/<image>: the classes are the sub-folders of root in sorted order, class_to_idx
+// root/<class>/.../<image>: the classes are the sub-folders of root in sorted order, class_to_idx
 // maps each to its position, and the samples are every image file below a class folder (walked
 // recursively, sorted by path). Example i: {image, label int64 scalar}. Images are decoded on
 // get(), so the loader's workers decode in parallel.
 class ImageFolder : public Dataset {
  public:
+  // Lists root's class folders and their image files (decoding none); errors when root is not a
+  // folder, has no class folder, or a class folder holds no image.
   explicit ImageFolder(const std::string& root, const ImageFolderOptions& options = {});
   int64_t size() const override { return int64_t(samples_.size()); }
   Example get(int64_t index) const override;
+  // The class names (root's sub-folders), sorted; the label of class k is k.
   const std::vector<std::string>& classes() const { return classes_; }
+  // Class name -> label.
   const std::map<std::string, int64_t>& class_to_idx() const { return class_to_idx_; }
   // (path, class index) of every example.
   const std::vector<std::pair<std::string, int64_t>>& samples() const { return samples_; }

@@ -10,7 +10,11 @@
 
 namespace ember::nn::init {
 
+// Which fan kaiming_* scale by: fan_in keeps the forward's variance, fan_out the backward's (as
+// PyTorch's mode='fan_in' / 'fan_out').
 enum class FanMode { fan_in, fan_out };
+// The nonlinearity names calculate_gain takes, as PyTorch's strings ('linear', 'conv2d', 'relu',
+// ...).
 enum class Nonlinearity {
   linear,
   conv1d,
@@ -30,15 +34,20 @@ enum class Nonlinearity {
 // sqrt(2 / (1 + slope^2)) for leaky_relu (slope = `param`, 0.01 when not given), 3/4 for selu.
 double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param = std::nullopt);
 
+// A weight's fans: the inputs and the outputs each unit connects to.
 struct Fans {
-  int64_t fan_in = 0, fan_out = 0;
+  // fan_in = in * prod(kernel).
+  int64_t fan_in = 0, fan_out = 0;  // fan_out: out * prod(kernel)
 };
 // torch.nn.init._calculate_fan_in_and_fan_out: for a weight [out, in, *kernel],
 // fan_in = in * prod(kernel), fan_out = out * prod(kernel). Needs at least 2 dims.
 Fans calculate_fans(const Tensor& weight);
 
+// Fills t in place with draws from U(low, high) (defaults as PyTorch: U(0, 1)); returns t.
 Tensor& uniform_(Tensor& t, double low = 0, double high = 1, Generator* gen = nullptr);
+// Fills t in place with draws from N(mean, std^2) (defaults as PyTorch: N(0, 1)); returns t.
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
+// Fills t in place with `value`, 0 or 1; returns t.
 Tensor& constant_(Tensor& t, double value);
 Tensor& zeros_(Tensor& t);
 Tensor& ones_(Tensor& t);

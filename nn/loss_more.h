@@ -20,65 +20,88 @@ using ember::LossReduction;
 // divergence's value; mean divides by the number of elements (PyTorch's default, kept).
 enum class KLDivReduction : uint8_t { none, batchmean, sum, mean };
 
+// The options of smooth_l1_loss / SmoothL1Loss, as torch.nn.SmoothL1Loss's arguments (with their
+// defaults).
 struct SmoothL1LossOptions {
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
-  EMBER_ARG(double, beta) = 1.0;  // >= 0; 0 gives l1_loss
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
+  EMBER_ARG(double, beta) = 1.0;                              // >= 0; 0 gives l1_loss
 };
+// The options of huber_loss / HuberLoss, as torch.nn.HuberLoss's arguments (with their defaults).
 struct HuberLossOptions {
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
-  EMBER_ARG(double, delta) = 1.0;  // > 0
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
+  EMBER_ARG(double, delta) = 1.0;                             // > 0
 };
+// The options of binary_cross_entropy / BCELoss, as torch.nn.BCELoss's arguments (with their
+// defaults).
 struct BCELossOptions {
   EMBER_ARG(Tensor, weight);  // broadcast to the input's shape, or undefined
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of kl_div / KLDivLoss, as torch.nn.KLDivLoss's arguments (with their defaults).
 struct KLDivLossOptions {
-  EMBER_ARG(KLDivReduction, reduction) = KLDivReduction::mean;
-  EMBER_ARG(bool, log_target) = false;
+  EMBER_ARG(KLDivReduction, reduction) = KLDivReduction::mean;  // see KLDivReduction
+  EMBER_ARG(bool, log_target) = false;  // whether the target is given as log-probabilities
 };
+// The options of poisson_nll_loss / PoissonNLLLoss, as torch.nn.PoissonNLLLoss's arguments (with
+// their defaults).
 struct PoissonNLLLossOptions {
-  EMBER_ARG(bool, log_input) = true;
-  EMBER_ARG(bool, full) = false;
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(bool, log_input) = true;  // the input is log(rate) (loss exp(x) - y x), else the rate
+  EMBER_ARG(bool, full) = false;      // add the Stirling term of log(y!)
+  EMBER_ARG(double, eps) = 1e-8;      // added inside log(x) when log_input is false
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of gaussian_nll_loss / GaussianNLLLoss, as torch.nn.GaussianNLLLoss's arguments (with
+// their defaults).
 struct GaussianNLLLossOptions {
-  EMBER_ARG(bool, full) = false;
-  EMBER_ARG(double, eps) = 1e-6;
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(bool, full) = false;  // add the constant 0.5 log(2 pi)
+  EMBER_ARG(double, eps) = 1e-6;  // the variance is clamped to at least eps
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of margin_ranking_loss / MarginRankingLoss, as PyTorch's arguments (with their
+// defaults).
 struct MarginRankingLossOptions {
-  EMBER_ARG(double, margin) = 0.0;
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(double, margin) = 0.0;                            // loss max(0, -y (x1 - x2) + margin)
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of hinge_embedding_loss / HingeEmbeddingLoss, as PyTorch's arguments (with their
+// defaults).
 struct HingeEmbeddingLossOptions {
-  EMBER_ARG(double, margin) = 1.0;
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(double, margin) = 1.0;  // for y = -1 the loss is max(0, margin - x)
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of multilabel_soft_margin_loss / MultiLabelSoftMarginLoss, as PyTorch's (with their
+// defaults).
 struct MultiLabelSoftMarginLossOptions {
-  EMBER_ARG(Tensor, weight);  // [C], or undefined
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(Tensor, weight);                                  // [C], or undefined
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of multi_margin_loss / MultiMarginLoss, as torch.nn.MultiMarginLoss's arguments (with
+// their defaults).
 struct MultiMarginLossOptions {
-  EMBER_ARG(int64_t, p) = 1;  // 1 or 2
-  EMBER_ARG(double, margin) = 1.0;
-  EMBER_ARG(Tensor, weight);  // [C], or undefined
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(int64_t, p) = 1;        // 1 or 2
+  EMBER_ARG(double, margin) = 1.0;  // the wanted gap between the target's score and the others'
+  EMBER_ARG(Tensor, weight);        // [C], or undefined
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of cosine_embedding_loss / CosineEmbeddingLoss, as PyTorch's arguments (with their
+// defaults).
 struct CosineEmbeddingLossOptions {
-  EMBER_ARG(double, margin) = 0.0;
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(double, margin) = 0.0;  // for y = -1 the loss is max(0, cos(x1, x2) - margin); [-1, 1]
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
+// The options of triplet_margin_loss / TripletMarginLoss, as PyTorch's arguments (with their
+// defaults).
 struct TripletMarginLossOptions {
-  EMBER_ARG(double, margin) = 1.0;
-  EMBER_ARG(double, p) = 2.0;
-  EMBER_ARG(double, eps) = 1e-6;
-  EMBER_ARG(bool, swap) = false;
-  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;
+  EMBER_ARG(double, margin) = 1.0;  // loss max(d(a, p) - d(a, n) + margin, 0)
+  EMBER_ARG(double, p) = 2.0;       // the norm of the pairwise distance d
+  EMBER_ARG(double, eps) = 1e-6;    // added to the difference, as pairwise_distance
+  EMBER_ARG(bool, swap) = false;    // use min(d(a, n), d(p, n)) (the distance swap)
+  EMBER_ARG(LossReduction, reduction) = LossReduction::mean;  // none, mean or sum
 };
 
 namespace functional {
 
+// libtorch's names for the functionals' options (F::SmoothL1LossFuncOptions, ...): the modules'.
 using SmoothL1LossFuncOptions = SmoothL1LossOptions;
 using HuberLossFuncOptions = HuberLossOptions;
 using BinaryCrossEntropyFuncOptions = BCELossOptions;
@@ -144,6 +167,8 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
 }  // namespace functional
 
 // ---- modules: forward(input, target) with the options above ----
+// Declares loss module Name: options (defaults as PyTorch) and forward(input, target), which
+// calls the functional of the same name with them.
 #define EMBER_LOSS_MODULE(Name, Options)                                                  \
   class Name##Impl : public Module {                                                      \
    public:                                                                                \
@@ -155,10 +180,15 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   };                                                                                      \
   EMBER_MODULE(Name)
 
+// smooth_l1_loss as a module.
 EMBER_LOSS_MODULE(SmoothL1Loss, SmoothL1LossOptions);
+// huber_loss as a module.
 EMBER_LOSS_MODULE(HuberLoss, HuberLossOptions);
+// kl_div (input log-probs) as a module.
 EMBER_LOSS_MODULE(KLDivLoss, KLDivLossOptions);
+// poisson_nll_loss as a module.
 EMBER_LOSS_MODULE(PoissonNLLLoss, PoissonNLLLossOptions);
+// hinge_embedding_loss as a module.
 EMBER_LOSS_MODULE(HingeEmbeddingLoss, HingeEmbeddingLossOptions);
 
 // The weighted losses register their weight as the buffer "weight" (when given), as PyTorch.
@@ -174,18 +204,26 @@ EMBER_LOSS_MODULE(HingeEmbeddingLoss, HingeEmbeddingLossOptions);
   };                                                           \
   EMBER_MODULE(Name)
 
+// binary_cross_entropy as a module.
 EMBER_WEIGHTED_LOSS_MODULE(BCELoss, BCELossOptions);
+// multilabel_soft_margin_loss as a module.
 EMBER_WEIGHTED_LOSS_MODULE(MultiLabelSoftMarginLoss, MultiLabelSoftMarginLossOptions);
+// multi_margin_loss as a module.
 EMBER_WEIGHTED_LOSS_MODULE(MultiMarginLoss, MultiMarginLossOptions);
 
+// gaussian_nll_loss as a module, as torch.nn.GaussianNLLLoss.
 class GaussianNLLLossImpl : public Module {
  public:
+  // clone() builds a fresh GaussianNLLLossImpl from options.
   EMBER_CLONEABLE(GaussianNLLLossImpl);
+  // Defaults as PyTorch: full false, eps 1e-6, reduction mean.
   explicit GaussianNLLLossImpl(const GaussianNLLLossOptions& options = {})
       : Module("GaussianNLLLoss"), options(options) {}
+  // input (the predicted means), target and var (the predicted variances, broadcast as
+  // gaussian_nll_loss says) -> the loss, reduced as options.reduction().
   Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var);
   void pretty_print(std::ostream& os) const override;
-  GaussianNLLLossOptions options;
+  GaussianNLLLossOptions options;  // the options it was built with
 };
 EMBER_MODULE(GaussianNLLLoss);
 
@@ -201,17 +239,23 @@ EMBER_MODULE(GaussianNLLLoss);
   };                                                                                      \
   EMBER_MODULE(Name)
 
+// margin_ranking_loss as a module.
 EMBER_PAIR_LOSS_MODULE(MarginRankingLoss, MarginRankingLossOptions);
+// cosine_embedding_loss as a module.
 EMBER_PAIR_LOSS_MODULE(CosineEmbeddingLoss, CosineEmbeddingLossOptions);
 
+// triplet_margin_loss as a module, as torch.nn.TripletMarginLoss.
 class TripletMarginLossImpl : public Module {
  public:
+  // clone() builds a fresh TripletMarginLossImpl from options.
   EMBER_CLONEABLE(TripletMarginLossImpl);
+  // Defaults as PyTorch: margin 1, p 2, eps 1e-6, no swap, reduction mean.
   explicit TripletMarginLossImpl(const TripletMarginLossOptions& options = {})
       : Module("TripletMarginLoss"), options(options) {}
+  // anchor, positive, negative [N, D] (or [D]) -> the loss, reduced as options.reduction().
   Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative);
   void pretty_print(std::ostream& os) const override;
-  TripletMarginLossOptions options;
+  TripletMarginLossOptions options;  // the options it was built with
 };
 EMBER_MODULE(TripletMarginLoss);
 

@@ -25,6 +25,9 @@
 
 namespace ember::optim {
 
+// The base of every learning-rate scheduler: the epoch count, the base rates and the state JSON;
+// a derived class gives compute_lr (and optionally compute_momentum). Not copyable: it refers to
+// its optimizer, which must outlive it.
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
@@ -33,7 +36,9 @@ class LRScheduler {
 
   // Advances one epoch and applies its learning rates (and momentum, for OneCycleLR).
   void step();
+  // The current epoch (0 right after construction), as PyTorch's last_epoch.
   int64_t last_epoch() const { return last_epoch_; }
+  // The optimizer's learning rates at construction, one per parameter group.
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   // The rates of the current epoch, one per parameter group.
   std::vector<double> get_last_lr() const;
@@ -49,6 +54,7 @@ class LRScheduler {
   virtual void load_state_json(const std::string& json);
 
  protected:
+  // Records the optimizer and its current rates as base_lrs; applies nothing yet.
   explicit LRScheduler(Optimizer& optimizer);
   // Applies epoch 0; derived constructors call it last, once their parameters are set.
   void initial_step();
@@ -59,9 +65,9 @@ class LRScheduler {
   }
   void apply();
 
-  Optimizer& optimizer_;
-  std::vector<double> base_lrs_;
-  int64_t last_epoch_ = -1;
+  Optimizer& optimizer_;          // the optimizer whose rates it sets
+  std::vector<double> base_lrs_;  // per group, see base_lrs()
+  int64_t last_epoch_ = -1;       // -1 until initial_step() applies epoch 0
 
   // The composites of nn/lr_scheduler_more.h evaluate and re-base their children.
   friend class SequentialLR;
@@ -71,6 +77,7 @@ class LRScheduler {
 // base_lr * gamma^(epoch / step_size) (integer division).
 class StepLR : public LRScheduler {
  public:
+  // step_size > 0 epochs between decays; gamma the multiplicative factor (PyTorch's default 0.1).
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
   std::string name() const override { return "StepLR"; }
 
@@ -85,6 +92,7 @@ class StepLR : public LRScheduler {
 // base_lr * gamma^(number of milestones <= epoch). Milestones must be increasing.
 class MultiStepLR : public LRScheduler {
  public:
+  // milestones: the epochs at which the rate is multiplied by gamma (PyTorch's default 0.1).
   MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
   std::string name() const override { return "MultiStepLR"; }
 
@@ -100,6 +108,7 @@ class MultiStepLR : public LRScheduler {
 // PyTorch's closed form).
 class CosineAnnealingLR : public LRScheduler {
  public:
+  // T_max > 0: the epochs of a half cosine period; eta_min: the minimum rate (default 0).
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
   std::string name() const override { return "CosineAnnealingLR"; }
 
@@ -115,6 +124,7 @@ class CosineAnnealingLR : public LRScheduler {
 // / total_iters). 0 < start_factor <= 1, 0 <= end_factor <= 1.
 class LinearLR : public LRScheduler {
  public:
+  // The factors multiply the base rates at epoch 0 and from total_iters on; defaults as PyTorch.
   LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
            int64_t total_iters = 5);
   std::string name() const override { return "LinearLR"; }
@@ -133,6 +143,8 @@ class LinearLR : public LRScheduler {
 // warmup_iters, eta_min)], milestones=[warmup_iters]) up to total_iters.
 class WarmupCosineLR : public LRScheduler {
  public:
+  // 0 <= warmup_iters < total_iters; warmup_start_factor in (0, 1] scales the first rate;
+  // eta_min is the final rate.
   WarmupCosineLR(Optimizer& optimizer, int64_t warmup_iters, int64_t total_iters,
                  double warmup_start_factor = 1e-3, double eta_min = 0);
   std::string name() const override { return "WarmupCosineLR"; }
@@ -145,16 +157,22 @@ class WarmupCosineLR : public LRScheduler {
   double warmup_start_factor_, eta_min_;
 };
 
+// How OneCycleLR moves between two rates: cosine or linear interpolation (anneal_strategy 'cos' /
+// 'linear' in PyTorch).
 enum class AnnealStrategy { cos, linear };
 
+// The options of OneCycleLR, as torch.optim.lr_scheduler.OneCycleLR's keyword arguments (with
+// their defaults).
 struct OneCycleLROptions {
-  EMBER_ARG(double, pct_start) = 0.3;
-  EMBER_ARG(AnnealStrategy, anneal_strategy) = AnnealStrategy::cos;
+  EMBER_ARG(double, pct_start) = 0.3;  // the fraction of the steps spent raising the rate, [0, 1]
+  EMBER_ARG(AnnealStrategy, anneal_strategy) = AnnealStrategy::cos;  // cosine or linear
+  // Whether momentum cycles inversely to the rate (needs an optimizer with momentum / beta1).
   EMBER_ARG(bool, cycle_momentum) = true;
-  EMBER_ARG(double, base_momentum) = 0.85;
-  EMBER_ARG(double, max_momentum) = 0.95;
-  EMBER_ARG(double, div_factor) = 25;
-  EMBER_ARG(double, final_div_factor) = 1e4;
+  EMBER_ARG(double, base_momentum) = 0.85;    // the momentum at the peak rate
+  EMBER_ARG(double, max_momentum) = 0.95;     // the momentum at the initial and final rates
+  EMBER_ARG(double, div_factor) = 25;         // initial rate = max_lr / div_factor
+  EMBER_ARG(double, final_div_factor) = 1e4;  // minimum rate = initial rate / final_div_factor
+  // Three phases (up, back down to the initial rate, down to the minimum) instead of two.
   EMBER_ARG(bool, three_phase) = false;
 };
 
@@ -166,6 +184,8 @@ struct OneCycleLROptions {
 // total_steps is an error, as in PyTorch. max_lrs: one rate for every group, or one per group.
 class OneCycleLR : public LRScheduler {
  public:
+  // max_lrs: one peak rate for every group, or one per group; total_steps > 0 (PyTorch's
+  // total_steps, or epochs * steps_per_epoch).
   OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps,
              const OneCycleLROptions& options = {});
   OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,

@@ -22,6 +22,7 @@ namespace ember::optim {
 // base_lr * gamma^epoch.
 class ExponentialLR : public LRScheduler {
  public:
+  // gamma >= 0: the multiplicative factor per epoch (required, as in PyTorch).
   ExponentialLR(Optimizer& optimizer, double gamma);
   std::string name() const override { return "ExponentialLR"; }
 
@@ -32,11 +33,13 @@ class ExponentialLR : public LRScheduler {
   double gamma_;
 };
 
+// A function of the epoch giving a factor (LambdaLR, MultiplicativeLR), as PyTorch's lr_lambda.
 using LRLambda = std::function<double(int64_t epoch)>;
 
 // base_lr * lambda(epoch); one lambda for every group, or one per group.
 class LambdaLR : public LRScheduler {
  public:
+  // One lambda per group, or one lambda (for every group).
   LambdaLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas);
   LambdaLR(Optimizer& optimizer, LRLambda lr_lambda)
       : LambdaLR(optimizer, std::vector<LRLambda>{std::move(lr_lambda)}) {}
@@ -52,6 +55,7 @@ class LambdaLR : public LRScheduler {
 // PyTorch's lr *= lambda(epoch) each epoch after the first: base_lr * prod_{e=1..epoch} lambda(e).
 class MultiplicativeLR : public LRScheduler {
  public:
+  // One lambda per group, or one lambda (for every group).
   MultiplicativeLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas);
   MultiplicativeLR(Optimizer& optimizer, LRLambda lr_lambda)
       : MultiplicativeLR(optimizer, std::vector<LRLambda>{std::move(lr_lambda)}) {}
@@ -67,6 +71,7 @@ class MultiplicativeLR : public LRScheduler {
 // base_lr * (1 - min(epoch, total_iters) / total_iters)^power.
 class PolynomialLR : public LRScheduler {
  public:
+  // total_iters > 0: the epochs of the decay; power: the polynomial's degree. Defaults as PyTorch.
   PolynomialLR(Optimizer& optimizer, int64_t total_iters = 5, double power = 1.0);
   std::string name() const override { return "PolynomialLR"; }
 
@@ -81,6 +86,7 @@ class PolynomialLR : public LRScheduler {
 // base_lr * factor before total_iters, base_lr from then on. 0 <= factor <= 1.
 class ConstantLR : public LRScheduler {
  public:
+  // Defaults as PyTorch: factor 1/3 for the first 5 epochs.
   ConstantLR(Optimizer& optimizer, double factor = 1.0 / 3, int64_t total_iters = 5);
   std::string name() const override { return "ConstantLR"; }
 
@@ -96,6 +102,8 @@ class ConstantLR : public LRScheduler {
 // T_mult times longer: eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2.
 class CosineAnnealingWarmRestarts : public LRScheduler {
  public:
+  // T_0 > 0: the first period in epochs; T_mult >= 1: the growth of each next period; eta_min:
+  // the minimum rate.
   CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0, int64_t T_mult = 1,
                               double eta_min = 0);
   std::string name() const override { return "CosineAnnealingWarmRestarts"; }
@@ -108,16 +116,19 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
   double eta_min_;
 };
 
+// CyclicLR's amplitude policy, as PyTorch's mode strings (see CyclicLR).
 enum class CyclicMode { triangular, triangular2, exp_range };
 
+// The options of CyclicLR, as torch.optim.lr_scheduler.CyclicLR's arguments (with their defaults).
 struct CyclicLROptions {
-  EMBER_ARG(int64_t, step_size_up) = 2000;
-  EMBER_ARG(int64_t, step_size_down) = 0;  // 0: equal to step_size_up (PyTorch's None)
-  EMBER_ARG(CyclicMode, mode) = CyclicMode::triangular;
+  EMBER_ARG(int64_t, step_size_up) = 2000;  // iterations of the rising half, > 0
+  EMBER_ARG(int64_t, step_size_down) = 0;   // 0: equal to step_size_up (PyTorch's None)
+  EMBER_ARG(CyclicMode, mode) = CyclicMode::triangular;  // how the amplitude changes per cycle
   EMBER_ARG(double, gamma) = 1.0;  // exp_range: the amplitude scales by gamma^iteration
+  // Whether momentum cycles inversely to the rate (needs an optimizer with momentum / beta1).
   EMBER_ARG(bool, cycle_momentum) = true;
-  EMBER_ARG(double, base_momentum) = 0.8;
-  EMBER_ARG(double, max_momentum) = 0.9;
+  EMBER_ARG(double, base_momentum) = 0.8;  // the momentum at the peak rate
+  EMBER_ARG(double, max_momentum) = 0.9;   // the momentum at base_lr
 };
 
 // torch.optim.lr_scheduler.CyclicLR, stepped per batch: the rate cycles between base_lr and
@@ -127,6 +138,7 @@ struct CyclicLROptions {
 // max_momentum and base_momentum. Sets the groups' rates to base_lr at construction, as PyTorch.
 class CyclicLR : public LRScheduler {
  public:
+  // The cycle's lower and upper rates: one for every group, or one per group.
   CyclicLR(Optimizer& optimizer, std::vector<double> base_lrs, std::vector<double> max_lrs,
            const CyclicLROptions& options = {});
   CyclicLR(Optimizer& optimizer, double base_lr, double max_lr, const CyclicLROptions& options = {})
@@ -153,6 +165,7 @@ class CyclicLR : public LRScheduler {
 // to the caller (don't).
 class SequentialLR : public LRScheduler {
  public:
+  // milestones: increasing epochs, one fewer than the schedulers (as PyTorch checks).
   SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                std::vector<int64_t> milestones);
   std::string name() const override { return "SequentialLR"; }
@@ -177,6 +190,7 @@ class SequentialLR : public LRScheduler {
 // child that sets one. Children as for SequentialLR.
 class ChainedScheduler : public LRScheduler {
  public:
+  // The children, at least one, all on `optimizer`.
   ChainedScheduler(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers);
   std::string name() const override { return "ChainedScheduler"; }
   std::string state_json() const override;
@@ -190,18 +204,21 @@ class ChainedScheduler : public LRScheduler {
   std::vector<std::shared_ptr<LRScheduler>> schedulers_;
 };
 
+// Whether ReduceLROnPlateau's metric improves by decreasing (a loss) or increasing (an accuracy).
 enum class PlateauMode { min, max };
+// Whether the improvement threshold is relative to the best value (rel) or absolute (abs).
 enum class ThresholdMode { rel, abs };
 
+// The options of ReduceLROnPlateau, as PyTorch's arguments (with their defaults).
 struct ReduceLROnPlateauOptions {
-  EMBER_ARG(PlateauMode, mode) = PlateauMode::min;
-  EMBER_ARG(double, factor) = 0.1;
-  EMBER_ARG(int64_t, patience) = 10;
-  EMBER_ARG(double, threshold) = 1e-4;
-  EMBER_ARG(ThresholdMode, threshold_mode) = ThresholdMode::rel;
-  EMBER_ARG(int64_t, cooldown) = 0;
+  EMBER_ARG(PlateauMode, mode) = PlateauMode::min;  // min: lower is better; max: higher
+  EMBER_ARG(double, factor) = 0.1;                  // the rate's multiplier on a plateau, < 1
+  EMBER_ARG(int64_t, patience) = 10;                // bad epochs tolerated before reducing
+  EMBER_ARG(double, threshold) = 1e-4;              // the least change counted as improvement
+  EMBER_ARG(ThresholdMode, threshold_mode) = ThresholdMode::rel;  // how threshold applies
+  EMBER_ARG(int64_t, cooldown) = 0;  // epochs after a reduction before bad epochs count
   EMBER_ARG(std::vector<double>, min_lr) = {0.0};  // one for every group, or one per group
-  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, eps) = 1e-8;                   // a reduction smaller than this is skipped
 };
 
 // torch.optim.lr_scheduler.ReduceLROnPlateau: after more than `patience` epochs without the
@@ -210,13 +227,21 @@ struct ReduceLROnPlateauOptions {
 // pass before bad epochs count again. Reads the metric on the host: step(metric) between steps.
 class ReduceLROnPlateau {
  public:
+  // Checks the options (factor < 1, min_lr one or one per group, non-negative counts).
   explicit ReduceLROnPlateau(Optimizer& optimizer, const ReduceLROnPlateauOptions& options = {});
+  // Records one epoch's metric (e.g. the validation loss) and reduces the rates on a plateau.
   void step(double metric);
+  // The groups' current rates.
   std::vector<double> get_last_lr() const;
+  // Epochs stepped so far.
   int64_t last_epoch() const { return last_epoch_; }
+  // The best metric seen (+inf for min, -inf for max before the first step).
   double best() const { return best_; }
+  // Consecutive epochs without improvement.
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  // Epochs of cooldown left.
   int64_t cooldown_counter() const { return cooldown_counter_; }
+  // "ReduceLROnPlateau", the type recorded in the state JSON.
   std::string name() const { return "ReduceLROnPlateau"; }
   // {"type", "last_epoch", "best", "num_bad_epochs", "cooldown_counter"}.
   std::string state_json() const;

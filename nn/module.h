@@ -31,6 +31,7 @@ namespace ember::nn {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module;
+// Ordered name -> submodule pairs, as named_children() / named_modules() return them.
 using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
 
 // PyTorch's hook signatures for the one-tensor forward: a pre-hook sees (module, input) and may
@@ -75,10 +76,13 @@ std::shared_ptr<Module> construct_like(const M& m);
 // its module (a no-op when it is already gone or the module was destroyed).
 class RemovableHandle {
  public:
-  RemovableHandle() = default;
+  RemovableHandle() = default;  // a handle of no hook: remove() does nothing
+  // The handle of hook `id` in a module's hook table (the register_*hook functions make these).
   RemovableHandle(std::weak_ptr<detail::HookTable> table, uint64_t id)
       : table_(std::move(table)), id_(id) {}
+  // Unregisters the hook; safe to call twice or after the module is gone.
   void remove();
+  // The hook's registration number, unique within its module (0 for an empty handle).
   uint64_t id() const { return id_; }
 
  private:
@@ -86,13 +90,18 @@ class RemovableHandle {
   uint64_t id_ = 0;
 };
 
+// The base of every layer and model (torch.nn.Module): holds named parameters, buffers and
+// submodules, and the train/eval flag; see the top of this file. Modules live in shared_ptrs
+// (usually through a holder) and are not copyable; clone() makes a deep copy.
 class Module : public std::enable_shared_from_this<Module> {
  public:
+  // type_name is the class name printed by operator<< and error messages (e.g. "Linear").
   explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
+  // The name given at construction, as PyTorch's type(m).__name__ (e.g. "Conv2d").
   const std::string& type_name() const { return type_name_; }
   // This module as T (an implementation type, or a holder type for its Impl), or null when it is
   // not one: `module->as<nn::Linear>()` gives a LinearImpl*, as in libtorch.
@@ -267,6 +276,7 @@ std::shared_ptr<Module> construct_like(const M& m) {
 }
 }  // namespace detail
 
+// Prints the module tree as PyTorch's repr: each module's pretty_print, children indented by name.
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
 // A value-semantics handle to a module implementation, like libtorch's ModuleHolder:
@@ -275,7 +285,8 @@ std::ostream& operator<<(std::ostream& os, const Module& m);
 template <typename Impl>
 class ModuleHolder {
  public:
-  using ImplType = Impl;
+  using ImplType = Impl;  // the implementation type held (e.g. LinearImpl for Linear)
+  // An empty holder (`nn::Linear fc{nullptr}`), to assign later; is_empty() is true.
   ModuleHolder(std::nullptr_t) {}  // NOLINT
   // Constructs Impl from the arguments; never taken for a copy of another holder.
   template <typename... Args>

@@ -15,14 +15,17 @@
 
 namespace ember::nn {
 
+// The options of BatchNorm1d / BatchNorm2d, as torch.nn.BatchNormNd's arguments.
 struct BatchNormOptions {
+  // Implicit from C, so `BatchNorm2d(64)` works; the rest default as PyTorch's.
   /* implicit */ BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT
-  EMBER_ARG(int64_t, num_features);
-  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(int64_t, num_features);  // C, the channel dim (dim 1) of the input; > 0
+  EMBER_ARG(double, eps) = 1e-5;     // added to the variance before its square root; > 0
   // nullopt: a cumulative moving average (factor 1 / num_batches_tracked), as momentum=None in
   // PyTorch; it reads num_batches_tracked on the host each training step (a sync on CUDA).
   EMBER_ARG(std::optional<double>, momentum) = 0.1;
-  EMBER_ARG(bool, affine) = true;
+  EMBER_ARG(bool, affine) = true;  // whether to learn weight (scale) and bias (shift) per channel
+  // Whether to keep running_mean / running_var buffers (updated in training, used in eval).
   EMBER_ARG(bool, track_running_stats) = true;
 };
 
@@ -33,16 +36,25 @@ struct BatchNormOptions {
 // normalize (the batch statistics when running stats are not tracked).
 class BatchNormImplBase : public Module {
  public:
+  // Checks the options (num_features and eps positive, momentum in [0, 1]) and registers the
+  // parameters and buffers above; name is the type name ("BatchNorm2d").
   BatchNormImplBase(const char* name, const BatchNormOptions& options);
+  // running_mean = 0, running_var = 1, num_batches_tracked = 0 (when tracked).
   void reset_running_stats();
+  // reset_running_stats(), then weight = 1 and bias = 0 (when affine), as PyTorch.
   void reset_parameters();
+  // x [N, C, *] -> the same shape: (x - mean) / sqrt(var + eps) * weight + bias per channel, the
+  // statistics over N and the spatial dims (biased variance normalizes; the running variance is
+  // updated with the unbiased one). Errors when x.size(1) != num_features or the rank is wrong.
   Tensor forward(const Tensor& x);
   // relu(bn(x)) and relu(bn(x) + residual) in one fused op (the ResNet block tails).
   Tensor forward_relu(const Tensor& x);
   Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   void pretty_print(std::ostream& os) const override;
 
-  BatchNormOptions options;
+  BatchNormOptions options;  // the options it was built with
+  // Parameters weight, bias [C] (undefined without affine); buffers running_mean, running_var [C]
+  // and num_batches_tracked (int64, 0-d) (undefined without track_running_stats).
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
   // Training-mode normalization, when set, in place of ember::batch_norm and its fused tails; it
@@ -78,6 +90,7 @@ class BatchNorm1dImpl : public BatchNormImplBase {
   std::shared_ptr<Module> clone_instance() const override {
     return clone_keeping_training_forward<BatchNorm1dImpl>();
   }
+  // From options or from num_features alone (`BatchNorm1d(64)`).
   explicit BatchNorm1dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm1d", options) {}
 
@@ -92,6 +105,7 @@ class BatchNorm2dImpl : public BatchNormImplBase {
   std::shared_ptr<Module> clone_instance() const override {
     return clone_keeping_training_forward<BatchNorm2dImpl>();
   }
+  // From options or from num_features alone (`BatchNorm2d(64)`).
   explicit BatchNorm2dImpl(const BatchNormOptions& options)
       : BatchNormImplBase("BatchNorm2d", options) {}
 
@@ -100,11 +114,15 @@ class BatchNorm2dImpl : public BatchNormImplBase {
 };
 EMBER_MODULE(BatchNorm2d);
 
+// The options of LayerNorm, as torch.nn.LayerNorm's arguments.
 struct LayerNormOptions {
+  // Implicit from the normalized shape, so `LayerNorm(std::vector<int64_t>{512})` works.
   /* implicit */ LayerNormOptions(std::vector<int64_t> normalized_shape)  // NOLINT
       : normalized_shape_(std::move(normalized_shape)) {}
+  // The trailing dims to normalize over (non-empty, sizes > 0), e.g. {C} or {C, H, W}.
   EMBER_ARG(std::vector<int64_t>, normalized_shape);
-  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(double, eps) = 1e-5;  // added to the variance before its square root
+  // Whether to learn weight (and, with bias, bias) of shape normalized_shape.
   EMBER_ARG(bool, elementwise_affine) = true;
   EMBER_ARG(bool, bias) = true;  // only with elementwise_affine
 };
@@ -112,40 +130,54 @@ struct LayerNormOptions {
 // Normalizes over the trailing dims normalized_shape; weight = 1 and bias = 0 of that shape.
 class LayerNormImpl : public Module {
  public:
+  // clone() builds a fresh LayerNormImpl from options, then copies the parameters.
   EMBER_CLONEABLE(LayerNormImpl);
+  // Checks normalized_shape and registers weight and bias (as the options ask).
   explicit LayerNormImpl(const LayerNormOptions& options);
+  // weight = 1, bias = 0, as PyTorch.
   void reset_parameters();
+  // x [*, *normalized_shape] -> the same shape, each sample normalized over the trailing dims
+  // (biased variance), then scaled and shifted elementwise. Errors when x's trailing dims differ.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
 
-  LayerNormOptions options;
-  Tensor weight, bias;
+  LayerNormOptions options;  // the options it was built with
+  // weight and bias of shape normalized_shape (undefined when the options leave them out).
+  Tensor weight, bias;  // bias: normalized_shape, undefined without elementwise_affine and bias
 };
 EMBER_MODULE(LayerNorm);
 
+// The options of GroupNorm, as torch.nn.GroupNorm's arguments.
 struct GroupNormOptions {
+  // The required arguments; eps and affine default as PyTorch's.
   GroupNormOptions(int64_t num_groups, int64_t num_channels)
       : num_groups_(num_groups), num_channels_(num_channels) {}
-  EMBER_ARG(int64_t, num_groups);
-  EMBER_ARG(int64_t, num_channels);
-  EMBER_ARG(double, eps) = 1e-5;
-  EMBER_ARG(bool, affine) = true;
+  EMBER_ARG(int64_t, num_groups);    // groups the channels are split into; divides num_channels
+  EMBER_ARG(int64_t, num_channels);  // C, the input's dim 1
+  EMBER_ARG(double, eps) = 1e-5;     // added to the variance before its square root
+  EMBER_ARG(bool, affine) = true;    // whether to learn weight and bias per channel
 };
 
 // x [N, C, *]: statistics per sample and group of C / num_groups channels; weight = 1, bias = 0
 // [C].
 class GroupNormImpl : public Module {
  public:
+  // clone() builds a fresh GroupNormImpl from options, then copies the parameters.
   EMBER_CLONEABLE(GroupNormImpl);
+  // Checks that num_groups divides num_channels (both > 0), registers weight and bias [C] (when
+  // affine) and initializes them.
   explicit GroupNormImpl(const GroupNormOptions& options);
   GroupNormImpl(int64_t num_groups, int64_t num_channels)
       : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
+  // weight = 1, bias = 0, as PyTorch.
   void reset_parameters();
+  // x [N, C, *] -> the same shape. Errors when x has fewer than 2 dims or C != num_channels.
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
 
-  GroupNormOptions options;
-  Tensor weight, bias;
+  GroupNormOptions options;  // the options it was built with
+  // weight [C] (scale) and bias [C] (shift); undefined without affine.
+  Tensor weight, bias;  // bias: [C], undefined without affine
 };
 EMBER_MODULE(GroupNorm);
 

@@ -60,7 +60,9 @@ class Optimizer {
   // their memory (what a captured step needs).
   void zero_grad(bool set_to_none = true);
 
+  // How many parameter groups there are (one per constructor group and add_param_group call).
   size_t num_param_groups() const { return groups_.size(); }
+  // The parameters of a group, in the order given; errors when there is no such group.
   const std::vector<Tensor>& params(size_t group) const;
   std::vector<Tensor> parameters() const;  // every group's, in state-dict index order
   virtual std::string name() const = 0;    // "SGD", "Adam", "AdamW"
@@ -93,10 +95,14 @@ class Optimizer {
  protected:
   Optimizer() = default;
 
+  // A parameter group: its parameters and its learning rate and momentum, kept both on the host
+  // (for reading) and on the device (for the kernels, so a captured step sees later changes).
   struct Group {
-    std::vector<Tensor> params;
-    size_t first_index = 0;  // state-dict index of params[0]
-    double lr = 0, momentum = 0;
+    std::vector<Tensor> params;  // the group's parameters, in the order given
+    size_t first_index = 0;      // state-dict index of params[0]
+    // The host values of the learning rate and the momentum (SGD's momentum, Adam's beta1).
+    double lr = 0, momentum = 0;  // momentum: SGD's momentum or Adam's beta1, host value
+    // The device copies of lr and momentum the kernels read.
     Tensor lr_device, momentum_device;  // float64 scalars on the group's device
   };
   // One entry per parameter, in state-dict index order: named state tensors (empty until the
@@ -130,8 +136,8 @@ class Optimizer {
   // strides differ), ready to be updated alongside it element by element.
   static Tensor grad_for_update(const Tensor& param);
 
-  std::vector<Group> groups_;
-  std::vector<ParamState> state_;
+  std::vector<Group> groups_;      // the parameter groups, in order
+  std::vector<ParamState> state_;  // per parameter (state-dict index order), its named state
 
  private:
   void step_impl(const Tensor& found_inf);
@@ -140,29 +146,36 @@ class Optimizer {
 
 // ---- SGD --------------------------------------------------------------------------------------
 
+// The options (hyperparameters) of SGD, as torch.optim.SGD's arguments.
 struct SGDOptions {
+  // lr defaults to 1e-3, as PyTorch's SGD since 2.0.
   explicit SGDOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_ARG(double, lr);
-  EMBER_ARG(double, momentum) = 0;
-  EMBER_ARG(double, dampening) = 0;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(bool, nesterov) = false;
-  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
+  EMBER_ARG(double, lr);                // the learning rate, >= 0
+  EMBER_ARG(double, momentum) = 0;      // momentum factor, >= 0 (0: no momentum buffer)
+  EMBER_ARG(double, dampening) = 0;     // the gradient enters the buffer scaled by 1 - dampening
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  EMBER_ARG(bool, nesterov) = false;    // Nesterov momentum (needs momentum > 0, dampening 0)
+  EMBER_ARG(bool, maximize) = false;    // ascend the objective (the gradient is negated)
 };
 
+// A parameter group for an optimizer's constructor: parameters and their own options (as a dict
+// in PyTorch's param_groups list), e.g. no weight decay for biases and norms.
 template <typename Options>
 struct ParamGroup {
-  std::vector<Tensor> params;
-  Options options;
+  std::vector<Tensor> params;  // the group's parameters (floating, leaf, in no other group)
+  Options options;             // the group's hyperparameters
 };
 
 // torch.optim.SGD. Nesterov needs momentum > 0 and dampening 0.
 class SGD : public Optimizer {
  public:
+  // One group of params with options, or several groups. Errors on an empty group, a parameter
+  // that is undefined, not floating, not a leaf or given twice, and on invalid options.
   SGD(std::vector<Tensor> params, const SGDOptions& options);
   SGD(const std::vector<ParamGroup<SGDOptions>>& groups);
   // Adds a group (e.g. parameters without weight decay).
   void add_param_group(std::vector<Tensor> params, const SGDOptions& options);
+  // The options of a group (its lr and momentum may since have been set by set_lr / set_momentum).
   const SGDOptions& options(size_t group = 0) const { return options_.at(group); }
   std::string name() const override { return "SGD"; }
 
@@ -178,37 +191,45 @@ class SGD : public Optimizer {
 
 // ---- Adam / AdamW -----------------------------------------------------------------------------
 
+// The options (hyperparameters) of Adam, as torch.optim.Adam's arguments.
 struct AdamOptions {
+  // lr defaults to 1e-3, as PyTorch.
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_ARG(double, lr);
+  EMBER_ARG(double, lr);  // the learning rate, >= 0
+  // Decay rates of the running averages of the gradient and its square, each in [0, 1).
   EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(bool, amsgrad) = false;
-  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
+  EMBER_ARG(double, eps) = 1e-8;        // added to the denominator sqrt(v_hat), >= 0
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty added to the gradient
+  EMBER_ARG(bool, amsgrad) = false;     // use the maximum of past v (AMSGrad)
+  EMBER_ARG(bool, maximize) = false;    // ascend the objective (the gradient is negated)
 };
 
 // AdamW's options: Adam's, with PyTorch's AdamW default weight decay of 0.01.
 struct AdamWOptions {
+  // lr defaults to 1e-3, as PyTorch.
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_ARG(double, lr);
-  EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(double, weight_decay) = 1e-2;
-  EMBER_ARG(bool, amsgrad) = false;
-  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
+  EMBER_ARG(double, lr);                                       // the learning rate, >= 0
+  EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};  // as AdamOptions::betas
+  EMBER_ARG(double, eps) = 1e-8;           // added to the denominator sqrt(v_hat)
+  EMBER_ARG(double, weight_decay) = 1e-2;  // decoupled: param *= 1 - lr * weight_decay
+  EMBER_ARG(bool, amsgrad) = false;        // use the maximum of past v (AMSGrad)
+  EMBER_ARG(bool, maximize) = false;       // ascend the objective (the gradient is negated)
 };
 
 // torch.optim.Adam (L2 weight decay added to the gradient).
 class Adam : public Optimizer {
  public:
+  // One group of params with options, or several groups; errors as SGD's constructors.
   Adam(std::vector<Tensor> params, const AdamOptions& options);
   Adam(const std::vector<ParamGroup<AdamOptions>>& groups);
+  // Adds a group (e.g. parameters without weight decay).
   void add_param_group(std::vector<Tensor> params, const AdamOptions& options);
+  // The options of a group (AdamW's are kept as AdamOptions with its weight decay).
   const AdamOptions& options(size_t group = 0) const { return options_.at(group); }
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  protected:
+  // For AdamW: no groups yet; decoupled selects AdamW's weight decay.
   explicit Adam(bool decoupled) : decoupled_(decoupled) {}
   void step_group(size_t g, const std::vector<size_t>& with_grad, const Tensor& found_inf) override;
   std::vector<std::string> state_names(size_t g) const override;
@@ -216,15 +237,17 @@ class Adam : public Optimizer {
   void load_group_options_json(size_t g, const std::string& json) override;
   void validate_momentum(double beta1) const override;
 
-  std::vector<AdamOptions> options_;
-  bool decoupled_ = false;
+  std::vector<AdamOptions> options_;  // per group
+  bool decoupled_ = false;            // true for AdamW (decoupled weight decay)
 };
 
 // torch.optim.AdamW (decoupled weight decay: param *= 1 - lr * weight_decay before the update).
 class AdamW : public Adam {
  public:
+  // One group of params with options, or several groups; errors as SGD's constructors.
   AdamW(std::vector<Tensor> params, const AdamWOptions& options);
   AdamW(const std::vector<ParamGroup<AdamWOptions>>& groups);
+  // Adds a group (e.g. parameters without weight decay).
   void add_param_group(std::vector<Tensor> params, const AdamWOptions& options);
 };
 

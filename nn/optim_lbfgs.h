@@ -22,20 +22,26 @@
 
 namespace ember::optim {
 
+// The options of LBFGS, as torch.optim.LBFGS's arguments (with their defaults).
 struct LBFGSOptions {
-  explicit LBFGSOptions(double lr = 1) : lr_(lr) {}
-  EMBER_ARG(double, lr);
-  EMBER_ARG(int64_t, max_iter) = 20;
+  explicit LBFGSOptions(double lr = 1) : lr_(lr) {}  // lr defaults to 1, as PyTorch
+  EMBER_ARG(double, lr);              // the step length (scaled on the first iteration)
+  EMBER_ARG(int64_t, max_iter) = 20;  // iterations per step() call
   EMBER_ARG(std::optional<int64_t>, max_eval) = std::nullopt;  // default max_iter * 5 / 4
-  EMBER_ARG(double, tolerance_grad) = 1e-7;
+  EMBER_ARG(double, tolerance_grad) = 1e-7;                    // stop when max |gradient| <= this
+  // Stop when the step or the loss changes by at most this.
   EMBER_ARG(double, tolerance_change) = 1e-9;
-  EMBER_ARG(int64_t, history_size) = 100;
+  EMBER_ARG(int64_t, history_size) = 100;  // curvature pairs kept (the "limited memory")
   EMBER_ARG(std::optional<std::string>, line_search_fn) = std::nullopt;  // or "strong_wolfe"
 };
 
+// torch.optim.LBFGS: a quasi-Newton method over all parameters as one flat vector, one parameter
+// group; each step() calls a closure that re-evaluates the loss.
 class LBFGS : public Optimizer {
  public:
+  // Zeroes the gradients, computes the loss, calls backward() and returns the loss.
   using LossClosure = std::function<Tensor()>;
+  // One group of params (PyTorch's LBFGS takes no groups either); errors as SGD's constructor.
   LBFGS(std::vector<Tensor> params, const LBFGSOptions& options = LBFGSOptions());
   // Runs up to max_iter iterations; the closure recomputes the loss and the gradients (and is
   // called with gradient recording on). Returns the first loss the closure gave.

@@ -27,64 +27,85 @@
 
 namespace ember::optim {
 
+// The options (hyperparameters) of RMSprop, as torch.optim.RMSprop's arguments (with their
+// defaults).
 struct RMSpropOptions {
+  // lr defaults as PyTorch's RMSprop.
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
-  EMBER_ARG(double, lr);
-  EMBER_ARG(double, alpha) = 0.99;
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(double, momentum) = 0;
+  EMBER_ARG(double, lr);                // the learning rate, >= 0
+  EMBER_ARG(double, alpha) = 0.99;      // the smoothing constant of the squared-gradient average
+  EMBER_ARG(double, eps) = 1e-8;        // added to the denominator for stability
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  EMBER_ARG(double, momentum) = 0;      // momentum factor, >= 0 (0: no momentum buffer)
+  // Normalize by the gradient's estimated variance (the mean's square subtracted).
   EMBER_ARG(bool, centered) = false;
-  EMBER_ARG(bool, maximize) = false;
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
+// The options (hyperparameters) of Adagrad, as torch.optim.Adagrad's arguments (with their
+// defaults).
 struct AdagradOptions {
+  // lr defaults as PyTorch's Adagrad.
   explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
-  EMBER_ARG(double, lr);
-  EMBER_ARG(double, lr_decay) = 0;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(double, initial_accumulator_value) = 0;
-  EMBER_ARG(double, eps) = 1e-10;
-  EMBER_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);                // the learning rate, >= 0
+  EMBER_ARG(double, lr_decay) = 0;      // lr / (1 + (step - 1) * lr_decay)
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  EMBER_ARG(double, initial_accumulator_value) = 0;  // the starting value of "sum"
+  EMBER_ARG(double, eps) = 1e-10;                    // added to the denominator for stability
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
+// The options (hyperparameters) of Adadelta, as torch.optim.Adadelta's arguments (with their
+// defaults).
 struct AdadeltaOptions {
+  // lr defaults as PyTorch's Adadelta.
   explicit AdadeltaOptions(double lr = 1.0) : lr_(lr) {}
-  EMBER_ARG(double, lr);
-  EMBER_ARG(double, rho) = 0.9;
-  EMBER_ARG(double, eps) = 1e-6;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);                // the learning rate, >= 0
+  EMBER_ARG(double, rho) = 0.9;         // the decay of the running averages
+  EMBER_ARG(double, eps) = 1e-6;        // added to the denominator for stability
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  EMBER_ARG(bool, maximize) = false;    // ascend the objective (the gradient is negated)
 };
 
+// The options (hyperparameters) of Adamax, as torch.optim.Adamax's arguments (with their defaults).
 struct AdamaxOptions {
+  // lr defaults as PyTorch's Adamax.
   explicit AdamaxOptions(double lr = 2e-3) : lr_(lr) {}
-  EMBER_ARG(double, lr);
+  EMBER_ARG(double, lr);  // the learning rate, >= 0
+  // Decay rates of the running averages (first moment; second moment or infinity norm).
   EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(bool, maximize) = false;
+  EMBER_ARG(double, eps) = 1e-8;        // added to the denominator for stability
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  EMBER_ARG(bool, maximize) = false;    // ascend the objective (the gradient is negated)
 };
 
+// The options (hyperparameters) of NAdam, as torch.optim.NAdam's arguments (with their defaults).
 struct NAdamOptions {
+  // lr defaults as PyTorch's NAdam.
   explicit NAdamOptions(double lr = 2e-3) : lr_(lr) {}
-  EMBER_ARG(double, lr);
+  EMBER_ARG(double, lr);  // the learning rate, >= 0
+  // Decay rates of the running averages (first moment; second moment or infinity norm).
   EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(double, weight_decay) = 0;
-  EMBER_ARG(double, momentum_decay) = 4e-3;
+  EMBER_ARG(double, eps) = 1e-8;        // added to the denominator for stability
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  EMBER_ARG(double, momentum_decay) = 4e-3;  // psi of NAdam's momentum schedule
+  // AdamW-style: param *= 1 - lr * weight_decay instead of adding to the gradient.
   EMBER_ARG(bool, decoupled_weight_decay) = false;
-  EMBER_ARG(bool, maximize) = false;
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
+// The options (hyperparameters) of RAdam, as torch.optim.RAdam's arguments (with their defaults).
 struct RAdamOptions {
+  // lr defaults as PyTorch's RAdam.
   explicit RAdamOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_ARG(double, lr);
+  EMBER_ARG(double, lr);  // the learning rate, >= 0
+  // Decay rates of the running averages (first moment; second moment or infinity norm).
   EMBER_ARG(std::pair<double, double>, betas) = {0.9, 0.999};
-  EMBER_ARG(double, eps) = 1e-8;
-  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(double, eps) = 1e-8;        // added to the denominator for stability
+  EMBER_ARG(double, weight_decay) = 0;  // L2 penalty: weight_decay * param added to the gradient
+  // AdamW-style: param *= 1 - lr * weight_decay instead of adding to the gradient.
   EMBER_ARG(bool, decoupled_weight_decay) = false;
-  EMBER_ARG(bool, maximize) = false;
+  EMBER_ARG(bool, maximize) = false;  // ascend the objective (the gradient is negated)
 };
 
 // What every element-wise optimizer's group boils down to: the kernel's hyperparameters.
@@ -100,12 +121,16 @@ struct ElementwiseGroupSettings {
 template <typename Options>
 class ElementwiseOptimizerOf : public Optimizer {
  public:
+  // Adds a group (e.g. parameters without weight decay); errors as the constructors.
   void add_param_group(std::vector<Tensor> params, const Options& options);
+  // The options of a group (its lr and momentum may since have been set by set_lr /
+  // set_momentum).
   const Options& options(size_t group = 0) const { return options_.at(group); }
   std::string name() const override;
 
  protected:
   ElementwiseOptimizerOf() = default;
+  // Validates and adds the groups (what the derived constructors call).
   void init(std::vector<ParamGroup<Options>> groups);
   void step_group(size_t g, const std::vector<size_t>& with_grad, const Tensor& found_inf) override;
   std::vector<std::string> state_names(size_t g) const override;
@@ -113,9 +138,11 @@ class ElementwiseOptimizerOf : public Optimizer {
   void load_group_options_json(size_t g, const std::string& json) override;
   void validate_momentum(double momentum) const override;
 
-  std::vector<Options> options_;
+  std::vector<Options> options_;  // per group
 };
 
+// Declares optimizer Name on ElementwiseOptimizerOf<NameOptions>, constructed from one group of
+// params with options or from several groups (errors as SGD's constructors).
 #define EMBER_ELEMENTWISE_OPTIMIZER(Name)                                                     \
   class Name : public ElementwiseOptimizerOf<Name##Options> {                                 \
    public:                                                                                    \

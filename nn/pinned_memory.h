@@ -22,11 +22,13 @@ Tensor empty_pinned(const Shape& sizes, DType dtype);
 // True when t's storage is a block of the pinned cache.
 bool is_pinned(const Tensor& t);
 
+// Counters of the pinned host memory cache (what empty_pinned draws from).
 struct PinnedMemoryStats {
   size_t in_use_bytes = 0;       // blocks held by live tensors (rounded up to size classes)
   size_t cached_bytes = 0;       // blocks waiting for reuse
   uint64_t num_host_allocs = 0;  // cudaHostAlloc calls so far
 };
+// The cache's counters now (all zero in a build without CUDA).
 PinnedMemoryStats pinned_memory_stats();
 
 }  // namespace ember::data

@@ -15,6 +15,8 @@
 
 namespace ember::data {
 
+// The order in which a DataLoader visits a dataset, as torch.utils.data.Sampler: a stream of
+// dataset indices per epoch, deterministic in the epoch (and the sampler's seed).
 class Sampler {
  public:
   virtual ~Sampler() = default;
@@ -34,6 +36,7 @@ class Sampler {
 // 0, 1, ..., n-1.
 class SequentialSampler : public Sampler {
  public:
+  // n >= 0 examples.
   explicit SequentialSampler(int64_t n);
   int64_t size() const override { return n_; }
   std::vector<int64_t> indices(int64_t epoch) const override;
@@ -48,6 +51,7 @@ class SequentialSampler : public Sampler {
 // num_samples defaults to n.
 class RandomSampler : public Sampler {
  public:
+  // Defaults as PyTorch: without replacement, num_samples = n; seed picks the permutations.
   explicit RandomSampler(int64_t n, bool replacement = false,
                          std::optional<int64_t> num_samples = std::nullopt, uint64_t seed = 0);
   int64_t size() const override { return num_samples_; }
@@ -65,6 +69,9 @@ class RandomSampler : public Sampler {
 // already drawn (as torch.multinomial), which needs num_samples <= the number of positive weights.
 class WeightedRandomSampler : public Sampler {
  public:
+  // weights: one per dataset index; replacement defaults to true, as PyTorch. Errors on a
+  // negative or non-finite weight, all zeros (unless num_samples is 0), or too few positive
+  // weights without replacement.
   WeightedRandomSampler(std::vector<double> weights, int64_t num_samples, bool replacement = true,
                         uint64_t seed = 0);
   int64_t size() const override { return num_samples_; }
@@ -81,6 +88,7 @@ class WeightedRandomSampler : public Sampler {
 // A seeded permutation of the given indices per epoch.
 class SubsetRandomSampler : public Sampler {
  public:
+  // The dataset indices (each >= 0) to permute each epoch.
   explicit SubsetRandomSampler(std::vector<int64_t> indices, uint64_t seed = 0);
   int64_t size() const override { return int64_t(subset_.size()); }
   std::vector<int64_t> indices(int64_t epoch) const override;
@@ -98,11 +106,13 @@ class SubsetRandomSampler : public Sampler {
 // order[r], order[r + num_replicas], ... (order[r::num_replicas]).
 class DistributedSampler : public Sampler {
  public:
+  // 0 <= rank < num_replicas; shuffle, seed and drop_last as PyTorch's (defaults too).
   DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true,
                      uint64_t seed = 0, bool drop_last = false);
   int64_t size() const override { return num_samples_; }
   std::vector<int64_t> indices(int64_t epoch) const override;
   using Sampler::indices;
+  // The padded (or truncated) order's length: size() * num_replicas.
   int64_t total_size() const { return num_samples_ * num_replicas_; }
 
  private:
@@ -114,9 +124,13 @@ class DistributedSampler : public Sampler {
 // Groups a sampler's stream into batches of batch_size (the last one shorter unless drop_last).
 class BatchSampler {
  public:
+  // Shares `sampler`; batch_size > 0. Errors on a null sampler.
   BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch_size, bool drop_last);
+  // Batches per epoch: ceil (or, with drop_last, floor) of sampler size / batch_size.
   int64_t num_batches() const;
+  // The batches of `epoch`: the sampler's stream for that epoch, cut in order.
   std::vector<std::vector<int64_t>> batches(int64_t epoch) const;
+  // The sampler it groups.
   const Sampler& sampler() const { return *sampler_; }
 
  private:

@@ -23,8 +23,12 @@ namespace ember::data {
 // at a uniformly random position (per image). Any dtype.
 class RandomCrop {
  public:
+  // A size x size (or height x width) window after `padding` zeros on each side, as
+  // torchvision's RandomCrop(size, padding). Sizes > 0, padding >= 0.
   explicit RandomCrop(int64_t size, int64_t padding = 0) : RandomCrop(size, size, padding) {}
   RandomCrop(int64_t height, int64_t width, int64_t padding);
+  // images [N, C, H, W] or [N, H, W] (CPU) -> [N, C, height, width] (or [N, height, width]).
+  // Errors when the window is larger than the padded image.
   Tensor operator()(const Tensor& images, uint64_t seed) const;
 
  private:
@@ -34,7 +38,9 @@ class RandomCrop {
 // Mirrors each image left-right with probability p. Any dtype.
 class RandomHorizontalFlip {
  public:
+  // p in [0, 1]: the probability of flipping each image (torchvision's default 0.5).
   explicit RandomHorizontalFlip(double p = 0.5);
+  // images [N, C, H, W] or [N, H, W] (CPU) -> the same shape, some images mirrored.
   Tensor operator()(const Tensor& images, uint64_t seed) const;
 
  private:
@@ -45,7 +51,10 @@ class RandomHorizontalFlip {
 // Floating images only (convert integer images first); the seed is unused.
 class Normalize {
  public:
+  // mean and std: one value per channel, or one for all; same length, std > 0.
   Normalize(std::vector<double> mean, std::vector<double> std);
+  // images [N, C, ...] (float32 / float64, CPU) -> the same shape and dtype. Errors when the
+  // number of values is neither 1 nor C.
   Tensor operator()(const Tensor& images, uint64_t seed = 0) const;
 
  private:

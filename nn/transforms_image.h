@@ -22,16 +22,23 @@
 
 namespace ember::data {
 
+// uint8 channels-last images to float32 channels-first in [0, 1], as torchvision's ToTensor.
 class ToTensor {
  public:
+  // images uint8 [N, H, W, C] (or [H, W, C]) -> float32 [N, C, H, W] (or [C, H, W]) / 255; the
+  // seed is unused.
   Tensor operator()(const Tensor& images, uint64_t seed = 0) const;
 };
 
 // Floating or uint8 images (uint8 results are rounded and clamped).
 class Resize {
  public:
+  // Resize(size) scales the shorter side to `size` keeping the aspect ratio, as torchvision's
+  // Resize(int); Resize(height, width) gives exactly that size. Sizes > 0.
   explicit Resize(int64_t shorter_side);
   Resize(int64_t height, int64_t width);
+  // images [N, C, H, W] (or [N, H, W]) -> [N, C, h, w] by bilinear interpolation; the seed is
+  // unused.
   Tensor operator()(const Tensor& images, uint64_t seed = 0) const;
   // The output size for an input of height x width.
   std::pair<int64_t, int64_t> output_size(int64_t height, int64_t width) const;
@@ -44,8 +51,10 @@ class Resize {
 // Any dtype.
 class CenterCrop {
  public:
+  // A size x size, or height x width, window (sizes > 0), as torchvision's CenterCrop.
   explicit CenterCrop(int64_t size) : CenterCrop(size, size) {}
   CenterCrop(int64_t height, int64_t width);
+  // images [N, C, H, W] (or [N, H, W]) -> [N, C, height, width]; the seed is unused.
   Tensor operator()(const Tensor& images, uint64_t seed = 0) const;
 
  private:
@@ -55,16 +64,19 @@ class CenterCrop {
 // Floating or uint8 images.
 class RandomResizedCrop {
  public:
+  // A random window of area fraction in `scale` and aspect ratio (width / height) in `ratio`,
+  // resized to size x size (or height x width); defaults as torchvision's RandomResizedCrop.
   explicit RandomResizedCrop(int64_t size, std::pair<double, double> scale = {0.08, 1.0},
                              std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0})
       : RandomResizedCrop(size, size, scale, ratio) {}
   RandomResizedCrop(int64_t height, int64_t width, std::pair<double, double> scale,
                     std::pair<double, double> ratio);
+  // images [N, C, H, W] (or [N, H, W]) -> [N, C, height, width], each image its own window.
   Tensor operator()(const Tensor& images, uint64_t seed) const;
   // The window (top, left, height, width) drawn for an image of height x width from `seed` and
   // the image's index in its batch.
   struct Window {
-    int64_t top, left, height, width;
+    int64_t top, left, height, width;  // in pixels of the input image
   };
   Window window(int64_t height, int64_t width, uint64_t seed, int64_t image) const;
 
@@ -77,8 +89,11 @@ class RandomResizedCrop {
 // [max(0, 1 - x), 1 + x], hue in [-hue, hue] (hue <= 0.5); 0 leaves that property alone.
 class ColorJitter {
  public:
+  // The jitter strengths (all >= 0, hue <= 0.5); 0 (the default, as torchvision) disables one.
   explicit ColorJitter(double brightness = 0, double contrast = 0, double saturation = 0,
                        double hue = 0);
+  // images float [N, C, H, W] in [0, 1] -> the same shape, each image jittered with its own
+  // factors and order.
   Tensor operator()(const Tensor& images, uint64_t seed) const;
 
  private:
