@@ -39,7 +39,11 @@ struct GraphedStepOptions {
 // Counts of what GraphedStep did: eager runs (warm-up and fallback), graph captures, replays,
 // LRU evictions and signatures that fell back to eager.
 struct GraphedStepStats {
-  uint64_t eager_steps = 0, captures = 0, replays = 0, evictions = 0, fallbacks = 0;
+  uint64_t eager_steps = 0;  // steps run eagerly (warm-up and fallback)
+  uint64_t captures = 0;     // graphs captured
+  uint64_t replays = 0;      // steps run by replaying a graph
+  uint64_t evictions = 0;    // graphs dropped by the LRU limit
+  uint64_t fallbacks = 0;    // input signatures that fell back to eager steps
 };
 
 // Runs a training step through cached CUDA graphs, one per input signature (see the file comment).

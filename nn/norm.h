@@ -53,9 +53,12 @@ class BatchNormImplBase : public Module {
   void pretty_print(std::ostream& os) const override;
 
   BatchNormOptions options;  // the options it was built with
-  // Parameters weight, bias [C] (undefined without affine); buffers running_mean, running_var [C]
-  // and num_batches_tracked (int64, 0-d) (undefined without track_running_stats).
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // The parameters and buffers, under PyTorch's state-dict names:
+  Tensor weight;               // parameter [C], the scale (undefined without affine)
+  Tensor bias;                 // parameter [C], the shift (undefined without affine)
+  Tensor running_mean;         // buffer [C] (undefined without track_running_stats)
+  Tensor running_var;          // buffer [C] (undefined without track_running_stats)
+  Tensor num_batches_tracked;  // buffer, int64 0-d (undefined without track_running_stats)
 
   // Training-mode normalization, when set, in place of ember::batch_norm and its fused tails; it
   // is how distributed::convert_sync_batchnorm makes an existing layer (held by its parent as a

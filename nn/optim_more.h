@@ -110,9 +110,17 @@ struct RAdamOptions {
 
 // What every element-wise optimizer's group boils down to: the kernel's hyperparameters.
 struct ElementwiseGroupSettings {
-  double lr = 0, momentum = 0, alpha = 0, eps = 0, weight_decay = 0, lr_decay = 0;
-  double momentum_decay = 0, initial_accumulator_value = 0;
-  bool maximize = false, decoupled_weight_decay = false, centered = false;
+  double lr = 0;                         // learning rate
+  double momentum = 0;                   // RMSprop's momentum
+  double alpha = 0;                      // RMSprop's smoothing constant
+  double eps = 0;                        // added to denominators
+  double weight_decay = 0;               // L2 penalty (or decoupled decay, see below)
+  double lr_decay = 0;                   // Adagrad's learning-rate decay
+  double momentum_decay = 0;             // NAdam's momentum decay
+  double initial_accumulator_value = 0;  // Adagrad's starting sum of squares
+  bool maximize = false;                 // ascend the objective
+  bool decoupled_weight_decay = false;   // NAdam/RAdam: AdamW-style decay
+  bool centered = false;                 // RMSprop: normalize by the centered variance
 };
 
 // The shared base of the six: state names, step_group and state initialization from the

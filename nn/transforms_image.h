@@ -76,7 +76,11 @@ class RandomResizedCrop {
   // The window (top, left, height, width) drawn for an image of height x width from `seed` and
   // the image's index in its batch.
   struct Window {
-    int64_t top, left, height, width;  // in pixels of the input image
+    // The crop, in pixels of the input image:
+    int64_t top;     // first row
+    int64_t left;    // first column
+    int64_t height;  // rows
+    int64_t width;   // columns
   };
   Window window(int64_t height, int64_t width, uint64_t seed, int64_t image) const;
 

@@ -97,7 +97,8 @@ def convert(text):
                 header = ""
             code = strip_code(line)
             m = re.match(r"^(.*?[;,{])\s*//(?!/)\s?(.*)$", line)
-            if m and "//" not in strip_code(m.group(1)) and '"' not in m.group(1):
+            if (m and "//" not in strip_code(m.group(1)) and '"' not in m.group(1) and
+                    not m.group(2).startswith("NOLINT")):
                 out.append(m.group(1) + " ///< " + m.group(2))
             else:
                 out.append(line)
