@@ -331,12 +331,6 @@ void softmax_case(CaseRecorder& r, bool log, const Shape& x_shape, int64_t dim,
   r.finish(log ? log_softmax(x, dim) : softmax(x, dim));
 }
 
-const char* reduction_name(LossReduction reduction) {
-  return reduction == LossReduction::none  ? "none"
-         : reduction == LossReduction::sum ? "sum"
-                                           : "mean";
-}
-
 // Class-index targets of shape target_shape: a fixed pseudo-random pattern in [0, classes), with
 // every `ignore_every`-th one (when > 0) set to ignore_index.
 Tensor make_targets(const Shape& target_shape, int64_t classes, int64_t ignore_every,
@@ -361,7 +355,7 @@ struct LossSpec {
 // x [N, C] or [N, C, d...]; target [N] or [N, d...].
 void loss_case(CaseRecorder& r, const Shape& x_shape, const LossSpec& s,
                bool channels_last = false) {
-  json p = {{"ignore_index", s.ignore_index}, {"reduction", reduction_name(s.reduction)}};
+  json p = {{"ignore_index", s.ignore_index}, {"reduction", nn::reduction_name(s.reduction)}};
   if (!s.nll) p["label_smoothing"] = s.label_smoothing;
   r.set_op(s.nll ? "nll_loss" : "cross_entropy", p);
   const int64_t C = x_shape[1];

@@ -8,8 +8,6 @@
 
 namespace ember::nn {
 
-namespace {
-
 const char* reduction_name(LossReduction r) {
   switch (r) {
     case LossReduction::none:
@@ -22,7 +20,7 @@ const char* reduction_name(LossReduction r) {
   return "?";
 }
 
-Tensor reduce(const Tensor& loss, LossReduction r) {
+Tensor apply_reduction(const Tensor& loss, LossReduction r) {
   switch (r) {
     case LossReduction::none:
       return loss;
@@ -34,6 +32,8 @@ Tensor reduce(const Tensor& loss, LossReduction r) {
   EMBER_INTERNAL_ASSERT(false, "unknown reduction");
   return loss;
 }
+
+namespace {
 
 void check_pair(const char* op, const Tensor& input, const Tensor& target) {
   EMBER_CHECK(input.defined() && target.defined(), op,
@@ -68,13 +68,13 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
 Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction) {
   check_pair("mse_loss", input, target);
   auto in = autocast_inputs({input, target}, OpClass::fp32);
-  return reduce(square(sub(in[0], in[1])), reduction);
+  return apply_reduction(square(sub(in[0], in[1])), reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, LossReduction reduction) {
   check_pair("l1_loss", input, target);
   auto in = autocast_inputs({input, target}, OpClass::fp32);
-  return reduce(abs(sub(in[0], in[1])), reduction);
+  return apply_reduction(abs(sub(in[0], in[1])), reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
@@ -139,7 +139,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
           return r;
         });
   }
-  return reduce(loss, options.reduction);
+  return apply_reduction(loss, options.reduction);
 }
 
 // ---- modules ----------------------------------------------------------------------------------

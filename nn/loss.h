@@ -14,6 +14,11 @@ using ember::CrossEntropyOptions;
 using ember::LossReduction;
 using ember::NllLossOptions;
 
+// The reduction's PyTorch name: "none", "mean" or "sum" (modules print it).
+const char* reduction_name(LossReduction reduction);
+// A per-element loss reduced as asked: itself (none), its mean, or its sum.
+Tensor apply_reduction(const Tensor& loss, LossReduction reduction);
+
 // logits [N, C] or [N, C, d1, ...] (or [C]), target int64 class indices shaped like logits without
 // dim 1; options: weight [C], ignore_index, label_smoothing, reduction (see ops/softmax.h).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,

@@ -7,36 +7,12 @@
 
 #include "ember/nn/amp.h"
 #include "ember/nn/functional_more.h"
+#include "ember/nn/loss.h"
 #include "ember/ops/ops.h"
 
 namespace ember::nn {
 
 namespace {
-
-const char* reduction_name(LossReduction r) {
-  switch (r) {
-    case LossReduction::none:
-      return "none";
-    case LossReduction::mean:
-      return "mean";
-    case LossReduction::sum:
-      return "sum";
-  }
-  return "?";
-}
-
-Tensor reduce(const Tensor& loss, LossReduction r) {
-  switch (r) {
-    case LossReduction::none:
-      return loss;
-    case LossReduction::mean:
-      return mean(loss);
-    case LossReduction::sum:
-      return sum(loss);
-  }
-  EMBER_INTERNAL_ASSERT(false, "unknown reduction");
-  return loss;
-}
 
 void check_floating(const char* op, const char* arg, const Tensor& t) {
   EMBER_CHECK(t.defined(), op, ": ", arg, " must be a defined tensor");
@@ -90,9 +66,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
   EMBER_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
   auto in = autocast_inputs({input, target}, OpClass::fp32);
   Tensor d = abs(sub(in[0], in[1]));
-  if (beta == 0) return reduce(d, options.reduction());
+  if (beta == 0) return apply_reduction(d, options.reduction());
   Tensor loss = where(lt(d, Scalar(beta)), mul(square(d), 0.5 / beta), sub(d, 0.5 * beta));
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossFuncOptions& options) {
@@ -103,7 +79,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossFunc
   auto in = autocast_inputs({input, target}, OpClass::fp32);
   Tensor d = abs(sub(in[0], in[1]));
   Tensor loss = where(lt(d, Scalar(delta)), mul(square(d), 0.5), mul(sub(d, 0.5 * delta), delta));
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
@@ -129,7 +105,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
     EMBER_CHECK(loss.sizes() == input.sizes(), op, ": weight of shape ", in[2].shape_str(),
                 " must broadcast to the input's shape ", input.shape_str());
   }
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivFuncOptions& options) {
@@ -172,7 +148,7 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target,
     Tensor stirling = add(sub(mul(ts, log(ts)), ts), mul(log(mul(ts, 2 * std::numbers::pi)), 0.5));
     loss = add(loss, where(big, stirling, 0.0));
   }
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
@@ -204,7 +180,7 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   Tensor vc = add(in[2], sub(clamp_min(vd, options.eps()), vd));
   Tensor loss = mul(add(log(vc), div(square(sub(in[0], in[1])), vc)), 0.5);
   if (options.full()) loss = add(loss, 0.5 * std::log(2 * std::numbers::pi));
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
@@ -215,7 +191,7 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
   check_like(op, input1, "target", target);
   auto in = autocast_inputs({input1, input2, target}, OpClass::fp32);
   Tensor loss = relu(add(mul(neg(in[2]), sub(in[0], in[1])), options.margin()));
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target,
@@ -226,7 +202,7 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target,
   auto in = autocast_inputs({input, target}, OpClass::fp32);
   Tensor margin_part = where(ne(in[1], Scalar(1.0)), relu(rsub(in[0], options.margin())), 0.0);
   Tensor self_part = where(ne(in[1], Scalar(-1.0)), in[0], 0.0);
-  return reduce(add(margin_part, self_part), options.reduction());
+  return apply_reduction(add(margin_part, self_part), options.reduction());
 }
 
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
@@ -243,7 +219,7 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
       neg(add(mul(in[1], log_sigmoid(in[0])), mul(rsub(in[1], 1.0), log_sigmoid(neg(in[0])))));
   if (in[2].defined()) loss = mul(loss, in[2]);
   loss = div(sum(loss, {-1}), double(classes));
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target,
@@ -282,7 +258,7 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target,
   z = where(not_target, z, 0.0);
   Tensor loss = div(sum(z, {1}), double(classes));  // [N]
   if (!batched) loss = loss.reshape({});
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
@@ -306,7 +282,7 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
   Tensor cos = div(prod, sqrt(mul(m1, m2)));
   Tensor pos = where(eq(in[2], Scalar(1.0)), rsub(cos, 1.0), 0.0);
   Tensor negative = where(eq(in[2], Scalar(-1.0)), relu(sub(cos, options.margin())), 0.0);
-  return reduce(add(pos, negative), options.reduction());
+  return apply_reduction(add(pos, negative), options.reduction());
 }
 
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
@@ -323,7 +299,7 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   Tensor d_neg = pairwise_distance(in[0], in[2], dist_options);
   if (options.swap()) d_neg = minimum(d_neg, pairwise_distance(in[1], in[2], dist_options));
   Tensor loss = relu(add(sub(d_pos, d_neg), options.margin()));
-  return reduce(loss, options.reduction());
+  return apply_reduction(loss, options.reduction());
 }
 
 }  // namespace functional
