@@ -139,7 +139,9 @@ std::pair<int64_t, int64_t> Resize::output_size(int64_t height, int64_t width) c
 Tensor Resize::operator()(const Tensor& images, uint64_t) const {
   const Images in = as_images(images, "Resize");
   EMBER_CHECK(in.h > 0 && in.w > 0, "Resize: images ", images.shape_str(), " are empty");
-  const auto [oh, ow] = output_size(in.h, in.w);
+  // Plain variables, not a structured binding: the lambda below captures them.
+  const std::pair<int64_t, int64_t> size = output_size(in.h, in.w);
+  const int64_t oh = size.first, ow = size.second;
   Tensor out = empty(with_hw(images, oh, ow), images.dtype(), Device::cpu());
   dispatch_image(images.dtype(), "Resize", [&](auto t) {
     using T = decltype(t);
