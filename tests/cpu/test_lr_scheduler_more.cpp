@@ -163,8 +163,9 @@ TEST_CASE("CosineAnnealingWarmRestarts restarts as PyTorch's T_cur bookkeeping")
        std::vector<std::tuple<std::string, size_t, int, int, double>>{
            {"CosineAnnealingWarmRestarts", 16, 3, 2, 0.01},
            {"CosineAnnealingWarmRestarts_mult1", 10, 4, 1, 0.0}}) {
-    const auto& captured_name =
-        name;  // CAPTURE needs a variable, not a binding    CAPTURE(captured_name);
+    // CAPTURE takes a variable, not a structured binding (clang 14).
+    const auto captured_name = name;
+    CAPTURE(captured_name);
     Vec expect;
     double t_cur = 0, t_i = t0;  // PyTorch's step(): T_cur += 1; wrap at T_i, T_i *= T_mult
     for (size_t e = 0; e < n; ++e) {

@@ -284,8 +284,9 @@ TEST_CASE("nn functionals: values equal libtorch 1.13.1's") {
   auto exprs = ember_expressions();
   CHECK(exprs.size() == libtorch_values().size());
   for (const auto& [name, expected] : libtorch_values()) {
-    const auto& captured_name =
-        name;  // CAPTURE needs a variable, not a binding    CAPTURE(captured_name);
+    // CAPTURE takes a variable, not a structured binding (clang 14).
+    const auto captured_name = name;
+    CAPTURE(captured_name);
     REQUIRE(exprs.count(name) == 1);
     std::vector<double> got = exprs.at(name)().contiguous().reshape({-1}).to_vector();
     REQUIRE(got.size() == expected.size());

@@ -241,8 +241,9 @@ TEST_CASE("random fills on CUDA: seeds reproduce, the CPU draws agree, statistic
   };
   for (const auto& [name, fill] : fills)
     for (DType d : {DType::f32, DType::f64, DType::bf16}) {
-      const auto& captured_name =
-          name;  // CAPTURE needs a variable, not a binding      CAPTURE(captured_name);
+      // CAPTURE takes a variable, not a structured binding (clang 14).
+      const auto captured_name = name;
+      CAPTURE(captured_name);
       CAPTURE(dtype_name(d));
       Generator g1(Device::cuda(), 77), g2(Device::cuda(), 77), gc(Device::cpu(), 77);
       Tensor a = empty({100003}, TensorOptions(d).with_device(Device::cuda()));

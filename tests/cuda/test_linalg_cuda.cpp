@@ -170,7 +170,9 @@ TEST_CASE("linalg decompositions raise not_supported on CUDA, naming the op" *
       {"linalg.qr", [&] { linalg::lstsq(a, b); }},
   };
   for (const auto& [op, call] : calls) {
-    const auto& captured_op = op;  // CAPTURE needs a variable, not a binding CAPTURE(captured_op);
+    // CAPTURE takes a variable, not a structured binding (clang 14).
+    const auto captured_op = op;
+    CAPTURE(captured_op);
     std::string msg = error_of(call, Status::not_supported);
     CHECK(contains(msg, op));
     CHECK(contains(msg, "no cuda"));
