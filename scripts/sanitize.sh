@@ -33,7 +33,8 @@ case $mode in
     # UBSan build: one build serves both.
     build=${EMBER_FUZZ_BUILD_DIR:-$repo/build-fuzz}
     [[ -f $build/build.ninja ]] || cmake -S . -B "$build" "${common[@]}" -DEMBER_BUILD_FUZZERS=ON >/dev/null
-    ninja -C "$build" -j "$jobs" ember_tests_cpu
+    # Every executable of the "cpu" label: the CPU suites and the user guide's snippets.
+    ninja -C "$build" -j "$jobs" ember_tests_cpu ember_guide_snippets
     # allocator_may_return_null: some tests allocate impossible sizes on purpose (Ember must turn
     # the failure into an ember::Error).
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=1:strict_string_checks=1}
@@ -60,7 +61,7 @@ case $mode in
       ninja -C "$build" -j "$jobs" ember_tests_stress
       ctest --test-dir "$build" -L '^stress$' --output-on-failure
     else
-      ninja -C "$build" -j "$jobs" ember_tests_cpu
+      ninja -C "$build" -j "$jobs" ember_tests_cpu ember_guide_snippets
       export EMBER_NUM_THREADS=${EMBER_NUM_THREADS:-4}
       select=(-L '^cpu$')
       [[ -n ${2:-} ]] && select=(-R "$2")
