@@ -8,6 +8,7 @@
 #include "ember/autograd/graph/graph.h"
 #include "ember/kernel_interface/random.h"
 #include "ember/ops/ops.h"
+#include "ember/ops/random_internal.h"
 
 namespace ember {
 
@@ -77,15 +78,7 @@ Tensor arange(double start, double end, double step, const TensorOptions& o) {
 Tensor arange(double end, const TensorOptions& o) { return arange(0, end, 1, o); }
 
 // ---- random ----
-namespace {
-Generator& pick(Generator* gen, Device d) { return gen ? *gen : default_generator(d); }
-
-void fill_random(Tensor& t, RandomKind kind, double a, double b, Generator* gen) {
-  EMBER_CHECK(t.defined(), "random: undefined tensor");
-  if (t.numel() == 0) return;
-  Generator& g = pick(gen, t.device());
-  EMBER_CHECK(g.device().type == t.device().type, "random: a generator for ", g.device().str(),
-              " cannot fill a tensor on ", t.device().str());
+void fill_random_kind(Tensor& t, RandomKind kind, double a, double b, Generator& g) {
   RandomParams p{g.reserve(4)};
   p.kind = kind;
   p.a = a;
@@ -99,6 +92,18 @@ void fill_random(Tensor& t, RandomKind kind, double a, double b, Generator* gen)
     t.copy_(dense);
   }
   t.bump_version();
+}
+
+namespace {
+Generator& pick(Generator* gen, Device d) { return gen ? *gen : default_generator(d); }
+
+void fill_random(Tensor& t, RandomKind kind, double a, double b, Generator* gen) {
+  EMBER_CHECK(t.defined(), "random: undefined tensor");
+  if (t.numel() == 0) return;
+  Generator& g = pick(gen, t.device());
+  EMBER_CHECK(g.device().type == t.device().type, "random: a generator for ", g.device().str(),
+              " cannot fill a tensor on ", t.device().str());
+  fill_random_kind(t, kind, a, b, g);
 }
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "ember/kernel_interface/random.h"
 #include "ember/kernel_interface/random_samplers.h"
 #include "ember/ops/ops.h"
+#include "ember/ops/random_internal.h"
 #include "ember/tensor/tensor_iter.h"
 
 namespace ember {
@@ -25,8 +26,7 @@ Generator& checked_generator(const char* op, Generator* gen, const Tensor& t) {
   return g;
 }
 
-// Fills t in place with random_kernel's `kind`, as factory.cpp's fills do: dense outputs
-// directly, others through a dense temporary.
+// Checks what the distribution fills need, then the shared fill (ops/random_internal.h).
 Tensor& fill_kind(const char* op, Tensor& t, RandomKind kind, double a, double b, Generator* gen) {
   EMBER_CHECK(t.defined(), op, ": argument 'self' is an undefined tensor");
   EMBER_CHECK(is_floating(t.dtype()), op, ": the tensor of shape ", t.shape_str(), " has dtype ",
@@ -34,19 +34,7 @@ Tensor& fill_kind(const char* op, Tensor& t, RandomKind kind, double a, double b
               " fills floating tensors only; create it with a floating dtype");
   if (t.numel() == 0) return t;
   Generator& g = checked_generator(op, gen, t);
-  RandomParams p{g.reserve(4)};
-  p.kind = kind;
-  p.a = a;
-  p.b = b;
-  if (t.is_contiguous()) {
-    random_kernel().get(t.device().type, t.dtype())(t, p);
-  } else {
-    Tensor dense = empty(t.sizes(), t.dtype(), t.device());
-    random_kernel().get(t.device().type, t.dtype())(dense, p);
-    autograd::NoGradGuard ng;
-    t.copy_(dense);
-  }
-  t.bump_version();
+  fill_random_kind(t, kind, a, b, g);
   return t;
 }
 
