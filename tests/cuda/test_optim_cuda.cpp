@@ -20,8 +20,10 @@
 #include "ember/nn/grad_scaler.h"
 #include "ember/nn/lr_scheduler.h"
 #include "ember/nn/optim.h"
+#include "support/optim_twins.h"
 
 using namespace ember;
+using namespace ember::testing;
 
 namespace {
 
@@ -34,68 +36,6 @@ std::vector<int64_t> odd_sizes(bool huge = true) {
   for (int k = 0; sizes.size() < 150; ++k) sizes.push_back(1 + (k * 37) % 301);
   return sizes;
 }
-
-struct Twin {
-  std::vector<Tensor> cpu, gpu;  // the same starting values on both devices
-};
-
-// Parameters of `dtype` on the CPU and the GPU. The last GPU parameter is a view one element into
-// a larger tensor, so its pointer is not 16-byte aligned (the kernels' element path).
-Twin make_params(const std::vector<int64_t>& sizes, DType dtype, uint64_t seed) {
-  Generator gen(Device::cpu(), seed);
-  Twin t;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    Tensor values = randn({sizes[k]}, TensorOptions(DType::f32), &gen).to(dtype);
-    t.cpu.push_back(values.clone().set_requires_grad(true));
-    if (k + 1 == sizes.size()) {
-      Tensor base = zeros({sizes[k] + 1}, TensorOptions(dtype).with_device(Device::cuda()));
-      Tensor view = base.narrow(0, 1, sizes[k]);
-      view.copy_(values);
-      t.gpu.push_back(view.detach().set_requires_grad(true));
-    } else {
-      t.gpu.push_back(values.to(Device::cuda()).set_requires_grad(true));
-    }
-  }
-  return t;
-}
-
-void give_grads(Twin& t, uint64_t seed, DType dtype) {
-  Generator gen(Device::cpu(), seed);
-  for (size_t k = 0; k < t.cpu.size(); ++k) {
-    Tensor g = randn(t.cpu[k].sizes(), TensorOptions(DType::f32), &gen).to(dtype);
-    t.cpu[k].set_grad(g);
-    t.gpu[k].set_grad(g.to(Device::cuda()));
-  }
-}
-
-// Every element within rtol/atol, except (fp32 only) a few ill-conditioned ones: where the
-// effective gradient (grad + weight_decay * param) cancels to ~0, Adam's m / (sqrt(v) + eps)
-// turns a rounding difference (the GPU contracts multiply-adds into FMAs, the CPU may not) into a
-// step-sized difference. Among the 21M elements of the huge tensor a handful do that; allow at
-// most one per million (plus one), each still bounded by `outlier_atol` (a few learning rates).
-void check_twins(const Twin& t, double rtol, double atol, double outlier_atol = 0) {
-  for (size_t k = 0; k < t.cpu.size(); ++k) {
-    const Tensor gpu = t.gpu[k].cpu().to(DType::f64), cpu = t.cpu[k].to(DType::f64);
-    const Tensor diff = (gpu - cpu).abs();
-    const Tensor bound = cpu.abs() * rtol + atol;
-    const int64_t numel = cpu.numel();
-    // Counted as "not within" so a NaN on either side is outside (gt(NaN, bound) is false).
-    const double outside = double(numel) - sum(le(diff, bound).to(DType::f64)).item();
-    const double max_diff = ember::max(diff).item();
-    CAPTURE(k);
-    CAPTURE(numel);
-    CAPTURE(outside);
-    CAPTURE(max_diff);
-    if (outlier_atol > 0) {
-      CHECK(outside <= 1.0 + double(numel) / 1e6);
-      CHECK(max_diff <= outlier_atol);
-    } else {
-      CHECK(outside == 0.0);
-    }
-  }
-}
-
-using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 
 }  // namespace
 

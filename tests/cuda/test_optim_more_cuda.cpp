@@ -14,19 +14,12 @@
 #include "ember/ember.h"
 #include "ember/nn/optim.h"
 #include "ember/nn/optim_more.h"
+#include "support/optim_twins.h"
 
 using namespace ember;
+using namespace ember::testing;
 
 namespace {
-
-using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
-
-template <typename O, typename Options>
-MakeOptimizer maker(Options options) {
-  return [options](std::vector<Tensor> params) -> std::unique_ptr<optim::Optimizer> {
-    return std::make_unique<O>(std::move(params), options);
-  };
-}
 
 // 1, 33, 4097, the chunk boundary, then small odd sizes up to 260 tensors (more than the 240 a
 // launch of the advance kernel takes).
@@ -34,58 +27,6 @@ std::vector<int64_t> awkward_sizes() {
   std::vector<int64_t> sizes = {1, 33, 4097, 65535, 65537, 131073};
   for (int k = 0; sizes.size() < 260; ++k) sizes.push_back(1 + (k * 53) % 211);
   return sizes;
-}
-
-struct Twin {
-  std::vector<Tensor> cpu, gpu;
-};
-
-// The last GPU parameter is a view one element into a larger tensor (not 16-byte aligned).
-Twin make_params(const std::vector<int64_t>& sizes, DType dtype, uint64_t seed) {
-  Generator gen(Device::cpu(), seed);
-  Twin t;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    Tensor values = randn({sizes[k]}, TensorOptions(DType::f32), &gen).to(dtype);
-    t.cpu.push_back(values.clone().set_requires_grad(true));
-    if (k + 1 == sizes.size()) {
-      Tensor base = zeros({sizes[k] + 1}, TensorOptions(dtype).with_device(Device::cuda()));
-      Tensor view = base.narrow(0, 1, sizes[k]);
-      view.copy_(values);
-      t.gpu.push_back(view.detach().set_requires_grad(true));
-    } else {
-      t.gpu.push_back(values.to(Device::cuda()).set_requires_grad(true));
-    }
-  }
-  return t;
-}
-
-void give_grads(Twin& t, uint64_t seed, DType dtype) {
-  Generator gen(Device::cpu(), seed);
-  for (size_t k = 0; k < t.cpu.size(); ++k) {
-    Tensor g = randn(t.cpu[k].sizes(), TensorOptions(DType::f32), &gen).to(dtype);
-    t.cpu[k].set_grad(g);
-    t.gpu[k].set_grad(g.to(Device::cuda()));
-  }
-}
-
-// Every element within rtol/atol, but (float32) a few ill-conditioned elements, where a ratio
-// like m / (sqrt(v) + eps) turns the GPU's fused multiply-adds into a visible difference: at most
-// one per 100000 elements (plus one), each within outlier_atol.
-void check_twins(const Twin& t, double rtol, double atol, double outlier_atol) {
-  for (size_t k = 0; k < t.cpu.size(); ++k) {
-    const Tensor gpu = t.gpu[k].cpu().to(DType::f64), cpu = t.cpu[k].to(DType::f64);
-    const Tensor diff = (gpu - cpu).abs();
-    const Tensor bound = cpu.abs() * rtol + atol;
-    const int64_t numel = cpu.numel();
-    const double outside = double(numel) - sum(le(diff, bound).to(DType::f64)).item();
-    const double max_diff = ember::max(diff).item();
-    CAPTURE(k);
-    CAPTURE(numel);
-    CAPTURE(outside);
-    CAPTURE(max_diff);
-    CHECK(outside <= 1.0 + double(numel) / 1e5);
-    CHECK(max_diff <= outlier_atol);
-  }
 }
 
 }  // namespace
@@ -133,9 +74,9 @@ TEST_CASE("fused CUDA element-wise optimizers match the CPU kernels" *
         gpu_opt->step();
       }
       if (dtype == DType::f32)
-        check_twins(t, 1e-5, 1e-5, 0.05);
+        check_twins(t, 1e-5, 1e-5, 0.05, 1e-5);
       else
-        check_twins(t, 2e-2, 1e-2, 0.1);  // a rounding step of bfloat16, compounded
+        check_twins(t, 2e-2, 1e-2, 0.1, 1e-5);  // a rounding step of bfloat16, compounded
       const nn::NamedTensors cpu_state = cpu_opt->state_dict(), gpu_state = gpu_opt->state_dict();
       REQUIRE(cpu_state.size() == gpu_state.size());
       for (size_t k = 0; k < cpu_state.size(); ++k) {
