@@ -1,10 +1,9 @@
-// CUDA vs CPU for the linear-algebra products of ops/linalg.h (mv, dot, outer, addmv, baddbmm,
-// addbmm, kron, tensordot, einsum over many subscript strings), which run on the GEMM kernel
-// (cuBLAS) and the elementwise / reduction kernels: empty, one-element, non-contiguous
-// (transposed views), broadcast and bf16 inputs, forward and the gradient of a weighted sum.
-// The op table rows of op_table_linalg.cpp also run through test_ops_parity.cpp. The decompositions
-// of ember::linalg have no CUDA kernels yet: they must raise not_supported naming the op, never
-// copy to the host silently. Every case skips without a GPU.
+// CUDA for ops/linalg.h beyond the op table: the linear-algebra products' rows of
+// op_table_linalg.cpp run through test_ops_parity.cpp (fp32, bf16, fp16; contiguous and transposed
+// inputs); here the empty products (zero-size outputs and zero-size contractions), forward and the
+// gradient of a weighted sum against the CPU in fp64. The decompositions of ember::linalg have no
+// CUDA kernels yet: they must raise not_supported naming the op, never copy to the host silently.
+// Every case skips without a GPU.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -71,84 +70,33 @@ struct Case {
 };
 using V = const std::vector<Tensor>&;
 
-std::vector<Case> product_cases() {
+// The empty products (the op table's rows, compared by test_ops_parity.cpp, are never empty):
+// a zero-size output, and a zero-size contraction whose output is all zeros (or the added term).
+std::vector<Case> empty_product_cases() {
   return {
-      {"mv", {{4, 3}, {3}}, [](V x) { return mv(x[0], x[1]); }},
       {"mv_empty", {{0, 3}, {3}}, [](V x) { return mv(x[0], x[1]); }},
       {"mv_k0", {{4, 0}, {0}}, [](V x) { return mv(x[0], x[1]); }},
-      {"dot", {{33}, {33}}, [](V x) { return dot(x[0], x[1]); }},
-      {"dot_one", {{1}, {1}}, [](V x) { return dot(x[0], x[1]); }},
-      {"outer", {{5}, {7}}, [](V x) { return outer(x[0], x[1]); }},
-      {"addmv", {{1}, {6, 5}, {5}}, [](V x) { return addmv(x[0], x[1], x[2], 0.5, 2); }},
-      {"baddbmm",
-       {{3, 1}, {2, 3, 5}, {2, 5, 4}},
-       [](V x) { return baddbmm(x[0], x[1], x[2], 2, 0.5); }},
       {"baddbmm_empty",
        {{0, 3, 4}, {0, 3, 5}, {0, 5, 4}},
        [](V x) { return baddbmm(x[0], x[1], x[2]); }},
-      {"addbmm",
-       {{3, 4}, {3, 3, 5}, {3, 5, 4}},
-       [](V x) { return addbmm(x[0], x[1], x[2], 0.5, 1.5); }},
-      {"kron", {{2, 3}, {3, 2}}, [](V x) { return kron(x[0], x[1]); }},
-      {"kron_one", {{1, 1}, {2, 3, 2}}, [](V x) { return kron(x[0], x[1]); }},
-      {"tensordot", {{2, 3, 4}, {3, 4, 5}}, [](V x) { return tensordot(x[0], x[1], 2); }},
-      {"tensordot_dims",
-       {{3, 4, 2}, {2, 5, 3}},
-       [](V x) {
-         return tensordot(x[0], x[1], {0, 2}, {2, 0});
-       }},
-      {"matmul_bcast", {{2, 1, 3, 4}, {3, 4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"einsum_mm",
-       {{3, 4}, {4, 5}},
-       [](V x) {
-         return einsum("ij,jk->ik", {x[0], x[1]});
-       }},
-      {"einsum_bmm",
-       {{2, 3, 4}, {2, 4, 5}},
-       [](V x) {
-         return einsum("bij,bjk->bik", {x[0], x[1]});
-       }},
-      {"einsum_trace", {{4, 4}}, [](V x) { return einsum("ii", {x[0]}); }},
-      {"einsum_diag", {{4, 4}}, [](V x) { return einsum("ii->i", {x[0]}); }},
-      {"einsum_ellipsis_bcast",
-       {{2, 1, 3, 4}, {5, 4, 2}},
-       [](V x) {
-         return einsum("...ij,...jk->...ik", {x[0], x[1]});
-       }},
-      {"einsum_three",
-       {{2, 3}, {3, 4}, {4, 2}},
-       [](V x) {
-         return einsum("ij,jk,kl->il", {x[0], x[1], x[2]});
-       }},
-      {"einsum_bilinear",
-       {{2, 3}, {5, 3, 4}, {2, 4}},
-       [](V x) {
-         return einsum("bn,anm,bm->ba", {x[0], x[1], x[2]});
-       }},
-      {"einsum_repeated",
-       {{3, 4, 3}, {4, 2}},
-       [](V x) {
-         return einsum("iji,jk->k", {x[0], x[1]});
-       }},
+      {"baddbmm_k0",
+       {{2, 3, 4}, {2, 3, 0}, {2, 0, 4}},
+       [](V x) { return baddbmm(x[0], x[1], x[2], 0.5, 2); }},
       {"einsum_empty",
        {{3, 0}, {0, 2}},
        [](V x) {
          return einsum("ij,jk->ik", {x[0], x[1]});
        }},
-      {"einsum_large",
-       {{64, 130}, {130, 33}},
-       [](V x) {
-         return einsum("ij,jk->ki", {x[0], x[1]});
-       }},
   };
 }
 }  // namespace
 
-TEST_CASE("linalg products match the CPU on CUDA, forward and backward" *
+TEST_CASE("empty linalg products match the CPU on CUDA, forward and backward" *
           doctest::skip(!cuda::is_available())) {
   for (DType dtype : {DType::f32, DType::bf16})
     for (bool transposed : {false, true})
-      for (const Case& c : product_cases()) check_parity(c.name, c.shapes, c.fn, dtype, transposed);
+      for (const Case& c : empty_product_cases())
+        check_parity(c.name, c.shapes, c.fn, dtype, transposed);
 }
 
 TEST_CASE("linalg decompositions raise not_supported on CUDA, naming the op" *

@@ -28,6 +28,7 @@ const std::vector<OpCase>& op_cases_linalg() {
   static const std::vector<OpCase> cases = {
       {"mv", {{4, 3}, {3}}, [](V x) { return mv(x[0], x[1]); }},
       {"dot", {{5}, {5}}, [](V x) { return dot(x[0], x[1]); }},
+      {"dot_one", {{1}, {1}}, [](V x) { return dot(x[0], x[1]); }},
       {"outer", {{4}, {3}}, [](V x) { return outer(x[0], x[1]); }},
       {"addmv", {{4}, {4, 3}, {3}}, [](V x) { return addmv(x[0], x[1], x[2], 0.5, 2.0); }},
       {"addmv_bcast", {{1}, {4, 3}, {3}}, [](V x) { return x[0].addmv(x[1], x[2]); }},
@@ -41,6 +42,7 @@ const std::vector<OpCase>& op_cases_linalg() {
        {{3, 4}, {2, 3, 5}, {2, 5, 4}},
        [](V x) { return addbmm(x[0], x[1], x[2], 2, 0.5); }},
       {"kron", {{2, 3}, {3, 2}}, [](V x) { return kron(x[0], x[1]); }},
+      {"kron_one", {{1, 1}, {2, 3, 2}}, [](V x) { return kron(x[0], x[1]); }},
       {"kron_rank", {{2}, {2, 3, 2}}, [](V x) { return x[0].kron(x[1]); }},
       {"tensordot", {{2, 3, 4}, {3, 4, 5}}, [](V x) { return tensordot(x[0], x[1], 2); }},
       {"tensordot_dims",
@@ -93,6 +95,11 @@ const std::vector<OpCase>& op_cases_linalg() {
        {{3, 4, 3}, {4, 2}},
        [](V x) {
          return einsum("iji,jk->k", {x[0], x[1]});
+       }},
+      {"einsum_transposed_out",  // a contraction long enough for cuBLAS, written transposed
+       {{9, 70}, {70, 5}},
+       [](V x) {
+         return einsum("ij,jk->ki", {x[0], x[1]});
        }},
       {"einsum_sum_each",
        {{3, 4}, {5, 2}},
