@@ -25,11 +25,13 @@ constexpr const char* kVarlen = "scaled_dot_product_attention_varlen";
 constexpr int64_t kCudaMinHeadDim = 32, kCudaMaxHeadDim = 256;
 
 // How the kernels see an input: its shape for the kernel and a view of it with unit stride on the
-// last dim (a copy only when the given tensor lacks one).
+// last dim and no broadcast (stride 0) dim, as kernel_interface/attention.h promises the kernels;
+// a copy only when the given tensor is not such a view.
 Tensor kernel_view(const Tensor& t, const Shape& shape) {
   Tensor v = t.detach().reshape(shape);
-  if (v.size(-1) > 1 && v.stride(-1) != 1) v = v.contiguous();
-  return v;
+  bool usable = v.size(-1) <= 1 || v.stride(-1) == 1;
+  for (int64_t d = 0; d < v.dim(); ++d) usable = usable && (v.size(d) <= 1 || v.stride(d) != 0);
+  return usable ? v : v.contiguous();
 }
 
 // A [..., T, E] input as [B, H, T, E]: the dim before T is the head dim (none for 3-D and 2-D
