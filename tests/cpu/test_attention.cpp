@@ -522,3 +522,27 @@ TEST_CASE("attention: bad input raises Errors that say what is wrong") {
             }),
             {"multiple"}));
 }
+
+TEST_CASE("attention: the CPU slots hold the reference algorithm; the key tells problems apart") {
+  AttentionProblem p;
+  p.q = uniform({1, 2, 3, 4}, 1);
+  p.k = uniform({1, 2, 5, 4}, 2);
+  p.v = uniform({1, 2, 5, 4}, 3);
+  p.out = empty({1, 2, 3, 4}, DType::f64);
+  p.lse = empty({1, 2, 3}, DType::f32);
+  CHECK(attention_choose(p).name == "reference");
+  const dispatch::AlgoKey plain = attention_key(p);
+  AttentionProblem causal = p;
+  causal.causal = true;
+  AttentionProblem masked = p;
+  masked.mask = bool_from({1, 0, 1, 1, 1}, {1, 1, 1, 5}).expand({1, 2, 3, 5});
+  AttentionProblem per_head = p;
+  per_head.mask = bool_from(std::vector<int>(10, 1), {1, 2, 1, 5}).expand({1, 2, 3, 5});
+  AttentionProblem dropped = p;
+  dropped.dropout_p = 0.1;
+  CHECK(attention_key(causal) != plain);
+  CHECK(attention_key(masked) != plain);
+  CHECK(attention_key(masked) != attention_key(per_head));
+  CHECK(attention_key(dropped) != plain);
+  CHECK(attention_key(p) == plain);
+}
