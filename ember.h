@@ -10,6 +10,7 @@
 #include "ember/nn/nn.h"
 #include "ember/nn/pinned_memory.h"
 #include "ember/ops/activation.h"
+#include "ember/ops/attention.h"
 #include "ember/ops/conv.h"
 #include "ember/ops/conv_fused.h"
 #include "ember/ops/conv_variants.h"

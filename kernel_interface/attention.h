@@ -19,7 +19,9 @@ namespace ember {
 //
 // Padded batches (cu_seqlens_q undefined): q [B, Hq, Tq, D], k [B, Hkv, Tk, D],
 // v [B, Hkv, Tk, Dv], out [B, Hq, Tq, Dv]. Any strides with unit stride on the last dim, so a
-// [B, T, H, D] tensor transposed to [B, H, T, D] is taken as it is.
+// [B, T, H, D] tensor transposed to [B, H, T, D] is taken as it is; the op never passes a broadcast
+// (stride 0) dim of q, k, v or grad_out (it copies such views), and allocates out, lse and the
+// gradients contiguous.
 // Variable-length batches (cu_seqlens_q and cu_seqlens_k defined, int32 [B + 1] on q's device,
 // starting at 0 and non-decreasing): q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv],
 // out [total_q, Hq, Dv]; sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of q (and of
@@ -39,13 +41,18 @@ struct AttentionProblem {
   // [B, Hq, Tq, Tk]; bool (true = take part in attention) or additive (q's dtype or f32).
   Tensor mask;
   // Causal: key j is visible to query i iff j <= i + causal_offset (0: top-left aligned, PyTorch's
-  // is_causal; Tk - Tq: bottom-right aligned), per sequence for variable-length batches.
+  // is_causal; Tk - Tq: bottom-right aligned). Variable-length batches: i and j count from the
+  // start of their sequence and the alignment is per sequence, bottom-right plus causal_offset:
+  // j <= i + (len_k - len_q) + causal_offset with len_q, len_k that sequence's lengths
+  // (causal_offset 0 there is FlashAttention's varlen causal; the op always passes 0).
   bool causal = false;
   int64_t causal_offset = 0;
   double scale = 1;
   // Dropout on the attention probabilities (after softmax): probability p is dropped, the rest
   // scaled by 1 / (1 - p). The keep decision is attention_dropout_keep below, fed from `philox`
-  // (the seed and offset the op reserved; the backward sees the same state).
+  // (the seed and offset the op reserved: a multiple of 4 values covering the longest key
+  // sequence, so that each (bh, i) row draws its own Philox blocks; the backward sees the same
+  // state).
   double dropout_p = 0;
   PhiloxState philox;
   // Forward writes out (q's dtype) and lse (f32 [B, Hq, Tq], or [Hq, total_q] for variable-length
