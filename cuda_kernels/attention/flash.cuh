@@ -37,6 +37,15 @@ __device__ __forceinline__ int64_t visible_key_end(const AttentionParams& p, int
   return end < 0 ? 0 : (end < k_len ? end : k_len);
 }
 
+// Whether a tile of keys j0 .. j0 + keys - 1 against queries from i0 on needs the per-element
+// checks of masked_score: a mask, keys past the sequence, or a causal diagonal inside the tile.
+// Queries past the sequence need none (their rows are never stored, or get lse = +inf).
+__device__ __forceinline__ bool tile_needs_mask(const AttentionParams& p, int64_t i0, int64_t j0,
+                                                int keys, int64_t k_len) {
+  return p.mask_kind != MaskKind::none || j0 + keys > k_len ||
+         (p.causal && j0 + keys - 1 > i0 + p.causal_offset);
+}
+
 // c += a * b for one 16x8x16 tile.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],

@@ -179,14 +179,16 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
     // Element (n, e): key j = j0 + 16 warp + g + 8 (e / 2), query c = 8 n + 2 t + e % 2 of the
     // tile. st becomes P Z, dpt becomes dS (unscaled).
+    const bool needs_mask = tile_needs_mask(p, i0, j0, kKvKeys, sb.k_len);
 #pragma unroll
     for (int n = 0; n < kQTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = 8 * n + 2 * t + (e % 2);
         const int64_t j = j0 + warp * 16 + g + 8 * (e / 2), i = i0 + c;
-        float x = -INFINITY;
-        if (i < sb.q_len && j < sb.k_len) x = masked_score(p, st[n][e] * scale, b, h, i, j);
+        float x = st[n][e] * scale;
+        if (needs_mask)
+          x = i < sb.q_len && j < sb.k_len ? masked_score(p, x, b, h, i, j) : -INFINITY;
         const float prob = exp2f(x * kLog2e - lse_t[c]);
         float z = 1.0f;
         if (dropout) {
@@ -364,13 +366,15 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     }
     // Element (n, e): query rows[e / 2], key j0 + 8 n + 2 t + e % 2; s becomes dS * scale.
+    const bool needs_mask = tile_needs_mask(p, i0, j0, kDqKeys, sb.k_len);
 #pragma unroll
     for (int n = 0; n < kKTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t i = rows[e / 2], j = j0 + 8 * n + 2 * t + (e % 2);
-        float x = -INFINITY;
-        if (i < sb.q_len && j < sb.k_len) x = masked_score(p, s[n][e] * scale, b, h, i, j);
+        float x = s[n][e] * scale;
+        if (needs_mask)
+          x = i < sb.q_len && j < sb.k_len ? masked_score(p, x, b, h, i, j) : -INFINITY;
         const float prob = exp2f(x * kLog2e - lse[e / 2]);
         float z = 1.0f;
         if (dropout) {

@@ -102,13 +102,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const Atte
     // Scale, mask, and convert to log2 units; element (n, e) is row rows[e / 2], key
     // j0 + 8 n + 2 t + e % 2.
     float tile_max[2] = {-INFINITY, -INFINITY};
+    const bool needs_mask = tile_needs_mask(p, i0, j0, kFwdKeys, sb.k_len);
 #pragma unroll
     for (int n = 0; n < kSTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t i = rows[e / 2], j = j0 + 8 * n + 2 * t + (e % 2);
-        float x = -INFINITY;
-        if (i < sb.q_len && j < sb.k_len) x = masked_score(p, s[n][e] * scale, b, h, i, j);
+        float x = s[n][e] * scale;
+        if (needs_mask)
+          x = i < sb.q_len && j < sb.k_len ? masked_score(p, x, b, h, i, j) : -INFINITY;
         x *= kLog2e;
         s[n][e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);

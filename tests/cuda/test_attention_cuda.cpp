@@ -70,7 +70,10 @@ double out_tolerance(DType d) {
       return 1e-10;
   }
 }
-double grad_tolerance(DType d) { return d == DType::f64 ? 1e-10 : 2 * out_tolerance(d); }
+// f64 gradients read the forward's lse, which is f32 on both backends: P = exp(s - lse) then
+// carries lse's rounding, and the CPU may round it differently by one ulp.
+double grad_tolerance(DType d) { return d == DType::f64 ? 1e-6 : 2 * out_tolerance(d); }
+double lse_tolerance(DType d) { return std::max(out_tolerance(d), 1e-6); }
 
 // The inputs, as exact values (rounded to the spec's dtype) in the reference dtype on the CPU.
 struct Inputs {
@@ -231,7 +234,7 @@ void check_spec(const Spec& s) {
     CAPTURE(name);
     run_forced(f, name);
     CHECK(rel_err(f.out, cpu_f.out) <= out_tolerance(s.dtype));
-    check_lse(f.lse, cpu_f.lse, out_tolerance(s.dtype));
+    check_lse(f.lse, cpu_f.lse, lse_tolerance(s.dtype));
     ++forward_ran;
   }
   const auto& bslot = attention_slot(Direction::backward, DeviceType::CUDA);
