@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kRefThreads) reference_forward_kernel(const At
   // Pass 1: each thread's keys j = tid, tid + 128, ...
   Acc m = -INFINITY, l = 0;
   for (int64_t j = threadIdx.x; j < sb.k_len; j += kRefThreads) {
-    const Acc s = masked_score(p, dot_row(k + j * p.sk.row, q_s, p.d) * scale, b, h, i, j);
+    const Acc s = masked_score(p, sb, dot_row(k + j * p.sk.row, q_s, p.d) * scale, b, h, i, j);
     combine_stats(m, l, s, s == Acc(-INFINITY) ? Acc(0) : Acc(1));
   }
   stat_s[threadIdx.x] = m;
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kRefThreads) reference_forward_kernel(const At
     const int64_t j = j0 + threadIdx.x;
     Acc prob = 0;
     if (j < sb.k_len && row_sum > 0) {
-      const Acc s = masked_score(p, dot_row(k + j * p.sk.row, q_s, p.d) * scale, b, h, i, j);
+      const Acc s = masked_score(p, sb, dot_row(k + j * p.sk.row, q_s, p.d) * scale, b, h, i, j);
       if (s != Acc(-INFINITY))
         prob = exp(s - row_max) / row_sum * dropout_factor(p, offset, b, h, i, j, keep_scale);
     }
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kRefThreads)
     const int64_t j = j0 + threadIdx.x;
     Acc ds = 0;
     if (j < sb.k_len && lse != Acc(-INFINITY)) {
-      const Acc s = masked_score(p, dot_row(k + j * p.sk.row, q_s, p.d) * scale, b, h, i, j);
+      const Acc s = masked_score(p, sb, dot_row(k + j * p.sk.row, q_s, p.d) * scale, b, h, i, j);
       if (s != Acc(-INFINITY)) {
         const Acc prob = exp(s - lse);
         const Acc dp = dot_row(v + j * p.sv.row, do_s, p.dv);
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kRefThreads)
         const Acc s =
             lse == Acc(-INFINITY)
                 ? Acc(-INFINITY)
-                : masked_score(p, dot_row(q + i * p.sq.row, k_s, p.d) * scale, b, h, i, j);
+                : masked_score(p, sb, dot_row(q + i * p.sq.row, k_s, p.d) * scale, b, h, i, j);
         if (s != Acc(-INFINITY)) {
           const Acc prob = exp(s - lse);
           const T* dout_i = dout + i * p.sdo.row;

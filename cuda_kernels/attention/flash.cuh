@@ -29,21 +29,20 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
 // Scaled-score bounds of a query tile: keys j < key_end(i0 + rows) can be visible (causal rule).
-__device__ __forceinline__ int64_t visible_key_end(const AttentionParams& p, int64_t row_end,
-                                                   int64_t k_len) {
-  if (!p.causal) return k_len;
-  const int64_t end =
-      row_end + p.causal_offset;  // the last row sees keys j <= row_end - 1 + offset
-  return end < 0 ? 0 : (end < k_len ? end : k_len);
+__device__ __forceinline__ int64_t visible_key_end(const AttentionParams& p, const SeqBounds& sb,
+                                                   int64_t row_end) {
+  if (!p.causal) return sb.k_len;
+  const int64_t end = row_end + sb.shift;  // the last row sees keys j <= row_end - 1 + shift
+  return end < 0 ? 0 : (end < sb.k_len ? end : sb.k_len);
 }
 
 // Whether a tile of keys j0 .. j0 + keys - 1 against queries from i0 on needs the per-element
 // checks of masked_score: a mask, keys past the sequence, or a causal diagonal inside the tile.
 // Queries past the sequence need none (their rows are never stored, or get lse = +inf).
-__device__ __forceinline__ bool tile_needs_mask(const AttentionParams& p, int64_t i0, int64_t j0,
-                                                int keys, int64_t k_len) {
-  return p.mask_kind != MaskKind::none || j0 + keys > k_len ||
-         (p.causal && j0 + keys - 1 > i0 + p.causal_offset);
+__device__ __forceinline__ bool tile_needs_mask(const AttentionParams& p, const SeqBounds& sb,
+                                                int64_t i0, int64_t j0, int keys) {
+  return p.mask_kind != MaskKind::none || j0 + keys > sb.k_len ||
+         (p.causal && j0 + keys - 1 > i0 + sb.shift);
 }
 
 // c += a * b for one 16x8x16 tile.

@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   // Query tiles that can see a key of this tile: causal rows i >= j0 - offset.
   int64_t m_begin = 0;
-  if (p.causal && j0 - p.causal_offset > 0) m_begin = (j0 - p.causal_offset) / R;
+  if (p.causal && j0 - sb.shift > 0) m_begin = (j0 - sb.shift) / R;
   const int64_t m_count = (sb.q_len + R - 1) / R;
   const int64_t per_head = m_count > m_begin ? m_count - m_begin : 0;
   const int64_t iters = per_head * group;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
     // Element (n, e): key j = j0 + 16 warp + g + 8 (e / 2), query c = 8 n + 2 t + e % 2 of the
     // tile. st becomes P Z, dpt becomes dS (unscaled).
-    const bool needs_mask = tile_needs_mask(p, i0, j0, kKvKeys, sb.k_len);
+    const bool needs_mask = tile_needs_mask(p, sb, i0, j0, kKvKeys);
 #pragma unroll
     for (int n = 0; n < kQTiles; ++n) {
 #pragma unroll
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         const int64_t j = j0 + warp * 16 + g + 8 * (e / 2), i = i0 + c;
         float x = st[n][e] * scale;
         if (needs_mask)
-          x = i < sb.q_len && j < sb.k_len ? masked_score(p, x, b, h, i, j) : -INFINITY;
+          x = i < sb.q_len && j < sb.k_len ? masked_score(p, sb, x, b, h, i, j) : -INFINITY;
         const float prob = exp2f(x * kLog2e - lse_t[c]);
         float z = 1.0f;
         if (dropout) {
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   const bool dropout = p.dropout_p > 0.0f;
   const uint64_t philox_offset = dropout ? effective_philox_offset(p) : 0;
   const float keep_scale = p.dropout_p < 1.0f ? 1.0f / (1.0f - p.dropout_p) : 0.0f;
-  const int64_t key_end = visible_key_end(p, i0 + kDqRows, sb.k_len);
+  const int64_t key_end = visible_key_end(p, sb, i0 + kDqRows);
   const int n_tiles = int((key_end + kDqKeys - 1) / kDqKeys);
 
   const int64_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     }
     // Element (n, e): query rows[e / 2], key j0 + 8 n + 2 t + e % 2; s becomes dS * scale.
-    const bool needs_mask = tile_needs_mask(p, i0, j0, kDqKeys, sb.k_len);
+    const bool needs_mask = tile_needs_mask(p, sb, i0, j0, kDqKeys);
 #pragma unroll
     for (int n = 0; n < kKTiles; ++n) {
 #pragma unroll
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         const int64_t i = rows[e / 2], j = j0 + 8 * n + 2 * t + (e % 2);
         float x = s[n][e] * scale;
         if (needs_mask)
-          x = i < sb.q_len && j < sb.k_len ? masked_score(p, x, b, h, i, j) : -INFINITY;
+          x = i < sb.q_len && j < sb.k_len ? masked_score(p, sb, x, b, h, i, j) : -INFINITY;
         const float prob = exp2f(x * kLog2e - lse[e / 2]);
         float z = 1.0f;
         if (dropout) {

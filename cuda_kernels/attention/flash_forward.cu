@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const Atte
   const T* q = static_cast<const T*>(p.q) + row_offset(p.sq, b, h, sb.q_start, 0);
   const T* k = static_cast<const T*>(p.k) + row_offset(p.sk, b, hk, sb.k_start, 0);
   const T* v = static_cast<const T*>(p.v) + row_offset(p.sv, b, hk, sb.k_start, 0);
-  const int64_t key_end = visible_key_end(p, i0 + kFwdRows, sb.k_len);
+  const int64_t key_end = visible_key_end(p, sb, i0 + kFwdRows);
   const int n_tiles = int((key_end + kFwdKeys - 1) / kFwdKeys);
 
   // Rows of this thread: r[0] = warp's row g, r[1] = row g + 8 (query positions i).
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const Atte
     // Scale, mask, and convert to log2 units; element (n, e) is row rows[e / 2], key
     // j0 + 8 n + 2 t + e % 2.
     float tile_max[2] = {-INFINITY, -INFINITY};
-    const bool needs_mask = tile_needs_mask(p, i0, j0, kFwdKeys, sb.k_len);
+    const bool needs_mask = tile_needs_mask(p, sb, i0, j0, kFwdKeys);
 #pragma unroll
     for (int n = 0; n < kSTiles; ++n) {
 #pragma unroll
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const Atte
         const int64_t i = rows[e / 2], j = j0 + 8 * n + 2 * t + (e % 2);
         float x = s[n][e] * scale;
         if (needs_mask)
-          x = i < sb.q_len && j < sb.k_len ? masked_score(p, x, b, h, i, j) : -INFINITY;
+          x = i < sb.q_len && j < sb.k_len ? masked_score(p, sb, x, b, h, i, j) : -INFINITY;
         x *= kLog2e;
         s[n][e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);

@@ -45,7 +45,7 @@ struct AttentionParams {
   int d = 0, dv = 0;
   double scale = 1;
   bool causal = false;
-  int64_t causal_offset = 0;
+  int64_t causal_offset = 0;  // varlen: added to each sequence's len_k - len_q (SeqBounds::shift)
   float dropout_p = 0;
   uint64_t seed = 0, philox_offset = 0;
   const uint64_t* device_offset = nullptr;  // inside a CUDA graph capture: added to philox_offset
@@ -127,17 +127,20 @@ inline AttentionParams make_params(const AttentionProblem& p) {
 
 // ---- device helpers ---------------------------------------------------------------------------
 
-// Rows of sequence b: queries q_start .. q_start + q_len of q, keys k_start .. k_start + k_len.
+// Rows of sequence b: queries q_start .. q_start + q_len of q, keys k_start .. k_start + k_len;
+// shift: the causal rule's offset for this sequence (key j visible to query i iff
+// j <= i + shift): causal_offset, plus len_k - len_q for variable-length batches (aligned
+// bottom-right per sequence, see kernel_interface/attention.h).
 struct SeqBounds {
-  int64_t q_start, q_len, k_start, k_len;
+  int64_t q_start, q_len, k_start, k_len, shift;
 };
 
 __device__ __forceinline__ SeqBounds seq_bounds(const AttentionParams& p, int b) {
   if (p.cu_q != nullptr) {
     const int64_t q0 = p.cu_q[b], q1 = p.cu_q[b + 1], k0 = p.cu_k[b], k1 = p.cu_k[b + 1];
-    return SeqBounds{q0, q1 - q0, k0, k1 - k0};
+    return SeqBounds{q0, q1 - q0, k0, k1 - k0, p.causal_offset + (k1 - k0) - (q1 - q0)};
   }
-  return SeqBounds{0, p.tq, 0, p.tk};
+  return SeqBounds{0, p.tq, 0, p.tk, p.causal_offset};
 }
 
 // Element offset of row `row` (counted from the sequence start `start`) of head h of batch b.
@@ -152,16 +155,17 @@ __device__ __forceinline__ uint64_t effective_philox_offset(const AttentionParam
 }
 
 // Whether key j (within the sequence) is visible to query i by the causal rule.
-__device__ __forceinline__ bool causal_visible(const AttentionParams& p, int64_t i, int64_t j) {
-  return !p.causal || j <= i + p.causal_offset;
+__device__ __forceinline__ bool causal_visible(const AttentionParams& p, const SeqBounds& sb,
+                                               int64_t i, int64_t j) {
+  return !p.causal || j <= i + sb.shift;
 }
 
 // Applies the causal rule and the mask to the scaled score `s` of (b, h, i, j): returns the
 // masked score, -inf where the key is not visible.
 template <typename Acc>
-__device__ __forceinline__ Acc masked_score(const AttentionParams& p, Acc s, int b, int h,
-                                            int64_t i, int64_t j) {
-  if (!causal_visible(p, i, j)) return -INFINITY;
+__device__ __forceinline__ Acc masked_score(const AttentionParams& p, const SeqBounds& sb, Acc s,
+                                            int b, int h, int64_t i, int64_t j) {
+  if (!causal_visible(p, sb, i, j)) return -INFINITY;
   if (p.mask_kind != MaskKind::none) {
     const int64_t off = int64_t(b) * p.mask_strides[0] + int64_t(h) * p.mask_strides[1] +
                         i * p.mask_strides[2] + j * p.mask_strides[3];
