@@ -118,6 +118,30 @@ __device__ __forceinline__ void load_b_rows_k(uint32_t (&b)[2], const T* tile, i
   b[1] = lds16(tile, ld, k0 + 2 * t + 8, n0 + g) | (lds16(tile, ld, k0 + 2 * t + 9, n0 + g) << 16);
 }
 
+// Two B fragments, of the 8-column tiles n0 and n0 + 8, with B[k][n] = M[k0 + k][n0 + n]. With
+// kUseLdmatrix one ldmatrix.x4.trans loads them: matrix m (addresses from lanes 8 m .. 8 m + 7,
+// one 16-byte row each) is rows k0 + 8 (m % 2) .. + 7, columns n0 + 8 (m / 2) .. + 7 of the tile,
+// and transposed delivery gives each lane rows 2t, 2t + 1 of column g: b0[0], b0[1], b1[0], b1[1]
+// in that order. Without it, load_b_rows_k's 16-bit loads (the obviously correct form: set
+// kUseLdmatrix to false to rule the ldmatrix path out when a flash result looks wrong).
+inline constexpr bool kUseLdmatrix = true;
+
+template <typename T>
+__device__ __forceinline__ void load_b_rows_k_x2(uint32_t (&b0)[2], uint32_t (&b1)[2],
+                                                 const T* tile, int ld, int k0, int n0) {
+  if constexpr (kUseLdmatrix) {
+    const int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
+    const T* row = tile + (k0 + (m % 2) * 8 + r) * ld + n0 + (m / 2) * 8;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(b0[0]), "=r"(b0[1]), "=r"(b1[0]), "=r"(b1[1])
+                 : "r"(smem_u32(row))
+                 : "memory");
+  } else {
+    load_b_rows_k(b0, tile, ld, k0, n0);
+    load_b_rows_k(b1, tile, ld, k0, n0 + 8);
+  }
+}
+
 // The A fragment of k-block kb from fp32 C fragments acc[2 kb], acc[2 kb + 1] (see the header).
 template <typename T, int N>
 __device__ __forceinline__ void a_from_c(uint32_t (&a)[4], const float (&acc)[N][4], int kb) {

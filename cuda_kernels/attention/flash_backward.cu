@@ -209,12 +209,14 @@ __global__ void __launch_bounds__(kFlashThreads)
       a_from_c<T>(ap, st, kb);
       a_from_c<T>(as, dpt, kb);
 #pragma unroll
-      for (int n = 0; n < kDTiles; ++n) {
-        uint32_t bo[2], bq[2];
-        load_b_rows_k(bo, dot, LD, kb * 16, n * 8);
-        load_b_rows_k(bq, qt, LD, kb * 16, n * 8);
-        mma_16816<T>(dv_acc[n], ap, bo);
-        mma_16816<T>(dk_acc[n], as, bq);
+      for (int n = 0; n < kDTiles; n += 2) {
+        uint32_t bo0[2], bo1[2], bq0[2], bq1[2];
+        load_b_rows_k_x2(bo0, bo1, dot, LD, kb * 16, n * 8);
+        load_b_rows_k_x2(bq0, bq1, qt, LD, kb * 16, n * 8);
+        mma_16816<T>(dv_acc[n], ap, bo0);
+        mma_16816<T>(dv_acc[n + 1], ap, bo1);
+        mma_16816<T>(dk_acc[n], as, bq0);
+        mma_16816<T>(dk_acc[n + 1], as, bq1);
       }
     }
     if constexpr (kAtomicDq) {
@@ -231,20 +233,24 @@ __global__ void __launch_bounds__(kFlashThreads)
       const int rg = warp % RG, cs = warp / RG;
       float* dq_head = dq_acc + (int64_t(b) * p.hq + h) * p.tq * D;
 #pragma unroll
-      for (int nn = 0; nn < NT; ++nn) {
+      for (int nn = 0; nn < NT; nn += 2) {
         const int n = cs * NT + nn;
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float c[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
         for (int kb = 0; kb < kKvKeys / 16; ++kb) {
-          uint32_t a[4], bk[2];
+          uint32_t a[4], bk0[2], bk1[2];
           load_a(a, ds_s, LDS, rg * 16, kb * 16);
-          load_b_rows_k(bk, k_s, LD, kb * 16, n * 8);
-          mma_16816<T>(c, a, bk);
+          load_b_rows_k_x2(bk0, bk1, k_s, LD, kb * 16, n * 8);
+          mma_16816<T>(c[0], a, bk0);
+          mma_16816<T>(c[1], a, bk1);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int64_t i = i0 + rg * 16 + g + 8 * (e / 2);
-          if (i < sb.q_len) atomicAdd(dq_head + i * D + 8 * n + 2 * t + (e % 2), c[e]);
+          if (i >= sb.q_len) continue;
+          float* dq_row = dq_head + i * D + 2 * t + (e % 2);
+          atomicAdd(dq_row + 8 * n, c[0][e]);
+          atomicAdd(dq_row + 8 * (n + 1), c[1][e]);
         }
       }
     }
@@ -393,10 +399,11 @@ __global__ void __launch_bounds__(kFlashThreads)
       uint32_t as[4];
       a_from_c<T>(as, s, kb);
 #pragma unroll
-      for (int n = 0; n < kDTiles; ++n) {
-        uint32_t bk[2];
-        load_b_rows_k(bk, kt, LD, kb * 16, n * 8);
-        mma_16816<T>(dq[n], as, bk);
+      for (int n = 0; n < kDTiles; n += 2) {
+        uint32_t b0[2], b1[2];
+        load_b_rows_k_x2(b0, b1, kt, LD, kb * 16, n * 8);
+        mma_16816<T>(dq[n], as, b0);
+        mma_16816<T>(dq[n + 1], as, b1);
       }
     }
     __syncthreads();

@@ -161,10 +161,11 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const Atte
       uint32_t af[4];
       a_from_c<T>(af, s, kb);
 #pragma unroll
-      for (int n = 0; n < kOTiles; ++n) {
-        uint32_t bf[2];
-        load_b_rows_k(bf, vt, LD, kb * 16, n * 8);
-        mma_16816<T>(o_acc[n], af, bf);
+      for (int n = 0; n < kOTiles; n += 2) {
+        uint32_t b0[2], b1[2];
+        load_b_rows_k_x2(b0, b1, vt, LD, kb * 16, n * 8);
+        mma_16816<T>(o_acc[n], af, b0);
+        mma_16816<T>(o_acc[n + 1], af, b1);
       }
     }
     __syncthreads();  // the next iteration's prefetch overwrites this stage
