@@ -29,7 +29,8 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-enum class MaskKind { none, bool_rows, bool_keys, additive };
+// additive_native: the additive mask in q's dtype (on the CPU: its rounded values in fp32).
+enum class MaskKind { none, bool_rows, bool_keys, additive, additive_native };
 
 // One attention problem family: padded unless lens_q is given (variable-length batch).
 struct Spec {
@@ -125,11 +126,13 @@ Inputs make_inputs(const Spec& s, uint64_t seed) {
       in.mask = from_vector(m, {s.batch, 1, 1, s.tk}, TensorOptions(DType::boolean));
       break;
     case MaskKind::additive:  // [1, Hq, Tq, Tk] f32; query row 1 all -inf
+    case MaskKind::additive_native:
       for (int64_t h = 0; h < s.hq; ++h)
         for (int64_t i = 0; i < s.tq; ++i)
           for (int64_t j = 0; j < s.tk; ++j)
             m.push_back(i == 1 ? -INFINITY : (u(rng) < 0.2 ? -INFINITY : 2 * u(rng) - 1));
       in.mask = from_vector(m, {1, s.hq, s.tq, s.tk}, TensorOptions(DType::f32));
+      if (s.mask == MaskKind::additive_native) in.mask = in.mask.to(s.dtype).to(DType::f32);
       break;
   }
   return in;
@@ -167,8 +170,10 @@ AttentionProblem forward_problem(const Spec& s, const Inputs& in, Device device,
     p.out = empty({s.batch, s.hq, s.tq, s.d}, dtype, device);
     p.lse = empty({s.batch, s.hq, s.tq}, DType::f32, device);
     if (in.mask.defined()) {
-      Tensor m =
-          in.mask.dtype() == DType::boolean ? in.mask.to(device) : in.mask.to(device, DType::f32);
+      const DType mask_dtype = in.mask.dtype() == DType::boolean     ? DType::boolean
+                               : s.mask == MaskKind::additive_native ? dtype
+                                                                     : DType::f32;
+      Tensor m = in.mask.to(device, mask_dtype);
       p.mask = m.expand({s.batch, s.hq, s.tq, s.tk});
     }
   }
@@ -300,7 +305,8 @@ TEST_CASE("attention CUDA: causal, masks, GQA, MQA" * doctest::skip(!cuda::is_av
         check_spec(s);
       }
     }
-    for (MaskKind mask : {MaskKind::bool_rows, MaskKind::bool_keys, MaskKind::additive}) {
+    for (MaskKind mask : {MaskKind::bool_rows, MaskKind::bool_keys, MaskKind::additive,
+                          MaskKind::additive_native}) {
       Spec s;
       s.d = d;
       s.tq = 33;
