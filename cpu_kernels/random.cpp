@@ -15,28 +15,6 @@
 namespace ember {
 namespace {
 
-const char* random_kind_name(RandomKind kind) {
-  switch (kind) {
-    case RandomKind::uniform:
-      return "uniform";
-    case RandomKind::normal:
-      return "normal";
-    case RandomKind::bernoulli:
-      return "bernoulli";
-    case RandomKind::randint:
-      return "randint";
-    case RandomKind::exponential:
-      return "exponential";
-    case RandomKind::geometric:
-      return "geometric";
-    case RandomKind::cauchy:
-      return "cauchy";
-    case RandomKind::log_normal:
-      return "log_normal";
-  }
-  return "?";
-}
-
 // Maps logical element indices to memory offsets (in elements). Contiguous outputs map i -> i;
 // others walk their sizes like an odometer, so dense non-contiguous outputs (channels_last,
 // transposed) still get element i's value at logical position i.

@@ -25,30 +25,6 @@ using cpu_reference::load_value;
 using cpu_reference::store_value;
 using cpu_reference::value_t;
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::mean:
-      return "mean";
-    case ReduceOp::max:
-      return "max";
-    case ReduceOp::min:
-      return "min";
-    case ReduceOp::argmax:
-      return "argmax";
-    case ReduceOp::argmin:
-      return "argmin";
-    case ReduceOp::var:
-      return "var";
-    case ReduceOp::prod:
-      return "prod";
-    case ReduceOp::amax_abs:
-      return "amax(abs)";
-  }
-  return "reduce";
-}
-
 // Elements per thread below which a reduction stays on one thread (as the elementwise kernels).
 constexpr int64_t kParallelGrain = 32768;
 // A long row is reduced in fixed chunks of this many elements whose partial results are combined

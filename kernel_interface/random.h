@@ -22,6 +22,28 @@ enum class RandomKind : uint8_t {
   cauchy,
   log_normal
 };
+// The kind's name, for messages.
+inline const char* random_kind_name(RandomKind kind) {
+  switch (kind) {
+    case RandomKind::uniform:
+      return "uniform";
+    case RandomKind::normal:
+      return "normal";
+    case RandomKind::bernoulli:
+      return "bernoulli";
+    case RandomKind::randint:
+      return "randint";
+    case RandomKind::exponential:
+      return "exponential";
+    case RandomKind::geometric:
+      return "geometric";
+    case RandomKind::cauchy:
+      return "cauchy";
+    case RandomKind::log_normal:
+      return "log_normal";
+  }
+  return "?";
+}
 // The Philox state (seed, offset, device offset inside graphs) comes from Generator::reserve.
 struct RandomParams : PhiloxState {
   RandomKind kind = RandomKind::uniform;

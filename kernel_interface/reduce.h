@@ -10,6 +10,30 @@ namespace ember {
 
 // The input is dense, viewed as [outer, reduce, inner]; out is dense [outer, inner].
 enum class ReduceOp : uint8_t { sum, mean, max, min, argmax, argmin, var, prod, amax_abs };
+// The op's name, for messages.
+inline const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::argmax:
+      return "argmax";
+    case ReduceOp::argmin:
+      return "argmin";
+    case ReduceOp::var:
+      return "var";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::amax_abs:
+      return "amax(abs)";
+  }
+  return "?";
+}
 struct ReduceShape {
   int64_t outer = 1, reduce = 1, inner = 1;
 };

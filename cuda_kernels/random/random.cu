@@ -210,28 +210,6 @@ void launch_random_fill(RandomLaunch L, int device, cudaStream_t stream) {
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
-const char* random_kind_name(RandomKind kind) {
-  switch (kind) {
-    case RandomKind::uniform:
-      return "uniform";
-    case RandomKind::normal:
-      return "normal";
-    case RandomKind::bernoulli:
-      return "bernoulli";
-    case RandomKind::randint:
-      return "randint";
-    case RandomKind::exponential:
-      return "exponential";
-    case RandomKind::geometric:
-      return "geometric";
-    case RandomKind::cauchy:
-      return "cauchy";
-    case RandomKind::log_normal:
-      return "log_normal";
-  }
-  return "?";
-}
-
 // Drops size-1 dims and merges dims that are contiguous with each other, so that any dense output
 // fits in kMaxIterDims; leaves ndim == 0 when the output is plainly contiguous.
 void describe_layout(const Tensor& out, RandomLaunch& L) {

@@ -24,30 +24,6 @@
 namespace ember::cuda {
 namespace {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::mean:
-      return "mean";
-    case ReduceOp::max:
-      return "max";
-    case ReduceOp::min:
-      return "min";
-    case ReduceOp::argmax:
-      return "argmax";
-    case ReduceOp::argmin:
-      return "argmin";
-    case ReduceOp::var:
-      return "var";
-    case ReduceOp::prod:
-      return "prod";
-    case ReduceOp::amax_abs:
-      return "amax_abs";
-  }
-  return "unknown reduce op";
-}
-
 // The running state of one output. sum/mean/prod: a = the running value. max/min/argmax/argmin/
 // amax_abs: a = best value, n = its index. var: a = mean, b = M2, n = count.
 template <typename A>
