@@ -154,8 +154,7 @@ std::tuple<Tensor, Tensor> run_attention(const Call& call, const Tensor& query, 
     const char* op = call.op;
     const autograd::SavedTensor saved_q(query, op), saved_k(key, op), saved_v(value, op);
     const autograd::SavedTensor saved_out(out, op, true), saved_lse(p.lse, op);
-    Call c = call;
-    c.problem.q = c.problem.k = c.problem.v = Tensor();  // the saved tensors hold them
+    const Call c = call;  // q, k and v travel in the saved tensors (with their versions)
     autograd::record_backward(
         op, {query, key, value}, {&out},
         [c, saved_q, saved_k, saved_v, saved_out, saved_lse](const std::vector<Tensor>& grads,
