@@ -7,7 +7,9 @@
 #include "ember/ops/activation.h"
 #include "ember/ops/conv.h"
 #include "ember/ops/conv_variants.h"
+#include "ember/ops/ctc_loss.h"
 #include "ember/ops/dropout.h"
+#include "ember/ops/embedding_bag.h"
 #include "ember/ops/norm.h"
 #include "ember/ops/ops.h"
 #include "ember/ops/pooling.h"
@@ -22,9 +24,11 @@ using ember::conv1d;
 using ember::conv2d;
 using ember::conv3d;
 using ember::conv_transpose2d;
+using ember::ctc_loss;
 using ember::dropout;
 using ember::elu;
 using ember::embedding;
+using ember::embedding_bag;
 using ember::gelu;
 using ember::group_norm;
 using ember::layer_norm;
