@@ -503,3 +503,211 @@ TEST_CASE("ctc_loss: bad input names the op, the argument and the shapes") {
       }),
       "target 9 of sample 0"));
 }
+
+// ---- modules ---------------------------------------------------------------------------------
+
+namespace {
+std::vector<std::string> parameter_names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (auto& [name, t] : m.named_parameters()) out.push_back(name);
+  return out;
+}
+// Every parameter set to 0.5 * sin(a * i + 0.2), a = 0.37, 0.48, ... in registration order, as
+// the libtorch reference program did.
+void set_patterns(nn::Module& m) {
+  autograd::NoGradGuard no_grad;
+  double a = 0.37;
+  for (auto& [name, p] : m.named_parameters()) {
+    p.copy_(pattern(p.sizes(), a, 0.2, 0.5));
+    a += 0.11;
+  }
+}
+Tensor gate_grad() { return pattern({2, 4}, 0.71, 0.3, 1.0); }
+}  // namespace
+
+TEST_CASE("RNNCell, LSTMCell, GRUCell: PyTorch's parameters and values") {
+  nn::RNNCell rnn(nn::RNNCellOptions(3, 4));
+  CHECK(parameter_names(*rnn) ==
+        std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"});
+  CHECK(rnn->weight_ih.sizes() == Shape{4, 3});
+  nn::LSTMCell lstm(3, 4);
+  CHECK(lstm->weight_hh.sizes() == Shape{16, 4});
+  nn::GRUCell gru(nn::GRUCellOptions(3, 4).bias(false));
+  CHECK(parameter_names(*gru) == std::vector<std::string>{"weight_ih", "weight_hh"});
+  CHECK(gru->weight_ih.sizes() == Shape{12, 3});
+  // U(-1/sqrt(hidden), 1/sqrt(hidden)).
+  CHECK(lstm->weight_ih.abs().max().item<double>() <= 0.5);
+
+  const Tensor h = pattern({2, 4}, 0.8, 0.4, 1.0);
+  rnn->to(DType::f64);
+  set_patterns(*rnn);
+  Tensor x = pattern({2, 3}, 0.3, 0.1, 1.0).requires_grad_(true);
+  Tensor y = rnn->forward(x, h);
+  (y * gate_grad()).sum().backward();
+  CHECK(rel_err(y, f64({0.903215800659, 0.92756840907, -0.0812523979788, 0.675853491243,
+                        0.0582924050483, 0.931726758621, 0.988798098395, -0.462971434567},
+                       {2, 4})) < 1e-10);
+  CHECK(rel_err(x.grad(), f64({0.31981512467, 0.120619526135, -0.0949013594098, 0.077666131784,
+                               0.183236863433, 0.26400734522},
+                              {2, 3})) < 1e-10);
+  nn::RNNCell relu(nn::RNNCellOptions(3, 4).nonlinearity(nn::RNNNonlinearity::relu));
+  relu->to(DType::f64);
+  set_patterns(*relu);
+  CHECK(
+      rel_err(relu->forward(x.detach(), h), f64({1.48940825505, 1.64068602643, 0, 0.821441130193,
+                                                 0.0583585659411, 1.67132583318, 2.58960110728, 0},
+                                                {2, 4})) < 1e-10);
+  // Unbatched input and a missing state (zeros).
+  CHECK(rel_err(rnn->forward(x.detach().select(0, 1), h.select(0, 1)), y.select(0, 1)) < 1e-15);
+  CHECK(rnn->forward(x.detach()).sizes() == Shape{2, 4});
+
+  lstm->to(DType::f64);
+  set_patterns(*lstm);
+  Tensor xl = pattern({2, 3}, 0.3, 0.1, 1.0).requires_grad_(true);
+  auto [h2, c2] = lstm->forward(xl, std::make_tuple(h, pattern({2, 4}, 0.9, 0.5, 1.0)));
+  (h2 * gate_grad() + c2 * gate_grad() * 0.5).sum().backward();
+  CHECK(rel_err(h2, f64({-0.217374833437, -0.414192487165, 0.348375235492, 0.0503941833137,
+                         -0.206659106334, -0.534737159587, -0.217513198225, 0.154263659864},
+                        {2, 4})) < 1e-10);
+  CHECK(rel_err(c2, f64({-0.407304109017, -0.544498615611, 0.669721707149, 0.44949935269,
+                         -0.218592131192, -1.1246105454, -1.11965094701, 0.430554165759},
+                        {2, 4})) < 1e-10);
+  CHECK(rel_err(xl.grad(), f64({-0.214096558153, -0.215585360022, -0.187895694768, 0.213642662922,
+                                0.219808895505, 0.196225025251},
+                               {2, 3})) < 1e-10);
+
+  nn::GRUCell gru_b(3, 4);
+  gru_b->to(DType::f64);
+  set_patterns(*gru_b);
+  Tensor xg = pattern({2, 3}, 0.3, 0.1, 1.0).requires_grad_(true);
+  Tensor yg = gru_b->forward(xg, h);
+  (yg * gate_grad()).sum().backward();
+  CHECK(rel_err(yg, f64({-0.0175691585928, -0.491735975567, 0.518026342006, 0.434008071535,
+                         -0.369366930167, -0.856507665497, -0.90526757147, 0.347805892099},
+                        {2, 4})) < 1e-10);
+  CHECK(rel_err(xg.grad(), f64({-0.347955762235, -0.261056520712, -0.138824503781, 0.156923115524,
+                                0.0988109381023, 0.0273251637514},
+                               {2, 3})) < 1e-10);
+
+  CHECK(contains(error_of([&] {
+                   rnn->forward(zeros({2, 5}, TensorOptions(DType::f64)));
+                 }),
+                 "RNNCell: input [2, 5] has 5 features, expected input_size = 3"));
+  CHECK(contains(error_of([&] {
+                   lstm->forward(zeros({2, 3}, TensorOptions(DType::f64)),
+                                 std::make_tuple(zeros({3, 4}), zeros({2, 4})));
+                 }),
+                 "LSTMCell: h [3, 4] must be [2, 4]"));
+}
+
+TEST_CASE("ConvTranspose1d / 3d and Bilinear: PyTorch's parameters and values") {
+  nn::ConvTranspose1d ct1(
+      nn::ConvTranspose1dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2));
+  CHECK(parameter_names(*ct1) == std::vector<std::string>{"weight", "bias"});
+  CHECK(ct1->weight.sizes() == Shape{4, 3, 3});
+  ct1->to(DType::f64);
+  set_patterns(*ct1);
+  Tensor x1 = pattern({2, 4, 5}, 0.3, 0.1, 1.0).requires_grad_(true);
+  Tensor y1 = ct1->forward(x1);
+  CHECK(y1.sizes() == Shape{2, 6, 10});
+  (y1 * pattern(y1.sizes(), 0.23, 0.5, 1.0)).sum().backward();
+  CHECK(rel_err(y1.reshape({-1}).narrow(0, 0, 8),
+                f64({-0.217465127917, -0.452533997363, -0.121010614037, -0.26012863354,
+                     -0.00487331258963, -0.0356134837956, 0.120572577174, 0.200956182207},
+                    {8})) < 1e-10);
+  CHECK((y1 * y1).sum().item<double>() == doctest::Approx(34.5191769659).epsilon(1e-10));
+  CHECK(rel_err(x1.grad().reshape({-1}).narrow(0, 0, 8),
+                f64({0.462610628899, 0.126868369562, -0.196887804331, -0.479711987168,
+                     -0.66280644406, -0.678558766701, -0.480155845504, -0.112635115433},
+                    {8})) < 1e-10);
+  CHECK((ct1->weight.grad() * ct1->weight.grad()).sum().item<double>() ==
+        doctest::Approx(371.147350401).epsilon(1e-10));
+  CHECK(ct1->forward(x1.detach().select(0, 0)).sizes() == Shape{6, y1.size(2)});  // unbatched
+
+  nn::ConvTranspose3d ct3(nn::ConvTranspose3dOptions(4, 6, {2, 3, 2})
+                              .stride({2, 1, 2})
+                              .padding({1, 1, 0})
+                              .output_padding({1, 0, 1})
+                              .dilation({1, 2, 1})
+                              .groups(2));
+  CHECK(ct3->weight.sizes() == Shape{4, 3, 2, 3, 2});
+  ct3->to(DType::f64);
+  set_patterns(*ct3);
+  Tensor x3 = pattern({2, 4, 3, 4, 3}, 0.3, 0.1, 1.0).requires_grad_(true);
+  Tensor y3 = ct3->forward(x3);
+  CHECK(y3.sizes() == Shape{2, 6, 5, 6, 7});
+  (y3 * pattern(y3.sizes(), 0.23, 0.5, 1.0)).sum().backward();
+  CHECK(rel_err(y3.reshape({-1}).narrow(0, 0, 8),
+                f64({0.388371860829, 0.379919145058, 0.424790262872, 0.353228299916, 0.432136685682,
+                     0.303857892562, 0.0993346653975, 0.75604227995},
+                    {8})) < 1e-10);
+  CHECK((y3 * y3).sum().item<double>() == doctest::Approx(839.995015311).epsilon(1e-10));
+  CHECK((x3.grad() * x3.grad()).sum().item<double>() ==
+        doctest::Approx(287.662009508).epsilon(1e-10));
+  CHECK((ct3->weight.grad() * ct3->weight.grad()).sum().item<double>() ==
+        doctest::Approx(1243.6142224).epsilon(1e-10));
+  CHECK(rel_err(ct3->bias.grad(), f64({2.81296733949, 11.0416176881, -11.3043792084, -2.34813250397,
+                                       13.1101798417, -7.73408007173},
+                                      {6})) < 1e-10);
+
+  nn::Bilinear bil(3, 4, 5);
+  CHECK(parameter_names(*bil) == std::vector<std::string>{"weight", "bias"});
+  CHECK(bil->weight.sizes() == Shape{5, 3, 4});
+  bil->to(DType::f64);
+  set_patterns(*bil);
+  Tensor a = pattern({2, 3}, 0.3, 0.1, 1.0).requires_grad_(true);
+  Tensor b = pattern({2, 4}, 0.5, 0.2, 1.0).requires_grad_(true);
+  Tensor yb = bil->forward(a, b);
+  (yb * pattern({2, 5}, 0.71, 0.3, 1.0)).sum().backward();
+  CHECK(rel_err(yb, f64({-0.0347255406539, 1.23008173827, 0.0997624846366, -0.223910471936,
+                         1.17397710915, 0.663196585331, 0.0962214847452, 0.0119322436675,
+                         0.957208266142, 0.626287271611},
+                        {2, 5})) < 1e-10);
+  CHECK(rel_err(a.grad(), f64({-0.206085029031, -0.398624870772, 0.133797099862, -0.0467095317239,
+                               0.141891219482, 0.0724405464591},
+                              {2, 3})) < 1e-10);
+  CHECK(
+      rel_err(b.grad(), f64({-0.101371260379, -0.0726269246372, -0.0340528753544, 0.00913007085832,
+                             0.175529533972, 0.156718018194, 0.116695453852, 0.0608787072732},
+                            {2, 4})) < 1e-10);
+  CHECK(contains(error_of([&] {
+                   bil->forward(a.detach(), zeros({2, 3}, TensorOptions(DType::f64)));
+                 }),
+                 "bilinear: x1 [2, 3] and x2 [2, 3]"));
+}
+
+TEST_CASE("Unflatten, ParameterList and ParameterDict") {
+  nn::Unflatten unflatten(nn::UnflattenOptions(1, {3, -1}));
+  CHECK(unflatten->forward(zeros({2, 12, 5})).sizes() == Shape{2, 3, 4, 5});
+
+  nn::ParameterList list;
+  list->append(zeros({2}).requires_grad_(true));
+  list->append(ones({3}), true);
+  list->append(ones({1}));  // keeps requires_grad false, as libtorch
+  CHECK(list->size() == 3);
+  CHECK(parameter_names(*list) == std::vector<std::string>{"0", "1", "2"});
+  CHECK((*list)[1].requires_grad());
+  CHECK_FALSE((*list)[2].requires_grad());
+  CHECK(contains(error_of([&] { (*list)[3]; }), "index 3 is out of range for 3"));
+
+  nn::ParameterDict dict;
+  dict->insert("scale", ones({4}).requires_grad_(true));
+  dict->insert("shift", zeros({4}).requires_grad_(true));
+  dict->insert("scale", full({4}, 2.0));  // replaced in place, keeps its position
+  CHECK(dict->keys() == std::vector<std::string>{"scale", "shift"});
+  CHECK(parameter_names(*dict) == std::vector<std::string>{"scale", "shift"});
+  CHECK((*dict)["scale"].sum().item<double>() == 8);
+  CHECK(contains(error_of([&] { (*dict)["bias"]; }), "the keys are [scale, shift]"));
+
+  // Nested under a Sequential-like parent, the names join with '.', as PyTorch's state_dict.
+  struct Holder : nn::Module {
+    Holder() : nn::Module("Holder") {
+      params = register_module("params", nn::ParameterList(std::vector<Tensor>{zeros({1})}));
+    }
+    nn::ParameterList params{nullptr};
+  } holder;
+  CHECK(parameter_names(holder) == std::vector<std::string>{"params.0"});
+  nn::ParameterDict copy = dict.clone();
+  CHECK(copy->keys() == dict->keys());
+  CHECK((*copy)["scale"].data_ptr() != (*dict)["scale"].data_ptr());
+}

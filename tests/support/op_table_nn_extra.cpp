@@ -1,6 +1,6 @@
 // Op-table rows (see op_table.h) for the nn breadth ops: embedding_bag in every mode and input
 // form, ctc_loss through log_softmax (its gradient is PyTorch's, exact only with respect to the
-// logits), the recurrent cells, conv_transpose1d/3d and bilinear. Index tensors and lengths are
+// logits), conv_transpose1d/3d and bilinear. Index tensors and lengths are
 // constants made on the input's device inside each function. embedding_bag and ctc_loss have no
 // double backward (as PyTorch), and ctc_loss is float32/float64 only.
 #include "support/op_table.h"
@@ -110,6 +110,30 @@ const std::vector<OpCase>& op_cases_nn_extra() {
        false,
        true,
        false},
+      {"conv_transpose1d",
+       {{2, 4, 5}, {4, 3, 3}, {6}},
+       [](V x) {
+         ConvTranspose1dParams p;
+         p.stride = 2;
+         p.padding = 1;
+         p.output_padding = 1;
+         p.groups = 2;
+         return conv_transpose1d(x[0], x[1], x[2], p);
+       }},
+      {"conv_transpose3d",
+       {{1, 4, 3, 3, 2}, {4, 3, 2, 3, 2}, {6}},
+       [](V x) {
+         ConvTranspose3dParams p;
+         p.stride = {2, 1, 2};
+         p.padding = {1, 1, 0};
+         p.output_padding = {1, 0, 1};
+         p.dilation = {1, 2, 1};
+         p.groups = 2;
+         return conv_transpose3d(x[0], x[1], x[2], p);
+       }},
+      {"bilinear",
+       {{2, 3, 3}, {2, 3, 4}, {5, 3, 4}, {5}},
+       [](V x) { return nn::bilinear(x[0], x[1], x[2], x[3]); }},
   };
   return cases;
 }
