@@ -20,6 +20,7 @@
 #include "ember/nn/linear.h"
 #include "ember/nn/linear_more.h"
 #include "ember/nn/loss.h"
+#include "ember/nn/loss_ctc.h"
 #include "ember/nn/lr_scheduler.h"
 #include "ember/nn/lr_scheduler_more.h"
 #include "ember/nn/module.h"

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "ember/ember.h"
 #include "support/compare.h"
@@ -710,4 +711,26 @@ TEST_CASE("Unflatten, ParameterList and ParameterDict") {
   nn::ParameterDict copy = dict.clone();
   CHECK(copy->keys() == dict->keys());
   CHECK((*copy)["scale"].data_ptr() != (*dict)["scale"].data_ptr());
+}
+
+TEST_CASE("EmbeddingBag and CTCLoss modules") {
+  nn::EmbeddingBag bag(nn::EmbeddingBagOptions(10, 3).mode(EmbeddingBagMode::sum).padding_idx(-1));
+  CHECK(parameter_names(*bag) == std::vector<std::string>{"weight"});
+  CHECK(bag->weight.select(0, 9).abs().sum().item<double>() == 0);  // the padding row
+  Tensor out = bag->forward(i64(kBagIndices), i64({0, 2, 2, 5}));
+  EmbeddingBagParams p;
+  p.offsets = i64({0, 2, 2, 5});
+  p.mode = EmbeddingBagMode::sum;
+  p.padding_idx = 9;
+  CHECK(rel_err(out, embedding_bag(i64(kBagIndices), bag->weight, p)) == 0);
+  out.sum().backward();
+  CHECK(bag->weight.grad().select(0, 9).abs().sum().item<double>() == 0);
+  std::ostringstream printed;
+  printed << *bag;
+  CHECK(printed.str() == "EmbeddingBag(10, 3, mode='sum', padding_idx=9)");
+
+  nn::CTCLoss ctc(nn::CTCLossOptions().reduction(LossReduction::sum));
+  Tensor lp = log_softmax(ctc_logits(), 2);
+  CHECK(ctc->forward(lp, i64(kCtcTargets, {3, 3}), i64({6, 5, 4}), i64({3, 2, 0})).item<double>() ==
+        doctest::Approx(19.9987654825).epsilon(1e-10));
 }
