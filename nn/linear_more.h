@@ -38,7 +38,8 @@ class BilinearImpl : public Module {
   void pretty_print(std::ostream& os) const override;
 
   BilinearOptions options;  // the options it was built with
-  Tensor weight, bias;      // [out, in1, in2]; [out] or undefined without options.bias()
+  Tensor weight;            // [out, in1, in2]
+  Tensor bias;              // [out], or undefined without options.bias()
 };
 EMBER_MODULE(Bilinear);
 

@@ -15,6 +15,7 @@ struct CTCLossOptions {
   EMBER_ARG(bool, zero_infinity) = false;  // infinite losses and their gradients become 0
 };
 
+// ctc_loss as a module, as torch.nn.CTCLoss.
 class CTCLossImpl : public Module {
  public:
   // clone() builds a fresh CTCLossImpl from options.

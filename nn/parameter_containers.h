@@ -12,6 +12,7 @@
 
 namespace ember::nn {
 
+// Parameters in order, registered as "0", "1", ...
 class ParameterListImpl : public Module {
  public:
   ParameterListImpl() : Module("ParameterList") {}
@@ -37,6 +38,7 @@ class ParameterListImpl : public Module {
 };
 EMBER_MODULE(ParameterList);
 
+// Parameters under string keys, registered under their keys in insertion order.
 class ParameterDictImpl : public Module {
  public:
   using Item = std::pair<std::string, Tensor>;  // a key and its parameter

@@ -65,8 +65,9 @@ class RNNCellImplBase : public Module {
   Tensor batched_input(const Tensor& input, bool& unbatched) const;
   Tensor batched_state(const char* name, const Tensor& state, const Tensor& input,
                        bool unbatched) const;
-  int64_t input_size_, hidden_size_;
-  bool bias_;
+  int64_t input_size_;   // the options' input_size
+  int64_t hidden_size_;  // the options' hidden_size
+  bool bias_;            // whether bias_ih and bias_hh exist
 };
 
 // input [B, input_size] (or [input_size] unbatched), hx [B, hidden_size] (zeros when undefined)

@@ -66,7 +66,11 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
 // conv_transpose1d's hyper-parameters, with PyTorch's defaults (as ConvTranspose2dParams, one
 // axis).
 struct ConvTranspose1dParams {
-  int64_t stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1;
+  int64_t stride = 1,      // the stride of the convolution this transposes (>= 1)
+      padding = 0,         // elements removed from each end of the output
+      output_padding = 0,  // extra elements at the end of the output (< stride)
+      dilation = 1,        // spacing of the kernel taps (>= 1)
+      groups = 1;          // Cin and Cout split into independent groups (divides both)
 };
 // input [N, Cin, L], weight [Cin, Cout / groups, K], bias [Cout] or undefined -> [N, Cout, Lout]
 // with Lout = (L - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1.
@@ -75,9 +79,11 @@ Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor&
 
 // conv_transpose3d's hyper-parameters, per axis (D, H, W), with PyTorch's defaults.
 struct ConvTranspose3dParams {
-  std::array<int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, output_padding{0, 0, 0},
-      dilation{1, 1, 1};
-  int64_t groups = 1;
+  std::array<int64_t, 3> stride{1, 1, 1},  // the stride of the convolution this transposes
+      padding{0, 0, 0},                    // removed from both sides of each output axis
+      output_padding{0, 0, 0},             // added at the end of each axis (< stride or dilation)
+      dilation{1, 1, 1};                   // spacing of the kernel taps (>= 1)
+  int64_t groups = 1;  // Cin and Cout split into independent groups (divides both)
 };
 // input [N, Cin, D, H, W], weight [Cin, Cout / groups, T, R, S], bias [Cout] or undefined ->
 // [N, Cout, Dout, Hout, Wout], each size as conv_transpose2d's along its axis.

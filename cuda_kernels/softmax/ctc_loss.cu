@@ -148,7 +148,7 @@ __global__ void ctc_beta_kernel(CtcView<T> v, T* log_beta, const T* nll, bool ze
 }
 
 // Block (t, b): grad[t, b, c] = (exp(lp) - exp(log(sum over s with l'_s = c of alpha * beta) +
-// nll - lp)) * g. Classes that are no label get exp(lp) * g; the thread of the first occurrence
+// nll - lp)) * g. Classes that are no label get the empty sum; the thread of the first occurrence
 // of each label (position 0 stands for blank) overwrites its class after a barrier.
 template <typename T>
 __global__ void ctc_grad_kernel(CtcView<T> v, const T* log_alpha, const T* log_beta,
@@ -161,7 +161,11 @@ __global__ void ctc_grad_kernel(CtcView<T> v, const T* log_alpha, const T* log_b
     for (int64_t c = threadIdx.x; c < v.C; c += blockDim.x) row[c] = T(0);
     return;
   }
-  for (int64_t c = threadIdx.x; c < v.C; c += blockDim.x) row[c] = exp(v.lp(t, b, c)) * g;
+  // No path through class c: the formula with an empty sum (NaN when nll is infinite, as the CPU).
+  for (int64_t c = threadIdx.x; c < v.C; c += blockDim.x) {
+    const T lp = v.lp(t, b, c);
+    row[c] = (exp(lp) - exp(neg_inf<T>() + nll - lp)) * g;
+  }
   __syncthreads();
   const T* alpha = log_alpha + (b * v.T_max + t) * v.S_stride;
   const T* beta = log_beta + (b * v.T_max + t) * v.S_stride;
