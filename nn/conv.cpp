@@ -1,4 +1,4 @@
-// Conv1d, Conv2d, Conv3d and ConvTranspose2d (see conv.h).
+// Conv1d, Conv2d, Conv3d and ConvTranspose1d / 2d / 3d (see conv.h).
 #include "ember/nn/conv.h"
 
 #include <cmath>
@@ -79,6 +79,8 @@ template class ConvNdImpl<1, Conv1dOptions>;
 template class ConvNdImpl<2, Conv2dOptions>;
 template class ConvNdImpl<3, Conv3dOptions>;
 template class ConvNdImpl<2, ConvTranspose2dOptions>;
+template class ConvNdImpl<1, ConvTranspose1dOptions>;
+template class ConvNdImpl<3, ConvTranspose3dOptions>;
 
 namespace {
 // The shared part of every conv layer's forward: checks the rank of x for `spatial` spatial dims,
@@ -145,6 +147,34 @@ Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
   return run_conv_layer("ConvTranspose2d", *this, 2, x,
                         [&](const Tensor& xb, const Tensor& w, const Tensor& b) {
                           return conv_transpose2d(xb, w, b, p);
+                        });
+}
+
+Tensor ConvTranspose1dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  ConvTranspose1dParams p;
+  p.stride = o.stride()[0];
+  p.padding = o.padding()[0];
+  p.output_padding = o.output_padding()[0];
+  p.dilation = o.dilation()[0];
+  p.groups = o.groups();
+  return run_conv_layer("ConvTranspose1d", *this, 1, x,
+                        [&](const Tensor& xb, const Tensor& w, const Tensor& b) {
+                          return conv_transpose1d(xb, w, b, p);
+                        });
+}
+
+Tensor ConvTranspose3dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  ConvTranspose3dParams p;
+  p.stride = o.stride().values();
+  p.padding = o.padding().values();
+  p.output_padding = o.output_padding().values();
+  p.dilation = o.dilation().values();
+  p.groups = o.groups();
+  return run_conv_layer("ConvTranspose3d", *this, 3, x,
+                        [&](const Tensor& xb, const Tensor& w, const Tensor& b) {
+                          return conv_transpose3d(xb, w, b, p);
                         });
 }
 

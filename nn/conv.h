@@ -1,4 +1,5 @@
-// Convolution layers, as torch.nn.Conv1d / Conv2d / Conv3d / ConvTranspose2d: options builders
+// Convolution layers, as torch.nn.Conv1d / Conv2d / Conv3d / ConvTranspose1d / 2d / 3d: options
+// builders
 // (`Conv2dOptions(3, 64, 3).stride(2).bias(false)`), PyTorch's default initialization and printing,
 // on the ops of ops/conv.h and ops/conv_variants.h. Under autocast the input, weight and bias are
 // cast to the low precision (nn/amp.h). Padding is zeros: sizes, or "same" / "valid" as in PyTorch.
@@ -100,8 +101,10 @@ struct ConvTransposeOptions {
   EMBER_ARG(int64_t, groups) = 1;                    // blocked connections, as ConvOptions::groups
   EMBER_ARG(bool, bias) = true;                      // whether to learn a bias per output channel
 };
-// The options of ConvTranspose2d.
+// The options of ConvTranspose1d, ConvTranspose2d and ConvTranspose3d.
+using ConvTranspose1dOptions = ConvTransposeOptions<1>;
 using ConvTranspose2dOptions = ConvTransposeOptions<2>;
+using ConvTranspose3dOptions = ConvTransposeOptions<3>;
 
 // What Conv{1,2,3}d and ConvTranspose2d share: parameters weight [out, in / groups, *kernel_size]
 // (transposed: [in, out / groups, *kernel_size]) and bias [out] (when options.bias()), both
@@ -193,9 +196,43 @@ class ConvTranspose2dImpl : public ConvNdImpl<2, ConvTranspose2dOptions> {
 };
 EMBER_MODULE(ConvTranspose2d);
 
+// x [N, in, L] (or unbatched [in, L]) -> [N, out, L'] with
+// L' = (L - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
+class ConvTranspose1dImpl : public ConvNdImpl<1, ConvTranspose1dOptions> {
+ public:
+  // clone() builds a fresh ConvTranspose1dImpl from options, then copies the parameters.
+  EMBER_CLONEABLE(ConvTranspose1dImpl);
+  // From options, or from (in_channels, out_channels, kernel_size) with PyTorch's other defaults.
+  explicit ConvTranspose1dImpl(const ConvTranspose1dOptions& options)
+      : ConvNdImpl("ConvTranspose1d", options) {}
+  ConvTranspose1dImpl(int64_t in, int64_t out, ExpandingArray<1> kernel_size)
+      : ConvTranspose1dImpl(ConvTranspose1dOptions(in, out, kernel_size)) {}
+  // x [N, in_channels, L] -> [N, out_channels, L_out], sizes as the class comment says.
+  Tensor forward(const Tensor& x);
+};
+EMBER_MODULE(ConvTranspose1d);
+
+// x [N, in, D, H, W] (or unbatched [in, D, H, W]) -> [N, out, D', H', W'], each size as
+// ConvTranspose2d's along its axis.
+class ConvTranspose3dImpl : public ConvNdImpl<3, ConvTranspose3dOptions> {
+ public:
+  // clone() builds a fresh ConvTranspose3dImpl from options, then copies the parameters.
+  EMBER_CLONEABLE(ConvTranspose3dImpl);
+  // From options, or from (in_channels, out_channels, kernel_size) with PyTorch's other defaults.
+  explicit ConvTranspose3dImpl(const ConvTranspose3dOptions& options)
+      : ConvNdImpl("ConvTranspose3d", options) {}
+  ConvTranspose3dImpl(int64_t in, int64_t out, ExpandingArray<3> kernel_size)
+      : ConvTranspose3dImpl(ConvTranspose3dOptions(in, out, kernel_size)) {}
+  // x [N, in_channels, D, H, W] -> [N, out_channels, D_out, H_out, W_out].
+  Tensor forward(const Tensor& x);
+};
+EMBER_MODULE(ConvTranspose3d);
+
 extern template class ConvNdImpl<1, Conv1dOptions>;
 extern template class ConvNdImpl<2, Conv2dOptions>;
 extern template class ConvNdImpl<3, Conv3dOptions>;
 extern template class ConvNdImpl<2, ConvTranspose2dOptions>;
+extern template class ConvNdImpl<1, ConvTranspose1dOptions>;
+extern template class ConvNdImpl<3, ConvTranspose3dOptions>;
 
 }  // namespace ember::nn

@@ -1,4 +1,4 @@
-// Embedding (see embedding.h).
+// Embedding and EmbeddingBag (see embedding.h).
 #include "ember/nn/embedding.h"
 
 #include <ostream>
@@ -46,6 +46,49 @@ Tensor EmbeddingImpl::forward(const Tensor& indices) {
 
 void EmbeddingImpl::pretty_print(std::ostream& os) const {
   os << "Embedding(" << options.num_embeddings() << ", " << options.embedding_dim();
+  if (options.padding_idx()) os << ", padding_idx=" << *options.padding_idx();
+  os << ")";
+}
+
+EmbeddingBagImpl::EmbeddingBagImpl(const EmbeddingBagOptions& options_)
+    : Module("EmbeddingBag"), options(options_) {
+  const int64_t n = options.num_embeddings(), d = options.embedding_dim();
+  EMBER_CHECK(n > 0 && d > 0,
+              "EmbeddingBag: num_embeddings and embedding_dim must be positive, got ", n, " and ",
+              d);
+  if (options.padding_idx()) {
+    int64_t p = *options.padding_idx();
+    EMBER_CHECK(p >= -n && p < n, "EmbeddingBag: padding_idx ", p, " must be within [", -n, ", ", n,
+                ")");
+    if (p < 0) options.padding_idx(p + n);
+  }
+  weight = register_parameter("weight", empty({n, d}));
+  reset_parameters();
+}
+
+void EmbeddingBagImpl::reset_parameters() {
+  init::normal_(weight, 0.0, 1.0);
+  if (options.padding_idx()) {
+    autograd::NoGradGuard no_grad;
+    weight.select(0, *options.padding_idx()).fill_(0.0);
+  }
+}
+
+Tensor EmbeddingBagImpl::forward(const Tensor& input, const Tensor& offsets,
+                                 const Tensor& per_sample_weights) {
+  EmbeddingBagParams p;
+  p.offsets = offsets;
+  p.mode = options.mode();
+  p.per_sample_weights = per_sample_weights;
+  p.include_last_offset = options.include_last_offset();
+  p.padding_idx = options.padding_idx();
+  return embedding_bag(input, weight, p);
+}
+
+void EmbeddingBagImpl::pretty_print(std::ostream& os) const {
+  os << "EmbeddingBag(" << options.num_embeddings() << ", " << options.embedding_dim() << ", mode='"
+     << embedding_bag_mode_name(options.mode()) << "'";
+  if (options.include_last_offset()) os << ", include_last_offset=True";
   if (options.padding_idx()) os << ", padding_idx=" << *options.padding_idx();
   os << ")";
 }

@@ -3,11 +3,14 @@
 // losses, which are nn's autocast-aware versions of nn/loss.h.
 #pragma once
 #include "ember/nn/functional_more.h"  // more activations, distances, losses
+#include "ember/nn/linear_more.h"
 #include "ember/nn/loss.h"
 #include "ember/ops/activation.h"
 #include "ember/ops/conv.h"
 #include "ember/ops/conv_variants.h"
+#include "ember/ops/ctc_loss.h"
 #include "ember/ops/dropout.h"
+#include "ember/ops/embedding_bag.h"
 #include "ember/ops/norm.h"
 #include "ember/ops/ops.h"
 #include "ember/ops/pooling.h"
@@ -21,10 +24,14 @@ using ember::batch_norm;
 using ember::conv1d;
 using ember::conv2d;
 using ember::conv3d;
+using ember::conv_transpose1d;
 using ember::conv_transpose2d;
+using ember::conv_transpose3d;
+using ember::ctc_loss;
 using ember::dropout;
 using ember::elu;
 using ember::embedding;
+using ember::embedding_bag;
 using ember::gelu;
 using ember::group_norm;
 using ember::layer_norm;
@@ -38,6 +45,7 @@ using ember::silu;
 using ember::softmax;
 using ember::tanh;
 
+using nn::bilinear;
 using nn::binary_cross_entropy_with_logits;
 using nn::cross_entropy;
 using nn::l1_loss;

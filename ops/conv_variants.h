@@ -5,6 +5,10 @@
 //                     summed (composite: differentiable through its pieces)
 //   conv_transpose2d  the adjoint of conv2d: its forward is conv2d's backward-data, its input
 //                     gradient conv2d's forward and its weight gradient conv2d's backward-filter
+//   conv_transpose1d  conv_transpose2d over a height-1 image (views)
+//   conv_transpose3d  one conv_transpose2d over the depth slices with every depth tap's filters
+//                     side by side, each tap's outputs added at its output depths (composite:
+//                     differentiable through its pieces)
 // All accept float32/float64 on the CPU (float16/bfloat16 compute in float32 there) and float32,
 // float16, bfloat16 (and float64) on CUDA, like conv2d.
 #pragma once
@@ -58,5 +62,32 @@ struct ConvTranspose2dParams {
 // conv_result_memory_format(input, weight), as conv2d's.
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
                         const ConvTranspose2dParams& p = {});
+
+// conv_transpose1d's hyper-parameters, with PyTorch's defaults (as ConvTranspose2dParams, one
+// axis).
+struct ConvTranspose1dParams {
+  int64_t stride = 1,      // the stride of the convolution this transposes (>= 1)
+      padding = 0,         // elements removed from each end of the output
+      output_padding = 0,  // extra elements at the end of the output (< stride)
+      dilation = 1,        // spacing of the kernel taps (>= 1)
+      groups = 1;          // Cin and Cout split into independent groups (divides both)
+};
+// input [N, Cin, L], weight [Cin, Cout / groups, K], bias [Cout] or undefined -> [N, Cout, Lout]
+// with Lout = (L - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1.
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        const ConvTranspose1dParams& p = {});
+
+// conv_transpose3d's hyper-parameters, per axis (D, H, W), with PyTorch's defaults.
+struct ConvTranspose3dParams {
+  std::array<int64_t, 3> stride{1, 1, 1},  // the stride of the convolution this transposes
+      padding{0, 0, 0},                    // removed from both sides of each output axis
+      output_padding{0, 0, 0},             // added at the end of each axis (< stride or dilation)
+      dilation{1, 1, 1};                   // spacing of the kernel taps (>= 1)
+  int64_t groups = 1;  // Cin and Cout split into independent groups (divides both)
+};
+// input [N, Cin, D, H, W], weight [Cin, Cout / groups, T, R, S], bias [Cout] or undefined ->
+// [N, Cout, Dout, Hout, Wout], each size as conv_transpose2d's along its axis.
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        const ConvTranspose3dParams& p = {});
 
 }  // namespace ember

@@ -14,12 +14,12 @@
 // positions (CUB radix sort) and letting the first thread of each run of equal indices add the
 // run's rows in position order.
 #include <array>
-#include <cub/device/device_radix_sort.cuh>
 #include <limits>
 #include <vector>
 
 #include "ember/cuda_kernels/common/common.cuh"
 #include "ember/cuda_kernels/indexing/indexing_common.cuh"
+#include "ember/cuda_kernels/indexing/sort_index.cuh"
 #include "ember/dispatch/algo_cache.h"
 #include "ember/kernel_interface/elementwise.h"
 #include "ember/kernel_interface/indexing.h"
@@ -129,15 +129,6 @@ __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
 // positions 0..nidx-1 (CUB radix sort), so each run of equal indices lists its positions in
 // increasing order; the thread of (o, first position of a run, n) adds the run's src rows into out
 // in that order, which is the order the row-scan kernel and the CPU add them in.
-__global__ void widen_index_kernel(int64_t* keys, int64_t* positions, const void* index,
-                                   bool index_is_i64, int64_t nidx) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nidx; i += step) {
-    keys[i] = load_index(index, index_is_i64, i);
-    positions[i] = i;
-  }
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
     index_add_sorted_runs_kernel(T* out, const T* src, const int64_t* sorted_index,
@@ -156,31 +147,6 @@ __global__ void __launch_bounds__(kBlockThreads, kBlocksPerSm)
       acc = acc + src[(o * nidx + sorted_positions[q]) * inner + n];
     *dst = acc;
   }
-}
-
-// The index sorted stably with its positions: returns {sorted index, positions} (int64 each) in
-// one workspace tensor that must stay alive until the kernels that read it have run.
-Tensor sort_index_with_positions(const Tensor& index, cudaStream_t stream, int64_t*& sorted_index,
-                                 int64_t*& sorted_positions) {
-  const int64_t nidx = index.numel();
-  size_t sort_bytes = 0;
-  EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const int64_t*)nullptr,
-                                                   (int64_t*)nullptr, (const int64_t*)nullptr,
-                                                   (int64_t*)nullptr, nidx, 0, 64, stream));
-  const int64_t words = 4 * nidx;
-  Tensor workspace =
-      empty({int64_t(words * 8 + int64_t(sort_bytes) + 16)}, DType::u8, index.device());
-  int64_t* base = static_cast<int64_t*>(workspace.data_ptr());
-  int64_t *keys = base, *positions = base + nidx;
-  sorted_index = base + 2 * nidx;
-  sorted_positions = base + 3 * nidx;
-  widen_index_kernel<<<grid_for(nidx, index.device().index), kBlockThreads, 0, stream>>>(
-      keys, positions, index.data_ptr(), index.dtype() == DType::i64, nidx);
-  EMBER_CUDA_LAUNCH_CHECK();
-  EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + words, sort_bytes, keys, sorted_index,
-                                                   positions, sorted_positions, nidx, 0, 64,
-                                                   stream));
-  return workspace;
 }
 
 // Rows x indices up to which the row-scan kernel serves deterministic mode.

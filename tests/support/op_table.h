@@ -21,20 +21,21 @@ struct OpCase {
 
 // Every row: the core ops (op_table.cpp) followed by each area's rows.
 const std::vector<OpCase>& op_cases();
-const std::vector<OpCase>& op_cases_core();    // op_table.cpp
-const std::vector<OpCase>& op_cases_norm();    // op_table_norm.cpp
-const std::vector<OpCase>& op_cases_act();     // op_table_act.cpp
-const std::vector<OpCase>& op_cases_nn();      // op_table_nn.cpp
-const std::vector<OpCase>& op_cases_rnn();     // op_table_rnn.cpp
-const std::vector<OpCase>& op_cases_conv();    // op_table_conv.cpp
-const std::vector<OpCase>& op_cases_index();   // op_table_index.cpp
-const std::vector<OpCase>& op_cases_tapi();    // op_table_tapi.cpp
-const std::vector<OpCase>& op_cases_reduce();  // op_table_reduce.cpp
-const std::vector<OpCase>& op_cases_shape();   // op_table_shape.cpp
-const std::vector<OpCase>& op_cases_ewise();   // op_table_elementwise_more.cpp
-const std::vector<OpCase>& op_cases_linalg();  // op_table_linalg.cpp (+ op_cases_linalg_decomp)
-const std::vector<OpCase>& op_cases_nnfunc();  // op_table_nnfunc.cpp
-const std::vector<OpCase>& op_cases_attention();
+const std::vector<OpCase>& op_cases_core();       // op_table.cpp
+const std::vector<OpCase>& op_cases_norm();       // op_table_norm.cpp
+const std::vector<OpCase>& op_cases_act();        // op_table_act.cpp
+const std::vector<OpCase>& op_cases_nn();         // op_table_nn.cpp
+const std::vector<OpCase>& op_cases_rnn();        // op_table_rnn.cpp
+const std::vector<OpCase>& op_cases_conv();       // op_table_conv.cpp
+const std::vector<OpCase>& op_cases_index();      // op_table_index.cpp
+const std::vector<OpCase>& op_cases_tapi();       // op_table_tapi.cpp
+const std::vector<OpCase>& op_cases_reduce();     // op_table_reduce.cpp
+const std::vector<OpCase>& op_cases_shape();      // op_table_shape.cpp
+const std::vector<OpCase>& op_cases_ewise();      // op_table_elementwise_more.cpp
+const std::vector<OpCase>& op_cases_linalg();     // op_table_linalg.cpp (+ op_cases_linalg_decomp)
+const std::vector<OpCase>& op_cases_nnfunc();     // op_table_nnfunc.cpp
+const std::vector<OpCase>& op_cases_attention();  // op_table_attention.cpp
+const std::vector<OpCase>& op_cases_nn_extra();   // op_table_nn_extra.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 
