@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "ember/kernel_interface/attention.h"
 #include "ember/tensor/runtime/generator.h"

@@ -546,3 +546,32 @@ TEST_CASE("attention: the CPU slots hold the reference algorithm; the key tells 
   CHECK(attention_key(dropped) != plain);
   CHECK(attention_key(p) == plain);
 }
+
+TEST_CASE("attention: results do not depend on the thread count") {
+  Tensor q = uniform({2, 4, 40, 8}, 1), k = uniform({2, 2, 50, 8}, 2),
+         v = uniform({2, 2, 50, 8}, 3);
+  const int threads = get_num_threads();
+  std::vector<std::vector<double>> results;
+  for (int n : {1, 4}) {
+    default_generator(Device::cpu()).manual_seed(3);
+    set_num_threads(n);
+    std::vector<Tensor> x = {q.clone(), k.clone(), v.clone()};
+    for (Tensor& t : x) t.set_requires_grad(true);
+    Tensor out = std::get<0>(scaled_dot_product_attention_with_lse(
+        x[0], x[1], x[2],
+        AttentionOptions()
+            .with_causal(AttentionCausal::bottom_right)
+            .with_gqa()
+            .with_dropout(0.2)
+            .with_generator(&default_generator(Device::cpu()))));
+    out.sum().backward();
+    std::vector<double> all = out.to_vector();
+    for (const Tensor& t : x) {
+      const std::vector<double> g = t.grad().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    results.push_back(all);
+  }
+  set_num_threads(threads);
+  CHECK(results[0] == results[1]);
+}
