@@ -36,3 +36,33 @@ mask26 = torch.rand(n26, device=dev) < 0.5
 emit("nonzero", "2^26 bool (p 0.5)", time_ms(lambda: mask26.nonzero()), n26)
 x26 = torch.randn(n26, device=dev)
 emit("masked_select", "2^26 f32, bool mask (p 0.5)", time_ms(lambda: x26.masked_select(mask26)), n26)
+
+del mask26, x26
+bag_rows, bags = 1 << 20, 1 << 14
+w = torch.randn(bag_rows, 64, device=dev)
+bidx = torch.randint(0, bag_rows, (bag_rows,), device=dev)
+offsets = torch.arange(0, bag_rows, 64, device=dev)
+emit("embedding_bag", "[2^20, 64] f32, 2^14 bags of 64, sum",
+     time_ms(lambda: torch.nn.functional.embedding_bag(bidx, w, offsets, mode="sum")), bag_rows * 64)
+w.requires_grad_(True)
+g = torch.randn(bags, 64, device=dev)
+
+
+def bag_train():
+    w.grad = None
+    torch.nn.functional.embedding_bag(bidx, w, offsets, mode="sum").backward(g)
+
+
+emit("embedding_bag_fwd_bwd", "[2^20, 64] f32, 2^14 bags of 64, sum", time_ms(bag_train), bag_rows * 64)
+
+logits = torch.randn(200, 32, 30, device=dev, requires_grad=True)
+targets = torch.randint(1, 30, (32, 40), device=dev)
+lengths_in, lengths_tg = [200] * 32, [40] * 32
+
+
+def ctc_train():
+    logits.grad = None
+    torch.nn.functional.ctc_loss(logits.log_softmax(2), targets, lengths_in, lengths_tg).backward()
+
+
+emit("ctc_loss_fwd_bwd", "T 200, N 32, C 30, S 40 f32", time_ms(ctc_train), 200 * 32 * 30)

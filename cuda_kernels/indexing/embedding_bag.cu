@@ -92,6 +92,9 @@ BagLaunch bag_launch(int64_t num_bags, int64_t dim, int device) {
           dim3(unsigned(std::max<int64_t>(1, std::min(blocks, cap))))};
 }
 
+// Entries a forward thread loads ahead.
+constexpr int kUnroll = 4;
+
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     embedding_bag_forward_impl(BagProblem<T> p, T* out, int64_t* bag_count, int64_t* max_rows) {
@@ -102,21 +105,34 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int64_t f = threadIdx.x; f < p.dim; f += blockDim.x) {
       A acc = A(0);
       int64_t n = 0, arg = -1;
-      for (int64_t i = first; i < last; ++i) {
-        const int64_t r = p.row_of(i);
-        if (r < 0) continue;
-        const A v = convert<A>(p.weight[r * p.dim + f]);
-        if (p.mode == EmbeddingBagMode::max) {
-          if (n == 0 || v > acc) {
-            acc = v;
-            arg = r;
-          }
-        } else {
-          acc += p.per_sample_weights ? convert<A>(p.per_sample_weights[i]) * v : v;
+      // kUnroll entries' indices, then their rows, are loaded before any is combined (more loads
+      // in flight); they are combined in entry order, as the CPU does.
+      for (int64_t i0 = first; i0 < last; i0 += kUnroll) {
+        int64_t r[kUnroll];
+        A v[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) r[k] = i0 + k < last ? p.row_of(i0 + k) : -1;
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          v[k] = r[k] >= 0 ? convert<A>(p.weight[r[k] * p.dim + f]) : A(0);
+          if (p.per_sample_weights && r[k] >= 0)
+            v[k] = convert<A>(p.per_sample_weights[i0 + k]) * v[k];
         }
-        ++n;
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          if (r[k] < 0) continue;
+          if (p.mode == EmbeddingBagMode::max) {
+            if (n == 0 || v[k] > acc) {
+              acc = v[k];
+              arg = r[k];
+            }
+          } else {
+            acc += v[k];
+          }
+          ++n;
+        }
       }
-      if (p.mode == EmbeddingBagMode::mean && n > 0) acc /= A(n);
+      if (p.mode == EmbeddingBagMode::mean && n > 0) acc *= A(1) / A(n);
       out[b * p.dim + f] = convert<T>(acc);
       if (max_rows) max_rows[b * p.dim + f] = arg;
       if (f == 0) bag_count[b] = n;
