@@ -45,6 +45,24 @@ inline void store(T* p, int64_t i, double v) {
     p[i] = T(float(v));
 }
 
+// sum a[e] * b[e] in double over eight independent lanes (so that the compiler vectorizes it
+// without reassociating one long sum), then the lanes in a fixed order: deterministic.
+template <typename T>
+inline double dot(const T* a, const T* b, int64_t n) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += load(a, e + l) * load(b, e + l);
+  for (; e < n; ++e) lane[0] += load(a, e) * load(b, e);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// y[e] += alpha * x[e] for e < n.
+template <typename T>
+inline void axpy(double* y, double alpha, const T* x, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) y[e] += alpha * load(x, e);
+}
+
 // Element (b, h, t, 0) of an operand: padded [B, H, T, E] (strides sb, sh, st), or
 // variable-length [total, H, E] with sb = 0 and t counted from the start of the whole tensor.
 template <typename T>
@@ -171,9 +189,7 @@ struct Attention {
   double score(int64_t b, int64_t h, int64_t i, int64_t j) const {
     const T* qi = q.row(b, h, q_start(b) + i);
     const T* kj = k.row(b, h / group, k_start(b) + j);
-    double dot = 0;
-    for (int64_t e = 0; e < d; ++e) dot += load(qi, e) * load(kj, e);
-    double s = scale * dot;
+    double s = scale * dot(qi, kj, d);
     if (mask != nullptr) s += mask_term(b, h, i, j);
     return s;
   }
@@ -223,28 +239,27 @@ void for_each_row_block(int64_t batch, int64_t heads, int64_t rows, int64_t work
 template <typename T>
 void attention_forward_typed(const AttentionProblem& p) {
   const Attention<T> a(p);
-  for_each_row_block(a.batch, a.hq, a.tq, a.tk * (a.d + a.dv),
-                     [&](int64_t b, int64_t h, int64_t i0, int64_t i1) {
-                       std::vector<double> s(size_t(std::max<int64_t>(a.tk, 1)));
-                       std::vector<double> acc(size_t(std::max<int64_t>(a.dv, 1)));
-                       const int64_t len = a.q_len(b);
-                       for (int64_t i = i0; i < std::min(i1, len); ++i) {
-                         const int64_t end = a.key_end(b, i);
-                         const double lse = a.row_scores(b, h, i, end, s.data());
-                         std::fill(acc.begin(), acc.end(), 0.0);
-                         if (lse != kNegInf) {
-                           for (int64_t j = 0; j < end; ++j) {
-                             const double pj = std::exp(s[j] - lse) * a.keep(b, h, i, j);
-                             if (pj == 0) continue;
-                             const T* vj = a.v.row(b, h / a.group, a.k_start(b) + j);
-                             for (int64_t e = 0; e < a.dv; ++e) acc[e] += pj * load(vj, e);
-                           }
-                         }
-                         T* o = a.out.row(b, h, a.q_start(b) + i);
-                         for (int64_t e = 0; e < a.dv; ++e) store(o, e, acc[e]);
-                         if (a.lse != nullptr) *a.lse_at(b, h, i) = float(lse);
-                       }
-                     });
+  auto rows = [&](int64_t b, int64_t h, int64_t i0, int64_t i1) {
+    std::vector<double> s(size_t(std::max<int64_t>(a.tk, 1)));
+    std::vector<double> acc(size_t(std::max<int64_t>(a.dv, 1)));
+    const int64_t len = a.q_len(b);
+    for (int64_t i = i0; i < std::min(i1, len); ++i) {
+      const int64_t end = a.key_end(b, i);
+      const double lse = a.row_scores(b, h, i, end, s.data());
+      std::fill(acc.begin(), acc.end(), 0.0);
+      if (lse != kNegInf) {
+        for (int64_t j = 0; j < end; ++j) {
+          const double pj = std::exp(s[j] - lse) * a.keep(b, h, i, j);
+          if (pj == 0) continue;
+          axpy(acc.data(), pj, a.v.row(b, h / a.group, a.k_start(b) + j), a.dv);
+        }
+      }
+      T* o = a.out.row(b, h, a.q_start(b) + i);
+      for (int64_t e = 0; e < a.dv; ++e) store(o, e, acc[e]);
+      if (a.lse != nullptr) *a.lse_at(b, h, i) = float(lse);
+    }
+  };
+  for_each_row_block(a.batch, a.hq, a.tq, a.tk * (a.d + a.dv), rows);
 }
 
 template <typename T>
@@ -256,97 +271,91 @@ void attention_backward_typed(const AttentionProblem& p) {
   auto stat = [&](int64_t b, int64_t h, int64_t i) { return size_t((b * a.hq + h) * a.tq + i); };
 
   // Pass 1: dQ_i = scale * sum_j P_ij (dP_ij - D_i) k_j, with dP_ij = keep_ij * (dO_i . v_j).
-  for_each_row_block(a.batch, a.hq, a.tq, a.tk * (2 * a.d + a.dv),
-                     [&](int64_t b, int64_t h, int64_t i0, int64_t i1) {
-                       std::vector<double> s(size_t(std::max<int64_t>(a.tk, 1)));
-                       std::vector<double> dp(size_t(std::max<int64_t>(a.tk, 1)));
-                       std::vector<double> acc(size_t(std::max<int64_t>(a.d, 1)));
-                       const int64_t len = a.q_len(b);
-                       for (int64_t i = i0; i < std::min(i1, len); ++i) {
-                         const int64_t end = a.key_end(b, i);
-                         const double lse = a.row_scores(b, h, i, end, s.data());
-                         std::fill(acc.begin(), acc.end(), 0.0);
-                         double delta = 0;
-                         if (lse != kNegInf) {
-                           const T* go = a.grad_out.row(b, h, a.q_start(b) + i);
-                           for (int64_t j = 0; j < end; ++j) {
-                             s[j] = std::exp(s[j] - lse);  // now P_ij
-                             const double z = a.keep(b, h, i, j);
-                             double dot = 0;
-                             if (z != 0) {
-                               const T* vj = a.v.row(b, h / a.group, a.k_start(b) + j);
-                               for (int64_t e = 0; e < a.dv; ++e) dot += load(go, e) * load(vj, e);
-                             }
-                             dp[j] = z * dot;
-                             delta += s[j] * dp[j];
-                           }
-                           for (int64_t j = 0; j < end; ++j) {
-                             const double ds = s[j] * (dp[j] - delta);
-                             if (ds == 0) continue;
-                             const T* kj = a.k.row(b, h / a.group, a.k_start(b) + j);
-                             for (int64_t e = 0; e < a.d; ++e) acc[e] += ds * load(kj, e);
-                           }
-                         }
-                         T* gq = a.grad_q.row(b, h, a.q_start(b) + i);
-                         for (int64_t e = 0; e < a.d; ++e) store(gq, e, a.scale * acc[e]);
-                         row_lse[stat(b, h, i)] = lse;
-                         row_delta[stat(b, h, i)] = delta;
-                       }
-                     });
+  auto query_rows = [&](int64_t b, int64_t h, int64_t i0, int64_t i1) {
+    std::vector<double> s(size_t(std::max<int64_t>(a.tk, 1)));
+    std::vector<double> dp(size_t(std::max<int64_t>(a.tk, 1)));
+    std::vector<double> acc(size_t(std::max<int64_t>(a.d, 1)));
+    const int64_t len = a.q_len(b);
+    for (int64_t i = i0; i < std::min(i1, len); ++i) {
+      const int64_t end = a.key_end(b, i);
+      const double lse = a.row_scores(b, h, i, end, s.data());
+      std::fill(acc.begin(), acc.end(), 0.0);
+      double delta = 0;
+      if (lse != kNegInf) {
+        const T* go = a.grad_out.row(b, h, a.q_start(b) + i);
+        for (int64_t j = 0; j < end; ++j) {
+          s[j] = std::exp(s[j] - lse);  // now P_ij
+          const double z = a.keep(b, h, i, j);
+          dp[j] = z == 0 ? 0.0 : z * dot(go, a.v.row(b, h / a.group, a.k_start(b) + j), a.dv);
+          delta += s[j] * dp[j];
+        }
+        for (int64_t j = 0; j < end; ++j) {
+          const double ds = s[j] * (dp[j] - delta);
+          if (ds == 0) continue;
+          axpy(acc.data(), ds, a.k.row(b, h / a.group, a.k_start(b) + j), a.d);
+        }
+      }
+      T* gq = a.grad_q.row(b, h, a.q_start(b) + i);
+      for (int64_t e = 0; e < a.d; ++e) store(gq, e, a.scale * acc[e]);
+      row_lse[stat(b, h, i)] = lse;
+      row_delta[stat(b, h, i)] = delta;
+    }
+  };
+  for_each_row_block(a.batch, a.hq, a.tq, a.tk * (2 * a.d + a.dv), query_rows);
 
   // Pass 2, per key j of kv head g: dV_j = sum P_ij keep_ij dO_i and
   // dK_j = scale * sum P_ij (dP_ij - D_i) q_i over the query heads of g and their rows i.
-  for_each_row_block(a.batch, a.hkv, a.tk, a.group * a.tq * (2 * a.d + 2 * a.dv),
-                     [&](int64_t b, int64_t g, int64_t j0, int64_t j1) {
-                       std::vector<double> dk(size_t(std::max<int64_t>(a.d, 1)));
-                       std::vector<double> dv(size_t(std::max<int64_t>(a.dv, 1)));
-                       const int64_t len_k = a.k_len(b), len_q = a.q_len(b);
-                       for (int64_t j = j0; j < std::min(j1, len_k); ++j) {
-                         std::fill(dk.begin(), dk.end(), 0.0);
-                         std::fill(dv.begin(), dv.end(), 0.0);
-                         const T* vj = a.v.row(b, g, a.k_start(b) + j);
-                         for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
-                           for (int64_t i = a.query_begin(b, j); i < len_q; ++i) {
-                             const double lse = row_lse[stat(b, h, i)];
-                             if (lse == kNegInf) continue;
-                             const double pij = std::exp(a.score(b, h, i, j) - lse);
-                             if (pij == 0) continue;
-                             const double z = a.keep(b, h, i, j);
-                             const T* go = a.grad_out.row(b, h, a.q_start(b) + i);
-                             double dot = 0;
-                             if (z != 0) {
-                               for (int64_t e = 0; e < a.dv; ++e) {
-                                 dot += load(go, e) * load(vj, e);
-                                 dv[e] += pij * z * load(go, e);
-                               }
-                             }
-                             const double ds = pij * (z * dot - row_delta[stat(b, h, i)]);
-                             const T* qi = a.q.row(b, h, a.q_start(b) + i);
-                             for (int64_t e = 0; e < a.d; ++e) dk[e] += ds * load(qi, e);
-                           }
-                         }
-                         T* gk = a.grad_k.row(b, g, a.k_start(b) + j);
-                         T* gv = a.grad_v.row(b, g, a.k_start(b) + j);
-                         for (int64_t e = 0; e < a.d; ++e) store(gk, e, a.scale * dk[e]);
-                         for (int64_t e = 0; e < a.dv; ++e) store(gv, e, dv[e]);
-                       }
-                     });
+  auto key_rows = [&](int64_t b, int64_t g, int64_t j0, int64_t j1) {
+    std::vector<double> dk(size_t(std::max<int64_t>(a.d, 1)));
+    std::vector<double> dv(size_t(std::max<int64_t>(a.dv, 1)));
+    const int64_t len_k = a.k_len(b), len_q = a.q_len(b);
+    for (int64_t j = j0; j < std::min(j1, len_k); ++j) {
+      std::fill(dk.begin(), dk.end(), 0.0);
+      std::fill(dv.begin(), dv.end(), 0.0);
+      const T* vj = a.v.row(b, g, a.k_start(b) + j);
+      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
+        for (int64_t i = a.query_begin(b, j); i < len_q; ++i) {
+          const double lse = row_lse[stat(b, h, i)];
+          if (lse == kNegInf) continue;
+          const double pij = std::exp(a.score(b, h, i, j) - lse);
+          if (pij == 0) continue;
+          const double z = a.keep(b, h, i, j);
+          const T* go = a.grad_out.row(b, h, a.q_start(b) + i);
+          double dpd = 0;
+          if (z != 0) {
+            dpd = dot(go, vj, a.dv);
+            axpy(dv.data(), pij * z, go, a.dv);
+          }
+          const double ds = pij * (z * dpd - row_delta[stat(b, h, i)]);
+          axpy(dk.data(), ds, a.q.row(b, h, a.q_start(b) + i), a.d);
+        }
+      }
+      T* gk = a.grad_k.row(b, g, a.k_start(b) + j);
+      T* gv = a.grad_v.row(b, g, a.k_start(b) + j);
+      for (int64_t e = 0; e < a.d; ++e) store(gk, e, a.scale * dk[e]);
+      for (int64_t e = 0; e < a.dv; ++e) store(gv, e, dv[e]);
+    }
+  };
+  for_each_row_block(a.batch, a.hkv, a.tk, a.group * a.tq * (2 * a.d + 2 * a.dv), key_rows);
 }
+
+// Rows have unit stride (a last dim of size 1 may have any).
+bool unit_rows(const Tensor& t) { return t.size(-1) <= 1 || t.stride(-1) == 1; }
 
 void check_problem(const AttentionProblem& p) {
   const bool varlen = p.varlen();
   const int64_t rank = varlen ? 3 : 4;
   bool ok = p.q.dim() == rank && p.k.dim() == rank && p.v.dim() == rank &&
             p.k.dtype() == p.q.dtype() && p.v.dtype() == p.q.dtype() && p.k.size(1) > 0 &&
-            p.q.size(1) % p.k.size(1) == 0 && p.q.stride(-1) == 1 && p.k.stride(-1) == 1 &&
-            p.v.stride(-1) == 1 && p.philox.device_offset == nullptr;
+            p.q.size(1) % p.k.size(1) == 0 && unit_rows(p.q) && unit_rows(p.k) && unit_rows(p.v) &&
+            p.philox.device_offset == nullptr;
   if (p.direction == Direction::forward)
-    ok = ok && p.out.defined() && p.out.dtype() == p.q.dtype() && p.out.stride(-1) == 1 &&
+    ok = ok && p.out.defined() && p.out.dtype() == p.q.dtype() && unit_rows(p.out) &&
          (!p.lse.defined() || p.lse.dtype() == DType::f32);
   else
     ok = ok && p.grad_out.defined() && p.grad_q.defined() && p.grad_k.defined() &&
-         p.grad_v.defined() && p.grad_out.stride(-1) == 1 && p.grad_q.stride(-1) == 1 &&
-         p.grad_k.stride(-1) == 1 && p.grad_v.stride(-1) == 1;
+         p.grad_v.defined() && unit_rows(p.grad_out) && unit_rows(p.grad_q) &&
+         unit_rows(p.grad_k) && unit_rows(p.grad_v);
   if (varlen)
     ok = ok && p.cu_seqlens_q.dtype() == DType::i32 && p.cu_seqlens_k.dtype() == DType::i32 &&
          p.cu_seqlens_k.numel() == p.cu_seqlens_q.numel() && !p.mask.defined();

@@ -19,7 +19,9 @@ namespace ember {
 //
 // Padded batches (cu_seqlens_q undefined): q [B, Hq, Tq, D], k [B, Hkv, Tk, D],
 // v [B, Hkv, Tk, Dv], out [B, Hq, Tq, Dv]. Any strides with unit stride on the last dim, so a
-// [B, T, H, D] tensor transposed to [B, H, T, D] is taken as it is.
+// [B, T, H, D] tensor transposed to [B, H, T, D] is taken as it is; the op never passes a broadcast
+// (stride 0) dim of q, k, v or grad_out (it copies such views), and allocates out, lse and the
+// gradients contiguous.
 // Variable-length batches (cu_seqlens_q and cu_seqlens_k defined, int32 [B + 1] on q's device,
 // starting at 0 and non-decreasing): q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv],
 // out [total_q, Hq, Dv]; sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of q (and of

@@ -25,11 +25,13 @@ constexpr const char* kVarlen = "scaled_dot_product_attention_varlen";
 constexpr int64_t kCudaMinHeadDim = 32, kCudaMaxHeadDim = 256;
 
 // How the kernels see an input: its shape for the kernel and a view of it with unit stride on the
-// last dim (a copy only when the given tensor lacks one).
+// last dim and no broadcast (stride 0) dim, as kernel_interface/attention.h promises the kernels;
+// a copy only when the given tensor is not such a view.
 Tensor kernel_view(const Tensor& t, const Shape& shape) {
   Tensor v = t.detach().reshape(shape);
-  if (v.size(-1) > 1 && v.stride(-1) != 1) v = v.contiguous();
-  return v;
+  bool usable = v.size(-1) <= 1 || v.stride(-1) == 1;
+  for (int64_t d = 0; d < v.dim(); ++d) usable = usable && (v.size(d) <= 1 || v.stride(d) != 0);
+  return usable ? v : v.contiguous();
 }
 
 // A [..., T, E] input as [B, H, T, E]: the dim before T is the head dim (none for 3-D and 2-D
@@ -152,8 +154,7 @@ std::tuple<Tensor, Tensor> run_attention(const Call& call, const Tensor& query, 
     const char* op = call.op;
     const autograd::SavedTensor saved_q(query, op), saved_k(key, op), saved_v(value, op);
     const autograd::SavedTensor saved_out(out, op, true), saved_lse(p.lse, op);
-    Call c = call;
-    c.problem.q = c.problem.k = c.problem.v = Tensor();  // the saved tensors hold them
+    const Call c = call;  // q, k and v travel in the saved tensors (with their versions)
     autograd::record_backward(
         op, {query, key, value}, {&out},
         [c, saved_q, saved_k, saved_v, saved_out, saved_lse](const std::vector<Tensor>& grads,

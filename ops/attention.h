@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "ember/kernel_interface/attention.h"
 #include "ember/tensor/runtime/generator.h"
@@ -16,7 +17,7 @@ namespace ember {
 
 // How a causal mask is aligned when the query and key lengths differ (L queries, S keys).
 enum class AttentionCausal : uint8_t {
-  none,
+  none,          // no causal mask
   top_left,      // query i sees keys j <= i (PyTorch's is_causal: torch.tril(ones(L, S)))
   bottom_right,  // query i sees keys j <= i + S - L (the last query sees every key: decoding
                  // with a KV cache, FlashAttention >= 2.1's causal)
@@ -34,26 +35,32 @@ struct AttentionOptions {
   bool enable_gqa = false;         // query heads may be a multiple of the key/value heads
   Generator* generator = nullptr;  // dropout's generator; default: the query's device's
 
+  // Sets attn_mask (bool, floating, or undefined for none) and returns *this.
   AttentionOptions& with_mask(Tensor mask) {
     attn_mask = std::move(mask);
     return *this;
   }
+  // Sets dropout_p (in [0, 1], default 0) and returns *this.
   AttentionOptions& with_dropout(double p) {
     dropout_p = p;
     return *this;
   }
+  // Sets the causal alignment (default none) and returns *this.
   AttentionOptions& with_causal(AttentionCausal c) {
     causal = c;
     return *this;
   }
+  // Sets the score scale (default 1 / sqrt(E)) and returns *this.
   AttentionOptions& with_scale(double s) {
     scale = s;
     return *this;
   }
+  // Allows grouped-query attention (default false) and returns *this.
   AttentionOptions& with_gqa(bool enable = true) {
     enable_gqa = enable;
     return *this;
   }
+  // Sets dropout's generator (null: the query's device's default) and returns *this.
   AttentionOptions& with_generator(Generator* g) {
     generator = g;
     return *this;

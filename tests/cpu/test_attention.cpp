@@ -238,19 +238,84 @@ TEST_CASE("attention: fp64 gradcheck of query, key and value") {
   }
 }
 
-TEST_CASE("attention: the op table rows pass gradcheck") {
+TEST_CASE("attention: the op table rows pass gradcheck, contiguous and transposed") {
   for (const auto& c : ember::testing::op_cases_attention()) {
     CAPTURE(c.name);
-    std::vector<Tensor> inputs;
-    uint64_t seed = 10;
-    for (const Shape& s : c.shapes) {
-      inputs.push_back(uniform(s, seed++).mul(c.high));
-      inputs.back().set_requires_grad(true);
+    for (bool transposed : {false, true}) {
+      CAPTURE(transposed);
+      std::vector<Tensor> inputs;
+      uint64_t seed = 10;
+      for (const Shape& s : c.shapes) {
+        // Transposed: reversed strides, as the generic suite's Layout::transposed.
+        Shape reversed(s.rbegin(), s.rend()), dims;
+        for (int64_t d = int64_t(s.size()) - 1; d >= 0; --d) dims.push_back(d);
+        Tensor t = transposed ? uniform(reversed, seed).permute(dims) : uniform(s, seed);
+        ++seed;
+        t.set_requires_grad(true);
+        inputs.push_back(t);
+      }
+      std::string report;
+      const bool ok = autograd::gradcheck(c.fn, inputs, 1e-6, 1e-5, 1e-4, &report);
+      CHECK_MESSAGE(ok, report);
     }
-    std::string report;
-    const bool ok = autograd::gradcheck(c.fn, inputs, 1e-6, 1e-5, 1e-4, &report);
-    CHECK_MESSAGE(ok, report);
   }
+}
+
+TEST_CASE("attention: gradients of larger problems match the naive composition's") {
+  // Several row blocks per head and several threads; a key-padding mask [B, 1, 1, S].
+  struct Big {
+    Shape q, k;
+    AttentionCausal causal;
+    bool key_padding;
+  };
+  const std::vector<Big> cases = {
+      {{2, 4, 37, 16}, {2, 2, 45, 16}, AttentionCausal::bottom_right, false},
+      {{2, 4, 45, 16}, {2, 1, 37, 16}, AttentionCausal::top_left, false},
+      {{3, 2, 40, 8}, {3, 2, 33, 8}, AttentionCausal::none, true},
+  };
+  for (const Big& c : cases) {
+    CAPTURE(c.q);
+    Tensor q = uniform(c.q, 1).mul(2.0), k = uniform(c.k, 2).mul(2.0), v = uniform(c.k, 3);
+    Tensor mask;
+    if (c.key_padding) {
+      const int64_t B = c.k[0], S = c.k[2];
+      std::vector<int> m(size_t(B * S));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < S; ++j) m[size_t(b * S + j)] = j < S - 5 * b;
+      mask = bool_from(m, {B, 1, 1, S});
+    }
+    Tensor weight = uniform({c.q[0], c.q[1], c.q[2], c.k[3]}, 4);
+    std::vector<Tensor> fused_grads, naive_grads;
+    for (bool fused : {true, false}) {
+      std::vector<Tensor> x = {q.clone(), k.clone(), v.clone()};
+      for (Tensor& t : x) t.set_requires_grad(true);
+      const double scale = 1.0 / std::sqrt(double(c.q[3]));
+      Tensor out = fused ? std::get<0>(scaled_dot_product_attention_with_lse(
+                               x[0], x[1], x[2],
+                               AttentionOptions().with_mask(mask).with_causal(c.causal).with_gqa()))
+                         : naive(x[0], x[1], x[2], mask, c.causal, scale, c.q[1] / c.k[1]);
+      out.mul(weight).sum().backward();
+      for (Tensor& t : x) (fused ? fused_grads : naive_grads).push_back(t.grad());
+    }
+    for (size_t i = 0; i < 3; ++i) CHECK(max_difference(fused_grads[i], naive_grads[i]) < 1e-12);
+  }
+}
+
+TEST_CASE("attention: empty batches, queries and value dims") {
+  Tensor q0 = zeros({0, 2, 3, 4}, f64()), k0 = zeros({0, 2, 5, 4}, f64());
+  CHECK(scaled_dot_product_attention(q0, k0, k0).sizes() == Shape{0, 2, 3, 4});
+  Tensor q = uniform({1, 2, 0, 4}, 1), k = uniform({1, 2, 5, 4}, 2);
+  q.set_requires_grad(true);
+  k.set_requires_grad(true);
+  Tensor out = scaled_dot_product_attention(q, k, k);
+  CHECK(out.sizes() == Shape{1, 2, 0, 4});
+  out.sum().backward();
+  CHECK(k.grad().abs().sum().item() == 0);
+  // Ev = 0: an empty output, and the lse is still computed.
+  auto [o, lse] = scaled_dot_product_attention_with_lse(
+      uniform({1, 1, 2, 3}, 1), uniform({1, 1, 4, 3}, 2), zeros({1, 1, 4, 0}, f64()));
+  CHECK(o.sizes() == Shape{1, 1, 2, 0});
+  CHECK(std::isfinite(lse.to_vector()[0]));
 }
 
 TEST_CASE("attention: varlen equals per-sequence attention, bottom-right causal") {
@@ -456,4 +521,57 @@ TEST_CASE("attention: bad input raises Errors that say what is wrong") {
               scaled_dot_product_attention_varlen(uniform({6, 3, 4}, 1), pk, pk, cu, cu, 4, 4);
             }),
             {"multiple"}));
+}
+
+TEST_CASE("attention: the CPU slots hold the reference algorithm; the key tells problems apart") {
+  AttentionProblem p;
+  p.q = uniform({1, 2, 3, 4}, 1);
+  p.k = uniform({1, 2, 5, 4}, 2);
+  p.v = uniform({1, 2, 5, 4}, 3);
+  p.out = empty({1, 2, 3, 4}, DType::f64);
+  p.lse = empty({1, 2, 3}, DType::f32);
+  CHECK(attention_choose(p).name == "reference");
+  const dispatch::AlgoKey plain = attention_key(p);
+  AttentionProblem causal = p;
+  causal.causal = true;
+  AttentionProblem masked = p;
+  masked.mask = bool_from({1, 0, 1, 1, 1}, {1, 1, 1, 5}).expand({1, 2, 3, 5});
+  AttentionProblem per_head = p;
+  per_head.mask = bool_from(std::vector<int>(10, 1), {1, 2, 1, 5}).expand({1, 2, 3, 5});
+  AttentionProblem dropped = p;
+  dropped.dropout_p = 0.1;
+  CHECK(attention_key(causal) != plain);
+  CHECK(attention_key(masked) != plain);
+  CHECK(attention_key(masked) != attention_key(per_head));
+  CHECK(attention_key(dropped) != plain);
+  CHECK(attention_key(p) == plain);
+}
+
+TEST_CASE("attention: results do not depend on the thread count") {
+  Tensor q = uniform({2, 4, 40, 8}, 1), k = uniform({2, 2, 50, 8}, 2),
+         v = uniform({2, 2, 50, 8}, 3);
+  const int threads = get_num_threads();
+  std::vector<std::vector<double>> results;
+  for (int n : {1, 4}) {
+    default_generator(Device::cpu()).manual_seed(3);
+    set_num_threads(n);
+    std::vector<Tensor> x = {q.clone(), k.clone(), v.clone()};
+    for (Tensor& t : x) t.set_requires_grad(true);
+    Tensor out = std::get<0>(scaled_dot_product_attention_with_lse(
+        x[0], x[1], x[2],
+        AttentionOptions()
+            .with_causal(AttentionCausal::bottom_right)
+            .with_gqa()
+            .with_dropout(0.2)
+            .with_generator(&default_generator(Device::cpu()))));
+    out.sum().backward();
+    std::vector<double> all = out.to_vector();
+    for (const Tensor& t : x) {
+      const std::vector<double> g = t.grad().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    results.push_back(all);
+  }
+  set_num_threads(threads);
+  CHECK(results[0] == results[1]);
 }
