@@ -7,6 +7,7 @@
 #   lstm_run  BIN_DIR        a tiny ember-lstm run on a UTF-8 corpus: log.csv, steps.csv (one row
 #                            per logging interval), curves.png when gnuplot exists, a checkpoint,
 #                            valid UTF-8 samples, then --resume continues from the saved step.
+#   gpt_run   BIN_DIR        the same for a tiny ember-gpt (a few steps of a 1-layer model).
 set -euo pipefail
 what=$1 bin=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ember-examples.XXXXXX")
@@ -41,6 +42,7 @@ case $what in
   cli)
     check_help ember-resnet
     check_help ember-lstm
+    check_help ember-gpt
     check_help ember-launch "${3:?the ember-launch executable}"
     # The folder is made before the data is read: the run fails on the missing dataset, after.
     rc=0
@@ -78,6 +80,29 @@ case $what in
     grep -q "resumed from .* at step 6" "$tmp/run2.txt" || fail "no resume: $(cat "$tmp/run2.txt")"
     [[ $(grep -c . "$tmp/run/steps.csv") -eq 10 ]] || fail "steps.csv after --resume: want 9 rows"
     echo "ember-lstm run, plot, checkpoint and resume: ok"
+    ;;
+  gpt_run)
+    for i in $(seq 40); do printf 'héllo wörld, 1 € für 𝄞 — naïve café. ' ; done >"$tmp/corpus.txt"
+    common=(--device cpu --corpus "$tmp/corpus.txt" --d-model 16 --heads 2 --layers 1 --seq-len 16
+            --batch-size 4 --warmup 2 --log-interval 1 --eval-every 3 --sample-chars 40
+            --out "$tmp/run" --checkpoint "$tmp/ck/gpt.ckpt")
+    "$bin/ember-gpt" "${common[@]}" --steps 6 >"$tmp/run1.txt" 2>&1 ||
+      fail "ember-gpt run: $(cat "$tmp/run1.txt")"
+    python3 -c 'import sys; open(sys.argv[1], encoding="utf-8", errors="strict").read()' \
+      "$tmp/run1.txt" || fail "ember-gpt printed invalid UTF-8"
+    grep -q -- "--- sample ---" "$tmp/run1.txt" || fail "ember-gpt printed no sample"
+    grep -q "tokens/s" "$tmp/run1.txt" || fail "ember-gpt printed no tokens/s"
+    [[ $(grep -c . "$tmp/run/steps.csv") -eq 7 ]] || fail "steps.csv: want a header and 6 rows"
+    [[ $(grep -c . "$tmp/run/log.csv") -eq 3 ]] || fail "log.csv: want a header and 2 rows"
+    [[ -f $tmp/ck/gpt.ckpt ]] || fail "no checkpoint written"
+    if command -v gnuplot >/dev/null; then
+      [[ -s $tmp/run/curves.png ]] || fail "no curves.png"
+    fi
+    "$bin/ember-gpt" "${common[@]}" --steps 9 --resume >"$tmp/run2.txt" 2>&1 ||
+      fail "ember-gpt --resume: $(cat "$tmp/run2.txt")"
+    grep -q "resumed from .* at step 6" "$tmp/run2.txt" || fail "no resume: $(cat "$tmp/run2.txt")"
+    [[ $(grep -c . "$tmp/run/steps.csv") -eq 10 ]] || fail "steps.csv after --resume: want 9 rows"
+    echo "ember-gpt run, plot, checkpoint and resume: ok"
     ;;
   *) fail "unknown check $what" ;;
 esac
