@@ -34,6 +34,7 @@ const std::vector<OpCase>& op_cases_shape();   // op_table_shape.cpp
 const std::vector<OpCase>& op_cases_ewise();   // op_table_elementwise_more.cpp
 const std::vector<OpCase>& op_cases_linalg();  // op_table_linalg.cpp (+ op_cases_linalg_decomp)
 const std::vector<OpCase>& op_cases_nnfunc();  // op_table_nnfunc.cpp
+const std::vector<OpCase>& op_cases_vision();  // op_table_vision.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 
