@@ -2,7 +2,8 @@
 // gathered under one name. These are the ops themselves (re-exported, no wrappers), except the
 // losses, which are nn's autocast-aware versions of nn/loss.h.
 #pragma once
-#include "ember/nn/functional_more.h"  // more activations, distances, losses
+#include "ember/nn/functional_more.h"    // more activations, distances, losses
+#include "ember/nn/functional_vision.h"  // pooling, padding, resampling, rms_norm
 #include "ember/nn/linear_more.h"
 #include "ember/nn/loss.h"
 #include "ember/ops/activation.h"

@@ -20,7 +20,7 @@ const std::vector<OpCase>& op_cases() {
          {&op_cases_core(), &op_cases_norm(), &op_cases_act(), &op_cases_nn(), &op_cases_rnn(),
           &op_cases_conv(), &op_cases_index(), &op_cases_tapi(), &op_cases_reduce(),
           &op_cases_shape(), &op_cases_ewise(), &op_cases_linalg(), &op_cases_nnfunc(),
-          &op_cases_attention(), &op_cases_nn_extra()})
+          &op_cases_attention(), &op_cases_nn_extra(), &op_cases_vision()})
       v.insert(v.end(), area->begin(), area->end());
     return v;
   }();

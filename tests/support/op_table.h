@@ -36,6 +36,7 @@ const std::vector<OpCase>& op_cases_linalg();     // op_table_linalg.cpp (+ op_c
 const std::vector<OpCase>& op_cases_nnfunc();     // op_table_nnfunc.cpp
 const std::vector<OpCase>& op_cases_attention();  // op_table_attention.cpp
 const std::vector<OpCase>& op_cases_nn_extra();   // op_table_nn_extra.cpp
+const std::vector<OpCase>& op_cases_vision();     // op_table_vision.cpp
 
 enum class Layout { contiguous, transposed, channels_last };
 
