@@ -66,6 +66,12 @@ namespace {
 
 constexpr const char* kOp = "MultiheadAttention";
 
+// scaled_dot_product_attention's CUDA kernels take head sizes in [32, 256] (ops/attention.h); a
+// CUDA module with another head size computes the attention explicitly even without weights.
+bool fused_attention_fits(const Tensor& q, int64_t head_dim) {
+  return !q.is_cuda() || (head_dim >= 32 && head_dim <= 256);
+}
+
 // A bool mask (true = not allowed) or a floating one as an additive mask of `like`'s dtype and
 // device; undefined stays undefined.
 Tensor additive_mask(const Tensor& mask, const Tensor& like, const char* name) {
@@ -181,7 +187,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
   }
 
   // ---- masks: one additive mask broadcastable to [N, H, L, S + extra_keys] ----
-  const bool sdpa_causal = is_causal && !key_padding_mask.defined() && !need_weights;
+  const bool explicit_weights = need_weights || !fused_attention_fits(q, hd);
+  const bool sdpa_causal = is_causal && !key_padding_mask.defined() && !explicit_weights;
   Tensor mask;
   if (!sdpa_causal) {
     Tensor am = attn_mask;
@@ -198,15 +205,18 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
 
   // ---- attention ----
   Tensor out, weights;
-  if (need_weights) {
+  if (explicit_weights) {
     Tensor scores = matmul(mul(q4, 1.0 / std::sqrt(double(hd))), k4.transpose(-2, -1));
     if (mask.defined()) scores = add(scores, mask);
     weights = softmax(autocast_input(scores, OpClass::fp32), -1);
     if (p > 0) weights = dropout(weights, p, true);
     auto wv = autocast_inputs({weights, v4}, OpClass::low_precision);
     out = matmul(wv[0], wv[1]);
-    if (average_attn_weights) weights = weights.mean(Shape{1});
-    if (unbatched) weights = weights.squeeze(0);
+    if (!need_weights)
+      weights = Tensor();
+    else if (average_attn_weights)
+      weights = weights.mean(Shape{1});
+    if (weights.defined() && unbatched) weights = weights.squeeze(0);
   } else {
     out = scaled_dot_product_attention(q4, k4, v4, mask, p, sdpa_causal);
   }

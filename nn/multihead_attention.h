@@ -54,7 +54,8 @@ struct MultiheadAttentionOptions {
 // forward returns (output [L, N, E] in the query's layout, weights): weights are [N, L, S]
 // (averaged over heads) or [N, H, L, S] (average_attn_weights false) when need_weights, else an
 // undefined tensor. With need_weights false the attention runs through
-// scaled_dot_product_attention (ops/attention.h), the fused path; with need_weights true the
+// scaled_dot_product_attention (ops/attention.h), the fused path (on CUDA when the head size
+// E / H is within its kernels' [32, 256]; otherwise explicitly); with need_weights true the
 // weights are computed explicitly as softmax(q k^T / sqrt(E / H) + mask), as PyTorch does.
 // is_causal asks for a causal mask: as PyTorch, with need_weights false and no key_padding_mask
 // the attention runs with is_causal (attn_mask, the causal mask's hint, is then not read);
@@ -85,10 +86,15 @@ class MultiheadAttentionImpl : public Module {
   int64_t head_dim() const { return options.embed_dim() / options.num_heads(); }
 
   MultiheadAttentionOptions options;  // the options it was built with
-  // The parameters (undefined when the options leave them out; see the file comment).
-  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
-  Tensor bias_k, bias_v;  // [1, 1, E], with add_bias_kv
-  Linear out_proj{nullptr};
+  // The parameters, undefined when the options leave them out (see the file comment).
+  Tensor in_proj_weight;     // [3E, E], when kdim == vdim == E
+  Tensor q_proj_weight;      // [E, E], when kdim or vdim differs from E
+  Tensor k_proj_weight;      // [E, kdim], when kdim or vdim differs from E
+  Tensor v_proj_weight;      // [E, vdim], when kdim or vdim differs from E
+  Tensor in_proj_bias;       // [3E], with bias
+  Tensor bias_k;             // [1, 1, E], with add_bias_kv
+  Tensor bias_v;             // [1, 1, E], with add_bias_kv
+  Linear out_proj{nullptr};  // E -> E, the output projection
 };
 EMBER_MODULE(MultiheadAttention);
 

@@ -63,11 +63,14 @@ class TransformerEncoderLayerImpl : public Module {
                  const Tensor& src_key_padding_mask = {}, bool is_causal = false);
 
   TransformerEncoderLayerOptions options;  // the options it was built with
-  MultiheadAttention self_attn{nullptr};
-  Linear linear1{nullptr}, linear2{nullptr};  // d_model -> dim_feedforward -> d_model
-  Dropout dropout{nullptr};                   // inside the feed-forward block
-  LayerNorm norm1{nullptr}, norm2{nullptr};
-  Dropout dropout1{nullptr}, dropout2{nullptr};  // on the two residual branches
+  MultiheadAttention self_attn{nullptr};   // the self-attention
+  Linear linear1{nullptr};                 // d_model -> dim_feedforward
+  Linear linear2{nullptr};                 // dim_feedforward -> d_model
+  Dropout dropout{nullptr};                // inside the feed-forward block
+  LayerNorm norm1{nullptr};                // around the self-attention branch
+  LayerNorm norm2{nullptr};                // around the feed-forward branch
+  Dropout dropout1{nullptr};               // on the self-attention branch
+  Dropout dropout2{nullptr};               // on the feed-forward branch
 
  private:
   Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& key_padding_mask,
@@ -94,12 +97,18 @@ class TransformerDecoderLayerImpl : public Module {
                  const Tensor& memory_key_padding_mask = {}, bool tgt_is_causal = false,
                  bool memory_is_causal = false);
 
-  TransformerDecoderLayerOptions options;  // the options it was built with
-  MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
-  Linear linear1{nullptr}, linear2{nullptr};  // d_model -> dim_feedforward -> d_model
-  Dropout dropout{nullptr};                   // inside the feed-forward block
-  LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
-  Dropout dropout1{nullptr}, dropout2{nullptr}, dropout3{nullptr};  // on the residual branches
+  TransformerDecoderLayerOptions options;      // the options it was built with
+  MultiheadAttention self_attn{nullptr};       // the self-attention over tgt
+  MultiheadAttention multihead_attn{nullptr};  // the cross-attention over memory
+  Linear linear1{nullptr};                     // d_model -> dim_feedforward
+  Linear linear2{nullptr};                     // dim_feedforward -> d_model
+  Dropout dropout{nullptr};                    // inside the feed-forward block
+  LayerNorm norm1{nullptr};                    // around the self-attention branch
+  LayerNorm norm2{nullptr};                    // around the cross-attention branch
+  LayerNorm norm3{nullptr};                    // around the feed-forward branch
+  Dropout dropout1{nullptr};                   // on the self-attention branch
+  Dropout dropout2{nullptr};                   // on the cross-attention branch
+  Dropout dropout3{nullptr};                   // on the feed-forward branch
 
  private:
   Tensor feed_forward_block(const Tensor& x);
@@ -207,9 +216,9 @@ class TransformerImpl : public Module {
   static Tensor generate_square_subsequent_mask(int64_t sz, Device device = Device::cpu(),
                                                 DType dtype = DType::f32);
 
-  TransformerOptions options;  // the options it was built with
-  TransformerEncoder encoder{nullptr};
-  TransformerDecoder decoder{nullptr};
+  TransformerOptions options;           // the options it was built with
+  TransformerEncoder encoder{nullptr};  // the encoder stack, with its final norm
+  TransformerDecoder decoder{nullptr};  // the decoder stack, with its final norm
 };
 EMBER_MODULE(Transformer);
 
