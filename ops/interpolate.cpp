@@ -131,6 +131,9 @@ Tensor interpolate(const Tensor& x, const std::optional<std::vector<int64_t>>& s
               ": align_corners can only be set with the interpolating modes linear, bilinear, "
               "bicubic and trilinear, not with mode \"",
               mode, "\"");
+  EMBER_CHECK(nearest || is_floating(x.dtype()), kOp, ": mode \"", mode,
+              "\" needs a floating input, got ", dtype_name(x.dtype()), " ", x.shape_str(),
+              "; convert it with .to(float32) first");
   const int64_t k = x.dim() - 2;
   const int64_t want = mode == "linear" ? 1 : (mode == "bilinear" || cubic) ? 2 : 3;
   EMBER_CHECK(!(linear || cubic) || want == k, kOp, ": mode \"", mode, "\" needs a ", want + 2,

@@ -117,6 +117,11 @@ TEST_CASE("interpolate: bad arguments name the op and the shapes") {
   CHECK(contains(error_of([&] { interpolate(x, Sizes{5, 7}, {}, "cubic"); }), "unknown mode"));
   CHECK(contains(error_of([&] { interpolate(gen({2, 3}), Sizes{4}); }), "interpolate"));
   CHECK(contains(error_of([&] {
+                   interpolate(x.to(DType::u8), Sizes{5, 7}, {}, "bilinear");
+                 }),
+                 "needs a floating input"));
+  CHECK(interpolate(x.to(DType::u8), Sizes{5, 7}).dtype() == DType::u8);
+  CHECK(contains(error_of([&] {
                    nn::Upsample(nn::UpsampleOptions().size(Sizes{2}).mode("area"))(gen({1, 1, 4}));
                  }),
                  "Upsample"));
