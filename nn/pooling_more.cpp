@@ -17,6 +17,17 @@ Tensor MaxPoolNdImpl<D>::forward(const Tensor& x) {
 }
 
 template <size_t D>
+std::tuple<Tensor, Tensor> MaxPoolNdImpl<D>::forward_with_indices(const Tensor& x) {
+  const auto& o = options;
+  auto pool = D == 1   ? &max_pool1d_with_indices
+              : D == 2 ? &max_pool2d_with_indices
+                       : &max_pool3d_with_indices;
+  auto [values, indices] = pool(x, o.kernel_size().vec(), o.stride().vec(), o.padding().vec(),
+                                o.dilation().vec(), o.ceil_mode());
+  return {values, indices};
+}
+
+template <size_t D>
 void MaxPoolNdImpl<D>::pretty_print(std::ostream& os) const {
   const auto& o = options;
   os << type_name() << "(kernel_size=" << o.kernel_size() << ", stride=" << o.stride()

@@ -103,6 +103,9 @@ class MaxPoolNdImpl : public Module {
   MaxPoolNdImpl(const char* name, const MaxPoolOptions<D>& options)
       : Module(name), options(options) {}
   Tensor forward(const Tensor& x);
+  // The maxima and their flat positions in each input plane (Python's return_indices=True),
+  // which MaxUnpool consumes.
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   MaxPoolOptions<D> options;  // the options it was built with
 };

@@ -279,6 +279,12 @@ Tensor max_pool1d(const Tensor& x, const IntList& k, const IntList& s, const Int
                   const IntList& d, bool ceil_mode) {
   return pool(x, max_spec("max_pool1d", 1, k, s, p, d, ceil_mode)).output;
 }
+ValuesIndices max_pool1d_with_indices(const Tensor& x, const IntList& k, const IntList& s,
+                                      const IntList& p, const IntList& d, bool ceil_mode) {
+  PoolResult r = pool(x, max_spec("max_pool1d_with_indices", 1, k, s, p, d, ceil_mode),
+                      /*return_indices=*/true);
+  return {r.output, r.indices};
+}
 Tensor max_pool2d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
                   const IntList& d, bool ceil_mode) {
   return pool(x, max_spec("max_pool2d", 2, k, s, p, d, ceil_mode)).output;
@@ -292,6 +298,13 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x, const IntList& k, const I
 Tensor max_pool3d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,
                   const IntList& d, bool ceil_mode) {
   return pool(x, max_spec("max_pool3d", 3, k, s, p, d, ceil_mode)).output;
+}
+
+ValuesIndices max_pool3d_with_indices(const Tensor& x, const IntList& k, const IntList& s,
+                                      const IntList& p, const IntList& d, bool ceil_mode) {
+  PoolResult r = pool(x, max_spec("max_pool3d_with_indices", 3, k, s, p, d, ceil_mode),
+                      /*return_indices=*/true);
+  return {r.output, r.indices};
 }
 
 Tensor avg_pool1d(const Tensor& x, const IntList& k, const IntList& s, const IntList& p,

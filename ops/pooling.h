@@ -30,6 +30,9 @@ using IntList = std::vector<int64_t>;
 Tensor max_pool1d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
                   const IntList& padding = {0}, const IntList& dilation = {1},
                   bool ceil_mode = false);
+ValuesIndices max_pool1d_with_indices(const Tensor& x, const IntList& kernel_size,
+                                      const IntList& stride = {}, const IntList& padding = {0},
+                                      const IntList& dilation = {1}, bool ceil_mode = false);
 // input [N, C, H, W] or [C, H, W]. Indices are flat positions h * W + w within each plane, as in
 // PyTorch (so max_unpool-style consumers work).
 Tensor max_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
@@ -42,6 +45,9 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x, const IntList& kernel_siz
 Tensor max_pool3d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
                   const IntList& padding = {0}, const IntList& dilation = {1},
                   bool ceil_mode = false);
+ValuesIndices max_pool3d_with_indices(const Tensor& x, const IntList& kernel_size,
+                                      const IntList& stride = {}, const IntList& padding = {0},
+                                      const IntList& dilation = {1}, bool ceil_mode = false);
 
 // Mean over each window. Windows in the padding count it (count_include_pad) or not; a ceil_mode
 // window hanging past the right padding never counts the part beyond it (PyTorch's rule).

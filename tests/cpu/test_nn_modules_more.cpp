@@ -201,6 +201,28 @@ TEST_CASE("max unpooling inverts max pooling's placement") {
   CHECK(contains(error_of([&] { max_unpool2d(v, i.to(DType::i32), {2}); }), "int64"));
 }
 
+TEST_CASE("max pooling 1d and 3d with indices, and unpooling them") {
+  // 1-d: the same positions as 2-d pooling of a height-1 plane.
+  const Tensor x1 = gen({2, 3, 9});
+  auto [v1, i1] = max_pool1d_with_indices(x1, {3}, {2}, {1});
+  auto ref = max_pool2d_with_indices(x1.unsqueeze(2), {1, 3}, {1, 2}, {0, 1});
+  CHECK(v1.equal(ref.values.squeeze(2)));
+  CHECK(i1.equal(ref.indices.squeeze(2)));
+  // 3-d: each index points at its value in the flattened plane; unpooling puts it back.
+  const Tensor x3 = gen({1, 2, 4, 4, 6});
+  nn::MaxPool3d pool(2);
+  auto [v3, i3] = pool->forward_with_indices(x3);
+  CHECK(v3.equal(pool(x3)));
+  CHECK(gather(x3.reshape({1, 2, -1}), 2, i3.reshape({1, 2, -1})).equal(v3.reshape({1, 2, -1})));
+  const Tensor back = nn::MaxUnpool3d(2)->forward(v3, i3);
+  CHECK(back.sizes() == x3.sizes());
+  CHECK(gather(back.reshape({1, 2, -1}), 2, i3.reshape({1, 2, -1})).equal(v3.reshape({1, 2, -1})));
+  CHECK(sum(abs(back)).item() == doctest::Approx(sum(abs(v3)).item()));
+  auto [mv, mi] = nn::MaxPool1d(3)->forward_with_indices(x1);
+  CHECK(mi.equal(max_pool1d_with_indices(x1, {3}).indices));
+  CHECK(nn::MaxUnpool1d(3)->forward(mv, mi).sizes() == Shape{2, 3, 9});
+}
+
 TEST_CASE("pooling layers wrap the ops") {
   const Tensor x1 = gen({2, 3, 9}), x3 = gen({1, 2, 4, 6, 5});
   CHECK(nn::MaxPool1d(nn::MaxPool1dOptions(3).stride(2))(x1).equal(max_pool1d(x1, {3}, {2})));
