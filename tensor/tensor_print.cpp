@@ -149,8 +149,9 @@ struct Printer {
     }
     for (int64_t i : indices)
       items.push_back(i < 0 ? "..." : print(dim + 1, offset + i * inner, indent + 1, format));
-    const std::string separator =
-        "," + std::string(sizes.size() - dim - 1, '\n') + std::string(size_t(indent + 1), ' ');
+    // Built by appending: GCC 12 misreads `"," + std::string(...)` as an overlapping memcpy.
+    std::string separator = ",";
+    separator.append(sizes.size() - dim - 1, '\n').append(size_t(indent + 1), ' ');
     std::string s = "[";
     for (size_t k = 0; k < items.size(); ++k) s += (k > 0 ? separator : "") + items[k];
     return s + "]";
