@@ -46,10 +46,12 @@ class InstanceNormImplBase : public Module {
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
 
-  InstanceNormOptions options;       // the options it was built with
-  Tensor weight, bias;               // parameters [C] (undefined without affine)
-  Tensor running_mean, running_var;  // buffers [C] (undefined without track_running_stats)
-  Tensor num_batches_tracked;        // buffer, int64 0-d (undefined without track_running_stats)
+  InstanceNormOptions options;  // the options it was built with
+  Tensor weight;                // parameter [C] (undefined without affine)
+  Tensor bias;                  // parameter [C] (undefined without affine)
+  Tensor running_mean;          // buffer [C] (undefined without track_running_stats)
+  Tensor running_var;           // buffer [C] (undefined without track_running_stats)
+  Tensor num_batches_tracked;   // buffer, int64 0-d (undefined without track_running_stats)
 
  private:
   int64_t spatial_dims_;

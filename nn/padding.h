@@ -56,8 +56,10 @@ using ConstantPad3dOptions = ConstantPadOptions<3>;
 template <size_t D, typename Options>
 class PadNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   PadNdImpl(const char* name, const char* mode, const Options& options)
       : Module(name), options(options), mode_(mode) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   Options options;  // the options it was built with
@@ -82,20 +84,35 @@ class PadNdImpl : public Module {
   };                                                                                             \
   EMBER_MODULE(Name)
 
+// torch.nn.ZeroPad1d.
 EMBER_PADDING_LAYER(ZeroPad1d, 1, PadOptions<1>, "constant");
+// torch.nn.ZeroPad2d.
 EMBER_PADDING_LAYER(ZeroPad2d, 2, PadOptions<2>, "constant");
+// torch.nn.ZeroPad3d.
 EMBER_PADDING_LAYER(ZeroPad3d, 3, PadOptions<3>, "constant");
+// torch.nn.ConstantPad1d.
 EMBER_PADDING_LAYER(ConstantPad1d, 1, ConstantPadOptions<1>, "constant");
+// torch.nn.ConstantPad2d.
 EMBER_PADDING_LAYER(ConstantPad2d, 2, ConstantPadOptions<2>, "constant");
+// torch.nn.ConstantPad3d.
 EMBER_PADDING_LAYER(ConstantPad3d, 3, ConstantPadOptions<3>, "constant");
+// torch.nn.ReflectionPad1d.
 EMBER_PADDING_LAYER(ReflectionPad1d, 1, PadOptions<1>, "reflect");
+// torch.nn.ReflectionPad2d.
 EMBER_PADDING_LAYER(ReflectionPad2d, 2, PadOptions<2>, "reflect");
+// torch.nn.ReflectionPad3d.
 EMBER_PADDING_LAYER(ReflectionPad3d, 3, PadOptions<3>, "reflect");
+// torch.nn.ReplicationPad1d.
 EMBER_PADDING_LAYER(ReplicationPad1d, 1, PadOptions<1>, "replicate");
+// torch.nn.ReplicationPad2d.
 EMBER_PADDING_LAYER(ReplicationPad2d, 2, PadOptions<2>, "replicate");
+// torch.nn.ReplicationPad3d.
 EMBER_PADDING_LAYER(ReplicationPad3d, 3, PadOptions<3>, "replicate");
+// torch.nn.CircularPad1d.
 EMBER_PADDING_LAYER(CircularPad1d, 1, PadOptions<1>, "circular");
+// torch.nn.CircularPad2d.
 EMBER_PADDING_LAYER(CircularPad2d, 2, PadOptions<2>, "circular");
+// torch.nn.CircularPad3d.
 EMBER_PADDING_LAYER(CircularPad3d, 3, PadOptions<3>, "circular");
 
 #undef EMBER_PADDING_LAYER

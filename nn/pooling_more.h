@@ -100,8 +100,10 @@ using MaxUnpool3dOptions = MaxUnpoolOptions<3>;
 template <size_t D>
 class MaxPoolNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   MaxPoolNdImpl(const char* name, const MaxPoolOptions<D>& options)
       : Module(name), options(options) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x);
   // The maxima and their flat positions in each input plane (Python's return_indices=True),
   // which MaxUnpool consumes.
@@ -114,8 +116,10 @@ class MaxPoolNdImpl : public Module {
 template <size_t D>
 class AvgPoolNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   AvgPoolNdImpl(const char* name, const AvgPoolOptions<D>& options)
       : Module(name), options(options) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   AvgPoolOptions<D> options;  // the options it was built with
@@ -125,8 +129,10 @@ class AvgPoolNdImpl : public Module {
 template <size_t D>
 class AdaptiveAvgPoolNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   AdaptiveAvgPoolNdImpl(const char* name, const AdaptivePoolOptions<D>& options)
       : Module(name), options(options) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   AdaptivePoolOptions<D> options;  // the options it was built with
@@ -137,9 +143,12 @@ class AdaptiveAvgPoolNdImpl : public Module {
 template <size_t D>
 class AdaptiveMaxPoolNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   AdaptiveMaxPoolNdImpl(const char* name, const AdaptivePoolOptions<D>& options)
       : Module(name), options(options) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x);
+  // (output, indices): the indices as max pooling returns them, for MaxUnpool.
   std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   AdaptivePoolOptions<D> options;  // the options it was built with
@@ -149,8 +158,10 @@ class AdaptiveMaxPoolNdImpl : public Module {
 template <size_t D>
 class LPPoolNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   LPPoolNdImpl(const char* name, const LPPoolOptions<D>& options)
       : Module(name), options(options) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x);
   void pretty_print(std::ostream& os) const override;
   LPPoolOptions<D> options;  // the options it was built with
@@ -161,8 +172,10 @@ class LPPoolNdImpl : public Module {
 template <size_t D>
 class MaxUnpoolNdImpl : public Module {
  public:
+  // Registers the module as `name` (the layer's class name) with its options.
   MaxUnpoolNdImpl(const char* name, const MaxUnpoolOptions<D>& options)
       : Module(name), options(options) {}
+  // Applies the layer (see the class comment for shapes).
   Tensor forward(const Tensor& x, const Tensor& indices,
                  const std::optional<std::vector<int64_t>>& output_size = std::nullopt);
   void pretty_print(std::ostream& os) const override;
@@ -186,20 +199,35 @@ class MaxUnpoolNdImpl : public Module {
   };                                                                                          \
   EMBER_MODULE(Name)
 
+// torch.nn.MaxPool1d.
 EMBER_POOLING_LAYER(MaxPool1d, MaxPoolNdImpl, 1, MaxPoolOptions<1>);
+// torch.nn.MaxPool3d.
 EMBER_POOLING_LAYER(MaxPool3d, MaxPoolNdImpl, 3, MaxPoolOptions<3>);
+// torch.nn.AvgPool1d.
 EMBER_POOLING_LAYER(AvgPool1d, AvgPoolNdImpl, 1, AvgPoolOptions<1>);
+// torch.nn.AvgPool3d.
 EMBER_POOLING_LAYER(AvgPool3d, AvgPoolNdImpl, 3, AvgPoolOptions<3>);
-EMBER_POOLING_LAYER(AdaptiveAvgPool1d, AdaptiveAvgPoolNdImpl, 1, AdaptivePoolOptions<1>);
-EMBER_POOLING_LAYER(AdaptiveAvgPool3d, AdaptiveAvgPoolNdImpl, 3, AdaptivePoolOptions<3>);
-EMBER_POOLING_LAYER(AdaptiveMaxPool1d, AdaptiveMaxPoolNdImpl, 1, AdaptivePoolOptions<1>);
-EMBER_POOLING_LAYER(AdaptiveMaxPool2d, AdaptiveMaxPoolNdImpl, 2, AdaptivePoolOptions<2>);
-EMBER_POOLING_LAYER(AdaptiveMaxPool3d, AdaptiveMaxPoolNdImpl, 3, AdaptivePoolOptions<3>);
+EMBER_POOLING_LAYER(AdaptiveAvgPool1d, AdaptiveAvgPoolNdImpl, 1,
+                    AdaptivePoolOptions<1>);  // torch.nn.AdaptiveAvgPool1d
+EMBER_POOLING_LAYER(AdaptiveAvgPool3d, AdaptiveAvgPoolNdImpl, 3,
+                    AdaptivePoolOptions<3>);  // torch.nn.AdaptiveAvgPool3d
+EMBER_POOLING_LAYER(AdaptiveMaxPool1d, AdaptiveMaxPoolNdImpl, 1,
+                    AdaptivePoolOptions<1>);  // torch.nn.AdaptiveMaxPool1d
+EMBER_POOLING_LAYER(AdaptiveMaxPool2d, AdaptiveMaxPoolNdImpl, 2,
+                    AdaptivePoolOptions<2>);  // torch.nn.AdaptiveMaxPool2d
+EMBER_POOLING_LAYER(AdaptiveMaxPool3d, AdaptiveMaxPoolNdImpl, 3,
+                    AdaptivePoolOptions<3>);  // torch.nn.AdaptiveMaxPool3d
+// torch.nn.LPPool1d.
 EMBER_POOLING_LAYER(LPPool1d, LPPoolNdImpl, 1, LPPoolOptions<1>);
+// torch.nn.LPPool2d.
 EMBER_POOLING_LAYER(LPPool2d, LPPoolNdImpl, 2, LPPoolOptions<2>);
+// torch.nn.LPPool3d.
 EMBER_POOLING_LAYER(LPPool3d, LPPoolNdImpl, 3, LPPoolOptions<3>);
+// torch.nn.MaxUnpool1d.
 EMBER_POOLING_LAYER(MaxUnpool1d, MaxUnpoolNdImpl, 1, MaxUnpoolOptions<1>);
+// torch.nn.MaxUnpool2d.
 EMBER_POOLING_LAYER(MaxUnpool2d, MaxUnpoolNdImpl, 2, MaxUnpoolOptions<2>);
+// torch.nn.MaxUnpool3d.
 EMBER_POOLING_LAYER(MaxUnpool3d, MaxUnpoolNdImpl, 3, MaxUnpoolOptions<3>);
 
 #undef EMBER_POOLING_LAYER

@@ -186,7 +186,9 @@ TEST_CASE("fold and unfold match libtorch and are adjoint") {
 
 TEST_CASE("max unpooling inverts max pooling's placement") {
   const Tensor x = gen({1, 2, 4, 5});
-  auto [v, i] = max_pool2d_with_indices(x, {2});
+  // Named tensors, not structured bindings: clang 14 rejects lambdas that capture bindings.
+  const auto pooled = max_pool2d_with_indices(x, {2});
+  const Tensor v = pooled.values, i = pooled.indices;
   check_sig(max_unpool2d(v, i, {2}, {}, {0}, Sizes{4, 5}), {1, 2, 4, 5}, 6.0259531, -0.209233677);
   nn::MaxUnpool2d unpool(2);
   CHECK(unpool->forward(v, i, Sizes{1, 2, 4, 5})

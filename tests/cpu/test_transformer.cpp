@@ -503,8 +503,9 @@ TEST_CASE("Transformer stacks: layers start equal, final norm, Transformer init,
   CHECK(names_of(*dec).back() == "layers.1.norm3.bias");
   // Transformer: every parameter with more than one dim redrawn by xavier_uniform_.
   nn::Transformer tr(nn::TransformerOptions(8, 2, 1, 1).dim_feedforward(16));
-  for (auto& [name, p] : tr->named_parameters())
-    if (p.dim() > 1) {
+  for (auto& entry : tr->named_parameters())
+    if (const Tensor& p = entry.second; p.dim() > 1) {
+      const std::string& name = entry.first;  // CAPTURE of a binding fails on clang 14
       CAPTURE(name);
       const double bound = std::sqrt(6.0 / double(p.size(0) + p.size(1)));
       CHECK(p.abs().max().item() <= bound);
@@ -597,7 +598,8 @@ TEST_CASE("apply_rotary and RotaryEmbedding: values, pairing, offsets and relati
   // Gradients through apply_rotary, both pairings.
   for (bool interleaved : {false, true}) {
     CAPTURE(interleaved);
-    auto [c, s] = rope->cos_sin(t, 1, kCPU, DType::f64);
+    const auto cos_sin = rope->cos_sin(t, 1, kCPU, DType::f64);
+    const Tensor c = cos_sin.first, s = cos_sin.second;  // captured below: no bindings (clang 14)
     std::string report;
     CHECK_MESSAGE(autograd::gradcheck(
                       [&](const std::vector<Tensor>& in) {

@@ -155,7 +155,9 @@ TEST_CASE("A pre-norm encoder layer trains under bf16 autocast on CUDA" *
   Tensor loss = y.to(DType::f32).square().mean();
   CHECK(std::isfinite(loss.item()));
   loss.backward();
-  for (auto& [name, p] : layer->named_parameters()) {
+  for (auto& entry : layer->named_parameters()) {
+    const std::string& name = entry.first;  // CAPTURE of a binding fails on clang 14
+    const Tensor& p = entry.second;
     CAPTURE(name);
     REQUIRE(p.grad().defined());
     CHECK(p.grad().dtype() == DType::f32);
