@@ -69,7 +69,10 @@ template <typename T>
 struct Rows {
   T* base = nullptr;
   int64_t sb = 0, sh = 0, st = 0;
-  T* row(int64_t b, int64_t h, int64_t t) const { return base + b * sb + h * sh + t * st; }
+  // Null for an empty operand (no storage): offsetting a null pointer is undefined.
+  T* row(int64_t b, int64_t h, int64_t t) const {
+    return base ? base + b * sb + h * sh + t * st : nullptr;
+  }
 };
 
 template <typename T>
